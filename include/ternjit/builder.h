@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// builder.h - build ternjit IR from C++ with no text: the same IR the .tri front end makes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "ternjit/result.h"
+#include "ternjit/types.h"
+
+namespace ternjit {
+
+namespace detail {
+struct ModuleImpl;
+struct BuilderImpl;
+}  // namespace detail
+
+/// An opaque SSA value handle, valid only with the FunctionBuilder that made it.
+struct Value {
+  std::uint32_t id = UINT32_MAX;
+  [[nodiscard]] bool valid() const { return id != UINT32_MAX; }
+};
+
+/// A finished, verified module. Move-only; cheap to move.
+class Module {
+ public:
+  Module(Module&&) noexcept;
+  Module& operator=(Module&&) noexcept;
+  ~Module();
+
+  /// The canonical IR text of the module (deterministic).
+  [[nodiscard]] std::string to_text() const;
+  /// Parses and verifies IR text; errors are located `file:line:col` diagnostics.
+  static Result<Module> from_text(std::string_view text, std::string_view file_name = "<text>");
+  /// Parses, type-checks and lowers `.tri` DSL source.
+  static Result<Module> from_tri(std::string_view source, std::string_view file_name = "<tri>");
+
+  /// Internal: the implementation (an ir::Module). Not part of the stable API.
+  [[nodiscard]] detail::ModuleImpl& impl() const { return *impl_; }
+  explicit Module(std::unique_ptr<detail::ModuleImpl> impl);
+
+ private:
+  std::unique_ptr<detail::ModuleImpl> impl_;
+};
+
+class ModuleBuilder;
+
+/// Builds one function. Obtained from ModuleBuilder::function(); valid while the
+/// ModuleBuilder lives. Every method records the caller's source location: the first
+/// misuse (shape mismatch, unknown parameter...) is kept and reported by
+/// ModuleBuilder::finish() as `file.cpp:line:col: error: ...`; later calls that use
+/// an invalid Value are ignored.
+class FunctionBuilder {
+ public:
+  using Loc = std::source_location;
+
+  /// Adds an argument; the order of calls is the argument order.
+  Value arg(const std::string& name, ElemKind kind, const Shape& shape, Loc loc = Loc::current());
+  /// Reads module parameter `name` (declared with ModuleBuilder::param).
+  Value param(const std::string& name, Loc loc = Loc::current());
+  /// A scalar constant of `kind` (rounded to the kind).
+  Value constant(double value, ElemKind kind = ElemKind::F32, Loc loc = Loc::current());
+  /// A dense constant; `values.size()` must equal the product of `shape`.
+  Value constant(const std::vector<double>& values, ElemKind kind, const Shape& shape,
+                 Loc loc = Loc::current());
+
+  /// numpy.matmul (int x int accumulates in i32).
+  Value matmul(Value a, Value b, Loc loc = Loc::current());
+  /// Elementwise with NumPy broadcasting.
+  Value add(Value a, Value b, Loc loc = Loc::current());
+  Value sub(Value a, Value b, Loc loc = Loc::current());
+  Value mul(Value a, Value b, Loc loc = Loc::current());
+  Value div(Value a, Value b, Loc loc = Loc::current());
+  Value maximum(Value a, Value b, Loc loc = Loc::current());
+  Value minimum(Value a, Value b, Loc loc = Loc::current());
+  /// Elementwise unary.
+  Value neg(Value x, Loc loc = Loc::current());
+  Value abs(Value x, Loc loc = Loc::current());
+  Value relu(Value x, Loc loc = Loc::current());
+  Value sigmoid(Value x, Loc loc = Loc::current());
+  Value tanh(Value x, Loc loc = Loc::current());
+  Value gelu(Value x, Loc loc = Loc::current());
+  Value silu(Value x, Loc loc = Loc::current());
+  Value exp(Value x, Loc loc = Loc::current());
+  Value log(Value x, Loc loc = Loc::current());
+  Value sqrt(Value x, Loc loc = Loc::current());
+  /// Element-kind conversion (see ir/README.md for rounding).
+  Value cast(Value x, ElemKind to, Loc loc = Loc::current());
+  /// Reverses the dims (rank 2: swaps rows and columns).
+  Value transpose(Value x, Loc loc = Loc::current());
+  /// Reductions over `axis` (negative counts from the end).
+  Value sum(Value x, int axis, bool keepdims = false, Loc loc = Loc::current());
+  Value mean(Value x, int axis, bool keepdims = false, Loc loc = Loc::current());
+  Value max(Value x, int axis, bool keepdims = false, Loc loc = Loc::current());
+  /// Softmax along `axis` (negative counts from the end).
+  Value softmax(Value x, int axis, Loc loc = Loc::current());
+  /// RMS normalization over the last axis, scaled by gamma.
+  Value rmsnorm(Value x, Value gamma, double eps, Loc loc = Loc::current());
+  /// Per-row absmax int8 fake quantization (float in, float out).
+  Value quantize_int8(Value x, Loc loc = Loc::current());
+  /// sign(x) where |x| > threshold, else 0.
+  Value ternarize(Value x, double threshold, Loc loc = Loc::current());
+  /// BitNet b1.58 absmean ternarization (per tensor, float in, float out).
+  Value ternarize_absmean(Value x, Loc loc = Loc::current());
+  /// q * s for integer q and float scales s (broadcast).
+  Value dequantize(Value q, Value s, Loc loc = Loc::current());
+  /// Calls another function of the module (by full name, e.g. "BitLinear.forward").
+  std::vector<Value> call(const std::string& function, const std::vector<Value>& args,
+                          Loc loc = Loc::current());
+  /// Returns values; sets the function's result types. Call exactly once, last.
+  void ret(const std::vector<Value>& values, Loc loc = Loc::current());
+
+ private:
+  friend class ModuleBuilder;
+  FunctionBuilder(detail::BuilderImpl* b, std::uint32_t f) : b_(b), f_(f) {}
+  detail::BuilderImpl* b_;
+  std::uint32_t f_;
+};
+
+/// Builds a module: parameter declarations and functions, then finish().
+class ModuleBuilder {
+ public:
+  ModuleBuilder();
+  ~ModuleBuilder();
+  ModuleBuilder(const ModuleBuilder&) = delete;
+  ModuleBuilder& operator=(const ModuleBuilder&) = delete;
+
+  /// Declares a module parameter (weights); `shape` may use symbols.
+  void param(const std::string& name, ElemKind kind, const Shape& shape,
+             std::source_location loc = std::source_location::current());
+  /// Starts a new function named `name`.
+  FunctionBuilder function(const std::string& name,
+                           std::source_location loc = std::source_location::current());
+  /// Verifies and returns the module, or the first recorded misuse (located at the
+  /// caller's C++ line) / all verifier diagnostics. The builder is empty afterwards.
+  Result<Module> finish(std::source_location loc = std::source_location::current());
+
+ private:
+  std::unique_ptr<detail::BuilderImpl> impl_;
+};
+
+}  // namespace ternjit

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: Apache-2.0
+// infer_type.cpp - the type rule of every op (see ir/README.md for the semantics).
+#include "ir/infer_type.h"
+
+#include <algorithm>
+#include <map>
+
+namespace ternjit::ir {
+
+namespace {
+
+Error fail(std::string msg) { return make_error(ErrorCode::InvalidInput, std::move(msg)); }
+
+std::string q(Op op) { return "'" + std::string(op_name(op)) + "'"; }
+
+std::string dim_str(const Dim& d, std::span<const std::string> syms) {
+  if (d.is_static()) return std::to_string(d.extent);
+  return d.sym.index < syms.size() ? syms[d.sym.index] : "?";
+}
+
+bool same_dim(const Dim& a, const Dim& b) { return a == b; }
+
+Result<void> need_float(Op op, const Type& t, std::span<const std::string> syms) {
+  if (!is_float(t.elem))
+    return fail(q(op) + " needs a float operand, got " + type_str(t, syms));
+  return success();
+}
+
+Result<std::int64_t> check_axis(Op op, std::int64_t axis, const Type& t,
+                                std::span<const std::string> syms) {
+  auto rank = static_cast<std::int64_t>(t.rank());
+  if (axis < 0 || axis >= rank)
+    return fail(q(op) + " axis " + std::to_string(axis) + " is out of range for " +
+                type_str(t, syms) + " (rank " + std::to_string(rank) + ")");
+  return axis;
+}
+
+// Product signature of a shape: static product and sorted symbol list. Two shapes
+// hold the same number of elements for every binding iff their signatures match.
+std::pair<std::int64_t, std::vector<std::uint32_t>> numel_signature(const std::vector<Dim>& s) {
+  std::int64_t p = 1;
+  std::vector<std::uint32_t> syms;
+  for (const Dim& d : s) {
+    if (d.is_static()) p *= d.extent;
+    else syms.push_back(d.sym.index);
+  }
+  std::sort(syms.begin(), syms.end());
+  return {p, syms};
+}
+
+Result<std::vector<Type>> infer_matmul(const Type& a, const Type& b,
+                                       std::span<const std::string> syms) {
+  const Op op = Op::MatMul;
+  if (a.rank() == 0 || b.rank() == 0)
+    return fail(q(op) + " needs operands of rank >= 1, got " + type_str(a, syms) + " and " +
+                type_str(b, syms));
+  if (a.elem == ElemKind::Bool || b.elem == ElemKind::Bool)
+    return fail(q(op) + " does not take bool operands");
+  // NumPy: a vector lhs is [1, K] and a vector rhs is [K, 1]; the added dim is dropped.
+  std::vector<Dim> as = a.shape, bs = b.shape;
+  bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), Dim::fixed(1));
+  if (b_vec) bs.push_back(Dim::fixed(1));
+  const Dim& ka = as[as.size() - 1];
+  const Dim& kb = bs[bs.size() - 2];
+  if (!same_dim(ka, kb))
+    return fail(q(op) + " needs matching K: lhs is " + type_str(a, syms) + " (K = " +
+                dim_str(ka, syms) + "), rhs is " + type_str(b, syms) + " (K = " + dim_str(kb, syms) +
+                ")");
+  std::vector<Dim> batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
+  auto batch = broadcast_shapes(batch_a, batch_b, syms);
+  if (!batch.ok())
+    return fail(q(op) + " batch dims do not broadcast: " + type_str(a, syms) + " @ " +
+                type_str(b, syms));
+  std::vector<Dim> out = batch.value();
+  if (!a_vec) out.push_back(as[as.size() - 2]);
+  if (!b_vec) out.push_back(bs[bs.size() - 1]);
+  ElemKind k = (is_integer(a.elem) && is_integer(b.elem)) ? ElemKind::I32 : promote(a.elem, b.elem);
+  return std::vector<Type>{Type{k, out}};
+}
+
+}  // namespace
+
+ElemKind promote(ElemKind a, ElemKind b) {
+  if (is_float(a) || is_float(b)) {
+    if (is_float(a) && is_float(b)) return a == b ? a : ElemKind::F32;
+    return is_float(a) ? a : b;
+  }
+  if (a == b && (a == ElemKind::I8 || a == ElemKind::U8 || a == ElemKind::I32)) return a;
+  return ElemKind::I32;
+}
+
+Result<std::vector<Dim>> broadcast_shapes(const std::vector<Dim>& a, const std::vector<Dim>& b,
+                                          std::span<const std::string> syms) {
+  std::size_t n = std::max(a.size(), b.size());
+  std::vector<Dim> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // Align from the right.
+    const Dim* da = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
+    const Dim* db = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
+    if (!da) out[i] = *db;
+    else if (!db) out[i] = *da;
+    else if (same_dim(*da, *db)) out[i] = *da;
+    else if (da->is_static() && da->extent == 1) out[i] = *db;
+    else if (db->is_static() && db->extent == 1) out[i] = *da;
+    else {
+      auto shape_str = [&](const std::vector<Dim>& s) {
+        std::string r = "[";
+        for (std::size_t j = 0; j < s.size(); ++j) r += (j ? ", " : "") + dim_str(s[j], syms);
+        return r + "]";
+      };
+      return fail("shapes " + shape_str(a) + " and " + shape_str(b) +
+                  " do not broadcast: dim " + dim_str(*da, syms) + " vs " + dim_str(*db, syms));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
+                                      std::span<const Type> ops, const Attrs& attrs,
+                                      std::span<const Type> declared) {
+  auto syms = std::span<const std::string>(f.symbols());
+  int want = op_num_operands(op);
+  if (want >= 0 && static_cast<int>(ops.size()) != want)
+    return fail(q(op) + " takes " + std::to_string(want) + " operand" + (want == 1 ? "" : "s") +
+                ", got " + std::to_string(ops.size()));
+  if (attrs.index() != attrs_index_for(op))
+    return fail(q(op) + " has the wrong kind of attributes");
+
+  auto need_declared = [&](std::size_t n) -> Result<void> {
+    if (declared.size() != n)
+      return fail(q(op) + " needs " + std::to_string(n) + " declared result type" +
+                  (n == 1 ? "" : "s") + ", got " + std::to_string(declared.size()));
+    return success();
+  };
+  auto same = [&](const Type& t) { return std::vector<Type>{t}; };
+
+  std::vector<Type> out;
+  switch (op) {
+    case Op::Const: {
+      TERNJIT_TRY_VOID(need_declared(1));
+      const auto& c = std::get<ConstAttrs>(attrs);
+      auto n = declared[0].static_numel();
+      if (c.values.empty()) return fail("'const' needs at least one value");
+      if (c.values.size() != 1 && (!n || static_cast<std::size_t>(*n) != c.values.size()))
+        return fail("'const' has " + std::to_string(c.values.size()) + " values but type " +
+                    type_str(declared[0], syms) + " needs " +
+                    (n ? std::to_string(*n) : std::string("a static shape")));
+      return std::vector<Type>(declared.begin(), declared.end());
+    }
+    case Op::Param: {
+      TERNJIT_TRY_VOID(need_declared(1));
+      const auto& p = std::get<ParamAttrs>(attrs);
+      if (!m) return fail("'param' @" + p.name + " used outside a module");
+      const ParamDecl* d = m->find_param(p.name);
+      if (!d) return fail("unknown parameter @" + p.name);
+      if (!same_type(d->type, d->symbols, declared[0], syms))
+        return fail("'param' @" + p.name + " is declared " + type_str(d->type, d->symbols) +
+                    " but used as " + type_str(declared[0], syms));
+      return std::vector<Type>(declared.begin(), declared.end());
+    }
+    case Op::Call: {
+      const auto& c = std::get<CallAttrs>(attrs);
+      if (!m) return fail("'call' @" + c.callee + " used outside a module");
+      const Function* callee = m->find_function(c.callee);
+      if (!callee) return fail("unknown function @" + c.callee);
+      auto cargs = callee->args();
+      if (cargs.size() != ops.size())
+        return fail("@" + c.callee + " takes " + std::to_string(cargs.size()) + " argument" +
+                    (cargs.size() == 1 ? "" : "s") + ", got " + std::to_string(ops.size()));
+      // Bind the callee's symbols to the caller's dims by unification.
+      std::map<std::uint32_t, Dim> bound;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const Type& formal = callee->type_of(cargs[i]);
+        const Type& actual = ops[i];
+        bool ok = formal.elem == actual.elem && formal.rank() == actual.rank();
+        for (std::size_t d = 0; ok && d < formal.rank(); ++d) {
+          const Dim& fd = formal.shape[d];
+          if (fd.is_static()) { ok = fd == actual.shape[d]; continue; }
+          auto [it, fresh] = bound.emplace(fd.sym.index, actual.shape[d]);
+          if (!fresh && !(it->second == actual.shape[d])) {
+            return fail("@" + c.callee + " binds '" + callee->symbol_name(fd.sym) + "' to " +
+                        dim_str(it->second, syms) + " and to " + dim_str(actual.shape[d], syms));
+          }
+        }
+        if (!ok)
+          return fail("@" + c.callee + " argument " + std::to_string(i + 1) + " must be " +
+                      type_str(formal, callee->symbols()) + ", got " + type_str(actual, syms));
+      }
+      for (std::size_t r = 0; r < callee->result_types().size(); ++r) {
+        Type t = callee->result_types()[r];
+        for (std::size_t d = 0; d < t.rank(); ++d) {
+          if (t.shape[d].is_static()) continue;
+          auto it = bound.find(t.shape[d].sym.index);
+          if (it != bound.end()) t.shape[d] = it->second;
+          else if (r < declared.size() && declared[r].rank() == t.rank()) t.shape[d] = declared[r].shape[d];
+          else
+            return fail("result dim '" + callee->symbol_name(t.shape[d].sym) + "' of @" +
+                        c.callee + " is not determined by its arguments");
+        }
+        out.push_back(t);
+      }
+      break;
+    }
+    case Op::Ret: {
+      const auto& rt = f.result_types();
+      if (rt.size() != ops.size())
+        return fail("'ret' returns " + std::to_string(ops.size()) + " value" +
+                    (ops.size() == 1 ? "" : "s") + " but @" + f.name() + " returns " +
+                    std::to_string(rt.size()));
+      for (std::size_t i = 0; i < ops.size(); ++i)
+        if (!(rt[i] == ops[i]))
+          return fail("'ret' value " + std::to_string(i + 1) + " is " + type_str(ops[i], syms) +
+                      " but @" + f.name() + " returns " + type_str(rt[i], syms));
+      return out;
+    }
+    case Op::Br: return out;
+    case Op::CondBr:
+      if (ops[0].rank() != 0 || is_float(ops[0].elem))
+        return fail("'cond_br' condition must be an integer or bool scalar, got " +
+                    type_str(ops[0], syms));
+      return out;
+
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min: {
+      TERNJIT_TRY(auto shape, broadcast_shapes(ops[0].shape, ops[1].shape, syms));
+      out.push_back(Type{promote(ops[0].elem, ops[1].elem), shape});
+      break;
+    }
+    case Op::Neg: case Op::Abs: case Op::Relu:
+      if (ops[0].elem == ElemKind::Bool || ops[0].elem == ElemKind::U8)
+        return fail(q(op) + " needs a signed operand, got " + type_str(ops[0], syms));
+      out = same(ops[0]);
+      break;
+    case Op::Sigmoid: case Op::Tanh: case Op::Gelu: case Op::Silu: case Op::Exp: case Op::Log:
+    case Op::Sqrt: case Op::Rsqrt:
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      out = same(ops[0]);
+      break;
+    case Op::Cast:
+      out.push_back(Type{std::get<CastAttrs>(attrs).to, ops[0].shape});
+      break;
+
+    case Op::Transpose: {
+      const auto& perm = std::get<PermAttrs>(attrs).perm;
+      if (perm.size() != ops[0].rank())
+        return fail("'transpose' permutation has " + std::to_string(perm.size()) +
+                    " entries but the operand has rank " + std::to_string(ops[0].rank()));
+      std::vector<bool> seen(perm.size(), false);
+      Type t{ops[0].elem, {}};
+      for (std::int64_t p : perm) {
+        if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[p])
+          return fail("'transpose' permutation is not a permutation of 0.." +
+                      std::to_string(static_cast<std::int64_t>(perm.size()) - 1));
+        seen[p] = true;
+        t.shape.push_back(ops[0].shape[p]);
+      }
+      out.push_back(t);
+      break;
+    }
+    case Op::Reshape: {
+      TERNJIT_TRY_VOID(need_declared(1));
+      if (declared[0].elem != ops[0].elem)
+        return fail("'reshape' cannot change the element kind");
+      if (numel_signature(declared[0].shape) != numel_signature(ops[0].shape))
+        return fail("'reshape' from " + type_str(ops[0], syms) + " to " +
+                    type_str(declared[0], syms) + " changes the number of elements");
+      return std::vector<Type>(declared.begin(), declared.end());
+    }
+    case Op::Broadcast: {
+      TERNJIT_TRY_VOID(need_declared(1));
+      if (declared[0].elem != ops[0].elem)
+        return fail("'broadcast' cannot change the element kind");
+      auto b = broadcast_shapes(ops[0].shape, declared[0].shape, syms);
+      if (!b.ok() || !(b.value() == declared[0].shape))
+        return fail("'broadcast' cannot broadcast " + type_str(ops[0], syms) + " to " +
+                    type_str(declared[0], syms));
+      return std::vector<Type>(declared.begin(), declared.end());
+    }
+
+    case Op::MatMul: {
+      TERNJIT_TRY(out, infer_matmul(ops[0], ops[1], syms));
+      break;
+    }
+    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: {
+      const auto& ax = std::get<AxisAttrs>(attrs);
+      TERNJIT_TRY(auto axis, check_axis(op, ax.axis, ops[0], syms));
+      if (op == Op::ReduceMean) TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      Type t = ops[0];
+      if (op == Op::ReduceSum && is_integer(t.elem)) t.elem = ElemKind::I32;
+      if (ax.keepdims) t.shape[axis] = Dim::fixed(1);
+      else t.shape.erase(t.shape.begin() + axis);
+      out.push_back(t);
+      break;
+    }
+    case Op::Softmax: {
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      TERNJIT_TRY(auto axis, check_axis(op, std::get<AxisAttrs>(attrs).axis, ops[0], syms));
+      (void)axis;
+      if (std::get<AxisAttrs>(attrs).keepdims) return fail("'softmax' does not take keepdims");
+      out = same(ops[0]);
+      break;
+    }
+    case Op::RmsNorm: {
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      TERNJIT_TRY_VOID(need_float(op, ops[1], syms));
+      if (ops[0].rank() == 0 || ops[1].rank() != 1 || !(ops[1].shape[0] == ops[0].shape.back()))
+        return fail("'rmsnorm' needs gamma of shape [" +
+                    (ops[0].rank() ? dim_str(ops[0].shape.back(), syms) : std::string("D")) +
+                    "] for input " + type_str(ops[0], syms) + ", got " + type_str(ops[1], syms));
+      if (std::get<EpsAttrs>(attrs).eps < 0) return fail("'rmsnorm' eps must be >= 0");
+      out.push_back(Type{promote(ops[0].elem, ops[1].elem), ops[0].shape});
+      break;
+    }
+    case Op::QuantizeInt8:
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      if (ops[0].rank() == 0) return fail("'quantize_int8' needs an operand of rank >= 1");
+      out = same(ops[0]);
+      break;
+    case Op::Ternarize:
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      if (std::get<ThresholdAttrs>(attrs).threshold < 0)
+        return fail("'ternarize' threshold must be >= 0");
+      out = same(ops[0]);
+      break;
+    case Op::TernarizeAbsmean:
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      out = same(ops[0]);
+      break;
+    case Op::Quantize: {
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      if (ops[0].rank() == 0) return fail("'quantize' needs an operand of rank >= 1");
+      Type scales{ElemKind::F32, ops[0].shape};
+      scales.shape.back() = Dim::fixed(1);
+      out = {Type{ElemKind::I8, ops[0].shape}, scales};
+      break;
+    }
+    case Op::TQuantize:
+      TERNJIT_TRY_VOID(need_float(op, ops[0], syms));
+      out = {Type{ElemKind::T2, ops[0].shape}, Type{ElemKind::F32, {}}};
+      break;
+    case Op::Dequantize: {
+      if (is_float(ops[0].elem))
+        return fail("'dequantize' needs integer values, got " + type_str(ops[0], syms));
+      TERNJIT_TRY_VOID(need_float(op, ops[1], syms));
+      TERNJIT_TRY(auto shape, broadcast_shapes(ops[0].shape, ops[1].shape, syms));
+      out.push_back(Type{ops[1].elem, shape});
+      break;
+    }
+  }
+
+  if (!declared.empty()) {
+    if (declared.size() != out.size())
+      return fail(q(op) + " produces " + std::to_string(out.size()) + " result" +
+                  (out.size() == 1 ? "" : "s") + ", but " + std::to_string(declared.size()) +
+                  " are declared");
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!(declared[i] == out[i]))
+        return fail(q(op) + " result is " + type_str(out[i], syms) + ", but " +
+                    type_str(declared[i], syms) + " is declared");
+  }
+  return out;
+}
+
+}  // namespace ternjit::ir

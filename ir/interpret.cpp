@@ -1,0 +1,886 @@
+// SPDX-License-Identifier: Apache-2.0
+// interpret.cpp - the reference interpreter: one obviously-correct case per op (see interpret.h).
+//
+// Layout of the file: shape helpers, element-wise kernels (each a plain loop over the
+// row-major output), the Interpreter (binding, block execution, the op switch), and
+// the public entry points. Every numeric rule is stated in interpret.h; the comments
+// here explain only how the loops realise it.
+//
+// Floating-point note: the build uses ISO C++ mode, so GCC/Clang do not contract
+// `acc += a * b` into an FMA (-ffp-contract=off is the ISO default); every f32 and
+// double operation below is therefore one correctly rounded IEEE operation.
+#include "ir/interpret.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "ir/builder.h"
+#include "ir/quant.h"
+
+namespace ternjit::ir {
+
+namespace {
+
+using Extents = std::vector<std::int64_t>;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Error fail_at(const SourceLoc& loc, std::string msg) {
+  if (loc.known()) return make_located_error(loc, std::move(msg));
+  return make_error(ErrorCode::InvalidInput, std::move(msg));
+}
+
+std::string q(Op op) { return "'" + std::string(op_name(op)) + "'"; }
+
+std::string extents_str(ElemKind k, const Extents& s) { return std::string(elem_name(k)) + index_str(s); }
+
+std::int64_t numel(const Extents& s) {
+  std::int64_t n = 1;
+  for (std::int64_t e : s) n *= e;
+  return n;
+}
+
+// Row-major strides (in elements).
+Extents strides(const Extents& s) {
+  Extents st(s.size(), 1);
+  for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+// Advances a row-major multi-index by one element (wraps to all zeros at the end).
+void advance(Extents& idx, const Extents& shape) {
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (++idx[d] < shape[d]) return;
+    idx[d] = 0;
+  }
+}
+
+std::int64_t dot(const Extents& idx, const Extents& st) {
+  std::int64_t off = 0;
+  for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[d];
+  return off;
+}
+
+// NumPy broadcast of two concrete shapes. The IR was type-checked with the same rule
+// (infer_types), and symbols are bound consistently, so failure is our bug.
+Extents broadcast_extents(const Extents& a, const Extents& b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Extents out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TERNJIT_CHECK(da == db || da == 1 || db == 1,
+                  "shapes " + index_str(a) + " and " + index_str(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Strides that read an operand of shape `in` while walking an output of shape `out`
+// (right-aligned; a stretched dim of extent 1 gets stride 0, a missing leading dim too).
+Extents broadcast_strides(const Extents& in, const Extents& out) {
+  TERNJIT_CHECK(in.size() <= out.size(), "broadcast to a lower rank");
+  const Extents st = strides(in);
+  const std::size_t off = out.size() - in.size();
+  Extents res(out.size(), 0);
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    TERNJIT_CHECK(in[d] == out[off + d] || in[d] == 1,
+                  "cannot broadcast " + index_str(in) + " to " + index_str(out));
+    res[off + d] = in[d] == 1 ? 0 : st[d];
+  }
+  return res;
+}
+
+// Wraps an integer (taken modulo 2^64) to the two's-complement width of `k`. Integer
+// conversions to narrower types are modular in C++20, so this is well defined.
+double wrap_to_kind(std::uint64_t bits, ElemKind k) {
+  switch (k) {
+    case ElemKind::I8: return static_cast<std::int8_t>(static_cast<std::uint8_t>(bits));
+    case ElemKind::U8: return static_cast<std::uint8_t>(bits);
+    case ElemKind::I32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
+    case ElemKind::T2: case ElemKind::Bool: {
+      // promote() never makes t2/bool an arithmetic result; only neg/abs/relu of t2
+      // reach here, and they stay in range.
+      const auto v = static_cast<std::int64_t>(bits);
+      const std::int64_t lo = k == ElemKind::T2 ? -1 : 0;
+      TERNJIT_CHECK(v >= lo && v <= 1, "integer result out of range for " + std::string(elem_name(k)));
+      return static_cast<double>(v);
+    }
+    case ElemKind::F16: case ElemKind::BF16: case ElemKind::F32: break;
+  }
+  TERNJIT_UNREACHABLE("wrap_to_kind on a float kind");
+}
+
+double wrap_to_kind(std::int64_t v, ElemKind k) { return wrap_to_kind(static_cast<std::uint64_t>(v), k); }
+
+std::int64_t as_int(double v) { return static_cast<std::int64_t>(v); }
+
+// IEEE 754-2019 maximum/minimum: NaN propagates, and +0 > -0.
+float max_f32(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<float>::quiet_NaN();
+  if (x == y) return std::signbit(x) ? y : x;
+  return x > y ? x : y;
+}
+float min_f32(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<float>::quiet_NaN();
+  if (x == y) return std::signbit(x) ? x : y;
+  return x < y ? x : y;
+}
+
+// How binary() feeds the operands of a float result to the f32 computation.
+enum class Operands : std::uint8_t {
+  ToResultKind,  // round each operand to the result kind first (add/sub/mul/div/max/min)
+  ToF32,         // convert each operand straight to f32 (dequantize)
+};
+
+// Elementwise binary op with broadcasting. `float_fn(float, float) -> float` is used
+// for a float result kind; `int_fn(int64, int64) -> optional<int64>` for an integer
+// one, where nullopt means division by zero.
+template <class FloatFn, class IntFn>
+Result<HostTensor> binary(const InstData& inst, const HostTensor& a, const HostTensor& b, ElemKind kind,
+                          FloatFn float_fn, IntFn int_fn, Operands convert = Operands::ToResultKind) {
+  const Extents shape = broadcast_extents(a.shape, b.shape);
+  HostTensor r = HostTensor::zeros(kind, shape);
+  const Extents sa = broadcast_strides(a.shape, shape), sb = broadcast_strides(b.shape, shape);
+  Extents idx(shape.size(), 0);
+  for (std::size_t i = 0; i < r.data.size(); ++i, advance(idx, shape)) {
+    const double x = a.data[static_cast<std::size_t>(dot(idx, sa))];
+    const double y = b.data[static_cast<std::size_t>(dot(idx, sb))];
+    if (is_float(kind)) {
+      // Rounding to the result kind only changes integer operands of an f16/bf16
+      // result (e.g. i32 2049 becomes 2048 in f16); float operands are already exact.
+      const bool first = convert == Operands::ToResultKind;
+      const auto fx = static_cast<float>(first ? round_to_kind(x, kind) : x);
+      const auto fy = static_cast<float>(first ? round_to_kind(y, kind) : y);
+      const float v = float_fn(fx, fy);
+      r.data[i] = round_to_kind(static_cast<double>(v), kind);
+    } else {
+      const std::optional<std::int64_t> v = int_fn(as_int(x), as_int(y));
+      if (!v) return fail_at(inst.loc, q(inst.op) + " divides by zero at element " + index_str(idx));
+      r.data[i] = wrap_to_kind(*v, kind);
+    }
+  }
+  return r;
+}
+
+// Elementwise unary op computed in double from the exact element value, rounded once.
+template <class Fn>
+HostTensor unary_double(const HostTensor& t, ElemKind kind, Fn fn) {
+  HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
+  for (std::size_t i = 0; i < t.data.size(); ++i) r.data[i] = round_to_kind(fn(t.data[i]), kind);
+  return r;
+}
+
+// neg/abs/relu: exact for floats, int64 then wrapped for integers.
+template <class FloatFn, class IntFn>
+HostTensor unary_signed(const HostTensor& t, ElemKind kind, FloatFn float_fn, IntFn int_fn) {
+  if (is_float(kind)) return unary_double(t, kind, float_fn);
+  HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
+  for (std::size_t i = 0; i < t.data.size(); ++i) r.data[i] = wrap_to_kind(int_fn(as_int(t.data[i])), kind);
+  return r;
+}
+
+HostTensor transpose(const HostTensor& t, const std::vector<std::int64_t>& perm) {
+  Extents shape(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) shape[i] = t.shape[static_cast<std::size_t>(perm[i])];
+  const Extents in_st = strides(t.shape);
+  Extents st(perm.size());  // stride in the input of each output dim
+  for (std::size_t i = 0; i < perm.size(); ++i) st[i] = in_st[static_cast<std::size_t>(perm[i])];
+  HostTensor r = HostTensor::zeros(t.kind, shape);
+  Extents idx(shape.size(), 0);
+  for (std::size_t i = 0; i < r.data.size(); ++i, advance(idx, shape))
+    r.data[i] = t.data[static_cast<std::size_t>(dot(idx, st))];
+  return r;
+}
+
+HostTensor broadcast_to(const HostTensor& t, const Extents& shape) {
+  const Extents st = broadcast_strides(t.shape, shape);
+  HostTensor r = HostTensor::zeros(t.kind, shape);
+  Extents idx(shape.size(), 0);
+  for (std::size_t i = 0; i < r.data.size(); ++i, advance(idx, shape))
+    r.data[i] = t.data[static_cast<std::size_t>(dot(idx, st))];
+  return r;
+}
+
+// numpy.matmul. The operands are viewed as [batch..., M, K] and [batch..., K, N]
+// (a 1-D lhs as [1, K], a 1-D rhs as [K, 1]); the output is computed as
+// [batch..., M, N], which has the same row-major data as the result with the added
+// dims dropped.
+HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind) {
+  Extents as = a.shape, bs = b.shape;
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  TERNJIT_CHECK(as.size() >= 2 && bs.size() >= 2, "matmul of a scalar");
+  const std::int64_t m = as[as.size() - 2], k = as.back(), k2 = bs[bs.size() - 2], n = bs.back();
+  TERNJIT_CHECK(k == k2, "matmul K mismatch: " + index_str(a.shape) + " @ " + index_str(b.shape));
+  const Extents batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
+  const Extents batch = broadcast_extents(batch_a, batch_b);
+  const Extents sa = broadcast_strides(batch_a, batch), sb = broadcast_strides(batch_b, batch);
+
+  Extents shape = batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  HostTensor r = HostTensor::zeros(kind, shape);
+  const bool exact_int = is_integer(a.kind) && is_integer(b.kind);
+  Extents bidx(batch.size(), 0);
+  std::size_t out = 0;
+  for (std::int64_t bi = 0; bi < numel(batch); ++bi, advance(bidx, batch)) {
+    // Batch strides count whole matrices.
+    const std::int64_t a0 = dot(bidx, sa) * m * k, b0 = dot(bidx, sb) * k * n;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j, ++out) {
+        if (exact_int) {
+          // |a*b| < 2^62 fits int64; the sum is taken modulo 2^64, whose low 32 bits
+          // equal those of the exact sum.
+          std::uint64_t acc = 0;
+          for (std::int64_t p = 0; p < k; ++p) {
+            const std::int64_t x = as_int(a.data[static_cast<std::size_t>(a0 + i * k + p)]);
+            const std::int64_t y = as_int(b.data[static_cast<std::size_t>(b0 + p * n + j)]);
+            acc += static_cast<std::uint64_t>(x * y);
+          }
+          r.data[out] = wrap_to_kind(acc, kind);
+        } else {
+          double acc = 0;
+          for (std::int64_t p = 0; p < k; ++p)
+            acc += a.data[static_cast<std::size_t>(a0 + i * k + p)] *
+                   b.data[static_cast<std::size_t>(b0 + p * n + j)];
+          r.data[out] = round_to_kind(acc, kind);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// A tensor viewed as [outer, len, inner] around `axis`.
+struct AxisView {
+  std::int64_t outer = 1, len = 1, inner = 1;
+  [[nodiscard]] std::size_t at(std::int64_t o, std::int64_t k, std::int64_t i) const {
+    return static_cast<std::size_t>((o * len + k) * inner + i);
+  }
+};
+
+AxisView axis_view(const Extents& shape, std::size_t axis) {
+  AxisView v;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d < axis) v.outer *= shape[d];
+    else if (d == axis) v.len = shape[d];
+    else v.inner *= shape[d];
+  }
+  return v;
+}
+
+Extents reduced_shape(const Extents& shape, std::size_t axis, bool keepdims) {
+  Extents out = shape;
+  if (keepdims) out[axis] = 1;
+  else out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+  return out;
+}
+
+Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t axis, bool keepdims,
+                          ElemKind kind) {
+  const AxisView v = axis_view(t.shape, axis);
+  HostTensor r = HostTensor::zeros(kind, reduced_shape(t.shape, axis, keepdims));
+  if (inst.op == Op::ReduceMax && v.len == 0 && !r.data.empty())
+    return fail_at(inst.loc, "'reduce_max' over axis " + std::to_string(axis) + " of extent 0 of " +
+                                 extents_str(t.kind, t.shape) + " has no maximum");
+  for (std::int64_t o = 0; o < v.outer; ++o) {
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      double& out = r.data[static_cast<std::size_t>(o * v.inner + i)];
+      if (inst.op == Op::ReduceMax) {
+        double m = t.data[v.at(o, 0, i)];
+        for (std::int64_t k = 1; k < v.len; ++k) {
+          const double x = t.data[v.at(o, k, i)];
+          if (std::isnan(m) || std::isnan(x)) m = kNaN;
+          else if (x > m || (x == m && !std::signbit(x))) m = x;  // +0 beats -0, as max
+        }
+        out = round_to_kind(m, kind);
+      } else if (is_integer(kind)) {
+        std::uint64_t acc = 0;
+        for (std::int64_t k = 0; k < v.len; ++k) acc += static_cast<std::uint64_t>(as_int(t.data[v.at(o, k, i)]));
+        out = wrap_to_kind(acc, kind);
+      } else {
+        double acc = 0;
+        for (std::int64_t k = 0; k < v.len; ++k) acc += t.data[v.at(o, k, i)];
+        if (inst.op == Op::ReduceMean) acc /= static_cast<double>(v.len);  // 0 / 0 = NaN when empty
+        out = round_to_kind(acc, kind);
+      }
+    }
+  }
+  return r;
+}
+
+HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind) {
+  const AxisView v = axis_view(t.shape, axis);
+  HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
+  std::vector<double> e(static_cast<std::size_t>(v.len));
+  for (std::int64_t o = 0; o < v.outer; ++o) {
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      // m is NaN when any element is NaN; then every e_k and y_k is NaN too.
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::int64_t k = 0; k < v.len; ++k) {
+        const double x = t.data[v.at(o, k, i)];
+        if (std::isnan(x) || std::isnan(m)) m = kNaN;
+        else m = std::max(m, x);
+      }
+      double sum = 0;
+      for (std::int64_t k = 0; k < v.len; ++k) {
+        e[static_cast<std::size_t>(k)] = std::exp(t.data[v.at(o, k, i)] - m);
+        sum += e[static_cast<std::size_t>(k)];
+      }
+      for (std::int64_t k = 0; k < v.len; ++k)
+        r.data[v.at(o, k, i)] = round_to_kind(e[static_cast<std::size_t>(k)] / sum, kind);
+    }
+  }
+  return r;
+}
+
+HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind) {
+  TERNJIT_CHECK(!x.shape.empty() && gamma.shape.size() == 1 && gamma.shape[0] == x.shape.back(),
+                "rmsnorm gamma " + index_str(gamma.shape) + " does not match " + index_str(x.shape));
+  const std::int64_t d = x.shape.back();
+  HostTensor r{kind, x.shape, std::vector<double>(x.data.size())};
+  const std::int64_t rows = d == 0 ? 0 : numel(x.shape) / d;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::size_t base = static_cast<std::size_t>(row * d);
+    double ss = 0;
+    for (std::int64_t j = 0; j < d; ++j) ss += x.data[base + static_cast<std::size_t>(j)] * x.data[base + static_cast<std::size_t>(j)];
+    const double denom = std::sqrt(ss / static_cast<double>(d) + eps);
+    for (std::int64_t j = 0; j < d; ++j) {
+      const auto at = base + static_cast<std::size_t>(j);
+      r.data[at] = round_to_kind(x.data[at] / denom * gamma.data[static_cast<std::size_t>(j)], kind);
+    }
+  }
+  return r;
+}
+
+// Rows of the last axis: [prod(shape[:-1]), shape[-1]] (rank >= 1).
+std::pair<std::int64_t, std::int64_t> rows_cols(const Extents& shape) {
+  TERNJIT_CHECK(!shape.empty(), "row view of a scalar");
+  return {numel(Extents(shape.begin(), shape.end() - 1)), shape.back()};
+}
+
+HostTensor from_floats(ElemKind kind, const Extents& shape, const std::vector<float>& v) {
+  HostTensor r{kind, shape, {}};
+  r.data.reserve(v.size());
+  for (float x : v) r.data.push_back(round_to_kind(static_cast<double>(x), kind));
+  return r;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Where a symbol got its extent, for error messages.
+struct Binding {
+  std::int64_t extent = 0;
+  std::string source;  // "argument %x", "parameter @w"
+};
+
+// The state of one function activation.
+struct Frame {
+  const Function& f;
+  std::vector<std::optional<Binding>> syms;
+  std::vector<std::optional<HostTensor>> values;
+};
+
+// What the block loop does after an instruction.
+struct Flow {
+  enum class Kind : std::uint8_t { Next, Jump, Return };
+  Kind kind = Kind::Next;
+  BlockId target;
+  std::vector<HostTensor> returned;
+};
+
+std::string block_str(const Function& f, BlockId b) {
+  const std::string& n = f.block(b).name;
+  return "^" + (n.empty() ? "bb" + std::to_string(b.index) : n);
+}
+
+std::string constraint_str(const Function& f, const Constraint& c) {
+  const std::string& s = f.symbol_name(c.sym);
+  const std::string v = std::to_string(c.value);
+  switch (c.kind) {
+    case Constraint::Kind::MultipleOf: return s + " % " + v + " == 0";
+    case Constraint::Kind::AtLeast: return s + " >= " + v;
+    case Constraint::Kind::AtMost: return s + " <= " + v;
+    case Constraint::Kind::Equals: return s + " == " + v;
+  }
+  return s;
+}
+
+bool satisfies(std::int64_t x, const Constraint& c) {
+  switch (c.kind) {
+    case Constraint::Kind::MultipleOf: return c.value == 0 ? x == 0 : x % c.value == 0;
+    case Constraint::Kind::AtLeast: return x >= c.value;
+    case Constraint::Kind::AtMost: return x <= c.value;
+    case Constraint::Kind::Equals: return x == c.value;
+  }
+  return false;
+}
+
+class Interpreter {
+ public:
+  Interpreter(const Module& m, const ParamValues& params, const InterpretOptions& options)
+      : m_(m), params_(params), options_(options) {}
+
+  Result<std::vector<HostTensor>> run(const Function& f, std::span<const HostTensor> args, int depth);
+
+ private:
+  Result<void> bind_dim(Frame& fr, SymbolId sym, std::int64_t extent, const std::string& source,
+                        const SourceLoc& loc);
+  Result<void> bind_tensor(Frame& fr, const Type& declared, const HostTensor& t, const std::string& what,
+                           const SourceLoc& loc);
+  Result<void> bind_params(Frame& fr);
+  Result<Extents> concrete(const Frame& fr, const Type& t, const SourceLoc& loc, const std::string& what) const;
+  Result<Flow> execute(Frame& fr, const InstData& inst, int depth);
+  Result<Flow> jump(Frame& fr, const InstData& inst, const BlockCall& call);
+
+  const Module& m_;
+  const ParamValues& params_;
+  const InterpretOptions& options_;
+  std::uint64_t steps_ = 0;
+};
+
+Result<void> Interpreter::bind_dim(Frame& fr, SymbolId sym, std::int64_t extent, const std::string& source,
+                                   const SourceLoc& loc) {
+  if (sym.index >= fr.syms.size())
+    return fail_at(loc, "@" + fr.f.name() + " uses an undeclared symbol #" + std::to_string(sym.index));
+  std::optional<Binding>& b = fr.syms[sym.index];
+  if (!b) {
+    b = Binding{extent, source};
+  } else if (b->extent != extent) {
+    return fail_at(loc, "symbol '" + fr.f.symbol_name(sym) + "' is " + std::to_string(b->extent) + " from " +
+                            b->source + " but " + std::to_string(extent) + " from " + source);
+  }
+  return success();
+}
+
+Result<void> Interpreter::bind_tensor(Frame& fr, const Type& declared, const HostTensor& t,
+                                      const std::string& what, const SourceLoc& loc) {
+  if (auto v = validate(t, what); !v.ok()) return fail_at(loc, v.error().message);
+  const std::string want = type_str(declared, fr.f.symbols());
+  if (t.kind != declared.elem || t.shape.size() != declared.rank())
+    return fail_at(loc, what + " must be " + want + ", got " + t.describe());
+  for (std::size_t d = 0; d < declared.rank(); ++d) {
+    const Dim& dim = declared.shape[d];
+    if (dim.is_static()) {
+      if (dim.extent != t.shape[d])
+        return fail_at(loc, what + " must be " + want + ", got " + t.describe() + " (dim " + std::to_string(d) +
+                                " is " + std::to_string(t.shape[d]) + ", expected " + std::to_string(dim.extent) +
+                                ")");
+    } else {
+      TERNJIT_TRY_VOID(bind_dim(fr, dim.sym, t.shape[d], what, loc));
+    }
+  }
+  return success();
+}
+
+Result<void> Interpreter::bind_params(Frame& fr) {
+  for (BlockId b : fr.f.blocks()) {
+    for (InstId i : fr.f.insts(b)) {
+      const InstData& inst = fr.f.inst(i);
+      if (inst.op != Op::Param) continue;
+      const auto* p = std::get_if<ParamAttrs>(&inst.attrs);
+      if (!p || inst.results.size() != 1) return fail_at(inst.loc, "malformed 'param' instruction");
+      auto it = params_.values.find(p->name);
+      if (it == params_.values.end()) return fail_at(inst.loc, "no value given for parameter @" + p->name);
+      TERNJIT_TRY_VOID(bind_tensor(fr, fr.f.type_of(inst.results[0]), it->second, "parameter @" + p->name, inst.loc));
+    }
+  }
+  return success();
+}
+
+Result<Extents> Interpreter::concrete(const Frame& fr, const Type& t, const SourceLoc& loc,
+                                      const std::string& what) const {
+  Extents out;
+  out.reserve(t.rank());
+  std::int64_t n = 1;
+  for (const Dim& d : t.shape) {
+    std::int64_t e = d.extent;
+    if (!d.is_static()) {
+      if (d.sym.index >= fr.syms.size())
+        return fail_at(loc, "@" + fr.f.name() + " uses an undeclared symbol #" + std::to_string(d.sym.index));
+      if (!fr.syms[d.sym.index])
+        return fail_at(loc, "symbol '" + fr.f.symbol_name(d.sym) + "' in the type of " + what +
+                                " is not bound by any argument or parameter of @" + fr.f.name());
+      e = fr.syms[d.sym.index]->extent;
+    }
+    if (e != 0 && n > options_.max_elements / e)
+      return fail_at(loc, what + " of type " + type_str(t, fr.f.symbols()) + " has more than " +
+                              std::to_string(options_.max_elements) + " elements (the interpreter's limit)");
+    n *= e;
+    out.push_back(e);
+  }
+  return out;
+}
+
+Result<std::vector<HostTensor>> Interpreter::run(const Function& f, std::span<const HostTensor> args,
+                                                 int depth) {
+  if (depth > options_.max_call_depth)
+    return fail_at(f.loc(), "calls nest deeper than " + std::to_string(options_.max_call_depth) +
+                                " levels (entering @" + f.name() + ")");
+  if (f.blocks().empty()) return fail_at(f.loc(), "@" + f.name() + " has no body");
+  Frame fr{f, std::vector<std::optional<Binding>>(f.symbols().size()),
+           std::vector<std::optional<HostTensor>>(f.num_values())};
+
+  // Bind symbols from the arguments, then from the parameters the function reads.
+  const auto formals = f.args();
+  if (formals.size() != args.size())
+    return fail_at(f.loc(), "@" + f.name() + " takes " + std::to_string(formals.size()) + " argument" +
+                                (formals.size() == 1 ? "" : "s") + ", got " + std::to_string(args.size()));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& name = f.value(formals[i]).name;
+    const std::string what = name.empty() ? "argument " + std::to_string(i + 1) : "argument %" + name;
+    TERNJIT_TRY_VOID(bind_tensor(fr, f.type_of(formals[i]), args[i], what, f.loc()));
+  }
+  TERNJIT_TRY_VOID(bind_params(fr));
+  for (const Constraint& c : f.constraints()) {
+    if (c.sym.index >= fr.syms.size() || !fr.syms[c.sym.index]) continue;  // unbound: checked where used
+    const Binding& b = *fr.syms[c.sym.index];
+    if (!satisfies(b.extent, c))
+      return fail_at(f.loc(), "symbol '" + f.symbol_name(c.sym) + "' is " + std::to_string(b.extent) + " (from " +
+                                  b.source + ") but @" + f.name() + " requires " + constraint_str(f, c));
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) fr.values[formals[i].index] = args[i];
+
+  BlockId block = f.entry();
+  for (;;) {
+    bool jumped = false;
+    for (InstId id : f.insts(block)) {
+      if (++steps_ > options_.max_steps)
+        return fail_at(f.inst(id).loc, "execution exceeded " + std::to_string(options_.max_steps) +
+                                           " instructions (an infinite loop?) in @" + f.name());
+      TERNJIT_TRY(Flow flow, execute(fr, f.inst(id), depth));
+      if (flow.kind == Flow::Kind::Return) {
+        // Verified IR returns the declared result types; check their concrete shapes.
+        const auto& rt = f.result_types();
+        if (rt.size() != flow.returned.size())
+          return fail_at(f.inst(id).loc, "'ret' returns " + std::to_string(flow.returned.size()) +
+                                             " values but @" + f.name() + " returns " + std::to_string(rt.size()));
+        for (std::size_t r = 0; r < rt.size(); ++r) {
+          TERNJIT_TRY(Extents shape, concrete(fr, rt[r], f.inst(id).loc, "result " + std::to_string(r + 1)));
+          TERNJIT_CHECK(flow.returned[r].kind == rt[r].elem && flow.returned[r].shape == shape,
+                        "@" + f.name() + " returns " + flow.returned[r].describe() + " for result type " +
+                            extents_str(rt[r].elem, shape));
+        }
+        return std::move(flow.returned);
+      }
+      if (flow.kind == Flow::Kind::Jump) {
+        block = flow.target;
+        jumped = true;
+        break;
+      }
+    }
+    if (!jumped) return fail_at(f.loc(), "block " + block_str(f, block) + " of @" + f.name() + " has no terminator");
+  }
+}
+
+Result<Flow> Interpreter::jump(Frame& fr, const InstData& inst, const BlockCall& call) {
+  const Function& f = fr.f;
+  if (!call.block.valid() || call.block.index >= f.num_blocks())
+    return fail_at(inst.loc, q(inst.op) + " jumps to a block that does not exist");
+  const auto& params = f.block(call.block).args;
+  if (params.size() != call.args.size())
+    return fail_at(inst.loc, q(inst.op) + " passes " + std::to_string(call.args.size()) + " arguments to " +
+                                 block_str(f, call.block) + ", which takes " + std::to_string(params.size()));
+  // Read every argument before writing any block parameter: a loop back-edge may pass
+  // the block's own parameters in a different order (parallel assignment).
+  std::vector<HostTensor> vals;
+  for (ValueId v : call.args) {
+    if (!v.valid() || v.index >= fr.values.size() || !fr.values[v.index])
+      return fail_at(inst.loc, q(inst.op) + " passes a value before it is defined");
+    vals.push_back(*fr.values[v.index]);
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Type& t = f.type_of(params[i]);
+    TERNJIT_TRY(Extents shape, concrete(fr, t, inst.loc, "block argument"));
+    TERNJIT_CHECK(vals[i].kind == t.elem && vals[i].shape == shape,
+                  q(inst.op) + " passes " + vals[i].describe() + " to a block argument of type " +
+                      extents_str(t.elem, shape));
+    fr.values[params[i].index] = std::move(vals[i]);
+  }
+  return Flow{Flow::Kind::Jump, call.block, {}};
+}
+
+Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
+  const Function& f = fr.f;
+  // Cheap structural checks, so that unverified IR gives an error rather than UB.
+  const int want_ops = op_num_operands(inst.op), want_res = op_num_results(inst.op);
+  if ((want_ops >= 0 && inst.operands.size() != static_cast<std::size_t>(want_ops)) ||
+      (want_res >= 0 && inst.results.size() != static_cast<std::size_t>(want_res)) ||
+      inst.attrs.index() != attrs_index_for(inst.op))
+    return fail_at(inst.loc, "malformed " + q(inst.op) + " instruction (operand, result or attribute mismatch)");
+  std::vector<const HostTensor*> ops;
+  for (ValueId v : inst.operands) {
+    if (!v.valid() || v.index >= fr.values.size() || !fr.values[v.index])
+      return fail_at(inst.loc, q(inst.op) + " uses a value before it is defined");
+    ops.push_back(&*fr.values[v.index]);
+  }
+  // Concrete result shapes (also bounds the size of every tensor created below).
+  std::vector<Extents> shapes;
+  for (std::size_t r = 0; r < inst.results.size(); ++r) {
+    TERNJIT_TRY(Extents s, concrete(fr, f.type_of(inst.results[r]), inst.loc,
+                                    "the result of " + q(inst.op)));
+    shapes.push_back(std::move(s));
+  }
+  auto kind = [&](std::size_t r = 0) { return f.type_of(inst.results.at(r)).elem; };
+  auto axis_of = [&](const HostTensor& t) -> Result<std::size_t> {
+    const auto& ax = std::get<AxisAttrs>(inst.attrs);
+    if (ax.axis < 0 || ax.axis >= static_cast<std::int64_t>(t.shape.size()))
+      return fail_at(inst.loc, q(inst.op) + " axis " + std::to_string(ax.axis) + " is out of range for " +
+                                   t.describe());
+    return static_cast<std::size_t>(ax.axis);
+  };
+  auto f32_values = [](const HostTensor& t) { return t.to_f32(); };  // exact: the operands are float kinds
+
+  std::vector<HostTensor> out;
+  switch (inst.op) {
+    // ---------------------------------------------------------------- structure
+    case Op::Const: {
+      const auto& c = std::get<ConstAttrs>(inst.attrs);
+      const std::int64_t n = numel(shapes[0]);
+      if (c.values.size() != 1 && static_cast<std::int64_t>(c.values.size()) != n)
+        return fail_at(inst.loc, "'const' has " + std::to_string(c.values.size()) + " values but " +
+                                     extents_str(kind(), shapes[0]) + " needs " + std::to_string(n));
+      HostTensor t = HostTensor::zeros(kind(), shapes[0]);
+      for (std::size_t i = 0; i < t.data.size(); ++i)
+        t.data[i] = round_to_kind(c.values.size() == 1 ? c.values[0] : c.values[i], t.kind);
+      out.push_back(std::move(t));
+      break;
+    }
+    case Op::Param: {
+      const auto& p = std::get<ParamAttrs>(inst.attrs);
+      auto it = params_.values.find(p.name);
+      TERNJIT_CHECK(it != params_.values.end(), "parameter @" + p.name + " was not bound up front");
+      out.push_back(it->second);
+      break;
+    }
+    case Op::Call: {
+      const auto& c = std::get<CallAttrs>(inst.attrs);
+      const Function* callee = m_.find_function(c.callee);
+      if (!callee) {
+        Error e = fail_at(inst.loc, "call to unknown function @" + c.callee);
+        e.code = ErrorCode::NotFound;
+        return e;
+      }
+      std::vector<HostTensor> args;
+      for (const HostTensor* t : ops) args.push_back(*t);
+      TERNJIT_TRY(out, run(*callee, args, depth + 1));
+      // The callee may bind result symbols the call site could not see (from its
+      // parameters), so a disagreement here is an input error, not our bug.
+      if (out.size() != inst.results.size())
+        return fail_at(inst.loc, "@" + c.callee + " returned " + std::to_string(out.size()) +
+                                     " values but the call expects " + std::to_string(inst.results.size()));
+      for (std::size_t r = 0; r < out.size(); ++r)
+        if (out[r].kind != kind(r) || out[r].shape != shapes[r])
+          return fail_at(inst.loc, "@" + c.callee + " returned " + out[r].describe() + " as result " +
+                                       std::to_string(r + 1) + " but the call expects " +
+                                       extents_str(kind(r), shapes[r]));
+      break;
+    }
+    case Op::Ret: {
+      Flow flow{Flow::Kind::Return, {}, {}};
+      for (const HostTensor* t : ops) flow.returned.push_back(*t);
+      return flow;
+    }
+    case Op::Br:
+      if (inst.targets.size() != 1) return fail_at(inst.loc, "'br' needs 1 target");
+      return jump(fr, inst, inst.targets[0]);
+    case Op::CondBr: {
+      if (inst.targets.size() != 2) return fail_at(inst.loc, "'cond_br' needs 2 targets");
+      if (ops[0]->data.size() != 1 || !ops[0]->shape.empty())
+        return fail_at(inst.loc, "'cond_br' condition must be a scalar, got " + ops[0]->describe());
+      return jump(fr, inst, inst.targets[ops[0]->data[0] != 0 ? 0 : 1]);
+    }
+
+    // ---------------------------------------------------------------- binary
+    case Op::Add: {
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x + y; },
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x + y; }));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Sub: {
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x - y; },
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x - y; }));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Mul: {
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x * y; },
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x * y; }));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Div: {
+      // Integer division truncates toward zero (C++ semantics). Operands are at most
+      // 32-bit, so INT32_MIN / -1 cannot overflow int64; it wraps to INT32_MIN.
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x / y; },
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> {
+                                   if (y == 0) return std::nullopt;
+                                   return x / y;
+                                 }));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Max: {
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), max_f32,
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return std::max(x, y); }));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Min: {
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), min_f32,
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return std::min(x, y); }));
+      out.push_back(std::move(r));
+      break;
+    }
+
+    // ---------------------------------------------------------------- unary
+    case Op::Neg:
+      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return -x; }, [](std::int64_t x) { return -x; }));
+      break;
+    case Op::Abs:
+      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return std::fabs(x); },
+                                 [](std::int64_t x) { return x < 0 ? -x : x; }));
+      break;
+    case Op::Relu:
+      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
+                                 [](std::int64_t x) { return x > 0 ? x : std::int64_t{0}; }));
+      break;
+    case Op::Sigmoid: out.push_back(unary_double(*ops[0], kind(), sigmoid)); break;
+    case Op::Tanh: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::tanh(x); })); break;
+    case Op::Gelu:
+      out.push_back(unary_double(*ops[0], kind(), [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }));
+      break;
+    case Op::Silu: out.push_back(unary_double(*ops[0], kind(), [](double x) { return x * sigmoid(x); })); break;
+    case Op::Exp: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::exp(x); })); break;
+    case Op::Log: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::log(x); })); break;
+    case Op::Sqrt: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::sqrt(x); })); break;
+    case Op::Rsqrt: out.push_back(unary_double(*ops[0], kind(), [](double x) { return 1.0 / std::sqrt(x); })); break;
+    case Op::Cast:
+      out.push_back(unary_double(*ops[0], std::get<CastAttrs>(inst.attrs).to, [](double x) { return x; }));
+      break;
+
+    // ---------------------------------------------------------------- shape
+    case Op::Transpose: {
+      const auto& perm = std::get<PermAttrs>(inst.attrs).perm;
+      std::vector<bool> seen(perm.size(), false);
+      bool ok = perm.size() == ops[0]->shape.size();
+      for (std::size_t i = 0; ok && i < perm.size(); ++i) {
+        ok = perm[i] >= 0 && perm[i] < static_cast<std::int64_t>(perm.size()) && !seen[static_cast<std::size_t>(perm[i])];
+        if (ok) seen[static_cast<std::size_t>(perm[i])] = true;
+      }
+      if (!ok) return fail_at(inst.loc, "'transpose' permutation does not fit " + ops[0]->describe());
+      out.push_back(transpose(*ops[0], perm));
+      break;
+    }
+    case Op::Reshape: {
+      TERNJIT_CHECK(numel(shapes[0]) == ops[0]->numel(),
+                    "'reshape' of " + ops[0]->describe() + " to " + index_str(shapes[0]) + " changes the size");
+      out.push_back(HostTensor{ops[0]->kind, shapes[0], ops[0]->data});
+      break;
+    }
+    case Op::Broadcast: out.push_back(broadcast_to(*ops[0], shapes[0])); break;
+
+    // ---------------------------------------------------------------- linear algebra
+    case Op::MatMul: out.push_back(matmul(*ops[0], *ops[1], kind())); break;
+    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: {
+      TERNJIT_TRY(std::size_t axis, axis_of(*ops[0]));
+      TERNJIT_TRY(auto r, reduce(inst, *ops[0], axis, std::get<AxisAttrs>(inst.attrs).keepdims, kind()));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Softmax: {
+      TERNJIT_TRY(std::size_t axis, axis_of(*ops[0]));
+      out.push_back(softmax(*ops[0], axis, kind()));
+      break;
+    }
+    case Op::RmsNorm:
+      out.push_back(rmsnorm(*ops[0], *ops[1], std::get<EpsAttrs>(inst.attrs).eps, kind()));
+      break;
+
+    // ---------------------------------------------------------------- quantization
+    case Op::QuantizeInt8: {
+      const auto [rows, cols] = rows_cols(ops[0]->shape);
+      const std::vector<float> x = f32_values(*ops[0]);
+      std::vector<float> y(x.size());
+      auto ok = fake_quantize_int8_rows(x, rows, cols, y);
+      TERNJIT_CHECK(ok.ok(), "fake_quantize_int8_rows rejected a consistent shape");
+      out.push_back(from_floats(kind(), ops[0]->shape, y));
+      break;
+    }
+    case Op::Ternarize: {
+      const auto threshold = static_cast<float>(std::get<ThresholdAttrs>(inst.attrs).threshold);
+      out.push_back(from_floats(kind(), ops[0]->shape, ternarize_threshold(f32_values(*ops[0]), threshold)));
+      break;
+    }
+    case Op::TernarizeAbsmean: {
+      const std::vector<float> x = f32_values(*ops[0]);
+      const auto n = static_cast<std::int64_t>(x.size());
+      out.push_back(from_floats(kind(), ops[0]->shape, fake_ternarize_absmean(x, 1, n, /*per_channel=*/false)));
+      break;
+    }
+    case Op::Quantize: {
+      const auto [rows, cols] = rows_cols(ops[0]->shape);
+      const std::vector<float> x = f32_values(*ops[0]);
+      std::vector<std::int8_t> values(x.size());
+      std::vector<float> scales(static_cast<std::size_t>(rows));
+      auto ok = quantize_int8_rows(x, rows, cols, values, scales);
+      TERNJIT_CHECK(ok.ok(), "quantize_int8_rows rejected a consistent shape");
+      Extents scale_shape = ops[0]->shape;
+      scale_shape.back() = 1;
+      out.push_back(HostTensor{kind(0), ops[0]->shape, std::vector<double>(values.begin(), values.end())});
+      out.push_back(from_floats(kind(1), scale_shape, scales));
+      break;
+    }
+    case Op::TQuantize: {
+      const std::vector<float> x = f32_values(*ops[0]);
+      const TernaryQuant tq = ternarize_absmean(x, 1, static_cast<std::int64_t>(x.size()), /*per_channel=*/false);
+      TERNJIT_CHECK(tq.scales.size() == 1, "per-tensor ternarize_absmean must give one scale");
+      out.push_back(HostTensor{kind(0), ops[0]->shape, std::vector<double>(tq.values.begin(), tq.values.end())});
+      out.push_back(from_floats(kind(1), {}, tq.scales));
+      break;
+    }
+    case Op::Dequantize: {
+      // The result kind is float, so binary() computes float(q) * float(s) in f32.
+      TERNJIT_CHECK(is_float(kind()), "'dequantize' result must be a float kind");
+      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x * y; },
+                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x * y; },
+                                 Operands::ToF32));
+      out.push_back(std::move(r));
+      break;
+    }
+  }
+
+  TERNJIT_CHECK(out.size() == inst.results.size(), q(inst.op) + " produced the wrong number of results");
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    TERNJIT_CHECK(out[r].kind == kind(r) && out[r].shape == shapes[r] &&
+                      out[r].data.size() == static_cast<std::size_t>(numel(shapes[r])),
+                  q(inst.op) + " computed " + out[r].describe() + " but its type is " +
+                      extents_str(kind(r), shapes[r]));
+    fr.values[inst.results[r].index] = std::move(out[r]);
+  }
+  return Flow{};
+}
+
+}  // namespace
+
+Result<std::vector<HostTensor>> interpret(const Module& m, const Function& f, std::span<const HostTensor> args,
+                                          const ParamValues& params, const InterpretOptions& options) {
+  Interpreter interp(m, params, options);
+  return interp.run(f, args, 0);
+}
+
+Result<std::vector<HostTensor>> interpret(const Module& m, std::string_view func_name,
+                                          std::span<const HostTensor> args, const ParamValues& params,
+                                          const InterpretOptions& options) {
+  const Function* f = m.find_function(func_name);
+  if (!f) return make_error(ErrorCode::NotFound, "no function @" + std::string(func_name) + " in the module");
+  return interpret(m, *f, args, params, options);
+}
+
+}  // namespace ternjit::ir

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// interpret.h - the reference interpreter: executes IR on HostTensors; the oracle of every target.
+//
+// Written for obvious correctness, not speed. The semantics below are the definition
+// every code generator is tested against (ir/README.md describes the ops in prose).
+//
+// Numerics, per op family (all results are finally rounded with round_to_kind to the
+// kind of the instruction's declared result type, which infer_types/promote chose):
+//   add sub mul div max min  NumPy broadcasting. Integer results: exact int64 arithmetic,
+//            wrapped (two's complement) to the result width (i8, u8, i32); div truncates
+//            toward zero and a zero divisor is an error naming the element. Float
+//            results: each operand rounded to the result kind (this only changes integer
+//            operands of an f16/bf16 result), the op computed in f32, the result rounded
+//            to the result kind; float division by zero follows IEEE (inf/NaN). max/min
+//            propagate NaN; max(-0, +0) is +0 and min(-0, +0) is -0.
+//   neg abs relu  integers: int64 then wrapped (neg/abs of INT_MIN is INT_MIN); floats
+//            exact. relu(x) = max(x, 0), NaN stays NaN.
+//   sigmoid tanh gelu silu exp log sqrt rsqrt  computed in double from the element's
+//            (exact) value, then rounded once to the kind. This is the most accurate
+//            oracle we can cheaply have; targets computing in f32 compare with a
+//            tolerance. gelu is the exact erf form 0.5*x*(1+erf(x/sqrt(2))), silu is
+//            x*sigmoid(x), sigmoid is 1/(1+exp(-x)). Domain errors give NaN/inf (IEEE),
+//            never a Result error.
+//   cast     round_to_kind: float->int rounds half to even and saturates, NaN -> 0;
+//            int->int saturates; ->t2 clamps to [-1, 1]; ->bool is x != 0 (NaN -> 0).
+//   transpose reshape broadcast  data movement only (row-major; NumPy stretch).
+//   matmul   numpy.matmul (1-D operands promoted and the added dim dropped, batch dims
+//            broadcast). Integer x integer: exact products, sum modulo 2^64, wrapped to
+//            i32. Otherwise: sum of double(a) * double(b) in double over k in ascending
+//            order, rounded once.
+//   reduce_sum reduce_mean reduce_max  integer sums are exact and wrapped to i32; float
+//            sums and means accumulate in double in index order and round once; a mean
+//            over an empty axis is NaN; reduce_max over an empty axis is an error;
+//            reduce_max propagates NaN.
+//   softmax  m = max of the slice, e_i = exp(x_i - m), y_i = e_i / sum(e), in double.
+//   rmsnorm  over the last axis: ms = mean(x^2), y = x / sqrt(ms + eps) * gamma, in double.
+//   quantize_int8 ternarize ternarize_absmean quantize tquantize  exactly quant.h
+//            (fake_quantize_int8_rows per row of the last axis, ternarize_threshold with
+//            the threshold converted to f32, per-tensor absmean), on the f32 values.
+//   dequantize  float(q) * float(s) in f32 (q is not rounded to s's kind first),
+//            broadcast, rounded to the result kind.
+// "Rounded once" means one call of round_to_kind, which takes f16/bf16 through f32: a
+// double result within half an f32 ulp of an f16/bf16 rounding midpoint may land one
+// f16/bf16 ulp away from the directly rounded value (rare; targets compare f16/bf16
+// with a tolerance anyway).
+//
+// Precondition: the module is verified (types consistent with infer_types). A computed
+// result whose shape or kind disagrees with its instruction's type is an interpreter
+// bug and aborts (TERNJIT_CHECK). Malformed IR that is cheap to detect (a value used
+// before it is defined, a missing terminator, a bad branch arity) is an error instead.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/ir.h"
+#include "ir/tensor.h"
+
+namespace ternjit::ir {
+
+/// Values of module parameters, by ParamDecl name ("LinearClassifier.weights").
+struct ParamValues {
+  std::map<std::string, HostTensor> values;
+};
+
+/// Limits that keep the interpreter from running away on bad IR.
+struct InterpretOptions {
+  /// Most instructions executed in one interpret() call (all calls included); an
+  /// infinite loop becomes an error instead of a hang.
+  std::uint64_t max_steps = 100'000'000;
+  /// Deepest nesting of `call` (recursion guard, keeps the host stack safe).
+  int max_call_depth = 64;
+  /// Most elements in any one tensor the interpreter creates (about 2 GiB of doubles).
+  std::int64_t max_elements = std::int64_t{1} << 28;
+};
+
+/// Runs `f` (a function of `m`) on `args` with parameter values `params` and returns
+/// the values of the `ret` that ends it, in order.
+///
+/// Binding: each argument's kind and rank must equal the declared argument type and
+/// static dims must match; every symbolic dim is bound from the arguments and from the
+/// values of the parameters the function reads (`param` instructions); a symbol bound
+/// to two extents is an error naming the symbol, both extents and both sources
+/// ("symbol 'N' is 4 from argument %x but 5 from argument %y"; unnamed arguments are
+/// "argument 2", parameters "parameter @w"). Then the function's constraints are checked
+/// for every bound symbol. `call` interprets the callee the same way, binding its
+/// symbols from the call's operand tensors.
+///
+/// Errors (InvalidInput unless noted; located at the instruction when it has a
+/// location): wrong argument count, kind, rank or extent; an invalid tensor (see
+/// validate); a missing parameter value or one of the wrong kind or shape; a violated
+/// constraint; a symbol no argument or parameter binds but a shape needs; integer
+/// division by zero (naming the op and the element); reduce_max of an empty axis;
+/// a call to an unknown function (NotFound); more than options.max_steps instructions,
+/// calls nested deeper than options.max_call_depth, or a tensor larger than
+/// options.max_elements; malformed IR as listed above.
+/// Deterministic: the same inputs give bit-identical outputs.
+Result<std::vector<HostTensor>> interpret(const Module& m, const Function& f,
+                                          std::span<const HostTensor> args, const ParamValues& params,
+                                          const InterpretOptions& options = {});
+
+/// interpret() on the function of `m` named `func_name`. Errors: NotFound when there is
+/// no such function, then as interpret().
+Result<std::vector<HostTensor>> interpret(const Module& m, std::string_view func_name,
+                                          std::span<const HostTensor> args, const ParamValues& params,
+                                          const InterpretOptions& options = {});
+
+}  // namespace ternjit::ir

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: Apache-2.0
+// ir.cpp - op tables from ops.def, Function/Module storage and type helpers.
+#include "ir/ir.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ternjit::ir {
+
+namespace {
+
+struct OpInfo {
+  std::string_view name;
+  int operands;
+  int results;
+  OpFlags flags;
+};
+
+constexpr OpFlags Pure = OpFlags::Pure;
+constexpr OpFlags Effect = OpFlags::Effect;
+constexpr OpFlags Term = OpFlags::Term;
+
+constexpr OpInfo kOpInfo[] = {
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags) {mnemonic, nops, nres, flags},
+#include "ir/ops.def"
+#undef TERNJIT_OP
+};
+
+constexpr Op kAllOps[] = {
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags) Op::name,
+#include "ir/ops.def"
+#undef TERNJIT_OP
+};
+
+const OpInfo& info(Op op) { return kOpInfo[static_cast<std::size_t>(op)]; }
+
+}  // namespace
+
+std::string_view op_name(Op op) { return info(op).name; }
+int op_num_operands(Op op) { return info(op).operands; }
+int op_num_results(Op op) { return info(op).results; }
+OpFlags op_flags(Op op) { return info(op).flags; }
+std::span<const Op> all_ops() { return kAllOps; }
+
+std::optional<Op> parse_op(std::string_view mnemonic) {
+  for (Op op : kAllOps)
+    if (info(op).name == mnemonic) return op;
+  return std::nullopt;
+}
+
+std::size_t attrs_index_for(Op op) {
+  switch (op) {
+    case Op::Const: return 1;
+    case Op::Param: return 2;
+    case Op::Call: return 3;
+    case Op::Cast: return 4;
+    case Op::Transpose: return 5;
+    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::Softmax: return 6;
+    case Op::RmsNorm: return 7;
+    case Op::Ternarize: return 8;
+    case Op::Ret: case Op::Br: case Op::CondBr: case Op::Add: case Op::Sub: case Op::Mul:
+    case Op::Div: case Op::Max: case Op::Min: case Op::Neg: case Op::Abs: case Op::Relu:
+    case Op::Sigmoid: case Op::Tanh: case Op::Gelu: case Op::Silu: case Op::Exp: case Op::Log:
+    case Op::Sqrt: case Op::Rsqrt: case Op::Reshape: case Op::Broadcast: case Op::MatMul:
+    case Op::QuantizeInt8: case Op::TernarizeAbsmean: case Op::Quantize: case Op::TQuantize:
+    case Op::Dequantize:
+      return 0;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- Type
+
+bool Type::is_static() const {
+  return std::all_of(shape.begin(), shape.end(), [](const Dim& d) { return d.is_static(); });
+}
+
+std::optional<std::int64_t> Type::static_numel() const {
+  std::int64_t n = 1;
+  for (const Dim& d : shape) {
+    if (!d.is_static()) return std::nullopt;
+    n *= d.extent;
+  }
+  return n;
+}
+
+std::string type_str(const Type& t, std::span<const std::string> symbols) {
+  std::string s(elem_name(t.elem));
+  s += '[';
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ", ";
+    const Dim& d = t.shape[i];
+    if (d.is_static()) s += std::to_string(d.extent);
+    else if (d.sym.index < symbols.size()) s += symbols[d.sym.index];
+    else s += "?" + std::to_string(d.sym.index);
+  }
+  s += ']';
+  return s;
+}
+
+bool same_type(const Type& a, std::span<const std::string> sa, const Type& b,
+               std::span<const std::string> sb) {
+  if (a.elem != b.elem || a.shape.size() != b.shape.size()) return false;
+  for (std::size_t i = 0; i < a.shape.size(); ++i) {
+    const Dim& x = a.shape[i];
+    const Dim& y = b.shape[i];
+    if (x.is_static() != y.is_static()) return false;
+    if (x.is_static()) {
+      if (x.extent != y.extent) return false;
+    } else if (x.sym.index >= sa.size() || y.sym.index >= sb.size() ||
+               sa[x.sym.index] != sb[y.sym.index]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Type import_type(const Type& t, std::span<const std::string> from, Function& f) {
+  Type out = t;
+  for (Dim& d : out.shape)
+    if (!d.is_static()) d = Dim::symbolic(f.symbol(from[d.sym.index]));
+  return out;
+}
+
+// ---------------------------------------------------------------- Function
+
+std::optional<SymbolId> Function::find_symbol(std::string_view name) const {
+  for (std::size_t i = 0; i < symbols_.size(); ++i)
+    if (symbols_[i] == name) return SymbolId(static_cast<std::uint32_t>(i));
+  return std::nullopt;
+}
+
+SymbolId Function::symbol(std::string_view name) {
+  if (auto s = find_symbol(name)) return *s;
+  symbols_.emplace_back(name);
+  return SymbolId(static_cast<std::uint32_t>(symbols_.size() - 1));
+}
+
+std::span<const ValueId> Function::args() const {
+  if (layout_.empty()) return {};
+  return blocks_.at(layout_[0].index).args;
+}
+
+BlockId Function::add_block(std::string name) {
+  BlockId id(static_cast<std::uint32_t>(blocks_.size()));
+  blocks_.push_back(BlockData{std::move(name), {}, {}});
+  layout_.push_back(id);
+  return id;
+}
+
+ValueId Function::add_block_arg(BlockId b, Type type, std::string name) {
+  ValueId v(static_cast<std::uint32_t>(values_.size()));
+  BlockData& bd = blocks_.at(b.index);
+  values_.push_back(ValueData{std::move(type), std::move(name), ValueDef::BlockArg, InstId{}, b,
+                              static_cast<std::uint32_t>(bd.args.size())});
+  bd.args.push_back(v);
+  return v;
+}
+
+InstId Function::make_inst(BlockId b, Op op, std::vector<ValueId> operands,
+                           std::vector<Type> result_types, Attrs attrs, SourceLoc loc,
+                           std::vector<BlockCall> targets) {
+  InstId id(static_cast<std::uint32_t>(insts_.size()));
+  InstData data;
+  data.op = op;
+  data.operands = std::move(operands);
+  data.attrs = std::move(attrs);
+  data.targets = std::move(targets);
+  data.loc = std::move(loc);
+  data.block = b;
+  for (std::size_t r = 0; r < result_types.size(); ++r) {
+    ValueId v(static_cast<std::uint32_t>(values_.size()));
+    values_.push_back(ValueData{std::move(result_types[r]), {}, ValueDef::InstResult, id, BlockId{},
+                                static_cast<std::uint32_t>(r)});
+    data.results.push_back(v);
+  }
+  insts_.push_back(std::move(data));
+  return id;
+}
+
+InstId Function::append_inst(BlockId b, Op op, std::vector<ValueId> operands,
+                             std::vector<Type> result_types, Attrs attrs, SourceLoc loc,
+                             std::vector<BlockCall> targets) {
+  InstId id = make_inst(b, op, std::move(operands), std::move(result_types), std::move(attrs),
+                        std::move(loc), std::move(targets));
+  blocks_.at(b.index).insts.push_back(id);
+  return id;
+}
+
+InstId Function::insert_inst_before(InstId before, Op op, std::vector<ValueId> operands,
+                                    std::vector<Type> result_types, Attrs attrs, SourceLoc loc) {
+  BlockId b = insts_.at(before.index).block;
+  TERNJIT_CHECK(b.valid(), "insert_inst_before: anchor instruction is erased");
+  InstId id = make_inst(b, op, std::move(operands), std::move(result_types), std::move(attrs),
+                        std::move(loc), {});
+  auto& order = blocks_.at(b.index).insts;
+  order.insert(std::find(order.begin(), order.end(), before), id);
+  return id;
+}
+
+void Function::erase_inst(InstId i) {
+  InstData& d = insts_.at(i.index);
+  if (d.erased) return;
+  auto& order = blocks_.at(d.block.index).insts;
+  order.erase(std::remove(order.begin(), order.end(), i), order.end());
+  d.erased = true;
+  d.block = BlockId{};
+}
+
+void Function::replace_all_uses(ValueId from, ValueId to) {
+  for (InstData& d : insts_) {
+    if (d.erased) continue;
+    for (ValueId& v : d.operands)
+      if (v == from) v = to;
+    for (BlockCall& c : d.targets)
+      for (ValueId& v : c.args)
+        if (v == from) v = to;
+  }
+}
+
+std::optional<InstId> Function::terminator(BlockId b) const {
+  const auto& order = blocks_.at(b.index).insts;
+  if (order.empty() || !is_terminator(insts_.at(order.back().index).op)) return std::nullopt;
+  return order.back();
+}
+
+// ---------------------------------------------------------------- Module
+
+const Function* Module::find_function(std::string_view name) const {
+  for (const Function& f : functions_)
+    if (f.name() == name) return &f;
+  return nullptr;
+}
+
+Function* Module::find_function(std::string_view name) {
+  for (Function& f : functions_)
+    if (f.name() == name) return &f;
+  return nullptr;
+}
+
+const ParamDecl* Module::find_param(std::string_view name) const {
+  for (const ParamDecl& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+void check_failed(const char* cond, const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "ternjit internal error: %s:%d: check '%s' failed: %s\n", file, line, cond,
+               msg.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace ternjit::ir

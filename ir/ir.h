@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+// ir.h - the SSA IR: typed ids, types, ops, attributes, Function and Module.
+//
+// A Module owns Functions and parameter declarations. A Function owns all of its
+// storage in flat vectors (instructions, values, blocks) addressed by typed 32-bit
+// ids; the layout (block order, instruction order per block) is kept apart from the
+// storage, so erasing never dangles and copying a Function is a vector copy.
+// Values are instruction results or block arguments; there are no phi nodes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ternjit/result.h"
+#include "ternjit/types.h"
+
+namespace ternjit::ir {
+
+/// A typed 32-bit index. Distinct tags make ValueId and InstId incompatible.
+template <class Tag>
+struct Id {
+  std::uint32_t index = UINT32_MAX;
+  constexpr Id() = default;
+  constexpr explicit Id(std::uint32_t i) : index(i) {}
+  [[nodiscard]] constexpr bool valid() const { return index != UINT32_MAX; }
+  friend constexpr bool operator==(Id, Id) = default;
+  friend constexpr auto operator<=>(Id, Id) = default;
+};
+using ValueId = Id<struct ValueTag>;
+using InstId = Id<struct InstTag>;
+using BlockId = Id<struct BlockTag>;
+/// Index into a symbol table (Function::symbols() or ParamDecl::symbols).
+using SymbolId = Id<struct SymbolTag>;
+
+// ---------------------------------------------------------------- types
+
+/// One dimension: a static extent (>= 0) or a symbol of the enclosing table.
+struct Dim {
+  std::int64_t extent = -1;
+  SymbolId sym;
+
+  static constexpr Dim fixed(std::int64_t e) { return Dim{e, SymbolId{}}; }
+  static constexpr Dim symbolic(SymbolId s) { return Dim{-1, s}; }
+  [[nodiscard]] constexpr bool is_static() const { return extent >= 0; }
+  friend constexpr bool operator==(const Dim&, const Dim&) = default;
+};
+
+/// A tensor type: element kind and shape. Rank 0 is a scalar.
+struct Type {
+  ElemKind elem = ElemKind::F32;
+  std::vector<Dim> shape;
+
+  [[nodiscard]] std::size_t rank() const { return shape.size(); }
+  /// True when every dim is static.
+  [[nodiscard]] bool is_static() const;
+  /// Product of the dims; nullopt when any dim is symbolic.
+  [[nodiscard]] std::optional<std::int64_t> static_numel() const;
+  friend bool operator==(const Type&, const Type&) = default;
+};
+
+// ---------------------------------------------------------------- ops
+
+/// Op flags from ops.def.
+enum class OpFlags : std::uint8_t { Pure, Effect, Term };
+
+/// Every op, generated from ops.def.
+enum class Op : std::uint8_t {
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags) name,
+#include "ir/ops.def"
+#undef TERNJIT_OP
+};
+
+/// The textual mnemonic of an op ("matmul").
+std::string_view op_name(Op op);
+/// Looks an op up by mnemonic.
+std::optional<Op> parse_op(std::string_view mnemonic);
+/// Operand count from ops.def, -1 when variadic.
+int op_num_operands(Op op);
+/// Result count from ops.def, -1 when variadic.
+int op_num_results(Op op);
+/// Flags from ops.def.
+OpFlags op_flags(Op op);
+/// True for block terminators (ret, br, cond_br).
+inline bool is_terminator(Op op) { return op_flags(op) == OpFlags::Term; }
+/// All ops in ops.def order.
+std::span<const Op> all_ops();
+
+// ---------------------------------------------------------------- attributes
+
+/// No attributes.
+struct NoAttrs {
+  friend bool operator==(const NoAttrs&, const NoAttrs&) = default;
+};
+/// `const`: the value(s). One value is a splat; otherwise one per element in
+/// row-major order (the result type is then static). Values are exactly
+/// representable in the result kind (the builder/parser round them).
+struct ConstAttrs {
+  std::vector<double> values;
+  friend bool operator==(const ConstAttrs&, const ConstAttrs&) = default;
+};
+/// `param`: the module-level parameter it reads.
+struct ParamAttrs {
+  std::string name;
+  friend bool operator==(const ParamAttrs&, const ParamAttrs&) = default;
+};
+/// `call`: the callee function's name.
+struct CallAttrs {
+  std::string callee;
+  friend bool operator==(const CallAttrs&, const CallAttrs&) = default;
+};
+/// `cast`: the target element kind.
+struct CastAttrs {
+  ElemKind to = ElemKind::F32;
+  friend bool operator==(const CastAttrs&, const CastAttrs&) = default;
+};
+/// `transpose`: result dim i is operand dim perm[i].
+struct PermAttrs {
+  std::vector<std::int64_t> perm;
+  friend bool operator==(const PermAttrs&, const PermAttrs&) = default;
+};
+/// Reductions and softmax: the axis (0 <= axis < rank), and for reductions whether
+/// the reduced axis is kept with extent 1.
+struct AxisAttrs {
+  std::int64_t axis = 0;
+  bool keepdims = false;
+  friend bool operator==(const AxisAttrs&, const AxisAttrs&) = default;
+};
+/// `rmsnorm`: epsilon added to the mean of squares.
+struct EpsAttrs {
+  double eps = 1e-6;
+  friend bool operator==(const EpsAttrs&, const EpsAttrs&) = default;
+};
+/// `ternarize`: |x| > threshold keeps sign(x).
+struct ThresholdAttrs {
+  double threshold = 0.0;
+  friend bool operator==(const ThresholdAttrs&, const ThresholdAttrs&) = default;
+};
+
+/// Op-specific data; which alternative an op uses is fixed per op (see attrs_kind_ok).
+using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
+                           AxisAttrs, EpsAttrs, ThresholdAttrs>;
+
+/// The attribute alternative index an op requires (index into Attrs).
+std::size_t attrs_index_for(Op op);
+
+// ---------------------------------------------------------------- entities
+
+/// A jump to a block with arguments.
+struct BlockCall {
+  BlockId block;
+  std::vector<ValueId> args;
+  friend bool operator==(const BlockCall&, const BlockCall&) = default;
+};
+
+/// One instruction: op, operands, results, attributes, successors and location.
+struct InstData {
+  Op op = Op::Const;
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  Attrs attrs;
+  std::vector<BlockCall> targets;  ///< br: 1, cond_br: 2 (true, false), else empty
+  SourceLoc loc;
+  BlockId block;                   ///< the block holding it (invalid once erased)
+  bool erased = false;
+};
+
+/// Where a value comes from.
+enum class ValueDef : std::uint8_t { InstResult, BlockArg };
+
+/// One SSA value.
+struct ValueData {
+  Type type;
+  std::string name;  ///< optional; printed instead of a number when set
+  ValueDef def = ValueDef::InstResult;
+  InstId inst;       ///< defining instruction (InstResult)
+  BlockId block;     ///< owning block (BlockArg)
+  std::uint32_t index = 0;  ///< result index or argument index
+};
+
+/// One block: its name (optional), arguments and instruction order.
+struct BlockData {
+  std::string name;
+  std::vector<ValueId> args;
+  std::vector<InstId> insts;
+};
+
+/// A constraint on a symbol, checked at specialization: `K % 128 == 0`, `N >= 1`.
+struct Constraint {
+  enum class Kind : std::uint8_t { MultipleOf, AtLeast, AtMost, Equals };
+  SymbolId sym;
+  Kind kind = Kind::AtLeast;
+  std::int64_t value = 0;
+  friend bool operator==(const Constraint&, const Constraint&) = default;
+};
+
+/// A function: name, symbols, signature, and the storage of its body.
+/// Arguments are the entry block's arguments.
+class Function {
+ public:
+  Function() = default;
+  explicit Function(std::string name) : name_(std::move(name)) {}
+
+  [[nodiscard]] const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+  [[nodiscard]] const SourceLoc& loc() const { return loc_; }
+  void set_loc(SourceLoc l) { loc_ = std::move(l); }
+
+  // Symbols.
+  [[nodiscard]] const std::vector<std::string>& symbols() const { return symbols_; }
+  /// Finds a symbol by name.
+  [[nodiscard]] std::optional<SymbolId> find_symbol(std::string_view name) const;
+  /// Finds or declares a symbol.
+  SymbolId symbol(std::string_view name);
+  [[nodiscard]] const std::string& symbol_name(SymbolId s) const { return symbols_.at(s.index); }
+  [[nodiscard]] const std::vector<Constraint>& constraints() const { return constraints_; }
+  void add_constraint(Constraint c) { constraints_.push_back(c); }
+  void set_constraints(std::vector<Constraint> c) { constraints_ = std::move(c); }
+
+  // Signature.
+  [[nodiscard]] const std::vector<Type>& result_types() const { return result_types_; }
+  void set_result_types(std::vector<Type> t) { result_types_ = std::move(t); }
+  /// The entry block (the first in layout). Precondition: there is one.
+  [[nodiscard]] BlockId entry() const { return layout_.at(0); }
+  /// The arguments: the entry block's arguments (empty if no block yet).
+  [[nodiscard]] std::span<const ValueId> args() const;
+
+  // Layout traversal.
+  [[nodiscard]] std::span<const BlockId> blocks() const { return layout_; }
+  [[nodiscard]] std::span<const InstId> insts(BlockId b) const { return blocks_.at(b.index).insts; }
+
+  // Entity access.
+  [[nodiscard]] const InstData& inst(InstId i) const { return insts_.at(i.index); }
+  InstData& inst(InstId i) { return insts_.at(i.index); }
+  [[nodiscard]] const ValueData& value(ValueId v) const { return values_.at(v.index); }
+  ValueData& value(ValueId v) { return values_.at(v.index); }
+  [[nodiscard]] const BlockData& block(BlockId b) const { return blocks_.at(b.index); }
+  BlockData& block(BlockId b) { return blocks_.at(b.index); }
+  [[nodiscard]] const Type& type_of(ValueId v) const { return values_.at(v.index).type; }
+  [[nodiscard]] std::size_t num_values() const { return values_.size(); }
+  [[nodiscard]] std::size_t num_insts() const { return insts_.size(); }
+  [[nodiscard]] std::size_t num_blocks() const { return blocks_.size(); }
+
+  // Construction and editing.
+  /// Appends a new block to the layout.
+  BlockId add_block(std::string name = {});
+  /// Adds an argument to a block.
+  ValueId add_block_arg(BlockId b, Type type, std::string name = {});
+  /// Creates an instruction with fresh result values, appended to `b`.
+  InstId append_inst(BlockId b, Op op, std::vector<ValueId> operands, std::vector<Type> result_types,
+                     Attrs attrs = NoAttrs{}, SourceLoc loc = {}, std::vector<BlockCall> targets = {});
+  /// Creates an instruction placed just before `before` in its block.
+  InstId insert_inst_before(InstId before, Op op, std::vector<ValueId> operands,
+                            std::vector<Type> result_types, Attrs attrs = NoAttrs{}, SourceLoc loc = {});
+  /// Removes an instruction from the layout. Its results must be unused afterwards.
+  void erase_inst(InstId i);
+  /// Replaces every use of `from` (operands and block-call args) by `to`.
+  void replace_all_uses(ValueId from, ValueId to);
+  /// The terminator of a block, if its last instruction is one.
+  [[nodiscard]] std::optional<InstId> terminator(BlockId b) const;
+
+ private:
+  InstId make_inst(BlockId b, Op op, std::vector<ValueId> operands, std::vector<Type> result_types,
+                   Attrs attrs, SourceLoc loc, std::vector<BlockCall> targets);
+
+  std::string name_;
+  SourceLoc loc_;
+  std::vector<std::string> symbols_;
+  std::vector<Constraint> constraints_;
+  std::vector<Type> result_types_;
+  std::vector<InstData> insts_;
+  std::vector<ValueData> values_;
+  std::vector<BlockData> blocks_;
+  std::vector<BlockId> layout_;
+};
+
+/// A module-level parameter (weights, biases): its type uses its own symbol table.
+struct ParamDecl {
+  std::string name;                  ///< e.g. "LinearClassifier.weights"
+  Type type;
+  std::vector<std::string> symbols;  ///< names of SymbolIds used in `type`
+  SourceLoc loc;
+};
+
+/// A module: parameter declarations, functions and string metadata (sorted).
+class Module {
+ public:
+  [[nodiscard]] const std::vector<ParamDecl>& params() const { return params_; }
+  std::vector<ParamDecl>& params() { return params_; }
+  [[nodiscard]] const std::vector<Function>& functions() const { return functions_; }
+  std::vector<Function>& functions() { return functions_; }
+  [[nodiscard]] const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::map<std::string, std::string>& metadata() { return metadata_; }
+
+  /// Finds a function by name (nullptr if absent).
+  [[nodiscard]] const Function* find_function(std::string_view name) const;
+  Function* find_function(std::string_view name);
+  /// Finds a parameter declaration by name (nullptr if absent).
+  [[nodiscard]] const ParamDecl* find_param(std::string_view name) const;
+
+ private:
+  std::vector<ParamDecl> params_;
+  std::vector<Function> functions_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// ---------------------------------------------------------------- type helpers
+
+/// Prints a type with symbol names from `symbols`: "f32[N, 784]", scalar "f32[]".
+std::string type_str(const Type& t, std::span<const std::string> symbols);
+/// True when the two types are equal once symbols are compared by name.
+bool same_type(const Type& a, std::span<const std::string> sa, const Type& b,
+               std::span<const std::string> sb);
+/// Re-expresses a type from one symbol table in another, declaring symbols in `f`.
+Type import_type(const Type& t, std::span<const std::string> from, Function& f);
+
+/// Checks an internal invariant: on failure prints the message and aborts.
+[[noreturn]] void check_failed(const char* cond, const char* file, int line, const std::string& msg);
+
+}  // namespace ternjit::ir
+
+/// Our bugs are loud: `TERNJIT_CHECK(cond, "message")` aborts with the message.
+#define TERNJIT_CHECK(cond, msg) \
+  do {                           \
+    if (!(cond)) ::ternjit::ir::check_failed(#cond, __FILE__, __LINE__, (msg)); \
+  } while (0)
+#define TERNJIT_UNREACHABLE(msg) ::ternjit::ir::check_failed("unreachable", __FILE__, __LINE__, (msg))

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/e2e/cli.sh - end-to-end checks of the `ternjit` CLI: runs, files, and bad input.
+#   tests/e2e/cli.sh TERNJIT_BINARY
+set -u
+bin="$1"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+passed=0
+failed=0
+
+check() {  # check NAME CONDITION-EXIT-CODE
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
+}
+expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits non-zero and stderr matches PATTERN
+  local name="$1" pattern="$2"; shift 2
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  if [ $rc -ne 0 ] && grep -qE -- "$pattern" err.txt; then passed=$((passed + 1)); else
+    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
+}
+
+cat >two.tri <<'TRI'
+layer Lin {
+    param w: TernaryTensor[K, N]
+    param b: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return x @ w + b
+    }
+}
+layer Head {
+    param w: TernaryTensor[N, 2]
+    fn forward(output: Tensor[M, N]) -> Tensor[M, 2] {
+        return softmax(output @ w, -1)
+    }
+}
+TRI
+
+# A run with random weights writes a safetensors file (tensor "output") that feeds the
+# next layer, whose argument has that name.
+"$bin" run two.tri --layer Lin --shape M=3,K=5,N=4 --output h.safetensors >/dev/null 2>err.txt
+check "run Lin --output" $?
+"$bin" run two.tri --layer Head --input h.safetensors >out.txt 2>err.txt
+check "run Head --input (shape from the input file)" $?
+grep -q '^output: f32\[3, 2\]' out.txt
+check "Head output is f32[3, 2]" $?
+# The same seed gives the same numbers; a different seed different ones.
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 7 >a.txt && \
+  "$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 7 >b.txt && cmp -s a.txt b.txt
+check "seeded runs are deterministic" $?
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 8 >c.txt; ! cmp -s a.txt c.txt
+check "another seed differs" $?
+# Outputs written and read back through a layer that is the identity on its input.
+cat >ident.tri <<'TRI'
+layer Id {
+    fn forward(output: Tensor[M, N]) -> Tensor[M, N] {
+        return output * 1.0
+    }
+}
+TRI
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 7 --output y.safetensors >/dev/null && \
+  "$bin" run ident.tri --layer Id --input y.safetensors >d.txt 2>err.txt && \
+  diff <(sed 1d a.txt) <(sed 1d d.txt) >/dev/null
+check "output file round-trips the printed values" $?
+
+# Bad input: each is a located message and a non-zero exit, never a crash.
+printf 'layer Bad {\n    fn forward(x: Tensor[N, 784]) -> Tensor[N, 10] {\n        return x @ nope\n    }\n}\n' >bad.tri
+expect_fail "malformed .tri" '^bad.tri:3:20: error: unknown name' "$bin" check bad.tri
+grep -q '^        return x @ nope$' err.txt && grep -q '^                   \^$' err.txt
+check "malformed .tri shows the line and a caret" $?
+printf 'func @f(%%x: f32[4]) -> f32[4] {\n^entry:\n  %%0 = frobnicate %%x : f32[4]\n  ret %%0\n}\n' >bad.tir
+expect_fail "malformed .tir" '^bad.tir:3:[0-9]+: error: ' "$bin" check bad.tir
+printf 'garbage' >bad.safetensors
+expect_fail "malformed safetensors (short)" 'bad.safetensors' "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --weights bad.safetensors
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"w": {"dtype"' >trunc.safetensors
+expect_fail "malformed safetensors (truncated header)" 'trunc.safetensors' "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --weights trunc.safetensors
+expect_fail "shape mismatch between input and declaration" "input 'output'" "$bin" run two.tri --layer Head --shape N=7 --input h.safetensors
+expect_fail "unbound symbol" "symbol 'M'" "$bin" run two.tri --layer Lin --shape K=2,N=2
+expect_fail "unknown layer" "no function 'Nope.forward'" "$bin" run two.tri --layer Nope
+expect_fail "missing file" "cannot read 'missing.tri'" "$bin" check missing.tri
+expect_fail "unknown target" "not available" "$bin" run two.tri --layer Lin --target cuda
+expect_fail "bad --shape" "bad shape binding" "$bin" run two.tri --layer Lin --shape M=-1
+
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// lexer_test.cpp - tokens, positions, comments, numbers and bad characters.
+#include "ir/dsl/lexer.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace ternjit::dsl {
+namespace {
+
+std::vector<Token> lex_ok(std::string_view src) {
+  std::vector<Diagnostic> diags;
+  auto toks = lex(src, "t.tri", diags);
+  CHECK(diags.empty());
+  return toks;
+}
+
+std::vector<TokenKind> kinds(const std::vector<Token>& toks) {
+  std::vector<TokenKind> k;
+  for (const Token& t : toks) k.push_back(t.kind);
+  return k;
+}
+
+TEST_CASE("lexer: tokens carry kind, text, line and column") {
+  auto toks = lex_ok("layer L {\n  param w: TernaryTensor[784, N]\n}");
+  using K = TokenKind;
+  CHECK(kinds(toks) == std::vector<K>{K::KwLayer, K::Ident, K::LBrace, K::KwParam, K::Ident,
+                                       K::Colon, K::Ident, K::LBracket, K::Int, K::Comma,
+                                       K::Ident, K::RBracket, K::RBrace, K::Eof});
+  CHECK(toks[1].text == "L");
+  CHECK(toks[1].line == 1);
+  CHECK(toks[1].col == 7);
+  CHECK(toks[3].line == 2);
+  CHECK(toks[3].col == 3);
+  CHECK(toks[6].text == "TernaryTensor");
+  CHECK(toks[6].col == 12);
+  CHECK(toks[8].int_value == 784);
+  CHECK(toks[8].col == 26);
+  CHECK(toks[12].line == 3);
+  CHECK(toks[12].col == 1);
+}
+
+TEST_CASE("lexer: operators, arrow and keywords") {
+  auto toks = lex_ok("fn f(x) -> { let y = -x @ w * 2 / 3 + 1 - z return y . < > }");
+  using K = TokenKind;
+  CHECK(kinds(toks) == std::vector<K>{K::KwFn, K::Ident, K::LParen, K::Ident, K::RParen, K::Arrow,
+                                       K::LBrace, K::KwLet, K::Ident, K::Equal, K::Minus, K::Ident,
+                                       K::At, K::Ident, K::Star, K::Int, K::Slash, K::Int, K::Plus,
+                                       K::Int, K::Minus, K::Ident, K::KwReturn, K::Ident, K::Dot,
+                                       K::Less, K::Greater, K::RBrace, K::Eof});
+  CHECK(toks[5].text == "->");
+  CHECK(toks[5].col == 9);
+}
+
+TEST_CASE("lexer: line and block comments are skipped, positions stay right") {
+  auto toks = lex_ok("// header\na /* one\ntwo */ b // tail\n/**/c");
+  REQUIRE(toks.size() == 4);
+  CHECK(toks[0].text == "a");
+  CHECK(toks[0].line == 2);
+  CHECK(toks[0].col == 1);
+  CHECK(toks[1].text == "b");
+  CHECK(toks[1].line == 3);
+  CHECK(toks[1].col == 8);
+  CHECK(toks[2].text == "c");
+  CHECK(toks[2].line == 4);
+  CHECK(toks[2].col == 5);
+  CHECK(toks[3].kind == TokenKind::Eof);
+}
+
+TEST_CASE("lexer: numbers") {
+  auto toks = lex_ok("1e-5 0.5 784 2.5E3 1e+2 7");
+  REQUIRE(toks.size() == 7);
+  CHECK(toks[0].kind == TokenKind::Float);
+  CHECK(toks[0].float_value == doctest::Approx(1e-5));
+  CHECK(toks[0].text == "1e-5");
+  CHECK(toks[1].kind == TokenKind::Float);
+  CHECK(toks[1].float_value == 0.5);
+  CHECK(toks[2].kind == TokenKind::Int);
+  CHECK(toks[2].int_value == 784);
+  CHECK(toks[3].kind == TokenKind::Float);
+  CHECK(toks[3].float_value == 2500.0);
+  CHECK(toks[4].float_value == 100.0);
+  CHECK(toks[5].kind == TokenKind::Int);
+  CHECK(toks[5].float_value == 7.0);
+
+  // `1.` is an integer followed by a dot; a letter glued to a number is an error.
+  auto t2 = lex_ok("1.x");
+  CHECK(kinds(t2) == std::vector<TokenKind>{TokenKind::Int, TokenKind::Dot, TokenKind::Ident,
+                                            TokenKind::Eof});
+  std::vector<Diagnostic> diags;
+  auto bad = lex("x = 1e", "t.tri", diags);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].message == "malformed number '1e'");
+  CHECK(diags[0].loc.col == 5);
+  CHECK(bad[2].kind == TokenKind::Invalid);
+  diags.clear();
+  (void)lex("99999999999999999999", "t.tri", diags);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].message.find("too large") != std::string::npos);
+}
+
+TEST_CASE("lexer: bad characters are reported and become Invalid tokens") {
+  std::vector<Diagnostic> diags;
+  auto toks = lex("a $ b\n  # c \xc3\xa9", "bad.tri", diags);
+  REQUIRE(diags.size() == 3);
+  CHECK(diags[0].loc.file == "bad.tri");
+  CHECK(diags[0].loc.line == 1);
+  CHECK(diags[0].loc.col == 3);
+  CHECK(diags[0].message == "unexpected character '$'");
+  CHECK(diags[1].loc.line == 2);
+  CHECK(diags[1].loc.col == 3);
+  CHECK(diags[1].message == "unexpected character '#'");
+  CHECK(diags[2].loc.col == 7);
+  CHECK(diags[2].message.find("non-ASCII byte 0xc3") != std::string::npos);
+  using K = TokenKind;
+  CHECK(kinds(toks) == std::vector<K>{K::Ident, K::Invalid, K::Ident, K::Invalid, K::Ident,
+                                       K::Invalid, K::Eof});
+}
+
+TEST_CASE("lexer: unterminated block comment is an error at its start") {
+  std::vector<Diagnostic> diags;
+  auto toks = lex("a\n  /* never\n closed", "t.tri", diags);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].loc.line == 2);
+  CHECK(diags[0].loc.col == 3);
+  CHECK(diags[0].message.find("unterminated block comment") == 0);
+  REQUIRE(toks.size() == 3);
+  CHECK(toks[1].kind == TokenKind::Invalid);
+  CHECK(toks[2].kind == TokenKind::Eof);
+}
+
+TEST_CASE("lexer: source_line returns one line without its terminator") {
+  std::string_view src = "one\r\ntwo\nthree";
+  CHECK(source_line(src, 1) == "one");
+  CHECK(source_line(src, 2) == "two");
+  CHECK(source_line(src, 3) == "three");
+  CHECK(source_line(src, 4).empty());
+  CHECK(source_line(src, 0).empty());
+}
+
+}  // namespace
+}  // namespace ternjit::dsl

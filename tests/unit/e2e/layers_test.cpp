@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// layers_test.cpp - whole layers from the DSL run on the reference, checked independently.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "ir/bind.h"
+#include "ir/dsl/dsl.h"
+#include "ir/interpret.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+
+using namespace ternjit;
+using namespace ternjit::ir;
+
+namespace {
+
+// The predecessor's example, verbatim (SPEC section 1).
+constexpr const char* kLinearClassifier = R"(layer LinearClassifier {
+    param weights: TernaryTensor[784, 10]
+    param bias: Tensor[10]
+
+    fn forward(x: Tensor[N, 784]) -> Tensor[N, 10] {
+        return x @ weights + bias
+    }
+}
+)";
+
+constexpr const char* kBitLinear = R"(layer BitLinear {
+    param gamma: Tensor[K]
+    param w: TernaryTensor[K, N]
+    param w_scale: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        let h = rmsnorm(x, gamma, 1e-5)
+        let q = quantize_int8(h)
+        let y = q @ w
+        return relu(y * w_scale)
+    }
+}
+)";
+
+Module compile(const char* src) {
+  auto m = dsl::compile_tri(src, "test.tri");
+  if (!m.ok()) FAIL(render(m.error()));
+  return std::move(m.value());
+}
+
+}  // namespace
+
+TEST_CASE("LinearClassifier: parse, print, round-trip, run against an independent matmul") {
+  Module m = compile(kLinearClassifier);
+  std::string text = print_module(m);
+  auto again = parse_module(text, "printed.tir");
+  REQUIRE_MESSAGE(again.ok(), (again.ok() ? "" : render(again.error())));
+  CHECK(print_module(again.value()) == text);
+
+  const Function* f = m.find_function("LinearClassifier.forward");
+  REQUIRE(f);
+  for (std::int64_t n : {1, 3}) {
+    ShapeBindings shapes;
+    shapes.values["N"] = n;
+    auto run = prepare_run(m, *f, nullptr, nullptr, shapes, PrepareOptions{42, true, true});
+    REQUIRE(run.ok());
+    auto out = interpret(m, *f, run->args, run->params);
+    REQUIRE(out.ok());
+    const HostTensor& x = run->args[0];
+    const HostTensor& w = run->params.values.at("LinearClassifier.weights");
+    const HostTensor& b = run->params.values.at("LinearClassifier.bias");
+    const HostTensor& y = out.value()[0];
+    REQUIRE(y.shape == std::vector<std::int64_t>{n, 10});
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < 10; ++j) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < 784; ++k) acc += x.data[i * 784 + k] * w.data[k * 10 + j];
+        float want = static_cast<float>(acc) + static_cast<float>(b.data[j]);
+        CHECK(y.data[i * 10 + j] == doctest::Approx(want).epsilon(1e-6));
+      }
+  }
+}
+
+TEST_CASE("LinearClassifier: hand-computed numbers") {
+  // x = [1, 2, 0, ..., 0], weights column j: +1 at row 0, -1 at row 1 for j = 0; bias 0.5.
+  Module m = compile(kLinearClassifier);
+  const Function* f = m.find_function("LinearClassifier.forward");
+  std::vector<float> x(784, 0.0f);
+  x[0] = 1.0f;
+  x[1] = 2.0f;
+  std::vector<std::int8_t> w(7840, 0);
+  w[0 * 10 + 0] = 1;
+  w[1 * 10 + 0] = -1;
+  w[1 * 10 + 3] = 1;
+  std::vector<float> bias(10, 0.5f);
+  ParamValues p;
+  p.values.emplace("LinearClassifier.weights", HostTensor::from_values(ElemKind::T2, {784, 10}, std::vector<double>(w.begin(), w.end())));
+  p.values.emplace("LinearClassifier.bias", HostTensor::from_f32({10}, bias));
+  std::vector<HostTensor> args{HostTensor::from_f32({1, 784}, x)};
+  auto out = interpret(m, *f, args, p);
+  REQUIRE(out.ok());
+  const auto& y = out.value()[0].data;
+  CHECK(y[0] == -0.5);  // 1*1 + 2*(-1) + 0.5
+  CHECK(y[3] == 2.5);   // 2*1 + 0.5
+  CHECK(y[1] == 0.5);
+}
+
+TEST_CASE("BitLinear: rmsnorm -> quantize_int8 -> ternary matmul -> scale -> relu, by hand") {
+  Module m = compile(kBitLinear);
+  const Function* f = m.find_function("BitLinear.forward");
+  REQUIRE(f);
+  // K = 4, N = 2, M = 1. x = [1, -1, 1, -1]: mean(x^2) = 1, so with gamma = 1 and a tiny
+  // eps, h = x / sqrt(1 + 1e-5). absmax quantization: s = max|h| / 127, q = +-127, so
+  // the fake-quantized row is +-127 * s = +-h[0] (exactly h's magnitude in f32).
+  ParamValues p;
+  p.values.emplace("BitLinear.gamma", HostTensor::from_f32({4}, std::vector<float>{1, 1, 1, 1}));
+  p.values.emplace("BitLinear.w", HostTensor::from_values(ElemKind::T2, {4, 2}, std::vector<double>{1, 1, -1, 0, 1, 0, 0, -1}));
+  p.values.emplace("BitLinear.w_scale", HostTensor::from_f32({2}, std::vector<float>{0.5f, 2.0f}));
+  std::vector<HostTensor> args{HostTensor::from_f32({1, 4}, std::vector<float>{1, -1, 1, -1})};
+  auto out = interpret(m, *f, args, p);
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : render(out.error())));
+  float h = static_cast<float>(1.0 / std::sqrt(1.0 + 1e-5));
+  float s = h / 127.0f;
+  float qv = 127.0f * s;
+  // column 0: w = [1, -1, 1, 0] -> q0 - q1 + q2 = 3 qv, times 0.5.
+  // column 1: w = [1, 0, 0, -1] -> q0 - q3 = 2 qv, times 2.
+  const auto& y = out.value()[0].data;
+  CHECK(y[0] == doctest::Approx(static_cast<float>(3.0 * qv) * 0.5f).epsilon(1e-7));
+  CHECK(y[1] == doctest::Approx(static_cast<float>(2.0 * qv) * 2.0f).epsilon(1e-7));
+  // relu: flip the scale's sign and the output is clamped to zero.
+  p.values.at("BitLinear.w_scale") = HostTensor::from_f32({2}, std::vector<float>{-0.5f, 2.0f});
+  auto out2 = interpret(m, *f, args, p);
+  REQUIRE(out2.ok());
+  CHECK(out2.value()[0].data[0] == 0.0);
+  CHECK(out2.value()[0].data[1] == doctest::Approx(static_cast<float>(2.0 * qv) * 2.0f).epsilon(1e-7));
+}
+
+TEST_CASE("BitLinear: non-ternary weights in a safetensors file are rejected by index") {
+  Module m = compile(kBitLinear);
+  const Function* f = m.find_function("BitLinear.forward");
+  StFile w;
+  std::vector<std::int8_t> bad{1, 0, -1, 2, 0, 0};
+  w.tensors.push_back(make_i8_tensor("w", {3, 2}, bad));
+  ShapeBindings shapes;
+  shapes.values["M"] = 1;
+  auto run = prepare_run(m, *f, nullptr, &w, shapes, PrepareOptions{});
+  REQUIRE_FALSE(run.ok());
+  INFO(run.error().message);
+  CHECK(run.error().message.find("element [1, 1]") != std::string::npos);
+
+  // The same values packed as tern2 with the format in the metadata load fine.
+  StFile packed;
+  std::vector<std::int8_t> good{1, 0, -1, 1, 0, 0};
+  std::vector<std::uint8_t> bytes{0x86, 0x55};  // codes 2,1,0,2 | 1,1 and padding 1,1
+  packed.tensors.push_back(make_u8_tensor("w", {2}, bytes));
+  packed.metadata["w.format"] = "tern2";
+  packed.metadata["w.shape"] = "3,2";
+  auto run2 = prepare_run(m, *f, nullptr, &packed, shapes, PrepareOptions{});
+  REQUIRE_MESSAGE(run2.ok(), (run2.ok() ? "" : run2.error().message));
+  const HostTensor& t = run2->params.values.at("BitLinear.w");
+  CHECK(t.shape == std::vector<std::int64_t>{3, 2});
+  for (std::size_t i = 0; i < good.size(); ++i) CHECK(t.data[i] == good[i]);
+}

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// commands.cpp - check, ir, opt and run: thin wrappers over the library stages.
+#include "tools/ternjit/commands.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "ir/bind.h"
+#include "ir/dsl/dsl.h"
+#include "ir/interpret.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "ir/safetensors.h"
+#include "ir/verify.h"
+
+namespace ternjit::cli {
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string format_value(double v, ElemKind k) {
+  if (is_integer(k)) return std::to_string(static_cast<long long>(v));
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return ec == std::errc() ? std::string(buf, p) : std::string("?");
+}
+
+// Prints a tensor as nested rows: one innermost row per line.
+void print_tensor(const std::string& name, const ir::HostTensor& t) {
+  std::printf("%s: %s\n", name.c_str(), t.describe().c_str());
+  std::int64_t row = t.shape.empty() ? 1 : t.shape.back();
+  std::int64_t n = static_cast<std::int64_t>(t.data.size());
+  for (std::int64_t i = 0; i < n; i += (row ? row : 1)) {
+    std::string line = "  [";
+    for (std::int64_t j = 0; j < row && i + j < n; ++j)
+      line += (j ? ", " : "") + format_value(t.data[i + j], t.kind);
+    std::printf("%s]\n", line.c_str());
+    if (row == 0) break;
+  }
+}
+
+ir::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
+  ir::StTensor s;
+  s.name = name;
+  s.kind = t.kind == ElemKind::T2 || t.kind == ElemKind::Bool ? ElemKind::I8 : t.kind;
+  s.dtype = std::string(ir::st_dtype_name(s.kind));
+  s.shape = t.shape;
+  ir::HostTensor copy = t;
+  copy.kind = s.kind;
+  s.bytes = copy.to_bytes();
+  return s;
+}
+
+}  // namespace
+
+int report(const Error& e) {
+  std::fputs(render(e).c_str(), stderr);
+  return 1;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::IoError, "cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<ir::Module> load_module(const std::string& path) {
+  TERNJIT_TRY(auto text, read_text_file(path));
+  if (ends_with(path, ".tir")) return ir::parse_module(text, path);
+  return dsl::compile_tri(text, path);
+}
+
+int cmd_check(const std::string& file) {
+  auto m = load_module(file);
+  if (!m.ok()) return report(m.error());
+  std::printf("%s: ok (%zu functions, %zu parameters)\n", file.c_str(), m->functions().size(),
+              m->params().size());
+  return 0;
+}
+
+int cmd_ir(const std::string& file) {
+  auto m = load_module(file);
+  if (!m.ok()) return report(m.error());
+  std::fputs(ir::print_module(*m).c_str(), stdout);
+  return 0;
+}
+
+int cmd_opt(const std::string& file, const std::string& passes) {
+  auto m = load_module(file);
+  if (!m.ok()) return report(m.error());
+  if (!passes.empty())
+    return report(make_error(ErrorCode::NotFound, "unknown pass '" + passes.substr(0, passes.find(',')) +
+                                                      "' (no passes are registered in this build)"));
+  std::fputs(ir::print_module(*m).c_str(), stdout);
+  return 0;
+}
+
+int cmd_run(const RunOptions& o) {
+  if (o.target != "reference")
+    return report(make_error(ErrorCode::Unavailable, "target '" + o.target +
+                                                         "' is not available in this build (available: reference)"));
+  auto m = load_module(o.file);
+  if (!m.ok()) return report(m.error());
+  const std::string fname = o.layer + "." + o.fn;
+  const ir::Function* f = m->find_function(fname);
+  if (!f) {
+    std::string have;
+    for (const ir::Function& g : m->functions()) have += (have.empty() ? "" : ", ") + g.name();
+    return report(make_error(ErrorCode::NotFound, "no function '" + fname + "' in " + o.file +
+                                                      " (it has: " + have + ")"));
+  }
+  auto shapes = ir::parse_shape_list(o.shapes);
+  if (!shapes.ok()) return report(shapes.error());
+  std::optional<ir::StFile> weights, inputs;
+  if (!o.weights.empty()) {
+    auto w = ir::read_safetensors(o.weights);
+    if (!w.ok()) return report(w.error());
+    weights = std::move(w.value());
+  }
+  if (!o.input.empty()) {
+    auto in = ir::read_safetensors(o.input);
+    if (!in.ok()) return report(in.error());
+    inputs = std::move(in.value());
+  }
+  ir::PrepareOptions popts;
+  popts.seed = o.seed;
+  auto prepared = ir::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
+                                  shapes.value(), popts);
+  if (!prepared.ok()) return report(prepared.error());
+  auto out = ir::interpret(*m, *f, prepared->args, prepared->params);
+  if (!out.ok()) return report(out.error());
+
+  if (o.output.empty()) {
+    for (std::size_t i = 0; i < out->size(); ++i)
+      print_tensor(out->size() == 1 ? "output" : "output" + std::to_string(i), (*out)[i]);
+    return 0;
+  }
+  ir::StFile file;
+  for (std::size_t i = 0; i < out->size(); ++i)
+    file.tensors.push_back(to_st(out->size() == 1 ? "output" : "output" + std::to_string(i), (*out)[i]));
+  file.metadata["ternjit.layer"] = fname;
+  auto w = ir::write_safetensors(o.output, file);
+  if (!w.ok()) return report(w.error());
+  std::printf("wrote %zu tensor%s to %s\n", out->size(), out->size() == 1 ? "" : "s", o.output.c_str());
+  return 0;
+}
+
+}  // namespace ternjit::cli
