@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// passes.h - every optimization pass, one line each; the registry looks them up by name.
+//
+// A pass transforms verified IR into verified IR, never prints, never reads the
+// environment, keeps no static state and is safe to run twice. Per-function passes
+// take `ir::Function&` (and the module when they need parameter declarations or
+// callees); module passes take `ir::Module&`. Only passes that can fail on user input
+// return Result<void>.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ir/ir.h"
+#include "passes/target_info.h"
+
+namespace ternjit::passes {
+
+// ---------------------------------------------------------------- the passes
+// (Each is defined in passes/<name>.cpp; the list grows as passes land.)
+
+/// Evaluates instructions whose operands are all constants (`add 2, 3` -> `const 5`).
+void fold_constants(ir::Function& f);
+/// Removes pure instructions whose results are unused, and unreachable blocks.
+void eliminate_dead_code(ir::Function& f);
+/// Shares identical pure instructions (same op, operands, attributes, types).
+void eliminate_common_subexpressions(ir::Function& f);
+/// Local algebraic rewrites from simplify_rules.cpp (x*1, x+0, transpose(transpose(x)), ...).
+void simplify(ir::Function& f);
+
+// ---------------------------------------------------------------- registry
+
+/// What a pass operates on.
+using FunctionPass = void (*)(ir::Function&);
+using ModulePass = void (*)(ir::Module&);
+using PassFn = std::variant<FunctionPass, ModulePass>;
+
+/// One registered pass: kebab-case name (the file stem), entry point, one-line summary.
+struct PassInfo {
+  std::string_view name;
+  PassFn fn;
+  std::string_view summary;
+};
+
+/// Every registered pass, in registry.cpp order.
+std::span<const PassInfo> all_passes();
+/// Looks a pass up by name; nullptr if unknown.
+const PassInfo* find_pass(std::string_view name);
+
+}  // namespace ternjit::passes
