@@ -3,10 +3,36 @@
 #include "ir/builder.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "ir/numeric.h"
 
 namespace ternjit::ir {
+
+namespace {
+
+// Rounds a double to float with round-to-odd: exact when representable, otherwise the
+// float toward zero with its last significand bit forced to 1. Rounding that result
+// again, to nearest-even, into a format with at least 2 fewer significand bits (f16:
+// 11, bf16: 8, float: 24) gives the correctly rounded result: no double-rounding error
+// (Boldo & Melquiond, "When double rounding is odd", 2005).
+float round_to_odd_float(double v) {
+  if (std::isnan(v)) return static_cast<float>(v);
+  if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max()))
+    return v > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof bits);
+  return f;
+}
+
+}  // namespace
 
 double round_to_kind(double v, ElemKind k) {
   auto int_range = [&](double lo, double hi) {
@@ -16,8 +42,8 @@ double round_to_kind(double v, ElemKind k) {
   };
   switch (k) {
     case ElemKind::F32: return static_cast<double>(static_cast<float>(v));
-    case ElemKind::F16: return static_cast<double>(round_to_f16(static_cast<float>(v)));
-    case ElemKind::BF16: return static_cast<double>(round_to_bf16(static_cast<float>(v)));
+    case ElemKind::F16: return static_cast<double>(round_to_f16(round_to_odd_float(v)));
+    case ElemKind::BF16: return static_cast<double>(round_to_bf16(round_to_odd_float(v)));
     case ElemKind::I32: return int_range(-2147483648.0, 2147483647.0);
     case ElemKind::I8: return int_range(-128.0, 127.0);
     case ElemKind::U8: return int_range(0.0, 255.0);

@@ -16,69 +16,18 @@
 
 #include "ir/dsl/dsl.h"
 #include "ir/dsl/lexer.h"
+#include "tests/unit/expect.h"
 
 namespace ternjit::dsl {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Expectation {
-  bool note = false;
-  std::uint32_t line = 0;
-  std::uint32_t col = 0;
-  std::string text;
-  bool matched = false;
-};
+using testing::read_file;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::vector<fs::path> error_files() { return testing::source_files("tests/dsl/errors", ".tri"); }
 
-std::vector<Expectation> expectations(const std::string& text) {
-  static const std::regex re(R"(// expect-(error|note)@(\d+):(\d+): (.*))");
-  std::vector<Expectation> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_search(line, m, re)) continue;
-    Expectation e;
-    e.note = m[1] == "note";
-    e.line = static_cast<std::uint32_t>(std::stoul(m[2]));
-    e.col = static_cast<std::uint32_t>(std::stoul(m[3]));
-    e.text = m[4];
-    out.push_back(e);
-  }
-  return out;
-}
-
-std::vector<fs::path> error_files() {
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(TERNJIT_SOURCE_DIR) / "tests/dsl/errors"))
-    if (entry.path().extension() == ".tri") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-// Matches one reported diagnostic against the expectations of its kind.
-void match(const Diagnostic& d, bool note, std::vector<Expectation>& want, const std::string& source,
-           const std::string& name) {
-  INFO("reported: ", render(d));
-  CHECK(d.loc.file == name);
-  // Every diagnostic carries its source line, for render()'s caret.
-  CHECK(d.source_line == source_line(source, d.loc.line));
-  for (Expectation& e : want) {
-    if (e.matched || e.note != note || e.line != d.loc.line || e.col != d.loc.col) continue;
-    if (d.message.find(e.text) == std::string::npos) continue;
-    e.matched = true;
-    return;
-  }
-  FAIL_CHECK("unexpected " << std::string(note ? "note" : "error") << " at " << d.loc.line << ":" << d.loc.col
-                           << ": " << d.message);
-}
+}  // namespace
 
 TEST_CASE("errors: every tests/dsl/errors/*.tri reports exactly its expected diagnostics") {
   auto files = error_files();
@@ -88,24 +37,13 @@ TEST_CASE("errors: every tests/dsl/errors/*.tri reports exactly its expected dia
     const std::string name = path.filename().string();
     INFO("file: ", name);
     const std::string source = read_file(path);
-    auto want = expectations(source);
-    REQUIRE(!want.empty());
     auto r = compile_tri(source, name);
     REQUIRE_FALSE(r.ok());
-    const Error& err = r.error();
-    CHECK(err.code == ErrorCode::InvalidInput);
-    INFO("all diagnostics:\n", render(err));
-    for (const Diagnostic& d : err.diagnostics) {
-      CHECK(d.severity == Severity::Error);
-      match(d, false, want, source, name);
-      for (const Diagnostic& n : d.notes) {
-        CHECK(n.severity == Severity::Note);
-        match(n, true, want, source, name);
-      }
-    }
-    for (const Expectation& e : want)
-      CHECK_MESSAGE(e.matched, "missing " << std::string(e.note ? "note" : "error") << " at " << e.line << ":"
-                                          << e.col << ": " << e.text);
+    CHECK(r.error().code == ErrorCode::InvalidInput);
+    INFO("all diagnostics:\n", render(r.error()));
+    // Every diagnostic carries its source line, for render()'s caret.
+    for (const Diagnostic& d : r.error().diagnostics) CHECK(d.source_line == source_line(source, d.loc.line));
+    testing::check_expected_diagnostics(r.error().diagnostics, source, name, /*check_notes=*/true);
   }
 }
 
@@ -228,5 +166,4 @@ TEST_CASE("errors: every prefix and every one-line deletion of the examples fail
   CHECK(checked > 500);
 }
 
-}  // namespace
 }  // namespace ternjit::dsl
