@@ -79,7 +79,147 @@ Result<std::vector<Type>> infer_matmul(const Type& a, const Type& b,
   return std::vector<Type>{Type{k, out}};
 }
 
+// tmatmul: x [..., K] (i8 or float) @ w t2 [K, N] (any layout), then the epilogue
+// operands present per the attributes, in their fixed order.
+Result<std::vector<Type>> infer_tmatmul(std::span<const Type> ops, const TMatMulAttrs& a,
+                                        std::span<const std::string> syms) {
+  const std::size_t want = 2 + static_cast<std::size_t>(a.num_epilogue());
+  if (ops.size() != want)
+    return fail("'tmatmul' with these attributes takes " + std::to_string(want) + " operands (x, w" +
+                (a.x_scale ? ", x_scale" : "") + (a.w_scale ? ", w_scale" : "") + (a.bias ? ", bias" : "") +
+                (a.residual ? ", residual" : "") + "), got " + std::to_string(ops.size()));
+  const Type& x = ops[0];
+  const Type& w = ops[1];
+  if (x.rank() == 0 || !(x.elem == ElemKind::I8 || is_float(x.elem)))
+    return fail("'tmatmul' needs x of kind i8 or a float kind and rank >= 1, got " + type_str(x, syms));
+  if (w.elem != ElemKind::T2 || w.rank() != 2)
+    return fail("'tmatmul' needs a rank-2 t2 weight, got " + type_str(w, syms));
+  if (!same_dim(x.shape.back(), w.shape[0]))
+    return fail("'tmatmul' needs matching K: x is " + type_str(x, syms) + " (K = " + dim_str(x.shape.back(), syms) +
+                "), w is " + type_str(w, syms) + " (K = " + dim_str(w.shape[0], syms) + ")");
+  Type out{x.elem == ElemKind::I8 ? ElemKind::F32 : x.elem, x.shape};
+  out.shape.back() = w.shape[1];
+  const Dim n = w.shape[1];
+  std::size_t next = 2;
+  auto bad = [&](const char* what, const Type& got, const std::string& want_text) {
+    return fail("'tmatmul' " + std::string(what) + " must be " + want_text + ", got " + type_str(got, syms));
+  };
+  if (a.x_scale) {
+    Type want_t{ElemKind::F32, x.shape};
+    want_t.shape.back() = Dim::fixed(1);
+    if (!(ops[next] == want_t)) return bad("x_scale", ops[next], type_str(want_t, syms));
+    ++next;
+  }
+  if (a.w_scale) {
+    const Type& s = ops[next];
+    const bool ok = s.elem == ElemKind::F32 && s.layout == TernaryLayout::Plain &&
+                    (s.rank() == 0 || (s.rank() == 1 && same_dim(s.shape[0], n)));
+    if (!ok) return bad("w_scale", s, "f32[] or " + type_str(Type{ElemKind::F32, {n}}, syms));
+    ++next;
+  }
+  if (a.bias) {
+    const Type want_t{out.elem, {n}};
+    if (!(ops[next] == want_t)) return bad("bias", ops[next], type_str(want_t, syms));
+    ++next;
+  }
+  if (a.residual) {
+    if (!(ops[next] == out)) return bad("residual", ops[next], type_str(out, syms));
+    ++next;
+  }
+  return std::vector<Type>{out};
+}
+
+// ewise: every operand has the result kind; each step is typed by the standalone op's
+// rule on the types of its slots and must keep the kind.
+Result<std::vector<Type>> infer_ewise(const Module* m, const Function& f, std::span<const Type> ops,
+                                      const EwiseAttrs& a, std::span<const std::string> syms) {
+  if (ops.empty()) return fail("'ewise' needs at least one operand");
+  if (a.steps.empty()) return fail("'ewise' needs at least one step");
+  const ElemKind kind = ops[0].elem;
+  for (std::size_t i = 1; i < ops.size(); ++i)
+    if (ops[i].elem != kind)
+      return fail("'ewise' operands must all have one kind: operand 1 is " + type_str(ops[0], syms) +
+                  ", operand " + std::to_string(i + 1) + " is " + type_str(ops[i], syms));
+  std::vector<Type> slots(ops.begin(), ops.end());
+  std::vector<bool> read(ops.size(), false);
+  for (std::size_t j = 0; j < a.steps.size(); ++j) {
+    const EwiseStep& st = a.steps[j];
+    const std::string which = "'ewise' step " + std::to_string(j + 1) + " (" + std::string(op_name(st.op)) + ")";
+    if (!is_ewise_step_op(st.op)) return fail(which + " is not an elementwise op ewise can fuse");
+    const bool binary = is_ewise_binary(st.op);
+    auto slot_ok = [&](std::int32_t s) { return s >= 0 && static_cast<std::size_t>(s) < slots.size(); };
+    if (!slot_ok(st.a) || (binary ? !slot_ok(st.b) : st.b != -1))
+      return fail(which + " reads slots (" + std::to_string(st.a) + ", " + std::to_string(st.b) +
+                  "); it may read operands 0.." + std::to_string(ops.size() - 1) + " and earlier steps" +
+                  (binary ? "" : ", and b must be -1 for a unary op"));
+    std::vector<Type> in{slots[static_cast<std::size_t>(st.a)]};
+    if (binary) in.push_back(slots[static_cast<std::size_t>(st.b)]);
+    for (std::int32_t s : {st.a, st.b})
+      if (s >= 0 && static_cast<std::size_t>(s) < ops.size()) read[static_cast<std::size_t>(s)] = true;
+    auto t = infer_types(m, f, st.op, in, NoAttrs{}, {});
+    if (!t.ok()) return fail(which + ": " + t.error().message);
+    if (t.value()[0].elem != kind)
+      return fail(which + " would change the kind to " + std::string(elem_name(t.value()[0].elem)) +
+                  "; every step must keep " + std::string(elem_name(kind)));
+    slots.push_back(t.value()[0]);
+  }
+  for (std::size_t i = 0; i < read.size(); ++i)
+    if (!read[i]) return fail("'ewise' operand " + std::to_string(i + 1) + " is not read by any step");
+  return std::vector<Type>{slots.back()};
+}
+
+// Packed ternary layouts are storage for tmatmul weights: only these ops may read one.
+bool reads_packed_layouts(Op op) {
+  return op == Op::TMatMul || op == Op::TPack || op == Op::Ret || op == Op::Br || op == Op::Call;
+}
+
+// True when `t` is the declaration type `decl` with each of its symbols (indices below
+// `num_syms`) replaced consistently by one dim of the using function. The DSL uses the
+// declaration's own names; inlining and specialization rename or fix them.
+bool instantiates(const Type& decl, std::size_t num_syms, const Type& t) {
+  if (decl.elem != t.elem || decl.layout != t.layout || decl.rank() != t.rank()) return false;
+  std::map<std::uint32_t, Dim> sub;
+  for (std::size_t i = 0; i < decl.rank(); ++i) {
+    const Dim& g = decl.shape[i];
+    if (g.is_static()) {
+      if (!(g == t.shape[i])) return false;
+      continue;
+    }
+    if (g.sym.index >= num_syms) return false;
+    auto [it, fresh] = sub.emplace(g.sym.index, t.shape[i]);
+    if (!fresh && !(it->second == t.shape[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+Result<std::map<std::uint32_t, Dim>> bind_call_symbols(const Function& callee, std::span<const Type> ops,
+                                                       std::span<const std::string> syms) {
+  auto cargs = callee.args();
+  if (cargs.size() != ops.size())
+    return fail("@" + callee.name() + " takes " + std::to_string(cargs.size()) + " argument" +
+                (cargs.size() == 1 ? "" : "s") + ", got " + std::to_string(ops.size()));
+  std::map<std::uint32_t, Dim> bound;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Type& formal = callee.type_of(cargs[i]);
+    const Type& actual = ops[i];
+    bool ok = formal.elem == actual.elem && formal.layout == actual.layout && formal.rank() == actual.rank();
+    for (std::size_t d = 0; ok && d < formal.rank(); ++d) {
+      const Dim& fd = formal.shape[d];
+      if (fd.is_static()) { ok = fd == actual.shape[d]; continue; }
+      auto [it, fresh] = bound.emplace(fd.sym.index, actual.shape[d]);
+      if (!fresh && !(it->second == actual.shape[d])) {
+        return fail("@" + callee.name() + " binds '" + callee.symbol_name(fd.sym) + "' to " +
+                    dim_str(it->second, syms) + " and to " + dim_str(actual.shape[d], syms));
+      }
+    }
+    if (!ok)
+      return fail("@" + callee.name() + " argument " + std::to_string(i + 1) + " must be " +
+                  type_str(formal, callee.symbols()) + ", got " + type_str(actual, syms));
+  }
+  return bound;
+}
 
 ElemKind promote(ElemKind a, ElemKind b) {
   if (is_float(a) || is_float(b)) {
@@ -127,6 +267,15 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
   if (attrs.index() != attrs_index_for(op))
     return fail(q(op) + " has the wrong kind of attributes");
 
+  if (!reads_packed_layouts(op))
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].layout != TernaryLayout::Plain)
+        return fail(q(op) + " cannot read operand " + std::to_string(i + 1) + " of packed layout " +
+                    type_str(ops[i], syms) + " (only 'tmatmul' and 'tpack' read packed weights)");
+  for (const Type& t : declared)
+    if (t.layout != TernaryLayout::Plain && t.elem != ElemKind::T2)
+      return fail("type " + type_str(t, syms) + " has a ternary layout but is not t2");
+
   auto need_declared = [&](std::size_t n) -> Result<void> {
     if (declared.size() != n)
       return fail(q(op) + " needs " + std::to_string(n) + " declared result type" +
@@ -154,7 +303,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
       if (!m) return fail("'param' @" + p.name + " used outside a module");
       const ParamDecl* d = m->find_param(p.name);
       if (!d) return fail("unknown parameter @" + p.name);
-      if (!same_type(d->type, d->symbols, declared[0], syms))
+      if (!instantiates(d->type, d->symbols.size(), declared[0]))
         return fail("'param' @" + p.name + " is declared " + type_str(d->type, d->symbols) +
                     " but used as " + type_str(declared[0], syms));
       return std::vector<Type>(declared.begin(), declared.end());
@@ -164,29 +313,8 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
       if (!m) return fail("'call' @" + c.callee + " used outside a module");
       const Function* callee = m->find_function(c.callee);
       if (!callee) return fail("unknown function @" + c.callee);
-      auto cargs = callee->args();
-      if (cargs.size() != ops.size())
-        return fail("@" + c.callee + " takes " + std::to_string(cargs.size()) + " argument" +
-                    (cargs.size() == 1 ? "" : "s") + ", got " + std::to_string(ops.size()));
       // Bind the callee's symbols to the caller's dims by unification.
-      std::map<std::uint32_t, Dim> bound;
-      for (std::size_t i = 0; i < ops.size(); ++i) {
-        const Type& formal = callee->type_of(cargs[i]);
-        const Type& actual = ops[i];
-        bool ok = formal.elem == actual.elem && formal.rank() == actual.rank();
-        for (std::size_t d = 0; ok && d < formal.rank(); ++d) {
-          const Dim& fd = formal.shape[d];
-          if (fd.is_static()) { ok = fd == actual.shape[d]; continue; }
-          auto [it, fresh] = bound.emplace(fd.sym.index, actual.shape[d]);
-          if (!fresh && !(it->second == actual.shape[d])) {
-            return fail("@" + c.callee + " binds '" + callee->symbol_name(fd.sym) + "' to " +
-                        dim_str(it->second, syms) + " and to " + dim_str(actual.shape[d], syms));
-          }
-        }
-        if (!ok)
-          return fail("@" + c.callee + " argument " + std::to_string(i + 1) + " must be " +
-                      type_str(formal, callee->symbols()) + ", got " + type_str(actual, syms));
-      }
+      TERNJIT_TRY(const auto bound, bind_call_symbols(*callee, ops, syms));
       for (std::size_t r = 0; r < callee->result_types().size(); ++r) {
         Type t = callee->result_types()[r];
         for (std::size_t d = 0; d < t.rank(); ++d) {
@@ -259,7 +387,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     }
     case Op::Reshape: {
       TERNJIT_TRY_VOID(need_declared(1));
-      if (declared[0].elem != ops[0].elem)
+      if (declared[0].elem != ops[0].elem || declared[0].layout != ops[0].layout)
         return fail("'reshape' cannot change the element kind");
       if (numel_signature(declared[0].shape) != numel_signature(ops[0].shape))
         return fail("'reshape' from " + type_str(ops[0], syms) + " to " +
@@ -268,7 +396,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     }
     case Op::Broadcast: {
       TERNJIT_TRY_VOID(need_declared(1));
-      if (declared[0].elem != ops[0].elem)
+      if (declared[0].elem != ops[0].elem || declared[0].layout != ops[0].layout)
         return fail("'broadcast' cannot change the element kind");
       auto b = broadcast_shapes(ops[0].shape, declared[0].shape, syms);
       if (!b.ok() || !(b.value() == declared[0].shape))
@@ -344,6 +472,23 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
       TERNJIT_TRY_VOID(need_float(op, ops[1], syms));
       TERNJIT_TRY(auto shape, broadcast_shapes(ops[0].shape, ops[1].shape, syms));
       out.push_back(Type{ops[1].elem, shape});
+      break;
+    }
+
+    case Op::TMatMul: {
+      TERNJIT_TRY(out, infer_tmatmul(ops, std::get<TMatMulAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Ewise: {
+      TERNJIT_TRY(out, infer_ewise(m, f, ops, std::get<EwiseAttrs>(attrs), syms));
+      break;
+    }
+    case Op::TPack: {
+      if (ops[0].elem != ElemKind::T2)
+        return fail("'tpack' needs a t2 operand, got " + type_str(ops[0], syms));
+      Type t = ops[0];
+      t.layout = std::get<LayoutAttrs>(attrs).layout;
+      out.push_back(t);
       break;
     }
   }

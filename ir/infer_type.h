@@ -2,6 +2,8 @@
 // infer_type.h - the type rule of every op, shared by the builder, verifier and DSL.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -19,6 +21,14 @@ namespace ternjit::ir {
 Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
                                       std::span<const Type> operands, const Attrs& attrs,
                                       std::span<const Type> declared);
+
+/// How a call binds the symbols of `callee` (by SymbolId index) to the caller's dims
+/// (in the table `symbols`): each operand type is unified with the callee's argument
+/// type (kind, layout, rank and static dims equal; a symbol binds at its first use and
+/// must bind consistently). Symbols no argument determines are absent. Errors are the
+/// ones infer_types reports for `call` (argument count, argument type, conflicting binding).
+Result<std::map<std::uint32_t, Dim>> bind_call_symbols(const Function& callee, std::span<const Type> operands,
+                                                       std::span<const std::string> symbols);
 
 /// NumPy-style broadcast of two shapes (same symbol table). A static 1 stretches; a
 /// symbol only matches itself. Error message names both shapes.

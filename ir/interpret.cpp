@@ -373,6 +373,115 @@ HostTensor from_floats(ElemKind kind, const Extents& shape, const std::vector<fl
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+// One elementwise op (binary: add sub mul div max min; unary: neg abs relu sigmoid tanh
+// gelu silu exp log sqrt rsqrt) with result kind `kind`. The standalone ops, the steps
+// of `ewise` and the epilogue of `tmatmul` all compute through this one function, which
+// is what makes fusing them bit-exact. `b` is null for unary ops.
+Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind) {
+  using I = std::int64_t;
+  using OptI = std::optional<I>;
+  auto need_b = [&]() -> const HostTensor& {
+    TERNJIT_CHECK(b != nullptr, q(op) + " needs two operands");
+    return *b;
+  };
+  switch (op) {
+    case Op::Add:
+      return binary(inst, a, need_b(), kind, [](float x, float y) { return x + y; }, [](I x, I y) -> OptI { return x + y; });
+    case Op::Sub:
+      return binary(inst, a, need_b(), kind, [](float x, float y) { return x - y; }, [](I x, I y) -> OptI { return x - y; });
+    case Op::Mul:
+      return binary(inst, a, need_b(), kind, [](float x, float y) { return x * y; }, [](I x, I y) -> OptI { return x * y; });
+    case Op::Div:
+      // Integer division truncates toward zero (C++ semantics). Operands are at most
+      // 32-bit, so INT32_MIN / -1 cannot overflow int64; it wraps to INT32_MIN.
+      return binary(inst, a, need_b(), kind, [](float x, float y) { return x / y; }, [](I x, I y) -> OptI {
+        if (y == 0) return std::nullopt;
+        return x / y;
+      });
+    case Op::Max: return binary(inst, a, need_b(), kind, max_f32, [](I x, I y) -> OptI { return std::max(x, y); });
+    case Op::Min: return binary(inst, a, need_b(), kind, min_f32, [](I x, I y) -> OptI { return std::min(x, y); });
+    case Op::Neg: return unary_signed(a, kind, [](double x) { return -x; }, [](I x) { return -x; });
+    case Op::Abs: return unary_signed(a, kind, [](double x) { return std::fabs(x); }, [](I x) { return x < 0 ? -x : x; });
+    case Op::Relu:
+      return unary_signed(a, kind, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
+                          [](I x) { return x > 0 ? x : I{0}; });
+    case Op::Sigmoid: return unary_double(a, kind, sigmoid);
+    case Op::Tanh: return unary_double(a, kind, [](double x) { return std::tanh(x); });
+    case Op::Gelu: return unary_double(a, kind, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+    case Op::Silu: return unary_double(a, kind, [](double x) { return x * sigmoid(x); });
+    case Op::Exp: return unary_double(a, kind, [](double x) { return std::exp(x); });
+    case Op::Log: return unary_double(a, kind, [](double x) { return std::log(x); });
+    case Op::Sqrt: return unary_double(a, kind, [](double x) { return std::sqrt(x); });
+    case Op::Rsqrt: return unary_double(a, kind, [](double x) { return 1.0 / std::sqrt(x); });
+    default: break;
+  }
+  TERNJIT_UNREACHABLE(q(op) + " is not an elementwise op");
+}
+
+// tmatmul: the accumulation y = x @ w (i8 x: exact integer sum, wrapped to i32, then
+// rounded once to the result kind; float x: matmul's double sum in ascending k, rounded
+// once), then each epilogue operand applied by elementwise() exactly as the standalone
+// mul/add would (x_scale and w_scale multiply, bias and residual add, broadcasting),
+// then the activation as its unary op.
+Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std::span<const HostTensor* const> ops,
+                           ElemKind kind) {
+  const HostTensor& x = *ops[0];
+  const HostTensor& w = *ops[1];
+  TERNJIT_CHECK(!x.shape.empty() && w.shape.size() == 2 && x.shape.back() == w.shape[0],
+                "'tmatmul' of " + x.describe() + " and " + w.describe());
+  const std::int64_t k = x.shape.back(), n = w.shape[1];
+  const std::int64_t rows = k == 0 ? numel(Extents(x.shape.begin(), x.shape.end() - 1)) : numel(x.shape) / k;
+  Extents shape = x.shape;
+  shape.back() = n;
+  HostTensor y = HostTensor::zeros(kind, shape);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      if (x.kind == ElemKind::I8) {
+        std::uint64_t sum = 0;  // modulo 2^64; its low 32 bits are the i32 sum
+        for (std::int64_t p = 0; p < k; ++p)
+          sum += static_cast<std::uint64_t>(as_int(x.data[static_cast<std::size_t>(r * k + p)]) *
+                                            as_int(w.data[static_cast<std::size_t>(p * n + j)]));
+        acc = wrap_to_kind(sum, ElemKind::I32);
+      } else {
+        for (std::int64_t p = 0; p < k; ++p)
+          acc += x.data[static_cast<std::size_t>(r * k + p)] * w.data[static_cast<std::size_t>(p * n + j)];
+      }
+      y.data[static_cast<std::size_t>(r * n + j)] = round_to_kind(acc, kind);
+    }
+  }
+  std::size_t next = 2;
+  const std::pair<bool, Op> epilogue[] = {
+      {attrs.x_scale, Op::Mul}, {attrs.w_scale, Op::Mul}, {attrs.bias, Op::Add}, {attrs.residual, Op::Add}};
+  for (const auto& [present, op] : epilogue) {
+    if (!present) continue;
+    TERNJIT_TRY(y, elementwise(inst, op, y, ops[next++], kind));
+  }
+  if (auto act = activation_op(attrs.act)) {
+    TERNJIT_TRY(y, elementwise(inst, *act, y, nullptr, kind));
+  }
+  return y;
+}
+
+// ewise: each step evaluated as the standalone op on whole tensors (its own broadcast
+// shape), in order; the result is the last step's.
+Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::span<const HostTensor* const> ops,
+                         ElemKind kind) {
+  std::vector<HostTensor> steps;
+  auto slot = [&](std::int32_t s) -> const HostTensor& {
+    TERNJIT_CHECK(s >= 0 && static_cast<std::size_t>(s) < ops.size() + steps.size(), "'ewise' slot out of range");
+    const auto i = static_cast<std::size_t>(s);
+    return i < ops.size() ? *ops[i] : steps[i - ops.size()];
+  };
+  for (const EwiseStep& st : attrs.steps) {
+    const HostTensor* b = st.b >= 0 ? &slot(st.b) : nullptr;
+    TERNJIT_TRY(auto r, elementwise(inst, st.op, slot(st.a), b, kind));
+    steps.push_back(std::move(r));
+  }
+  TERNJIT_CHECK(!steps.empty(), "'ewise' without steps");
+  return std::move(steps.back());
+}
+
 // Where a symbol got its extent, for error messages.
 struct Binding {
   std::int64_t extent = 0;
@@ -696,71 +805,14 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       return jump(fr, inst, inst.targets[ops[0]->data[0] != 0 ? 0 : 1]);
     }
 
-    // ---------------------------------------------------------------- binary
-    case Op::Add: {
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x + y; },
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x + y; }));
+    // ---------------------------------------------------------------- elementwise
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
+    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: {
+      TERNJIT_TRY(auto r, elementwise(inst, inst.op, *ops[0], ops.size() > 1 ? ops[1] : nullptr, kind()));
       out.push_back(std::move(r));
       break;
     }
-    case Op::Sub: {
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x - y; },
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x - y; }));
-      out.push_back(std::move(r));
-      break;
-    }
-    case Op::Mul: {
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x * y; },
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x * y; }));
-      out.push_back(std::move(r));
-      break;
-    }
-    case Op::Div: {
-      // Integer division truncates toward zero (C++ semantics). Operands are at most
-      // 32-bit, so INT32_MIN / -1 cannot overflow int64; it wraps to INT32_MIN.
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), [](float x, float y) { return x / y; },
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> {
-                                   if (y == 0) return std::nullopt;
-                                   return x / y;
-                                 }));
-      out.push_back(std::move(r));
-      break;
-    }
-    case Op::Max: {
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), max_f32,
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return std::max(x, y); }));
-      out.push_back(std::move(r));
-      break;
-    }
-    case Op::Min: {
-      TERNJIT_TRY(auto r, binary(inst, *ops[0], *ops[1], kind(), min_f32,
-                                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return std::min(x, y); }));
-      out.push_back(std::move(r));
-      break;
-    }
-
-    // ---------------------------------------------------------------- unary
-    case Op::Neg:
-      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return -x; }, [](std::int64_t x) { return -x; }));
-      break;
-    case Op::Abs:
-      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return std::fabs(x); },
-                                 [](std::int64_t x) { return x < 0 ? -x : x; }));
-      break;
-    case Op::Relu:
-      out.push_back(unary_signed(*ops[0], kind(), [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
-                                 [](std::int64_t x) { return x > 0 ? x : std::int64_t{0}; }));
-      break;
-    case Op::Sigmoid: out.push_back(unary_double(*ops[0], kind(), sigmoid)); break;
-    case Op::Tanh: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::tanh(x); })); break;
-    case Op::Gelu:
-      out.push_back(unary_double(*ops[0], kind(), [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }));
-      break;
-    case Op::Silu: out.push_back(unary_double(*ops[0], kind(), [](double x) { return x * sigmoid(x); })); break;
-    case Op::Exp: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::exp(x); })); break;
-    case Op::Log: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::log(x); })); break;
-    case Op::Sqrt: out.push_back(unary_double(*ops[0], kind(), [](double x) { return std::sqrt(x); })); break;
-    case Op::Rsqrt: out.push_back(unary_double(*ops[0], kind(), [](double x) { return 1.0 / std::sqrt(x); })); break;
     case Op::Cast:
       out.push_back(unary_double(*ops[0], std::get<CastAttrs>(inst.attrs).to, [](double x) { return x; }));
       break;
@@ -854,6 +906,21 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       out.push_back(std::move(r));
       break;
     }
+
+    // ---------------------------------------------------------------- kernel ops
+    case Op::TMatMul: {
+      if (ops.size() != 2 + static_cast<std::size_t>(std::get<TMatMulAttrs>(inst.attrs).num_epilogue()))
+        return fail_at(inst.loc, "malformed 'tmatmul' instruction (operand count does not match its attributes)");
+      TERNJIT_TRY(auto r, tmatmul(inst, std::get<TMatMulAttrs>(inst.attrs), ops, kind()));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Ewise: {
+      TERNJIT_TRY(auto r, ewise(inst, std::get<EwiseAttrs>(inst.attrs), ops, kind()));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::TPack: out.push_back(*ops[0]); break;  // a layout is storage: the values are unchanged
   }
 
   TERNJIT_CHECK(out.size() == inst.results.size(), q(inst.op) + " produced the wrong number of results");

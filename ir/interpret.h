@@ -39,6 +39,12 @@
 //            the threshold converted to f32, per-tensor absmean), on the f32 values.
 //   dequantize  float(q) * float(s) in f32 (q is not rounded to s's kind first),
 //            broadcast, rounded to the result kind.
+//   tmatmul  accumulate (i8 x: exact integer sum wrapped to i32; float x: as matmul),
+//            round once to the result kind, then the epilogue operands present
+//            (x_scale, w_scale: mul; bias, residual: add) and the activation, each by
+//            the same code as the standalone op at the result kind.
+//   ewise    each step by the same code as the standalone op, on whole tensors.
+//   tpack    the identity (a layout changes storage, not values).
 // "Rounded once" means one call of round_to_kind, which takes f16/bf16 through f32: a
 // double result within half an f32 ulp of an f16/bf16 rounding midpoint may land one
 // f16/bf16 ulp away from the directly rounded value (rare; targets compare f16/bf16

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace ternjit::ir {
 
@@ -60,6 +61,9 @@ std::size_t attrs_index_for(Op op) {
     case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::Softmax: return 6;
     case Op::RmsNorm: return 7;
     case Op::Ternarize: return 8;
+    case Op::TMatMul: return 9;
+    case Op::Ewise: return 10;
+    case Op::TPack: return 11;
     case Op::Ret: case Op::Br: case Op::CondBr: case Op::Add: case Op::Sub: case Op::Mul:
     case Op::Div: case Op::Max: case Op::Min: case Op::Neg: case Op::Abs: case Op::Relu:
     case Op::Sigmoid: case Op::Tanh: case Op::Gelu: case Op::Silu: case Op::Exp: case Op::Log:
@@ -69,6 +73,85 @@ std::size_t attrs_index_for(Op op) {
       return 0;
   }
   return 0;
+}
+
+bool is_ewise_step_op(Op op) {
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
+    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_ewise_binary(Op op) {
+  return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Max || op == Op::Min;
+}
+
+// ---------------------------------------------------------------- enums
+
+namespace {
+
+constexpr std::pair<TernaryLayout, std::string_view> kLayoutNames[] = {
+    {TernaryLayout::Plain, "plain"},     {TernaryLayout::Tern2, "tern2"},
+    {TernaryLayout::Tern2SM, "tern2_sm"}, {TernaryLayout::Tern16, "tern1.6"},
+    {TernaryLayout::Bitplane, "bitplane"},
+};
+
+constexpr std::pair<Activation, std::string_view> kActivationNames[] = {
+    {Activation::None, "none"}, {Activation::Relu, "relu"},       {Activation::Gelu, "gelu"},
+    {Activation::Silu, "silu"}, {Activation::Sigmoid, "sigmoid"}, {Activation::Tanh, "tanh"},
+};
+
+}  // namespace
+
+std::string_view layout_name(TernaryLayout layout) {
+  for (const auto& [l, n] : kLayoutNames)
+    if (l == layout) return n;
+  return "?";
+}
+
+std::optional<TernaryLayout> parse_ternary_layout(std::string_view name) {
+  for (const auto& [l, n] : kLayoutNames)
+    if (n == name) return l;
+  return std::nullopt;
+}
+
+std::string_view activation_name(Activation act) {
+  for (const auto& [a, n] : kActivationNames)
+    if (a == act) return n;
+  return "?";
+}
+
+std::optional<Activation> parse_activation(std::string_view name) {
+  for (const auto& [a, n] : kActivationNames)
+    if (n == name) return a;
+  return std::nullopt;
+}
+
+std::optional<Op> activation_op(Activation act) {
+  switch (act) {
+    case Activation::None: return std::nullopt;
+    case Activation::Relu: return Op::Relu;
+    case Activation::Gelu: return Op::Gelu;
+    case Activation::Silu: return Op::Silu;
+    case Activation::Sigmoid: return Op::Sigmoid;
+    case Activation::Tanh: return Op::Tanh;
+  }
+  return std::nullopt;
+}
+
+std::optional<Activation> activation_of(Op op) {
+  switch (op) {
+    case Op::Relu: return Activation::Relu;
+    case Op::Gelu: return Activation::Gelu;
+    case Op::Silu: return Activation::Silu;
+    case Op::Sigmoid: return Activation::Sigmoid;
+    case Op::Tanh: return Activation::Tanh;
+    default: return std::nullopt;
+  }
 }
 
 // ---------------------------------------------------------------- Type
@@ -88,6 +171,7 @@ std::optional<std::int64_t> Type::static_numel() const {
 
 std::string type_str(const Type& t, std::span<const std::string> symbols) {
   std::string s(elem_name(t.elem));
+  if (t.layout != TernaryLayout::Plain) s += "<" + std::string(layout_name(t.layout)) + ">";
   s += '[';
   for (std::size_t i = 0; i < t.shape.size(); ++i) {
     if (i) s += ", ";
@@ -102,7 +186,7 @@ std::string type_str(const Type& t, std::span<const std::string> symbols) {
 
 bool same_type(const Type& a, std::span<const std::string> sa, const Type& b,
                std::span<const std::string> sb) {
-  if (a.elem != b.elem || a.shape.size() != b.shape.size()) return false;
+  if (a.elem != b.elem || a.layout != b.layout || a.shape.size() != b.shape.size()) return false;
   for (std::size_t i = 0; i < a.shape.size(); ++i) {
     const Dim& x = a.shape[i];
     const Dim& y = b.shape[i];
@@ -207,6 +291,12 @@ void Function::erase_inst(InstId i) {
   order.erase(std::remove(order.begin(), order.end(), i), order.end());
   d.erased = true;
   d.block = BlockId{};
+}
+
+void Function::erase_block(BlockId b) {
+  TERNJIT_CHECK(!layout_.empty() && layout_[0] != b, "erase_block: cannot erase the entry block");
+  for (InstId i : std::vector<InstId>(blocks_.at(b.index).insts)) erase_inst(i);
+  layout_.erase(std::remove(layout_.begin(), layout_.end(), b), layout_.end());
 }
 
 void Function::replace_all_uses(ValueId from, ValueId to) {

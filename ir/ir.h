@@ -51,10 +51,28 @@ struct Dim {
   friend constexpr bool operator==(const Dim&, const Dim&) = default;
 };
 
-/// A tensor type: element kind and shape. Rank 0 is a scalar.
+/// How a ternary (t2) tensor is stored. Plain is the logical row-major layout every
+/// op reads; the others are packed weight layouts (ir/ternary.h describes the bytes)
+/// that only `tpack` produces and only `tmatmul` (and ret/br/call) consume. The layout
+/// is part of the Type, so a pass cannot mix layouts silently. Only t2 may be non-Plain.
+enum class TernaryLayout : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
+
+/// All ternary layouts, in declaration order.
+inline constexpr TernaryLayout kAllTernaryLayouts[] = {TernaryLayout::Plain, TernaryLayout::Tern2,
+                                                       TernaryLayout::Tern2SM, TernaryLayout::Tern16,
+                                                       TernaryLayout::Bitplane};
+
+/// The spelling of a layout in types and attributes: "plain", "tern2", "tern2_sm",
+/// "tern1.6" or "bitplane".
+std::string_view layout_name(TernaryLayout layout);
+/// Parses a spelling produced by layout_name; nullopt if unknown.
+std::optional<TernaryLayout> parse_ternary_layout(std::string_view name);
+
+/// A tensor type: element kind, shape and (t2 only) storage layout. Rank 0 is a scalar.
 struct Type {
   ElemKind elem = ElemKind::F32;
   std::vector<Dim> shape;
+  TernaryLayout layout = TernaryLayout::Plain;  ///< non-Plain only for t2 (printed t2<tern2>[...])
 
   [[nodiscard]] std::size_t rank() const { return shape.size(); }
   /// True when every dim is static.
@@ -142,9 +160,59 @@ struct ThresholdAttrs {
   friend bool operator==(const ThresholdAttrs&, const ThresholdAttrs&) = default;
 };
 
-/// Op-specific data; which alternative an op uses is fixed per op (see attrs_kind_ok).
+/// The activation a `tmatmul` epilogue applies last (the unary op of the same name).
+enum class Activation : std::uint8_t { None, Relu, Gelu, Silu, Sigmoid, Tanh };
+
+/// The spelling of an activation: "none", "relu", "gelu", "silu", "sigmoid", "tanh".
+std::string_view activation_name(Activation act);
+/// Parses a spelling produced by activation_name; nullopt if unknown.
+std::optional<Activation> parse_activation(std::string_view name);
+/// The unary op an activation applies (None: nullopt).
+std::optional<Op> activation_op(Activation act);
+/// The activation a unary op is (relu, gelu, silu, sigmoid, tanh); nullopt otherwise.
+std::optional<Activation> activation_of(Op op);
+
+/// `tmatmul`: which optional epilogue operands follow `x, w` (in this order:
+/// x_scale, w_scale, bias, residual) and the activation applied last.
+struct TMatMulAttrs {
+  bool x_scale = false;   ///< f32 [..., 1] per-row activation scale
+  bool w_scale = false;   ///< f32 [] per-tensor or f32 [N] per-channel weight scale
+  bool bias = false;      ///< [N] of the result kind
+  bool residual = false;  ///< [..., N] of the result type
+  Activation act = Activation::None;
+  /// The number of epilogue operands (flags set).
+  [[nodiscard]] int num_epilogue() const { return int{x_scale} + int{w_scale} + int{bias} + int{residual}; }
+  friend bool operator==(const TMatMulAttrs&, const TMatMulAttrs&) = default;
+};
+
+/// One step of an `ewise` loop: `op` applied to slots `a` (and `b` for binary ops, -1
+/// for unary). Slot i < n is operand i; slot n + j is the result of step j (< this one).
+struct EwiseStep {
+  Op op = Op::Add;
+  std::int32_t a = 0;
+  std::int32_t b = -1;
+  friend bool operator==(const EwiseStep&, const EwiseStep&) = default;
+};
+/// `ewise`: the steps, in evaluation order; the last step's result is the op's result.
+struct EwiseAttrs {
+  std::vector<EwiseStep> steps;
+  friend bool operator==(const EwiseAttrs&, const EwiseAttrs&) = default;
+};
+/// True for the ops an `ewise` step may be: add sub mul div max min (binary) and neg abs
+/// relu sigmoid tanh gelu silu exp log sqrt rsqrt (unary).
+bool is_ewise_step_op(Op op);
+/// True for the binary ones among is_ewise_step_op.
+bool is_ewise_binary(Op op);
+
+/// `tpack`: the layout the ternary weights are repacked into.
+struct LayoutAttrs {
+  TernaryLayout layout = TernaryLayout::Plain;
+  friend bool operator==(const LayoutAttrs&, const LayoutAttrs&) = default;
+};
+
+/// Op-specific data; which alternative an op uses is fixed per op (attrs_index_for).
 using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
-                           AxisAttrs, EpsAttrs, ThresholdAttrs>;
+                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs>;
 
 /// The attribute alternative index an op requires (index into Attrs).
 std::size_t attrs_index_for(Op op);
@@ -218,6 +286,8 @@ class Function {
   /// Finds or declares a symbol.
   SymbolId symbol(std::string_view name);
   [[nodiscard]] const std::string& symbol_name(SymbolId s) const { return symbols_.at(s.index); }
+  /// Replaces the symbol table; the caller remaps every SymbolId in use (specialization).
+  void set_symbols(std::vector<std::string> s) { symbols_ = std::move(s); }
   [[nodiscard]] const std::vector<Constraint>& constraints() const { return constraints_; }
   void add_constraint(Constraint c) { constraints_.push_back(c); }
   void set_constraints(std::vector<Constraint> c) { constraints_ = std::move(c); }
@@ -259,6 +329,9 @@ class Function {
                             std::vector<Type> result_types, Attrs attrs = NoAttrs{}, SourceLoc loc = {});
   /// Removes an instruction from the layout. Its results must be unused afterwards.
   void erase_inst(InstId i);
+  /// Removes a block from the layout and erases its instructions. Precondition: it is
+  /// not the entry block, and no remaining instruction uses its values or branches to it.
+  void erase_block(BlockId b);
   /// Replaces every use of `from` (operands and block-call args) by `to`.
   void replace_all_uses(ValueId from, ValueId to);
   /// The terminator of a block, if its last instruction is one.
@@ -313,7 +386,7 @@ class Module {
 
 /// Prints a type with symbol names from `symbols`: "f32[N, 784]", scalar "f32[]".
 std::string type_str(const Type& t, std::span<const std::string> symbols);
-/// True when the two types are equal once symbols are compared by name.
+/// True when the two types are equal (kind, layout, shape) once symbols are compared by name.
 bool same_type(const Type& a, std::span<const std::string> sa, const Type& b,
                std::span<const std::string> sb);
 /// Re-expresses a type from one symbol table in another, declaring symbols in `f`.

@@ -244,11 +244,18 @@ struct PBlock {
   std::vector<PInst> insts;
 };
 
+// One item of a list attribute: a number, or `word(n, ...)` (ewise steps).
+struct PListItem {
+  const Token* tok = nullptr;        // the number or the word
+  bool call = false;                 // written as word(args)
+  std::vector<const Token*> args;    // the numbers in the parentheses
+};
+
 // One attribute as written: `key = value`, where value is a number, a word or a list.
 struct PAttrValue {
   enum class Kind : std::uint8_t { Number, Word, List } kind = Kind::Number;
   const Token* tok = nullptr;  // the number or word (List: the '[')
-  std::vector<const Token*> items;
+  std::vector<PListItem> items;
 };
 
 struct PAttr {
@@ -394,6 +401,19 @@ bool Parser::parse_type(Type& out, std::vector<std::string>& syms, bool may_decl
   if (!k) return fail(kind, "unknown element kind " + describe(kind) + " (expected t2, i8, u8, i32, f16, bf16, f32 or bool)");
   next();
   out = Type{*k, {}};
+  if (peek().kind == Tok::Less) {
+    // A packed ternary layout: t2<tern2>[K, N].
+    const Token& lt = next();
+    const Token& name = peek();
+    auto layout = name.kind == Tok::Ident ? parse_ternary_layout(name.text) : std::nullopt;
+    if (!layout)
+      return fail(name, "unknown ternary layout " + describe(name) +
+                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+    if (*k != ElemKind::T2) return fail(lt, "only t2 takes a layout, got " + describe(kind));
+    next();
+    if (!expect(Tok::Greater, "'>' after the layout")) return false;
+    out.layout = *layout;
+  }
   if (!expect(Tok::LBracket, ("'[' after element kind " + describe(kind)).c_str())) return false;
   if (accept(Tok::RBracket)) return true;
   for (;;) {
@@ -526,10 +546,27 @@ bool Parser::parse_attrs(std::vector<PAttr>& out) {
       if (!accept(Tok::RBracket)) {
         for (;;) {
           const Token& item = peek();
-          if (item.kind != Tok::Number && !(item.kind == Tok::Ident && (item.text == "inf" || item.text == "nan")))
+          PListItem li{&item, false, {}};
+          const bool word = item.kind == Tok::Ident && item.text != "inf" && item.text != "nan";
+          if (word && toks_[pos_ + 1].kind == Tok::LParen) {
+            // word(n, ...): an ewise step.
+            next();
+            next();
+            li.call = true;
+            for (;;) {
+              const Token& arg = peek();
+              if (arg.kind != Tok::Number) return fail(arg, "expected an integer in the step, got " + describe(arg));
+              li.args.push_back(&arg);
+              next();
+              if (accept(Tok::RParen)) break;
+              if (!expect(Tok::Comma, "',' or ')' in the step")) return false;
+            }
+          } else if (item.kind != Tok::Number && !(item.kind == Tok::Ident && !word)) {
             return fail(item, "expected a number in the list, got " + describe(item));
-          a.value.items.push_back(&item);
-          next();
+          } else {
+            next();
+          }
+          a.value.items.push_back(std::move(li));
           if (accept(Tok::RBracket)) break;
           if (!expect(Tok::Comma, "',' or ']' in the list")) return false;
         }
@@ -555,6 +592,9 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case 6: fields = {"axis", "keepdims"}; break;
     case 7: fields = {"eps"}; break;
     case 8: fields = {"threshold"}; break;
+    case 9: fields = {"x_scale", "w_scale", "bias", "residual", "act"}; break;
+    case 10: fields = {"steps"}; break;
+    case 11: fields = {"layout"}; break;
     default: break;
   }
   if (fields.empty() && brace) return fail(*brace, opq + " takes no attributes");
@@ -602,9 +642,10 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
         if (many->value.kind != PAttrValue::Kind::List)
           return fail(*many->value.tok, "attribute 'values' of 'const' must be a list such as [1, 2], got " +
                                             describe(*many->value.tok));
-        for (const Token* item : many->value.items) {
+        for (const PListItem& item : many->value.items) {
+          if (item.call) return fail(*item.tok, "expected a number in 'values', got " + describe(*item.tok));
           c.values.emplace_back();
-          if (!parse_double(*item, c.values.back())) return false;
+          if (!parse_double(*item.tok, c.values.back())) return false;
         }
       }
       inst.attrs = std::move(c);
@@ -625,9 +666,10 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
         return fail(*perm->value.tok, "attribute 'perm' of 'transpose' must be a list such as [1, 0], got " +
                                           describe(*perm->value.tok));
       PermAttrs p;
-      for (const Token* item : perm->value.items) {
+      for (const PListItem& item : perm->value.items) {
+        if (item.call) return fail(*item.tok, "expected an integer in 'perm', got " + describe(*item.tok));
         p.perm.emplace_back();
-        if (!parse_int(*item, p.perm.back())) return false;
+        if (!parse_int(*item.tok, p.perm.back())) return false;
       }
       inst.attrs = std::move(p);
       return true;
@@ -662,6 +704,69 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       ThresholdAttrs t;
       if (!get_double(*th, t.threshold)) return false;
       inst.attrs = t;
+      return true;
+    }
+    case 9: {
+      TMatMulAttrs t;
+      auto get_bool = [&](const char* key, bool& out) {
+        const PAttr* a = find(key);
+        if (!a) return missing(key);
+        if (a->value.kind != PAttrValue::Kind::Word || (a->value.tok->text != "true" && a->value.tok->text != "false"))
+          return fail(*a->value.tok, "attribute '" + std::string(key) + "' must be true or false, got " +
+                                         describe(*a->value.tok));
+        out = a->value.tok->text == "true";
+        return true;
+      };
+      if (!get_bool("x_scale", t.x_scale) || !get_bool("w_scale", t.w_scale) || !get_bool("bias", t.bias) ||
+          !get_bool("residual", t.residual))
+        return false;
+      const PAttr* act = find("act");
+      if (!act) return missing("act");
+      auto a = act->value.kind == PAttrValue::Kind::Word ? parse_activation(act->value.tok->text) : std::nullopt;
+      if (!a)
+        return fail(*act->value.tok, "unknown activation " + describe(*act->value.tok) +
+                                         " (expected none, relu, gelu, silu, sigmoid or tanh)");
+      t.act = *a;
+      inst.attrs = t;
+      return true;
+    }
+    case 10: {
+      const PAttr* steps = find("steps");
+      if (!steps) return missing("steps");
+      if (steps->value.kind != PAttrValue::Kind::List)
+        return fail(*steps->value.tok, "attribute 'steps' of 'ewise' must be a list such as [mul(0, 1), relu(2)], got " +
+                                           describe(*steps->value.tok));
+      EwiseAttrs e;
+      for (const PListItem& item : steps->value.items) {
+        auto op = item.call ? parse_op(item.tok->text) : std::nullopt;
+        if (!op || !is_ewise_step_op(*op))
+          return fail(*item.tok, "expected an elementwise step such as 'mul(0, 1)', got " + describe(*item.tok));
+        const std::size_t want = is_ewise_binary(*op) ? 2 : 1;
+        if (item.args.size() != want)
+          return fail(*item.tok, "step " + describe(*item.tok) + " takes " + std::to_string(want) + " slot" +
+                                     (want == 1 ? "" : "s") + ", got " + std::to_string(item.args.size()));
+        EwiseStep st{*op, 0, -1};
+        std::int64_t slot = 0;
+        for (std::size_t k = 0; k < item.args.size(); ++k) {
+          if (!parse_int(*item.args[k], slot)) return false;
+          if (slot < 0 || slot > std::numeric_limits<std::int32_t>::max())
+            return fail(*item.args[k], "step slot " + describe(*item.args[k]) + " is out of range");
+          (k == 0 ? st.a : st.b) = static_cast<std::int32_t>(slot);
+        }
+        e.steps.push_back(st);
+      }
+      inst.attrs = std::move(e);
+      return true;
+    }
+    case 11: {
+      const PAttr* layout = find("layout");
+      if (!layout) return missing("layout");
+      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_ternary_layout(layout->value.tok->text)
+                                                            : std::nullopt;
+      if (!l)
+        return fail(*layout->value.tok, "unknown ternary layout " + describe(*layout->value.tok) +
+                                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+      inst.attrs = LayoutAttrs{*l};
       return true;
     }
     default:

@@ -122,6 +122,25 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
     std::string operator()(const ThresholdAttrs& t) const {
       return "{threshold = " + format_double(t.threshold) + "}";
     }
+    std::string operator()(const TMatMulAttrs& t) const {
+      auto flag = [](bool b) { return b ? "true" : "false"; };
+      return std::string("{x_scale = ") + flag(t.x_scale) + ", w_scale = " + flag(t.w_scale) +
+             ", bias = " + flag(t.bias) + ", residual = " + flag(t.residual) +
+             ", act = " + std::string(activation_name(t.act)) + "}";
+    }
+    std::string operator()(const EwiseAttrs& e) const {
+      std::string s = "{steps = [";
+      for (std::size_t i = 0; i < e.steps.size(); ++i) {
+        const EwiseStep& st = e.steps[i];
+        s += (i ? ", " : "") + std::string(op_name(st.op)) + "(" + std::to_string(st.a);
+        if (st.b >= 0 || is_ewise_binary(st.op)) s += ", " + std::to_string(st.b);
+        s += ")";
+      }
+      return s + "]}";
+    }
+    std::string operator()(const LayoutAttrs& l) const {
+      return "{layout = " + std::string(layout_name(l.layout)) + "}";
+    }
   };
   return std::visit(Visitor{d, const_kind}, d.attrs);
 }

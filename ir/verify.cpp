@@ -42,6 +42,9 @@ bool symbols_in_range(const Type& t, std::size_t nsyms) {
                      [&](const Dim& d) { return d.is_static() || (d.sym.valid() && d.sym.index < nsyms); });
 }
 
+// Only t2 has storage layouts; any other kind must be Plain.
+bool layout_ok(const Type& t) { return t.layout == TernaryLayout::Plain || t.elem == ElemKind::T2; }
+
 Diagnostic error_at(SourceLoc loc, std::string msg) {
   return Diagnostic{std::move(loc), Severity::Error, std::move(msg), {}, {}};
 }
@@ -229,6 +232,14 @@ void FunctionVerifier::check_signature() {
       if (v.valid() && v.index < f_.num_values() && !symbols_in_range(f_.type_of(v), nsyms))
         report_func("argument " + names().value(v) + " of block " + names().block(b) + " has type " +
                     type_str(f_.type_of(v), f_.symbols()) + ", which uses a symbol outside the table");
+  for (BlockId b : layout_)
+    for (ValueId v : f_.block(b).args)
+      if (v.valid() && v.index < f_.num_values() && !layout_ok(f_.type_of(v)))
+        report_func("argument " + names().value(v) + " of block " + names().block(b) +
+                    " has a ternary layout but is not t2");
+  for (std::size_t r = 0; r < f_.result_types().size(); ++r)
+    if (!layout_ok(f_.result_types()[r]))
+      report_func("result type " + std::to_string(r + 1) + " of @" + f_.name() + " has a ternary layout but is not t2");
 }
 
 void FunctionVerifier::check_value_names() {
@@ -520,6 +531,7 @@ std::vector<Diagnostic> verify_module(const Module& m) {
         d.notes.push_back(Diagnostic{it->second->loc, Severity::Note, "first declared here", {}, {}});
       out.push_back(std::move(d));
     }
+    if (!layout_ok(p.type)) report(p.loc, "parameter @" + p.name + " has a ternary layout but is not t2");
     if (!symbols_in_range(p.type, p.symbols.size()))
       report(p.loc, "parameter @" + p.name + " has a type that uses a symbol outside its table (" +
                         plural(p.symbols.size(), "symbol") + ")");

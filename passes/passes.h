@@ -32,13 +32,25 @@ void eliminate_dead_code(ir::Function& f);
 void eliminate_common_subexpressions(ir::Function& f);
 /// Local algebraic rewrites from simplify_rules.cpp (x*1, x+0, transpose(transpose(x)), ...).
 void simplify(ir::Function& f);
+/// Replaces every `call` by a copy of the callee's body (symbols unified per call site).
+void inline_calls(ir::Module& m);
+/// Quantize/ternarize chains and matmuls with a ternary weight -> `tmatmul` kernels (int8 path, scales).
+void fuse_quantization(ir::Function& f);
+/// Folds the per-row/per-channel scale, bias, residual and activation after a `tmatmul` into it.
+void fuse_epilogue(ir::Function& f);
+/// Merges chains (trees) of single-use elementwise ops of one kind into one `ewise` loop.
+void fuse_elementwise(ir::Function& f);
+/// Repacks each load-time tmatmul weight once (`tpack`) to target.weight_layout; Plain: no-op.
+void select_layout(ir::Function& f, const TargetInfo& target);
 
 // ---------------------------------------------------------------- registry
 
 /// What a pass operates on.
 using FunctionPass = void (*)(ir::Function&);
 using ModulePass = void (*)(ir::Module&);
-using PassFn = std::variant<FunctionPass, ModulePass>;
+/// A function pass that needs to know the target (e.g. its preferred weight layout).
+using TargetPass = void (*)(ir::Function&, const TargetInfo&);
+using PassFn = std::variant<FunctionPass, ModulePass, TargetPass>;
 
 /// One registered pass: kebab-case name (the file stem), entry point, one-line summary.
 struct PassInfo {

@@ -25,6 +25,7 @@ std::vector<const PassInfo*> default_pipeline(OptLevel level, const TargetInfo& 
 
 /// Options of run_pipeline.
 struct PipelineOptions {
+  TargetInfo target;                    ///< the target the IR is prepared for (target passes)
   bool verify_each = true;              ///< run the verifier after every pass (debug/test)
   bool print_after_all = false;         ///< append the IR after each pass to `log`
   std::vector<std::string> print_after; ///< pass names after which to print the IR

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "ir/ir.h"
+
 namespace ternjit::passes {
 
 /// Facts about the code generator the pipeline prepares IR for. Targets fill it in;
@@ -11,6 +13,9 @@ namespace ternjit::passes {
 struct TargetInfo {
   std::string name = "reference";  ///< target name, for messages
   bool int8_dot = false;           ///< has fast int8 x int8 dot products (prefer integer kernels)
+  /// The packed layout its tmatmul kernels read ternary weights in; select-layout repacks
+  /// every parameter weight to it once. Plain: the target reads t2 as is (no repack).
+  ir::TernaryLayout weight_layout = ir::TernaryLayout::Plain;
 };
 
 }  // namespace ternjit::passes

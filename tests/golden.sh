@@ -12,7 +12,7 @@
 #  3. otherwise a round trip: `ternjit opt --passes= FILE` must print FILE unchanged.
 # Prints one line per failure and a closing "N passed, N failed" line; exits 1 on failure.
 set -u
-bin="$1"
+bin="$(realpath -e "$1")" || { echo "golden.sh: no binary $1"; exit 2; }
 dir="$2"
 update="${3:-}"
 passed=0

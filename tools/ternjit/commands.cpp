@@ -16,6 +16,8 @@
 #include "ir/print.h"
 #include "ir/safetensors.h"
 #include "ir/verify.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
 
 namespace ternjit::cli {
 
@@ -94,12 +96,53 @@ int cmd_ir(const std::string& file) {
   return 0;
 }
 
-int cmd_opt(const std::string& file, const std::string& passes) {
-  auto m = load_module(file);
+int cmd_opt(const OptOptions& o) {
+  if (o.passes_given && !o.level.empty())
+    return report(make_error(ErrorCode::InvalidArgument, "give either --passes or -O, not both"));
+  // Until targets land (issue 4 on), the target is described by its weight layout alone.
+  passes::TargetInfo target;
+  auto layout = ir::parse_ternary_layout(o.weight_layout);
+  if (!layout)
+    return report(make_error(ErrorCode::InvalidArgument,
+                             "unknown weight layout '" + o.weight_layout +
+                                 "' (expected plain, tern2, tern2_sm, tern1.6 or bitplane)"));
+  target.weight_layout = *layout;
+  std::vector<const passes::PassInfo*> pipeline;
+  if (o.passes_given) {
+    auto list = passes::parse_pass_list(o.passes);
+    if (!list.ok()) return report(list.error());
+    pipeline = std::move(list.value());
+  } else {
+    auto level = passes::parse_opt_level(o.level.empty() ? "O2" : o.level);
+    if (!level)
+      return report(make_error(ErrorCode::InvalidArgument,
+                               "unknown optimization level '" + o.level +
+                                   "' (expected O0..O3, 0..3, none, conservative, balanced or aggressive)"));
+    pipeline = passes::default_pipeline(*level, target);
+  }
+  for (const std::string& name : o.print_after)
+    if (!passes::find_pass(name))
+      return report(make_error(ErrorCode::NotFound, "--print-after: unknown pass '" + name + "'"));
+
+  auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
-  if (!passes.empty())
-    return report(make_error(ErrorCode::NotFound, "unknown pass '" + passes.substr(0, passes.find(',')) +
-                                                      "' (no passes are registered in this build)"));
+  if (!o.shapes.empty()) {
+    std::string joined;
+    for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
+    auto shapes = ir::parse_shape_list(joined);
+    if (!shapes.ok()) return report(shapes.error());
+    auto bound = passes::specialize_shapes(*m, shapes->values);
+    if (!bound.ok()) return report(bound.error());
+  }
+
+  passes::PipelineOptions popts;
+  popts.print_after_all = o.print_after_all;
+  popts.print_after = o.print_after;
+  popts.time_passes = o.time_passes;
+  popts.target = target;
+  auto result = passes::run_pipeline(*m, pipeline, popts);
+  if (!result.ok()) return report(result.error());
+  std::fputs(result->log.c_str(), stderr);
   std::fputs(ir::print_module(*m).c_str(), stdout);
   return 0;
 }

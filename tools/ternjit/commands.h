@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -22,6 +23,19 @@ struct RunOptions {
   std::uint64_t seed = 1;
 };
 
+/// Options of `ternjit opt`.
+struct OptOptions {
+  std::string file;                      ///< the .tir or .tri input
+  bool passes_given = false;             ///< --passes was given (maybe empty: print only)
+  std::string passes;                    ///< "fold-constants,simplify"
+  std::string level;                     ///< -O value ("2", "O2", "balanced"); empty: not given
+  bool print_after_all = false;          ///< log the IR after every pass
+  std::vector<std::string> print_after;  ///< log the IR after these passes (names)
+  bool time_passes = false;              ///< log a per-pass timing table
+  std::vector<std::string> shapes;       ///< "N=8", "M=4,K=64"
+  std::string weight_layout = "plain";   ///< the target's preferred ternary weight layout
+};
+
 /// Reads a whole file; errors name the path.
 Result<std::string> read_text_file(const std::string& path);
 /// Loads a `.tri` (DSL) or `.tir` (IR text) file into a verified module.
@@ -31,8 +45,10 @@ Result<ir::Module> load_module(const std::string& path);
 int cmd_check(const std::string& file);
 /// `ternjit ir FILE`: prints the canonical IR of the file.
 int cmd_ir(const std::string& file);
-/// `ternjit opt FILE --passes=...`: runs the named passes (none yet) and prints the IR.
-int cmd_opt(const std::string& file, const std::string& passes);
+/// `ternjit opt FILE [--passes=a,b | -O LEVEL] ...`: binds --shape symbols, runs the
+/// named passes or the level's pipeline (default -O2; `--passes=` runs none), prints the
+/// IR to stdout and the requested log (IR after passes, timings) to stderr.
+int cmd_opt(const OptOptions& options);
 /// `ternjit run ...`: runs a layer's function on the chosen target.
 int cmd_run(const RunOptions& options);
 /// `ternjit demo`: compiles an embedded BitLinear layer, runs it on the reference and

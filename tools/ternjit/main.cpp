@@ -5,6 +5,7 @@
 // subcommands with their own --help and typed options without hand-written parsing.
 #include <CLI/CLI.hpp>
 
+#include "passes/passes.h"
 #include "tools/ternjit/commands.h"
 
 int main(int argc, char** argv) {
@@ -19,10 +20,31 @@ int main(int argc, char** argv) {
   auto* ir = app.add_subcommand("ir", "print the IR of a .tri or .tir file");
   ir->add_option("file", file, "the .tri (DSL) or .tir (IR) file")->required();
 
-  std::string passes;
-  auto* opt = app.add_subcommand("opt", "run passes over a module and print the IR");
-  opt->add_option("file", file, "the .tri or .tir file")->required();
-  opt->add_option("--passes", passes, "comma-separated pass names (empty: print only)")->expected(0, 1);
+  OptOptions opt_opts;
+  auto* opt = app.add_subcommand("opt", "run passes over a module and print the IR (stdout); logs go to stderr");
+  opt->add_option("file", opt_opts.file, "the .tri or .tir file")->required();
+  std::string pass_names = "passes:";
+  for (const ternjit::passes::PassInfo& p : ternjit::passes::all_passes()) pass_names += " " + std::string(p.name);
+  auto* passes_opt = opt->add_option("--passes", opt_opts.passes,
+                                     "comma-separated pass names to run in order; empty (--passes=) runs none "
+                                     "and prints the parsed IR. Registered " + pass_names)
+                         ->expected(0, 1);
+  auto* level_opt = opt->add_option("-O,--opt-level", opt_opts.level,
+                                    "run the pipeline of a level: O0..O3, 0..3, none, conservative, "
+                                    "balanced or aggressive (default O2 when --passes is not given)");
+  passes_opt->excludes(level_opt);
+  opt->add_flag("--print-after-all", opt_opts.print_after_all, "print the IR after every pass (stderr)");
+  opt->add_option("--print-after", opt_opts.print_after, "print the IR after the named pass (stderr; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  opt->add_flag("--time-passes", opt_opts.time_passes, "print a table of per-pass times (stderr)");
+  opt->add_option("--weight-layout", opt_opts.weight_layout,
+                  "ternary weight layout the target prefers, for select-layout: plain (default), tern2, "
+                  "tern2_sm, tern1.6, bitplane");
+  opt->add_option("--shape", opt_opts.shapes,
+                  "bind symbols before the passes run, e.g. N=8 or M=4,K=64 (repeatable; specialize-shapes runs first)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   RunOptions run_opts;
   auto* run = app.add_subcommand("run", "run a layer on random or safetensors inputs");
@@ -42,7 +64,10 @@ int main(int argc, char** argv) {
 
   if (check->parsed()) return cmd_check(file);
   if (ir->parsed()) return cmd_ir(file);
-  if (opt->parsed()) return cmd_opt(file, passes);
+  if (opt->parsed()) {
+    opt_opts.passes_given = passes_opt->count() > 0;
+    return cmd_opt(opt_opts);
+  }
   if (run->parsed()) return cmd_run(run_opts);
   if (demo->parsed()) return cmd_demo();
   return 2;

@@ -3,20 +3,13 @@
 #include <doctest/doctest.h>
 
 #include "ternjit/builder.h"
+#include "tests/unit/expect.h"
 
 using namespace ternjit;
 
 namespace {
 
-constexpr const char* kLinearClassifier = R"(layer LinearClassifier {
-    param weights: TernaryTensor[784, 10]
-    param bias: Tensor[10]
-
-    fn forward(x: Tensor[N, 784]) -> Tensor[N, 10] {
-        return x @ weights + bias
-    }
-}
-)";
+const std::string kLinearClassifier = testing::read_file(TERNJIT_SOURCE_DIR "/tests/dsl/linear_classifier.tri");
 
 }  // namespace
 

@@ -9,37 +9,18 @@
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "tests/unit/expect.h"
 
 using namespace ternjit;
 using namespace ternjit::ir;
 
 namespace {
 
-// The predecessor's example, verbatim (SPEC section 1).
-constexpr const char* kLinearClassifier = R"(layer LinearClassifier {
-    param weights: TernaryTensor[784, 10]
-    param bias: Tensor[10]
+// The predecessor's example, verbatim (SPEC section 1), and a BitLinear layer.
+const std::string kLinearClassifier = testing::read_file(TERNJIT_SOURCE_DIR "/tests/dsl/linear_classifier.tri");
+const std::string kBitLinear = testing::read_file(TERNJIT_SOURCE_DIR "/tests/dsl/bitlinear.tri");
 
-    fn forward(x: Tensor[N, 784]) -> Tensor[N, 10] {
-        return x @ weights + bias
-    }
-}
-)";
-
-constexpr const char* kBitLinear = R"(layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        let y = q @ w
-        return relu(y * w_scale)
-    }
-}
-)";
-
-Module compile(const char* src) {
+Module compile(const std::string& src) {
   auto m = dsl::compile_tri(src, "test.tri");
   if (!m.ok()) FAIL(render(m.error()));
   return std::move(m.value());

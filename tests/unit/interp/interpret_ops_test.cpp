@@ -600,6 +600,14 @@ void run_tiny(Op op) {
       return;
     }
     case Op::Dequantize: expect_eq(T(F32, {2}, {-2, 2}), run1(op, {T(T2, {2}, {-1, 1}), T(F32, {}, {2})})); return;
+    case Op::TMatMul:  // [-1, 4] @ [[1, 0], [-1, 1]] = [-5, 4], then relu
+      expect_eq(T(F32, {2}, {0, 4}), run1(op, {v2, T(T2, {2, 2}, {1, 0, -1, 1})},
+                                           TMatMulAttrs{false, false, false, false, Activation::Relu}));
+      return;
+    case Op::Ewise:  // neg(mul(a, b))
+      expect_eq(T(F32, {2}, {-1, -16}), run1(op, {v2, v2}, EwiseAttrs{{{Op::Mul, 0, 1}, {Op::Neg, 2, -1}}}));
+      return;
+    case Op::TPack: expect_eq(T(T2, {2}, {-1, 1}), run1(op, {T(T2, {2}, {-1, 1})}, LayoutAttrs{TernaryLayout::Tern2})); return;
   }
   FAIL("op not covered");
 }

@@ -84,6 +84,13 @@ const std::map<std::string, std::string>& op_cases() {
     c["dequantize"] = wrap("%q: i8[2, 3], %s: f32[2, 1], %t: t2[3], %g: bf16[]", "(f32[2, 3], bf16[3])",
                            "  %0 = dequantize %q, %s : f32[2, 3]\n  %1 = dequantize %t, %g : bf16[3]\n"
                            "  ret %0, %1\n");
+    c["tmatmul"] = wrap("%q: i8[2, 3], %w: t2<tern2>[3, 4], %s: f32[2, 1], %g: f32[4]", "f32[2, 4]",
+                        "  %0 = tmatmul %q, %w, %s, %g {x_scale = true, w_scale = true, bias = false, "
+                        "residual = false, act = relu} : f32[2, 4]\n  ret %0\n");
+    c["ewise"] = wrap("%a: f32[2, 3], %b: f32[3]", "f32[2, 3]",
+                      "  %0 = ewise %a, %b {steps = [mul(0, 1), relu(2)]} : f32[2, 3]\n  ret %0\n");
+    c["tpack"] = wrap("%w: t2[3, 4]", "t2<tern1.6>[3, 4]",
+                      "  %0 = tpack %w {layout = tern1.6} : t2<tern1.6>[3, 4]\n  ret %0\n");
     return c;
   }();
   return cases;

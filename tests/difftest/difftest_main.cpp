@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// difftest_main.cpp - the `difftest` tool: random programs, every level, interpreter before/after.
+//
+//   difftest [--programs N] [--seed S] [--inputs K] [--levels O1,O2] [--passes a,b]
+//            [--file F.tir] [--minimize] [--free-quant] [--max-reports R] [--print] [--verbose]
+//
+// Program i has seed S + i and is checked on input seeds 1..K against each level's
+// pipeline (or one custom --passes list). A failure prints the program seed, the level,
+// the input seed, the first mismatch and the program's IR (minimized with --minimize).
+// Exit status: 0 when every run agrees, 1 otherwise. The last line is always
+// `difftest: N programs, M runs passed, K failed`.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "passes/pipeline.h"
+#include "tests/difftest/check.h"
+#include "tests/difftest/gen.h"
+
+namespace {
+
+using namespace ternjit;
+
+int fail_usage(const std::string& msg) {
+  std::fprintf(stderr, "difftest: %s\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"difftest - differential test of the optimization pipelines against the reference interpreter"};
+  int programs = 2000;
+  std::uint64_t seed = 1;
+  int inputs = 3;
+  std::string levels_text = "O0,O1,O2,O3";
+  std::string passes_text;
+  std::string file;
+  bool minimize = false;
+  bool free_quant = false;
+  int max_reports = 3;
+  bool verbose = false;
+  bool print = false;
+  difftest::Tolerance tol;
+  app.add_option("--programs", programs, "number of random programs (default 2000)");
+  app.add_option("--seed", seed, "seed of the first program; program i has seed + i (default 1)");
+  app.add_option("--inputs", inputs, "random input sets per program: input seeds 1..K (default 3)");
+  app.add_option("--levels", levels_text, "comma-separated levels to check (default O0,O1,O2,O3)");
+  app.add_option("--passes", passes_text, "check this comma-separated pass list instead of the levels");
+  app.add_option("--file", file, "check this .tir module (with a @main) instead of random programs");
+  app.add_flag("--minimize", minimize, "shrink each failing program before printing it");
+  app.add_flag("--free-quant", free_quant,
+               "let quantizers read any value (may report legitimate rounding-boundary flips)");
+  app.add_option("--max-reports", max_reports, "print the IR of at most this many failing programs (default 3)");
+  app.add_flag("--print", print, "print every program and its optimization by each level");
+  app.add_flag("--verbose", verbose, "print each program's seed before checking it (to find a crashing one)");
+  app.add_option("--rtol", tol.rtol, "relative float tolerance (default 1e-5)");
+  app.add_option("--atol", tol.atol, "absolute float tolerance, scaled by each result's bound (default 1e-5)");
+  CLI11_PARSE(app, argc, argv);
+
+  // What to compare against.
+  std::vector<difftest::Level> levels;
+  if (!passes_text.empty()) {
+    auto list = passes::parse_pass_list(passes_text);
+    if (!list.ok()) return fail_usage(render(list.error()));
+    levels.push_back(difftest::Level{passes_text, list.value()});
+  } else {
+    std::stringstream ss(levels_text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      auto l = passes::parse_opt_level(item);
+      if (!l) return fail_usage("unknown level '" + item + "'");
+      levels.push_back(difftest::Level{std::string(passes::opt_level_name(*l)),
+                                       passes::default_pipeline(*l, passes::TargetInfo{})});
+    }
+  }
+  std::vector<std::uint64_t> input_seeds;
+  for (int i = 1; i <= inputs; ++i) input_seeds.push_back(static_cast<std::uint64_t>(i));
+
+  std::optional<ir::Module> from_file;
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return fail_usage("cannot read " + file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto m = ir::parse_module(text.str(), file);
+    if (!m.ok()) return fail_usage(render(m.error()));
+    if (!m->find_function(difftest::kMainFunction)) return fail_usage(file + " has no @main");
+    from_file = std::move(m.value());
+    programs = 1;
+  }
+
+  difftest::GenOptions gen;
+  gen.strict_quant = !free_quant;
+  int passed = 0, failed = 0, reports = 0;
+  for (int i = 0; i < programs; ++i) {
+    std::uint64_t pseed = seed + static_cast<std::uint64_t>(i);
+    if (verbose) std::fprintf(stderr, "difftest: program seed %llu\n", static_cast<unsigned long long>(pseed));
+    ir::Module m = from_file ? *from_file : difftest::generate_program(pseed, gen);
+    difftest::CheckReport rep = difftest::check_module(m, levels, input_seeds, tol);
+    if (print) {
+      std::printf("--- program seed %llu\n%s", static_cast<unsigned long long>(pseed), ir::print_module(m).c_str());
+      for (const difftest::Level& l : levels) {
+        ir::Module opt = m;
+        if (passes::run_pipeline(opt, l.passes, passes::PipelineOptions{}).ok())
+          std::printf("--- %s\n%s", l.name.c_str(), ir::print_module(opt).c_str());
+      }
+    }
+    std::string what = from_file ? file : "program seed " + std::to_string(pseed);
+    if (!rep.original_error.empty()) {
+      // The generator must only build programs the interpreter runs.
+      ++failed;
+      std::printf("difftest: FAIL %s: the original program does not run (generator bug): %s\n", what.c_str(),
+                  rep.original_error.c_str());
+      if (reports++ < max_reports) std::printf("--- original\n%s", ir::print_module(m).c_str());
+      continue;
+    }
+    passed += rep.runs - static_cast<int>(rep.failures.size());
+    failed += static_cast<int>(rep.failures.size());
+    if (rep.failures.empty()) continue;
+    for (const difftest::Failure& f : rep.failures)
+      std::printf("difftest: FAIL %s, level %s, input seed %llu: %s\n", what.c_str(), f.level.c_str(),
+                  static_cast<unsigned long long>(f.input_seed), f.message.c_str());
+    if (reports++ >= max_reports) continue;
+    const difftest::Failure& first = rep.failures.front();
+    std::printf("--- original (%s)\n%s", what.c_str(), ir::print_module(m).c_str());
+    std::printf("--- optimized (%s)\n%s", first.level.c_str(), first.optimized_ir.c_str());
+    if (minimize) {
+      const difftest::Level* level = nullptr;
+      for (const difftest::Level& l : levels)
+        if (l.name == first.level) level = &l;
+      ir::Module small = difftest::minimize(m, *level, input_seeds, tol);
+      difftest::CheckReport again = difftest::check_module(small, std::span(level, 1), input_seeds, tol);
+      std::printf("--- minimized (%s: %s)\n%s", first.level.c_str(),
+                  again.failures.empty() ? "passes?" : again.failures.front().message.c_str(),
+                  ir::print_module(small).c_str());
+      if (!again.failures.empty()) std::printf("--- minimized, optimized\n%s", again.failures.front().optimized_ir.c_str());
+    }
+  }
+  std::printf("difftest: %d programs, %d runs passed, %d failed\n", programs, passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// eliminate_common_subexpressions_test.cpp - sharing of identical pure instructions under dominance.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tests/unit/passes/pass_testing.h"
+
+using namespace ternjit;
+using testing::opt;
+
+TEST_CASE("a duplicate add is shared") {
+  const std::string out = opt(R"(func @f(%x: f32[4], %y: f32[4]) -> f32[4] {
+^entry:
+  %0 = add %x, %y : f32[4]
+  %1 = add %x, %y : f32[4]
+  %2 = mul %0, %1 : f32[4]
+  ret %2
+}
+)", "eliminate-common-subexpressions");
+  CHECK(out == R"(func @f(%x: f32[4], %y: f32[4]) -> f32[4] {
+^entry:
+  %0 = add %x, %y : f32[4]
+  %1 = mul %0, %0 : f32[4]
+  ret %1
+}
+)");
+}
+
+TEST_CASE("a dominating block's value is reused; a sibling's is not") {
+  const char* text = R"(func @f(%c: bool[], %x: f32[4]) -> (f32[4], f32[4]) {
+^entry:
+  cond_br %c, ^a, ^b
+^a:
+  %a1 = exp %x : f32[4]
+  br ^join
+^b:
+  %b1 = exp %x : f32[4]
+  br ^join
+^join:
+  %j1 = exp %x : f32[4]
+  %j2 = exp %x : f32[4]
+  ret %j1, %j2
+}
+)";
+  const std::string out = opt(text, "eliminate-common-subexpressions");
+  CHECK(out.find("%a1 = exp") != std::string::npos);
+  CHECK(out.find("%b1 = exp") != std::string::npos);
+  CHECK(out.find("%j1 = exp") != std::string::npos);
+  CHECK(out.find("%j2") == std::string::npos);
+  CHECK(out.find("ret %j1, %j1") != std::string::npos);
+}
+
+TEST_CASE("the entry block dominates a loop body; a later block's value is not used before it") {
+  const char* text = R"(func @f(%x: f32[4], %n: i32[]) -> f32[4] {
+^entry:
+  %one = const {value = 1} : i32[]
+  %e = tanh %x : f32[4]
+  br ^loop(%x, %one)
+^loop(%acc: f32[4], %i: i32[]):
+  %one_again = const {value = 1} : i32[]
+  %next = add %i, %one_again : i32[]
+  %t = tanh %x : f32[4]
+  %s = add %acc, %t : f32[4]
+  %left = sub %n, %next : i32[]
+  cond_br %left, ^loop(%s, %next), ^done
+^done:
+  %t2 = tanh %x : f32[4]
+  %r = add %s, %t2 : f32[4]
+  ret %r
+}
+)";
+  const std::string out = opt(text, "eliminate-common-subexpressions");
+  CHECK(out.find("%one_again") == std::string::npos);
+  CHECK(out.find("%next = add %i, %one") != std::string::npos);
+  CHECK(out.find("%s = add %acc, %e") != std::string::npos);
+  CHECK(out.find("%r = add %s, %e") != std::string::npos);
+}
+
+TEST_CASE("constants are compared bit for bit and with their types") {
+  const std::string out = opt(R"(func @f() -> (f32[], f32[], f32[], f16[], f32[], f32[]) {
+^entry:
+  %a = const {value = 0} : f32[]
+  %b = const {value = -0} : f32[]
+  %c = const {value = 0} : f32[]
+  %d = const {value = 0} : f16[]
+  %e = const {value = nan} : f32[]
+  %f = const {value = nan} : f32[]
+  ret %a, %b, %c, %d, %e, %f
+}
+)", "eliminate-common-subexpressions");
+  CHECK(out.find("ret %a, %b, %a, %d, %e, %e") != std::string::npos);
+}
