@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// engine.h - the C++ embedding API: Engine -> Program -> Kernel (compile once per shape).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ternjit/builder.h"
+#include "ternjit/result.h"
+#include "ternjit/types.h"
+
+namespace ternjit {
+
+/// How an Engine compiles. Built explicitly; from_env() is the only reader of the
+/// environment in the library.
+struct EngineOptions {
+  std::string target = "auto";  ///< "auto" or a registered target name ("reference", ...)
+  int opt_level = 2;            ///< 0..3 (none, conservative, balanced, aggressive)
+  int threads = 0;              ///< 0: the target's default
+  std::string cache_dir;        ///< empty: the default cache directory
+  std::string tuning = "off";   ///< tuning mode (used once the autotuner lands)
+  int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
+
+  /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
+  /// TERNJIT_THREADS, TERNJIT_CACHE_DIR, TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
+  /// value is an error naming the variable.
+  static Result<EngineOptions> from_env();
+};
+
+/// One row of the target table (`ternjit info`).
+struct TargetDescription {
+  std::string name;         ///< "reference", "x86", "llvm", "cuda", ...
+  std::string kind;         ///< "cpu", "gpu", "interpreter"
+  bool available = false;
+  std::string reason;       ///< why not available (empty when available)
+  std::string device;       ///< device name ("Intel Xeon ...", "NVIDIA H100")
+  std::uint64_t memory_bytes = 0;
+  std::string features;     ///< ISA features or compute capability
+};
+
+/// A caller-owned tensor view: row-major, contiguous.
+struct TensorView {
+  void* data = nullptr;
+  ElemKind kind = ElemKind::F32;  ///< T2 buffers hold one int8 in {-1, 0, 1} per element
+  std::vector<std::int64_t> shape;
+};
+
+/// Storage format of weights handed to Program::bind.
+enum class WeightFormat : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
+
+/// The calling convention of a fetched kernel: `buffers` = input data pointers in
+/// argument order, then output data pointers in result order. Returns 0 or a
+/// ternjit_status code. Thread-safe.
+using KernelFn = std::int32_t (*)(const void* state, void* const* buffers);
+
+/// One function specialized for one set of input shapes. Owned by its Program.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Output kinds and shapes.
+  [[nodiscard]] virtual std::span<const TensorView> outputs() const = 0;
+  /// The plain function pointer and its state (valid while the Program lives).
+  [[nodiscard]] virtual KernelFn entry() const = 0;
+  [[nodiscard]] virtual const void* state() const = 0;
+  /// Runs on caller buffers (inputs, then outputs), checking kinds and shapes.
+  virtual Result<void> run(std::span<const TensorView> inputs, std::span<TensorView> outputs) const = 0;
+};
+
+class Engine;
+
+/// A compiled module with its bound weights. Thread-safe: concurrent first calls with
+/// the same shapes build once (the others wait); later calls are a lookup.
+class Program {
+ public:
+  ~Program();
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+
+  /// Binds parameter `name` ("Layer.param") from memory (copied; repacked for the target once).
+  Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format = WeightFormat::Plain);
+  /// Binds every parameter found in a safetensors file.
+  Result<void> bind_file(const std::string& safetensors_path);
+  /// Binds every still-unbound parameter to random values drawn from `seed`.
+  Result<void> bind_random(std::uint64_t seed);
+
+  /// The kernel of `function` for these input shapes (data pointers are ignored).
+  Result<const Kernel*> kernel(std::string_view function, std::span<const TensorView> inputs);
+  /// Specializes (once) and runs.
+  Result<void> run(std::string_view function, std::span<const TensorView> inputs, std::span<TensorView> outputs);
+
+  /// Internal.
+  struct Impl;
+  explicit Program(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Composes the front end, the pass pipeline, the target registry and (later) the cache
+/// and tuner. Two engines in one process share nothing.
+class Engine {
+ public:
+  /// Creates an engine; an unknown or unavailable target is an error that says why.
+  static Result<Engine> create(const EngineOptions& options);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  /// The options it was made with, and the target `auto` resolved to.
+  [[nodiscard]] const EngineOptions& options() const;
+  [[nodiscard]] const std::string& target_name() const;
+  /// Every registered target, available or not, with the reason.
+  [[nodiscard]] std::vector<TargetDescription> targets() const;
+
+  /// Compiles `.tri` source.
+  Result<Program> compile(std::string_view source, std::string_view file_name = "<source>");
+  /// Compiles a builder-made or parsed module.
+  Result<Program> compile(const Module& module);
+
+  /// Internal.
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ternjit

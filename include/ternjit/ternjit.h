@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ternjit.h - the C ABI of ternjit: opaque handles, status codes, no exceptions. */
+#ifndef TERNJIT_TERNJIT_H
+#define TERNJIT_TERNJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** ABI version: bumped on any incompatible change of this header. */
+#define TERNJIT_ABI_VERSION 1
+
+/** Every call returns one of these; on failure ternjit_last_error() says why. */
+typedef enum ternjit_status {
+  TERNJIT_OK = 0,
+  TERNJIT_INVALID_INPUT = 1,    /**< source text, files, shapes or values are wrong */
+  TERNJIT_INVALID_ARGUMENT = 2, /**< API misuse: null handle, bad enum, wrong count */
+  TERNJIT_NOT_FOUND = 3,        /**< no such layer, function, parameter or target */
+  TERNJIT_UNSUPPORTED = 4,      /**< valid but not supported by this target/build */
+  TERNJIT_UNAVAILABLE = 5,      /**< toolchain, device or library missing */
+  TERNJIT_IO_ERROR = 6,         /**< reading or writing a file failed */
+  TERNJIT_INTERNAL = 7          /**< a bug in ternjit (reported, never a crash) */
+} ternjit_status;
+
+/** Element types of caller buffers. TERNJIT_T2 buffers hold one int8 in {-1,0,1} per element. */
+typedef enum ternjit_dtype {
+  TERNJIT_F32 = 0,
+  TERNJIT_F16 = 1,
+  TERNJIT_BF16 = 2,
+  TERNJIT_I8 = 3,
+  TERNJIT_U8 = 4,
+  TERNJIT_I32 = 5,
+  TERNJIT_T2 = 6
+} ternjit_dtype;
+
+/** Storage formats of ternary weights handed to ternjit_bind_weight. */
+typedef enum ternjit_format {
+  TERNJIT_FORMAT_PLAIN = 0,    /**< one int8 per element (dtype TERNJIT_T2 or TERNJIT_I8) */
+  TERNJIT_FORMAT_TERN2 = 1,    /**< 2 bits, code = value + 1, 4 per byte (u8 bytes) */
+  TERNJIT_FORMAT_TERN2_SM = 2, /**< 2-bit sign-magnitude, 4 per byte */
+  TERNJIT_FORMAT_TERN1_6 = 3,  /**< base 3, 5 per byte */
+  TERNJIT_FORMAT_BITPLANE = 4  /**< positive and negative 64-bit masks per 64 elements */
+} ternjit_format;
+
+typedef struct ternjit_engine ternjit_engine;   /**< compiles programs; thread-safe */
+typedef struct ternjit_program ternjit_program; /**< a compiled module + bound weights; thread-safe */
+typedef struct ternjit_kernel ternjit_kernel;   /**< one function specialized for one shape */
+
+/** A caller-owned tensor: row-major, contiguous. */
+typedef struct ternjit_tensor {
+  void* data;
+  ternjit_dtype dtype;
+  int32_t rank;
+  const int64_t* shape; /**< rank extents */
+} ternjit_tensor;
+
+/** Engine options; initialize with ternjit_engine_options_init, then set fields. */
+typedef struct ternjit_engine_options {
+  uint32_t struct_size;  /**< sizeof(ternjit_engine_options), set by _init */
+  const char* target;    /**< "auto" (default) or a target name ("reference", ...) */
+  int32_t opt_level;     /**< 0..3, default 2 */
+  int32_t threads;       /**< 0: the target's default */
+  const char* cache_dir; /**< NULL: default */
+  int32_t verbose;       /**< 1: one trace line per compile/specialization on stderr */
+} ternjit_engine_options;
+
+/** The ABI version this library was built with (TERNJIT_ABI_VERSION). */
+uint32_t ternjit_abi_version(void);
+/** The library version string ("0.1.0"). */
+const char* ternjit_version(void);
+/** 1 if a feature is present ("target:reference", "target:x86", "safetensors", ...), else 0. */
+int ternjit_has_feature(const char* name);
+/** The message of the last failed call on this thread ("" if none). Valid until the next call. */
+const char* ternjit_last_error(void);
+
+/** Sets defaults: target "auto", opt_level 2, threads 0, cache_dir NULL, verbose 0. */
+void ternjit_engine_options_init(ternjit_engine_options* options);
+/** Creates an engine from explicit options (NULL: defaults). */
+ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out);
+/** Creates an engine from the environment (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, TERNJIT_THREADS,
+ *  TERNJIT_CACHE_DIR, TERNJIT_VERBOSE). */
+ternjit_status ternjit_engine_create_from_env(ternjit_engine** out);
+/** Destroys an engine; programs made from it must be destroyed first. NULL is a no-op. */
+void ternjit_engine_destroy(ternjit_engine* engine);
+
+/** Compiles `.tri` DSL source (len bytes; file_name for diagnostics, may be NULL). */
+ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
+                               ternjit_program** out);
+/** Destroys a program and the kernels it handed out. NULL is a no-op. */
+void ternjit_program_destroy(ternjit_program* program);
+
+/** Binds parameter `name` ("Layer.param") from caller memory (copied; repacked once). Plain
+ *  float/int parameters take their declared dtype; ternary ones take TERNJIT_T2/TERNJIT_I8
+ *  values in {-1,0,1} with TERNJIT_FORMAT_PLAIN, or U8 bytes in a packed format. */
+ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
+                                   ternjit_format format, const int64_t* shape, int32_t rank);
+/** Binds every parameter found in a safetensors file ("Layer.param" or "param"). */
+ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* path);
+/** Binds every still-unbound parameter to random values drawn from `seed`. */
+ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed);
+
+/** Runs `function` ("Layer.forward") on caller buffers; outputs must have the result shapes. */
+ternjit_status ternjit_run(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
+                           size_t n_inputs, ternjit_tensor* outputs, size_t n_outputs);
+
+/** Specializes `function` for the shapes of `inputs` (data may be NULL). The kernel is owned by
+ *  the program; the same shapes return the same kernel. */
+ternjit_status ternjit_get_kernel(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
+                                  size_t n_inputs, ternjit_kernel** out);
+/** Number of outputs, and the dtype/rank/shape of output i (shape points into the kernel). */
+size_t ternjit_kernel_num_outputs(const ternjit_kernel* kernel);
+ternjit_status ternjit_kernel_output(const ternjit_kernel* kernel, size_t i, ternjit_dtype* dtype, int32_t* rank,
+                                     const int64_t** shape);
+
+/** The calling convention of a fetched kernel: `buffers` holds the input data pointers in
+ *  argument order, then the output data pointers in result order, each contiguous with the
+ *  shapes the kernel was specialized for. Returns a ternjit_status (0 on success); safe to call
+ *  from several threads at once. */
+typedef int32_t (*ternjit_kernel_fn)(const void* state, void* const* buffers);
+/** The plain function pointer and the state to pass it, valid while the program lives. */
+ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel_fn* fn, const void** state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERNJIT_TERNJIT_H */
