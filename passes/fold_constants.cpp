@@ -12,7 +12,8 @@
 // kMaxFoldElements elements each are folded, so a huge constant is never
 // materialized; an evaluation that fails (integer division by zero, reduce_max of an
 // empty axis) is left to fail at run time. The now-unused operands are left for
-// eliminate-dead-code. Running it twice changes nothing the second time.
+// eliminate-dead-code. A `cond_br` on a constant becomes a `br`. Running it twice
+// changes nothing the second time.
 //
 //   %0 = const {value = 2} : f32[]                 %0 = const {value = 2} : f32[]
 //   %1 = const {value = 3} : f32[]         ->      %1 = const {value = 3} : f32[]
@@ -98,8 +99,24 @@ std::optional<std::vector<ir::HostTensor>> evaluate(const ir::Function& f, const
   return std::move(out).value();
 }
 
+// A `cond_br` on a constant condition becomes a `br` to the target it always takes
+// (nonzero: the first); the other edge disappears and eliminate-dead-code can drop
+// the block if nothing else reaches it. True when rewritten.
+bool fold_branch(ir::Function& f, ir::InstId i) {
+  ir::InstData& inst = f.inst(i);
+  const ir::InstData* c = const_def(f, inst.operands[0]);
+  if (!c) return false;
+  const double cond = std::get<ir::ConstAttrs>(c->attrs).values.at(0);
+  ir::BlockCall taken = inst.targets.at(cond != 0 ? 0 : 1);
+  inst.op = ir::Op::Br;
+  inst.operands.clear();
+  inst.targets = {std::move(taken)};
+  return true;
+}
+
 // Folds one instruction; true when it was replaced by constants.
 bool fold(ir::Function& f, ir::InstId i) {
+  if (f.inst(i).op == ir::Op::CondBr) return fold_branch(f, i);
   if (!foldable(f, f.inst(i))) return false;
   auto values = evaluate(f, f.inst(i));
   if (!values) return false;
