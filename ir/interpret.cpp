@@ -508,28 +508,6 @@ std::string block_str(const Function& f, BlockId b) {
   return "^" + (n.empty() ? "bb" + std::to_string(b.index) : n);
 }
 
-std::string constraint_str(const Function& f, const Constraint& c) {
-  const std::string& s = f.symbol_name(c.sym);
-  const std::string v = std::to_string(c.value);
-  switch (c.kind) {
-    case Constraint::Kind::MultipleOf: return s + " % " + v + " == 0";
-    case Constraint::Kind::AtLeast: return s + " >= " + v;
-    case Constraint::Kind::AtMost: return s + " <= " + v;
-    case Constraint::Kind::Equals: return s + " == " + v;
-  }
-  return s;
-}
-
-bool satisfies(std::int64_t x, const Constraint& c) {
-  switch (c.kind) {
-    case Constraint::Kind::MultipleOf: return c.value == 0 ? x == 0 : x % c.value == 0;
-    case Constraint::Kind::AtLeast: return x >= c.value;
-    case Constraint::Kind::AtMost: return x <= c.value;
-    case Constraint::Kind::Equals: return x == c.value;
-  }
-  return false;
-}
-
 class Interpreter {
  public:
   Interpreter(const Module& m, const ParamValues& params, const InterpretOptions& options)
@@ -651,7 +629,7 @@ Result<std::vector<HostTensor>> Interpreter::run(const Function& f, std::span<co
     const Binding& b = *fr.syms[c.sym.index];
     if (!satisfies(b.extent, c))
       return fail_at(f.loc(), "symbol '" + f.symbol_name(c.sym) + "' is " + std::to_string(b.extent) + " (from " +
-                                  b.source + ") but @" + f.name() + " requires " + constraint_str(f, c));
+                                  b.source + ") but @" + f.name() + " requires " + constraint_str(c, f.symbol_name(c.sym)));
   }
   for (std::size_t i = 0; i < args.size(); ++i) fr.values[formals[i].index] = args[i];
 

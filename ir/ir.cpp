@@ -208,6 +208,30 @@ Type import_type(const Type& t, std::span<const std::string> from, Function& f) 
   return out;
 }
 
+// ---------------------------------------------------------------- constraints
+
+bool satisfies(std::int64_t x, const Constraint& c) {
+  switch (c.kind) {
+    case Constraint::Kind::MultipleOf: return c.value > 0 && x % c.value == 0;
+    case Constraint::Kind::AtLeast: return x >= c.value;
+    case Constraint::Kind::AtMost: return x <= c.value;
+    case Constraint::Kind::Equals: return x == c.value;
+  }
+  return false;
+}
+
+std::string constraint_str(const Constraint& c, std::string_view symbol) {
+  const std::string s(symbol);
+  const std::string v = std::to_string(c.value);
+  switch (c.kind) {
+    case Constraint::Kind::MultipleOf: return s + " % " + v + " == 0";
+    case Constraint::Kind::AtLeast: return s + " >= " + v;
+    case Constraint::Kind::AtMost: return s + " <= " + v;
+    case Constraint::Kind::Equals: return s + " == " + v;
+  }
+  return s;
+}
+
 // ---------------------------------------------------------------- Function
 
 std::optional<SymbolId> Function::find_symbol(std::string_view name) const {

@@ -267,6 +267,12 @@ struct Constraint {
   friend bool operator==(const Constraint&, const Constraint&) = default;
 };
 
+/// True when extent `x` satisfies `c` (a non-positive MultipleOf divisor never holds;
+/// the verifier rejects one).
+bool satisfies(std::int64_t x, const Constraint& c);
+/// The constraint as text with the symbol's name: "K % 128 == 0", "N >= 1".
+std::string constraint_str(const Constraint& c, std::string_view symbol);
+
 /// A function: name, symbols, signature, and the storage of its body.
 /// Arguments are the entry block's arguments.
 class Function {

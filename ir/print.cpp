@@ -145,16 +145,9 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
   return std::visit(Visitor{d, const_kind}, d.attrs);
 }
 
-std::string constraint_str(const Constraint& c, std::span<const std::string> syms) {
-  std::string s = c.sym.index < syms.size() ? syms[c.sym.index] : "?" + std::to_string(c.sym.index);
-  std::string v = std::to_string(c.value);
-  switch (c.kind) {
-    case Constraint::Kind::MultipleOf: return s + " % " + v + " == 0";
-    case Constraint::Kind::AtLeast: return s + " >= " + v;
-    case Constraint::Kind::AtMost: return s + " <= " + v;
-    case Constraint::Kind::Equals: return s + " == " + v;
-  }
-  return s;
+// A constraint with its symbol's name ("?7" for an index outside the table).
+std::string constraint_text(const Constraint& c, std::span<const std::string> syms) {
+  return constraint_str(c, c.sym.index < syms.size() ? syms[c.sym.index] : "?" + std::to_string(c.sym.index));
 }
 
 bool value_in_range(const Function& f, ValueId v) { return v.valid() && v.index < f.num_values(); }
@@ -296,7 +289,7 @@ std::string print_function(const Module* /*m*/, const Function& f) {
   if (!f.constraints().empty()) {
     s += " where ";
     for (std::size_t i = 0; i < f.constraints().size(); ++i)
-      s += (i ? ", " : "") + constraint_str(f.constraints()[i], syms);
+      s += (i ? ", " : "") + constraint_text(f.constraints()[i], syms);
   }
   s += " {\n";
 

@@ -44,15 +44,6 @@ namespace {
 // How many levels of calls inside inlined bodies are inlined in turn.
 constexpr int kMaxInlineDepth = 8;
 
-bool satisfies(std::int64_t x, const ir::Constraint& c) {
-  switch (c.kind) {
-    case ir::Constraint::Kind::MultipleOf: return c.value > 0 && x % c.value == 0;
-    case ir::Constraint::Kind::AtLeast: return x >= c.value;
-    case ir::Constraint::Kind::AtMost: return x <= c.value;
-    case ir::Constraint::Kind::Equals: return x == c.value;
-  }
-  return false;
-}
 
 // `base` if unused, else `base_1`, `base_2`, ...; the name returned is marked used.
 std::string unique_name(const std::string& base, std::set<std::string>& used) {
@@ -100,7 +91,7 @@ std::optional<std::vector<std::optional<ir::Dim>>> bind_call(const ir::Function&
   }
   for (const ir::Constraint& c : callee.constraints()) {
     const std::optional<ir::Dim>& m = map.at(c.sym.index);
-    if (m && m->is_static() && !satisfies(m->extent, c)) return std::nullopt;
+    if (m && m->is_static() && !ir::satisfies(m->extent, c)) return std::nullopt;
   }
   return map;
 }

@@ -37,26 +37,6 @@ namespace {
 
 using Bindings = std::map<std::string, std::int64_t>;
 
-bool satisfies(std::int64_t x, const ir::Constraint& c) {
-  switch (c.kind) {
-    case ir::Constraint::Kind::MultipleOf: return c.value > 0 && x % c.value == 0;
-    case ir::Constraint::Kind::AtLeast: return x >= c.value;
-    case ir::Constraint::Kind::AtMost: return x <= c.value;
-    case ir::Constraint::Kind::Equals: return x == c.value;
-  }
-  return false;
-}
-
-std::string constraint_str(const std::string& sym, const ir::Constraint& c) {
-  const std::string v = std::to_string(c.value);
-  switch (c.kind) {
-    case ir::Constraint::Kind::MultipleOf: return sym + " % " + v + " == 0";
-    case ir::Constraint::Kind::AtLeast: return sym + " >= " + v;
-    case ir::Constraint::Kind::AtMost: return sym + " <= " + v;
-    case ir::Constraint::Kind::Equals: return sym + " == " + v;
-  }
-  return sym;
-}
 
 // One InvalidInput error carrying every diagnostic; the message names the first.
 Error errors(std::vector<Diagnostic> diags) {
@@ -136,9 +116,9 @@ void specialize_one(ir::Function& f, const ir::ShapeBindings& bindings, std::vec
       continue;
     }
     const std::string& name = names[c.sym.index];
-    if (!satisfies(*v, c))
+    if (!ir::satisfies(*v, c))
       out.push_back(error_in(f, f.loc(), "symbol '" + name + "' = " + std::to_string(*v) + " violates " +
-                                             constraint_str(name, c)));
+                                             ir::constraint_str(c, name)));
   }
   if (any) {
     const SymbolPlan plan = plan_symbols(names, value);
