@@ -103,21 +103,6 @@ Result<HostTensor> convert(const StTensor& t, ElemKind kind, const std::vector<s
   return h;
 }
 
-// "784,10" -> {784, 10}; nullopt unless every item is a non-negative integer.
-std::optional<std::vector<std::int64_t>> parse_dims(std::string_view text) {
-  std::vector<std::int64_t> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t end = std::min(text.find(',', pos), text.size());
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(text.data() + pos, text.data() + end, v);
-    if (ec != std::errc() || p != text.data() + end || v < 0) return std::nullopt;
-    out.push_back(v);
-    pos = end + 1;
-  }
-  return out;
-}
-
 // Names of the parameters `f` reads, directly or through the functions it calls.
 std::set<std::string> params_used(const Module& m, const Function& f) {
   std::set<std::string> used;
@@ -139,14 +124,6 @@ std::set<std::string> params_used(const Module& m, const Function& f) {
   return used;
 }
 
-std::uint64_t mix(std::uint64_t seed, std::uint64_t salt) {
-  // splitmix64 finalizer: decorrelates the per-tensor seeds drawn from one user seed.
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (salt + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 }  // namespace
 
 std::optional<std::int64_t> ShapeBindings::lookup(std::string_view layer, std::string_view symbol) const {
@@ -155,6 +132,28 @@ std::optional<std::int64_t> ShapeBindings::lookup(std::string_view layer, std::s
   it = values.find(std::string(symbol));
   if (it != values.end()) return it->second;
   return std::nullopt;
+}
+
+std::optional<std::vector<std::int64_t>> parse_dims(std::string_view text) {
+  std::vector<std::int64_t> out;
+  if (text.empty()) return out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = std::min(text.find(',', pos), text.size());
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(text.data() + pos, text.data() + end, v);
+    if (ec != std::errc() || p != text.data() + end || v < 0) return std::nullopt;
+    out.push_back(v);
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t salt) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 std::string_view layer_of(std::string_view name) {
@@ -234,7 +233,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
       TERNJIT_TRY(auto h, convert(*t, f.type_of(a).elem, shape, inputs->metadata, what));
       run.args.push_back(std::move(h));
     } else if (options.random_missing_inputs) {
-      run.args.push_back(HostTensor::random(f.type_of(a).elem, shape, mix(options.seed, salt)));
+      run.args.push_back(HostTensor::random(f.type_of(a).elem, shape, derive_seed(options.seed, salt)));
     } else {
       return fail(what + " is missing");
     }
@@ -250,7 +249,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
       TERNJIT_TRY(auto h, convert(*t, p.type.elem, shape, weights->metadata, what));
       run.params.values.emplace(p.name, std::move(h));
     } else if (options.random_missing_params) {
-      run.params.values.emplace(p.name, HostTensor::random(p.type.elem, shape, mix(options.seed, salt)));
+      run.params.values.emplace(p.name, HostTensor::random(p.type.elem, shape, derive_seed(options.seed, salt)));
     } else {
       return fail(what + " is missing from the weights");
     }

@@ -31,6 +31,14 @@ Result<ShapeBindings> parse_shape_list(std::string_view text);
 /// The layer part of a qualified name ("BitLinear.forward" -> "BitLinear").
 std::string_view layer_of(std::string_view qualified_name);
 
+/// "784,10" -> {784, 10} (the `<tensor>.shape` metadata form); "" -> {}; nullopt unless
+/// every item is a non-negative integer.
+std::optional<std::vector<std::int64_t>> parse_dims(std::string_view text);
+
+/// A per-tensor seed derived from a user seed and a salt (splitmix64 finalizer), so the
+/// tensors drawn from one seed are decorrelated and stable across runs.
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t salt);
+
 /// The arguments and parameters of one run of a function.
 struct RunInputs {
   std::vector<HostTensor> args;  ///< in argument order

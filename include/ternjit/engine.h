@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,9 @@ struct EngineOptions {
   std::string cache_dir;        ///< empty: the default cache directory
   std::string tuning = "off";   ///< tuning mode (used once the autotuner lands)
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
+  /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
+  /// whichever thread compiles or looks up, possibly concurrently.
+  std::function<void(std::string_view)> trace;
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_CACHE_DIR, TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed

@@ -16,8 +16,9 @@ extern "C" {
 /** Every call returns one of these; on failure ternjit_last_error() says why. */
 typedef enum ternjit_status {
   TERNJIT_OK = 0,
-  TERNJIT_INVALID_INPUT = 1,    /**< source text, files, shapes or values are wrong */
-  TERNJIT_INVALID_ARGUMENT = 2, /**< API misuse: null handle, bad enum, wrong count */
+  TERNJIT_INVALID_INPUT = 1,    /**< source text, weight files or weight values are wrong */
+  TERNJIT_INVALID_ARGUMENT = 2, /**< API misuse: null handle, bad enum, wrong count, or a caller
+                                     tensor whose dtype or shape the kernel does not take */
   TERNJIT_NOT_FOUND = 3,        /**< no such layer, function, parameter or target */
   TERNJIT_UNSUPPORTED = 4,      /**< valid but not supported by this target/build */
   TERNJIT_UNAVAILABLE = 5,      /**< toolchain, device or library missing */

@@ -55,6 +55,10 @@ int cmd_run(const RunOptions& options);
 /// checks the output against an independent computation.
 int cmd_demo();
 
+/// `ternjit info`: prints every registered target (kind, availability or the reason,
+/// memory, device, features) and the one `auto` picks.
+int cmd_info();
+
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);
 

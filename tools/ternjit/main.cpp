@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
 
   auto* demo = app.add_subcommand("demo", "compile and run an embedded BitLinear layer, checked");
 
+  auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
+
   CLI11_PARSE(app, argc, argv);
 
   if (check->parsed()) return cmd_check(file);
@@ -70,5 +72,6 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return cmd_run(run_opts);
   if (demo->parsed()) return cmd_demo();
+  if (info->parsed()) return cmd_info();
   return 2;
 }

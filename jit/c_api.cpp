@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: Apache-2.0
+// c_api.cpp - the C ABI of ternjit.h over the C++ Engine API: handles, statuses, no exceptions.
+//
+// Every entry point converts its C arguments, calls the C++ API and turns a failed
+// Result into a status code plus a message kept in a thread-local string (the only
+// per-thread state of the library, required by ternjit_last_error). Each entry point
+// is wrapped in guarded(): an exception from anywhere below (std::bad_alloc, a foreign
+// library) becomes TERNJIT_INTERNAL with its what() text and never crosses the ABI.
+#include "ternjit/ternjit.h"
+
+#include <cstddef>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "targets/registry.h"
+#include "ternjit/engine.h"
+#include "ternjit/result.h"
+#include "ternjit/types.h"
+
+#ifndef TERNJIT_VERSION_STRING
+#error "TERNJIT_VERSION_STRING must be defined by the build (lib/CMakeLists.txt)"
+#endif
+
+// The opaque handles of ternjit.h. A kernel handle is the C++ Kernel itself (owned by
+// its Program), so ternjit_kernel is never defined: it is only a pointer type.
+struct ternjit_engine {
+  explicit ternjit_engine(ternjit::Engine e) : engine(std::move(e)) {}
+  ternjit::Engine engine;
+};
+
+struct ternjit_program {
+  explicit ternjit_program(ternjit::Program p) : program(std::move(p)) {}
+  ternjit::Program program;
+};
+
+static_assert(std::is_same_v<ternjit::KernelFn, ternjit_kernel_fn>, "the C and C++ kernel entry types differ");
+
+namespace {
+
+using ternjit::ElemKind;
+using ternjit::Error;
+using ternjit::ErrorCode;
+
+// The message of the last failed call on this thread.
+thread_local std::string t_last_error;
+
+void set_error(std::string_view message) noexcept {
+  try {
+    t_last_error.assign(message);
+  } catch (...) {
+    t_last_error.clear();  // out of memory while reporting: an empty message, still a status
+  }
+}
+
+// Records "function: what detail" without allocating before the try (used in handlers).
+void set_error(const char* function, const char* what, const char* detail = "") noexcept {
+  try {
+    t_last_error.assign(function).append(": ").append(what).append(detail);
+  } catch (...) {
+    t_last_error.clear();
+  }
+}
+
+ternjit_status status_of(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidInput: return TERNJIT_INVALID_INPUT;
+    case ErrorCode::InvalidArgument: return TERNJIT_INVALID_ARGUMENT;
+    case ErrorCode::NotFound: return TERNJIT_NOT_FOUND;
+    case ErrorCode::Unsupported: return TERNJIT_UNSUPPORTED;
+    case ErrorCode::Unavailable: return TERNJIT_UNAVAILABLE;
+    case ErrorCode::IoError: return TERNJIT_IO_ERROR;
+    case ErrorCode::Internal: return TERNJIT_INTERNAL;
+  }
+  return TERNJIT_INTERNAL;
+}
+
+// Records `e` (all its diagnostics, `file:line:col: error: ...`) and returns its status.
+ternjit_status fail(const Error& e) {
+  std::string text = ternjit::render(e);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  set_error(text);
+  return status_of(e.code);
+}
+
+// Records an API-misuse message "function: message" and returns INVALID_ARGUMENT.
+ternjit_status misuse(const char* function, std::string_view message) {
+  set_error(std::string(function) + ": " + std::string(message));
+  return TERNJIT_INVALID_ARGUMENT;
+}
+
+// Runs `body` (returning a ternjit_status); no exception escapes.
+template <class F>
+ternjit_status guarded(const char* function, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    set_error(function, "out of memory");
+  } catch (const std::exception& e) {
+    set_error(function, "internal error: unexpected exception: ", e.what());
+  } catch (...) {
+    set_error(function, "internal error: unexpected non-standard exception");
+  }
+  return TERNJIT_INTERNAL;
+}
+
+// The C dtype as an element kind; false for a value outside the enum.
+bool kind_of(ternjit_dtype dtype, ElemKind* out) {
+  switch (dtype) {
+    case TERNJIT_F32: *out = ElemKind::F32; return true;
+    case TERNJIT_F16: *out = ElemKind::F16; return true;
+    case TERNJIT_BF16: *out = ElemKind::BF16; return true;
+    case TERNJIT_I8: *out = ElemKind::I8; return true;
+    case TERNJIT_U8: *out = ElemKind::U8; return true;
+    case TERNJIT_I32: *out = ElemKind::I32; return true;
+    case TERNJIT_T2: *out = ElemKind::T2; return true;
+  }
+  return false;
+}
+
+// The element kind as a C dtype. Bool has no C dtype: its one byte per element (0 or 1)
+// is reported as TERNJIT_U8.
+ternjit_dtype dtype_of(ElemKind kind) {
+  switch (kind) {
+    case ElemKind::F32: return TERNJIT_F32;
+    case ElemKind::F16: return TERNJIT_F16;
+    case ElemKind::BF16: return TERNJIT_BF16;
+    case ElemKind::I8: return TERNJIT_I8;
+    case ElemKind::U8: return TERNJIT_U8;
+    case ElemKind::I32: return TERNJIT_I32;
+    case ElemKind::T2: return TERNJIT_T2;
+    case ElemKind::Bool: return TERNJIT_U8;
+  }
+  return TERNJIT_U8;
+}
+
+// The C weight format as a WeightFormat; false for a value outside the enum.
+bool weight_format_of(ternjit_format format, ternjit::WeightFormat* out) {
+  switch (format) {
+    case TERNJIT_FORMAT_PLAIN: *out = ternjit::WeightFormat::Plain; return true;
+    case TERNJIT_FORMAT_TERN2: *out = ternjit::WeightFormat::Tern2; return true;
+    case TERNJIT_FORMAT_TERN2_SM: *out = ternjit::WeightFormat::Tern2SM; return true;
+    case TERNJIT_FORMAT_TERN1_6: *out = ternjit::WeightFormat::Tern16; return true;
+    case TERNJIT_FORMAT_BITPLANE: *out = ternjit::WeightFormat::Bitplane; return true;
+  }
+  return false;
+}
+
+// Checks one dtype/rank/shape triple and builds a TensorView of `data`. `what` names the
+// tensor in messages ("input 0"). Returns TERNJIT_OK or a recorded misuse.
+ternjit_status make_view(const char* function, const std::string& what, void* data, ternjit_dtype dtype,
+                         const int64_t* shape, int32_t rank, ternjit::TensorView* out) {
+  ElemKind kind{};
+  if (!kind_of(dtype, &kind))
+    return misuse(function, what + " has an unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  if (rank < 0) return misuse(function, what + " has a negative rank " + std::to_string(rank));
+  if (rank > 0 && shape == nullptr)
+    return misuse(function, what + " has rank " + std::to_string(rank) + " but a null shape");
+  out->data = data;
+  out->kind = kind;
+  out->shape.assign(shape, shape + rank);
+  for (int32_t i = 0; i < rank; ++i)
+    if (shape[i] < 0)
+      return misuse(function, what + " has a negative extent " + std::to_string(shape[i]) + " in dim " +
+                                  std::to_string(i));
+  return TERNJIT_OK;
+}
+
+// Converts `n` C tensors; `kind` is "input" or "output".
+ternjit_status make_views(const char* function, const char* kind, const ternjit_tensor* tensors, size_t n,
+                          bool need_data, std::vector<ternjit::TensorView>* out) {
+  if (n > 0 && tensors == nullptr)
+    return misuse(function, std::string(kind) + "s is null but n_" + kind + "s is " + std::to_string(n));
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string what = std::string(kind) + " " + std::to_string(i);
+    if (auto s = make_view(function, what, tensors[i].data, tensors[i].dtype, tensors[i].shape, tensors[i].rank,
+                           &(*out)[i]);
+        s != TERNJIT_OK)
+      return s;
+    if (need_data && tensors[i].data == nullptr) return misuse(function, what + " has a null data pointer");
+  }
+  return TERNJIT_OK;
+}
+
+// Builds EngineOptions from the C struct (NULL: defaults), checking every field.
+ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::EngineOptions* out) {
+  constexpr const char* fn = "ternjit_engine_create";
+  if (c == nullptr) return TERNJIT_OK;
+  if (c->struct_size < sizeof(ternjit_engine_options))
+    return misuse(fn, "options.struct_size is " + std::to_string(c->struct_size) + ", expected at least " +
+                          std::to_string(sizeof(ternjit_engine_options)) +
+                          " (initialize the options with ternjit_engine_options_init)");
+  if (c->opt_level < 0 || c->opt_level > 3)
+    return misuse(fn, "options.opt_level must be 0..3, got " + std::to_string(c->opt_level));
+  if (c->threads < 0) return misuse(fn, "options.threads must be >= 0, got " + std::to_string(c->threads));
+  if (c->target != nullptr) out->target = c->target;
+  out->opt_level = c->opt_level;
+  out->threads = c->threads;
+  if (c->cache_dir != nullptr) out->cache_dir = c->cache_dir;
+  out->verbose = c->verbose;
+  return TERNJIT_OK;
+}
+
+// The features that do not depend on the machine.
+constexpr std::string_view kStaticFeatures[] = {
+    "safetensors",     // ternjit_bind_weights_file
+    "random-weights",  // ternjit_bind_random
+    "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
+    "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
+    "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
+};
+
+}  // namespace
+
+extern "C" {
+
+uint32_t ternjit_abi_version(void) { return TERNJIT_ABI_VERSION; }
+
+const char* ternjit_version(void) { return TERNJIT_VERSION_STRING; }
+
+int ternjit_has_feature(const char* name) {
+  int present = 0;
+  const ternjit_status s = guarded("ternjit_has_feature", [&] {
+    if (name == nullptr) return misuse("ternjit_has_feature", "name is null");
+    const std::string_view n(name);
+    for (std::string_view f : kStaticFeatures)
+      if (n == f) present = 1;
+    constexpr std::string_view kTarget = "target:";
+    if (n.substr(0, kTarget.size()) == kTarget) {
+      // A fresh registry (no global table): detection runs on every query, which is
+      // cheap next to compiling and keeps two engines independent.
+      const auto registry = ternjit::targets::TargetRegistry::create();
+      present = registry.find(n.substr(kTarget.size())).ok() ? 1 : 0;
+    }
+    return TERNJIT_OK;
+  });
+  return s == TERNJIT_OK ? present : 0;
+}
+
+const char* ternjit_last_error(void) { return t_last_error.c_str(); }
+
+void ternjit_engine_options_init(ternjit_engine_options* options) {
+  if (options == nullptr) {
+    set_error("ternjit_engine_options_init: options is null");
+    return;
+  }
+  options->struct_size = sizeof(ternjit_engine_options);
+  options->target = "auto";
+  options->opt_level = 2;
+  options->threads = 0;
+  options->cache_dir = nullptr;
+  options->verbose = 0;
+}
+
+ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out) {
+  return guarded("ternjit_engine_create", [&] {
+    if (out == nullptr) return misuse("ternjit_engine_create", "out is null");
+    *out = nullptr;
+    ternjit::EngineOptions opts;
+    if (auto s = engine_options_of(options, &opts); s != TERNJIT_OK) return s;
+    auto engine = ternjit::Engine::create(opts);
+    if (!engine.ok()) return fail(engine.error());
+    *out = new ternjit_engine(std::move(engine).value());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_engine_create_from_env(ternjit_engine** out) {
+  return guarded("ternjit_engine_create_from_env", [&] {
+    if (out == nullptr) return misuse("ternjit_engine_create_from_env", "out is null");
+    *out = nullptr;
+    auto opts = ternjit::EngineOptions::from_env();
+    if (!opts.ok()) return fail(opts.error());
+    auto engine = ternjit::Engine::create(opts.value());
+    if (!engine.ok()) return fail(engine.error());
+    *out = new ternjit_engine(std::move(engine).value());
+    return TERNJIT_OK;
+  });
+}
+
+void ternjit_engine_destroy(ternjit_engine* engine) {
+  (void)guarded("ternjit_engine_destroy", [&] {
+    delete engine;
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
+                               ternjit_program** out) {
+  constexpr const char* fn = "ternjit_compile";
+  return guarded(fn, [&] {
+    if (out == nullptr) return misuse(fn, "out is null");
+    *out = nullptr;
+    if (engine == nullptr) return misuse(fn, "engine is null");
+    if (source == nullptr && len > 0) return misuse(fn, "source is null but len is " + std::to_string(len));
+    const std::string_view text = source == nullptr ? std::string_view() : std::string_view(source, len);
+    auto program = engine->engine.compile(text, file_name == nullptr ? "<source>" : file_name);
+    if (!program.ok()) return fail(program.error());
+    *out = new ternjit_program(std::move(program).value());
+    return TERNJIT_OK;
+  });
+}
+
+void ternjit_program_destroy(ternjit_program* program) {
+  (void)guarded("ternjit_program_destroy", [&] {
+    delete program;
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
+                                   ternjit_format format, const int64_t* shape, int32_t rank) {
+  constexpr const char* fn = "ternjit_bind_weight";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (name == nullptr) return misuse(fn, "name is null");
+    if (data == nullptr) return misuse(fn, std::string("data of '") + name + "' is null");
+    ternjit::WeightFormat wf{};
+    if (!weight_format_of(format, &wf))
+      return misuse(fn, "unknown format " + std::to_string(static_cast<int>(format)) + " for '" + name + "'");
+    ternjit::TensorView view;
+    // The view is only read: Program::bind copies it.
+    if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), dtype, shape, rank,
+                           &view);
+        s != TERNJIT_OK)
+      return s;
+    if (auto r = program->program.bind(name, view, wf); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* path) {
+  constexpr const char* fn = "ternjit_bind_weights_file";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (path == nullptr) return misuse(fn, "path is null");
+    if (auto r = program->program.bind_file(path); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed) {
+  constexpr const char* fn = "ternjit_bind_random";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (auto r = program->program.bind_random(seed); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_run(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
+                           size_t n_inputs, ternjit_tensor* outputs, size_t n_outputs) {
+  constexpr const char* fn = "ternjit_run";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (function == nullptr) return misuse(fn, "function is null");
+    std::vector<ternjit::TensorView> in;
+    std::vector<ternjit::TensorView> out;
+    if (auto s = make_views(fn, "input", inputs, n_inputs, /*need_data=*/true, &in); s != TERNJIT_OK) return s;
+    if (auto s = make_views(fn, "output", outputs, n_outputs, /*need_data=*/true, &out); s != TERNJIT_OK) return s;
+    if (auto r = program->program.run(function, in, out); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_get_kernel(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
+                                  size_t n_inputs, ternjit_kernel** out) {
+  constexpr const char* fn = "ternjit_get_kernel";
+  return guarded(fn, [&] {
+    if (out == nullptr) return misuse(fn, "out is null");
+    *out = nullptr;
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (function == nullptr) return misuse(fn, "function is null");
+    std::vector<ternjit::TensorView> in;
+    if (auto s = make_views(fn, "input", inputs, n_inputs, /*need_data=*/false, &in); s != TERNJIT_OK) return s;
+    auto kernel = program->program.kernel(function, in);
+    if (!kernel.ok()) return fail(kernel.error());
+    // The handle is the Kernel itself; the C API never writes through it.
+    *out = reinterpret_cast<ternjit_kernel*>(const_cast<ternjit::Kernel*>(kernel.value()));
+    return TERNJIT_OK;
+  });
+}
+
+size_t ternjit_kernel_num_outputs(const ternjit_kernel* kernel) {
+  size_t n = 0;
+  (void)guarded("ternjit_kernel_num_outputs", [&] {
+    if (kernel == nullptr) return misuse("ternjit_kernel_num_outputs", "kernel is null");
+    n = reinterpret_cast<const ternjit::Kernel*>(kernel)->outputs().size();
+    return TERNJIT_OK;
+  });
+  return n;
+}
+
+ternjit_status ternjit_kernel_output(const ternjit_kernel* kernel, size_t i, ternjit_dtype* dtype, int32_t* rank,
+                                     const int64_t** shape) {
+  constexpr const char* fn = "ternjit_kernel_output";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    const auto outs = reinterpret_cast<const ternjit::Kernel*>(kernel)->outputs();
+    if (i >= outs.size())
+      return misuse(fn, "output " + std::to_string(i) + " out of range (the kernel has " +
+                            std::to_string(outs.size()) + ")");
+    if (dtype != nullptr) *dtype = dtype_of(outs[i].kind);
+    if (rank != nullptr) *rank = static_cast<int32_t>(outs[i].shape.size());
+    if (shape != nullptr) *shape = outs[i].shape.data();
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel_fn* fn_out, const void** state) {
+  constexpr const char* fn = "ternjit_kernel_entry";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    if (fn_out == nullptr) return misuse(fn, "fn is null");
+    if (state == nullptr) return misuse(fn, "state is null");
+    const auto* k = reinterpret_cast<const ternjit::Kernel*>(kernel);
+    // KernelFn and ternjit_kernel_fn are the same type: int32_t(const void*, void* const*).
+    *fn_out = k->entry();
+    *state = k->state();
+    return TERNJIT_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// options.cpp - EngineOptions::from_env (the library's only getenv) and option validation.
+#include "jit/options.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace ternjit {
+
+namespace {
+
+Error env_error(const char* var, std::string_view value, std::string_view expected) {
+  return make_error(ErrorCode::InvalidArgument, std::string(var) + "='" + std::string(value) +
+                                                    "' is malformed: expected " + std::string(expected));
+}
+
+// A non-negative decimal integer, whole string.
+std::optional<int> parse_count(std::string_view s) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+std::string tuning_list() {
+  std::string s;
+  for (std::string_view m : jit::kTuningModes) s += (s.empty() ? "" : ", ") + std::string(m);
+  return s;
+}
+
+}  // namespace
+
+Result<EngineOptions> EngineOptions::from_env() {
+  EngineOptions o;
+  // An unset or empty variable keeps the default.
+  auto get = [](const char* var) -> std::string_view {
+    const char* v = std::getenv(var);  // the one getenv of the library (STYLE section 10)
+    return v ? std::string_view(v) : std::string_view();
+  };
+  if (auto v = get("TERNJIT_TARGET"); !v.empty()) o.target = std::string(v);
+  if (auto v = get("TERNJIT_OPT_LEVEL"); !v.empty()) {
+    auto level = passes::parse_opt_level(v);
+    if (!level)
+      return env_error("TERNJIT_OPT_LEVEL", v, "O0..O3, 0..3, none, conservative, balanced or aggressive");
+    o.opt_level = static_cast<int>(*level);
+  }
+  if (auto v = get("TERNJIT_THREADS"); !v.empty()) {
+    auto n = parse_count(v);
+    if (!n) return env_error("TERNJIT_THREADS", v, "a non-negative integer (0: the target's default)");
+    o.threads = *n;
+  }
+  if (auto v = get("TERNJIT_CACHE_DIR"); !v.empty()) o.cache_dir = std::string(v);
+  if (auto v = get("TERNJIT_TUNING"); !v.empty()) {
+    bool known = false;
+    for (std::string_view m : jit::kTuningModes) known = known || m == v;
+    if (!known) return env_error("TERNJIT_TUNING", v, "one of " + tuning_list());
+    o.tuning = std::string(v);
+  }
+  if (auto v = get("TERNJIT_VERBOSE"); !v.empty()) {
+    auto n = parse_count(v);
+    if (!n) return env_error("TERNJIT_VERBOSE", v, "a non-negative integer (0: quiet, 1: trace)");
+    o.verbose = *n;
+  }
+  return o;
+}
+
+namespace jit {
+
+Result<void> validate_options(const EngineOptions& o) {
+  auto bad = [](const std::string& what) { return make_error(ErrorCode::InvalidArgument, what); };
+  if (o.opt_level < 0 || o.opt_level > 3)
+    return bad("opt_level " + std::to_string(o.opt_level) + " is out of range: expected 0..3");
+  if (o.threads < 0) return bad("threads " + std::to_string(o.threads) + " is negative: expected 0 (default) or more");
+  if (o.verbose < 0) return bad("verbose " + std::to_string(o.verbose) + " is negative");
+  bool known = false;
+  for (std::string_view m : kTuningModes) known = known || m == o.tuning;
+  if (!known) return bad("unknown tuning mode '" + o.tuning + "': expected one of " + tuning_list());
+  return success();
+}
+
+passes::OptLevel opt_level_of(const EngineOptions& o) { return static_cast<passes::OptLevel>(o.opt_level); }
+
+}  // namespace jit
+
+}  // namespace ternjit

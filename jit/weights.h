@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// weights.h - a program's parameter values: conversion from caller buffers, files and seeds.
+//
+// Weights are kept as interpreter HostTensors in the declared element kind (ternary
+// values unpacked to {-1, 0, 1}): the layout the reference target reads. A target that
+// wants a packed layout gets it from the select-layout pass (`tpack` of a parameter),
+// which its code runs once at load, never per call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ir/interpret.h"
+#include "ir/ir.h"
+#include "ir/safetensors.h"
+#include "ternjit/engine.h"
+#include "ternjit/result.h"
+
+namespace ternjit::jit {
+
+/// The binding key of symbol `sym` of a declaration in layer `layer`: "Layer.S", or `sym`
+/// itself when it is already qualified ("Other.N", a callee's symbol). The key form
+/// passes::specialize_function and ir::ShapeBindings::lookup understand.
+std::string symbol_key(std::string_view layer, std::string_view sym);
+
+/// The bound parameters of one program and the symbol extents their shapes fix.
+/// Not thread-safe: the Program serializes access.
+class Weights {
+ public:
+  /// Symbol extents by key ("Layer.S", see symbol_key), with the parameter that fixed each.
+  using SymbolMap = std::map<std::string, std::pair<std::int64_t, std::string>>;
+
+  /// Weights for the parameters declared in `module` (which must outlive this object).
+  explicit Weights(const ir::Module& module) : module_(&module) {}
+
+  /// Binds parameter `name` from a caller buffer (copied). Plain: the declared kind
+  /// (float parameters also take any float kind, rounded; ternary ones take T2 or I8
+  /// values in {-1, 0, 1}); packed formats: U8 bytes of a ternary parameter, `shape`
+  /// being the logical shape. Errors (InvalidInput unless noted): NotFound for an unknown
+  /// parameter (listing them); InvalidArgument for null data, a negative extent, a kind
+  /// or format the declaration does not take; a shape that disagrees with the declaration
+  /// or with a symbol another parameter fixed (naming both); a value outside {-1, 0, 1}
+  /// or an invalid packed code (naming the index). On error nothing changes.
+  Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format);
+
+  /// Binds every parameter found in `file` by full name ("Layer.p") or, when only one
+  /// declared parameter has that short name, by short name ("p"); conversions as
+  /// ir::prepare_run (U8 + "<tensor>.format" metadata for packed ternary data, logical
+  /// shape from "<tensor>.shape" metadata or the declaration). Errors: as bind, naming
+  /// the file and tensor; InvalidInput when the file holds none of the parameters. All or
+  /// nothing.
+  Result<void> bind_file(const ir::StFile& file, std::string_view display_name);
+
+  /// Binds every unbound parameter to HostTensor::random values (seed mixed with the
+  /// parameter's declaration index). Errors (InvalidArgument): a parameter whose shape
+  /// has a symbol no bound parameter fixes (naming both). All or nothing.
+  Result<void> bind_random(std::uint64_t seed);
+
+  /// The values, by parameter name.
+  [[nodiscard]] const ir::ParamValues& values() const { return values_; }
+  /// The symbol extents fixed by bound parameters.
+  [[nodiscard]] SymbolMap symbols() const { return symbols_except({}); }
+  /// True when parameter `name` has a value.
+  [[nodiscard]] bool is_bound(const std::string& name) const { return values_.values.count(name) != 0; }
+
+ private:
+  // The symbols fixed by every bound parameter not in `skip` (consistent by invariant).
+  [[nodiscard]] SymbolMap symbols_except(const std::set<std::string>& skip) const;
+  // Checks `shape` (of `what`) against decl and `symbols`, then adds decl's symbols to it.
+  Result<void> fit_shape(const ir::ParamDecl& decl, const std::vector<std::int64_t>& shape,
+                         const std::string& what, SymbolMap& symbols) const;
+
+  const ir::Module* module_;
+  ir::ParamValues values_;
+};
+
+}  // namespace ternjit::jit

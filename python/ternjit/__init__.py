@@ -1,0 +1,632 @@
+# SPDX-License-Identifier: Apache-2.0
+# __init__.py - the Python binding of ternjit: numpy arrays in and out over the C ABI (ctypes).
+"""ternjit from Python: compile ``.tri`` layers and run them on numpy arrays.
+
+Example::
+
+    import numpy as np, ternjit
+    engine = ternjit.Engine()                       # or ternjit.Engine.from_env()
+    prog = engine.compile(open("bitlinear.tri").read(), "bitlinear.tri")
+    prog.bind("BitLinear.gamma", np.ones(64, np.float32))
+    prog.bind("BitLinear.w", w_int8)                # int8 values in {-1, 0, 1}, shape [K, N]
+    prog.bind("BitLinear.w_scale", scale_f32)
+    y = prog.run("BitLinear.forward", x_f32)        # numpy float32 [M, N]
+
+Every failure of the library raises :class:`Error` carrying the C status and the message
+of ``ternjit_last_error()`` (for source text: ``file:line:col: error: ...`` with the line
+and a caret). Misuse detected in Python (an unsupported dtype, a missing shape) raises
+:class:`Error` with status ``INVALID_ARGUMENT`` too, so callers catch one type.
+
+dtypes: float32 <-> f32, float16 <-> f16, int8 <-> i8 (and t2, ternary values), uint8 <->
+u8, int32 <-> i32, and bf16 as uint16 bit patterns (numpy has no bfloat16; see
+:func:`to_bf16` / :func:`from_bf16`). float64 arrays are converted to float32.
+Non-contiguous arrays are copied to contiguous ones; nothing else is copied.
+
+The library is found through ``TERNJIT_LIBRARY``, then next to the package, then the
+system loader (see :mod:`ternjit._capi`); it is loaded on first use, so ``import ternjit``
+works without it and the first call raises :class:`Error` (status ``UNAVAILABLE``).
+"""
+
+import collections
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from . import _capi
+
+__all__ = [
+    "Error", "Engine", "Program", "Kernel", "TensorSpec",
+    "version", "abi_version", "has_feature", "features", "library_path",
+    "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
+]
+
+#: The binding's own version (the library's is :func:`version`).
+__version__ = "0.1.0"
+#: The C ABI version this binding speaks.
+ABI_VERSION = _capi.ABI_VERSION
+
+# Status codes, re-exported: ternjit.INVALID_INPUT etc.
+OK = _capi.OK
+INVALID_INPUT = _capi.INVALID_INPUT
+INVALID_ARGUMENT = _capi.INVALID_ARGUMENT
+NOT_FOUND = _capi.NOT_FOUND
+UNSUPPORTED = _capi.UNSUPPORTED
+UNAVAILABLE = _capi.UNAVAILABLE
+IO_ERROR = _capi.IO_ERROR
+INTERNAL = _capi.INTERNAL
+
+#: Feature names probed by :func:`features` (the ABI answers one name at a time).
+KNOWN_FEATURES = (
+    "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
+    "safetensors", "random-weights", "kernel-entry", "builder",
+    "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
+)
+
+
+class Error(Exception):
+    """A failed ternjit call: ``status`` (a ternjit_status int) and ``message``."""
+
+    def __init__(self, status, message):
+        super().__init__(status, message)
+        self.status = int(status)
+        self.message = message
+
+    @property
+    def status_name(self):
+        """The status as words ("invalid input", "not found", ...)."""
+        return _capi.STATUS_NAMES.get(self.status, "status %d" % self.status)
+
+    def __str__(self):
+        return self.message
+
+    def __repr__(self):
+        return "ternjit.Error(%s, %r)" % (self.status_name, self.message)
+
+
+def _lib():
+    try:
+        return _capi.library()
+    except OSError as e:
+        raise Error(UNAVAILABLE, str(e)) from None
+
+
+def _last_error(lib, status):
+    raw = lib.ternjit_last_error()
+    text = raw.decode("utf-8", "replace") if raw else ""
+    return text or "ternjit call failed (%s)" % _capi.STATUS_NAMES.get(status, "status %d" % status)
+
+
+def _check(lib, status):
+    if status != OK:
+        raise Error(status, _last_error(lib, status))
+
+
+def _misuse(message):
+    return Error(INVALID_ARGUMENT, message)
+
+
+# ------------------------------------------------------------------------ dtypes
+
+_DTYPE_BY_NAME = {
+    "f32": _capi.F32, "float32": _capi.F32,
+    "f16": _capi.F16, "float16": _capi.F16,
+    "bf16": _capi.BF16, "bfloat16": _capi.BF16,
+    "i8": _capi.I8, "int8": _capi.I8,
+    "u8": _capi.U8, "uint8": _capi.U8,
+    "i32": _capi.I32, "int32": _capi.I32,
+    "t2": _capi.T2, "ternary": _capi.T2,
+}
+_NUMPY_OF = {
+    _capi.F32: np.dtype(np.float32), _capi.F16: np.dtype(np.float16), _capi.BF16: np.dtype(np.uint16),
+    _capi.I8: np.dtype(np.int8), _capi.U8: np.dtype(np.uint8), _capi.I32: np.dtype(np.int32),
+    _capi.T2: np.dtype(np.int8),
+}
+_DTYPE_OF_NUMPY = {
+    np.dtype(np.float32): _capi.F32, np.dtype(np.float16): _capi.F16, np.dtype(np.uint16): _capi.BF16,
+    np.dtype(np.int8): _capi.I8, np.dtype(np.uint8): _capi.U8, np.dtype(np.int32): _capi.I32,
+}
+_SUPPORTED_TEXT = "float32, float16, int8, uint8, int32, or uint16 holding bf16 bit patterns"
+
+
+def _dtype_code(dtype):
+    """A ternjit_dtype from a name ("f32", "bf16", "t2", ...), a code, or a numpy dtype."""
+    if isinstance(dtype, str):
+        code = _DTYPE_BY_NAME.get(dtype.lower())
+        if code is None:
+            raise _misuse("unknown dtype '%s' (expected one of %s)" % (dtype, ", ".join(sorted(_DTYPE_BY_NAME))))
+        return code
+    if isinstance(dtype, int) and dtype in _capi.DTYPE_NAMES:
+        return dtype
+    try:
+        npd = np.dtype(dtype)
+    except TypeError:
+        raise _misuse("unknown dtype %r" % (dtype,)) from None
+    if npd not in _DTYPE_OF_NUMPY:
+        raise _misuse("dtype %s is not supported (use %s)" % (npd, _SUPPORTED_TEXT))
+    return _DTYPE_OF_NUMPY[npd]
+
+
+def _dtype_name(code):
+    return _capi.DTYPE_NAMES[code]
+
+
+def _convert(array, dtype, what):
+    """(contiguous numpy array, ternjit_dtype) for `array`, converting only where safe."""
+    arr = np.asarray(array)
+    if dtype is None:
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype not in _DTYPE_OF_NUMPY:
+            raise _misuse("%s has dtype %s, which ternjit does not take (use %s; pass dtype= to convert)" %
+                          (what, arr.dtype, _SUPPORTED_TEXT))
+        code = _DTYPE_OF_NUMPY[arr.dtype]
+    else:
+        code = _dtype_code(dtype)
+        want = _NUMPY_OF[code]
+        if arr.dtype != want:
+            if code == _capi.BF16:
+                if arr.dtype.kind != "f":
+                    raise _misuse("%s: bf16 takes uint16 bit patterns or floats, got %s" % (what, arr.dtype))
+                arr = to_bf16(arr)
+            elif want.kind in "iu":
+                if arr.dtype.kind not in "iub":
+                    raise _misuse("%s: dtype %s needs integer values, got %s" % (what, _dtype_name(code), arr.dtype))
+                info = np.iinfo(want)
+                if arr.size and (arr.min() < info.min or arr.max() > info.max):
+                    raise _misuse("%s: values in [%d, %d] do not fit %s" %
+                                  (what, arr.min(), arr.max(), _dtype_name(code)))
+                arr = arr.astype(want)
+            else:
+                arr = arr.astype(want)
+    if not (arr.flags.c_contiguous and arr.flags.aligned):
+        arr = np.require(arr, requirements=["C", "A"])
+    return arr, code
+
+
+def _shape_array(shape):
+    shape = tuple(int(d) for d in shape)
+    return shape, (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def _tensor(data_ptr, code, shape):
+    """(ternjit_tensor, keep-alive shape buffer)."""
+    shape, buf = _shape_array(shape)
+    t = _capi.Tensor(data_ptr, code, len(shape), ctypes.cast(buf, ctypes.POINTER(ctypes.c_int64)))
+    return t, buf
+
+
+class TensorSpec(collections.namedtuple("TensorSpec", ["shape", "dtype"])):
+    """The shape and dtype name ("f32", ...) of a kernel input or output."""
+
+    __slots__ = ()
+
+    def __new__(cls, shape, dtype="f32"):
+        code = _dtype_code(dtype)
+        return super().__new__(cls, tuple(int(d) for d in shape), _dtype_name(code))
+
+    @property
+    def numpy_dtype(self):
+        """The numpy dtype holding this tensor (uint16 for bf16, int8 for t2)."""
+        return _NUMPY_OF[_DTYPE_BY_NAME[self.dtype]]
+
+    def empty(self):
+        """A new uninitialized numpy array of this spec."""
+        return np.empty(self.shape, dtype=self.numpy_dtype)
+
+
+class _Inputs:
+    """Converted inputs of one call: the arrays (kept alive) and the ternjit_tensor array."""
+
+    def __init__(self, values, what):
+        self.arrays = []
+        self.specs = []
+        keep = []
+        structs = []
+        for i, v in enumerate(values):
+            if isinstance(v, TensorSpec):
+                arr, code, ptr = None, _DTYPE_BY_NAME[v.dtype], None
+                shape = v.shape
+            else:
+                arr, code = _convert(v, None, "%s %d" % (what, i))
+                ptr, shape = arr.ctypes.data, arr.shape
+            t, buf = _tensor(ptr, code, shape)
+            keep.append(buf)
+            structs.append(t)
+            self.arrays.append(arr)
+            self.specs.append(TensorSpec(shape, code))
+        self._keep = keep
+        self.count = len(structs)
+        self.structs = (_capi.Tensor * max(len(structs), 1))(*structs)
+
+
+# ------------------------------------------------------------------------ library info
+
+def version():
+    """The library's version string ("0.1.0")."""
+    return _lib().ternjit_version().decode()
+
+
+def abi_version():
+    """The library's ABI version (equal to :data:`ABI_VERSION` once loaded)."""
+    return int(_lib().ternjit_abi_version())
+
+
+def has_feature(name):
+    """True if the library has feature `name` ("target:reference", "safetensors", ...)."""
+    return bool(_lib().ternjit_has_feature(name.encode()))
+
+
+def features():
+    """The names of :data:`KNOWN_FEATURES` that this library has."""
+    lib = _lib()
+    return [f for f in KNOWN_FEATURES if lib.ternjit_has_feature(f.encode())]
+
+
+def library_path():
+    """Where libternjit.so was loaded from."""
+    _lib()
+    return _capi.library_path()
+
+
+def to_bf16(array):
+    """float array -> uint16 bf16 bit patterns, rounded to nearest even (NaN stays NaN)."""
+    f = np.ascontiguousarray(np.asarray(array, dtype=np.float32))
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), rounded).astype(np.uint16)
+
+
+def from_bf16(array):
+    """uint16 bf16 bit patterns -> float32 (exact)."""
+    u = np.ascontiguousarray(np.asarray(array, dtype=np.uint16))
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+# ------------------------------------------------------------------------ engine
+
+class Engine:
+    """Compiles ``.tri`` source into programs. Thread-safe; engines share nothing.
+
+    ``Engine(target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None)``
+    or :meth:`from_env` (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, ...). An unknown or
+    unavailable target raises :class:`Error` saying why.
+    """
+
+    def __init__(self, target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None):
+        lib = _lib()
+        opts = _capi.EngineOptions()
+        lib.ternjit_engine_options_init(ctypes.byref(opts))
+        opts.target = str(target).encode()
+        opts.opt_level = int(opt_level)
+        opts.threads = int(threads)
+        opts.verbose = 1 if verbose else 0
+        if cache_dir is not None:
+            opts.cache_dir = str(cache_dir).encode()
+        handle = ctypes.c_void_p()
+        _check(lib, lib.ternjit_engine_create(ctypes.byref(opts), ctypes.byref(handle)))
+        self._init(lib, handle, dict(target=str(target), opt_level=int(opt_level), threads=int(threads),
+                                     verbose=bool(verbose), cache_dir=cache_dir))
+
+    @classmethod
+    def from_env(cls):
+        """An engine configured by the TERNJIT_* environment variables."""
+        lib = _lib()
+        handle = ctypes.c_void_p()
+        _check(lib, lib.ternjit_engine_create_from_env(ctypes.byref(handle)))
+        engine = cls.__new__(cls)
+        engine._init(lib, handle, {"from_env": True})
+        return engine
+
+    def _init(self, lib, handle, options):
+        self._lib = lib
+        self._handle = handle
+        self._programs = weakref.WeakSet()
+        self.options = options
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def _live_handle(self):
+        if self._handle is None:
+            raise _misuse("the engine is closed")
+        return self._handle
+
+    def compile(self, source, file_name="<python>"):
+        """Compiles `.tri` source text; errors carry ``file_name:line:col``."""
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.ternjit_compile(self._live_handle(), source, len(source),
+                                                    str(file_name).encode(), ctypes.byref(handle)))
+        program = Program(self, handle)
+        self._programs.add(program)
+        return program
+
+    def compile_file(self, path):
+        """Compiles a `.tri` file (its path names it in diagnostics)."""
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+        except OSError as e:
+            raise Error(IO_ERROR, "cannot read '%s': %s" % (path, e.strerror or e)) from None
+        return self.compile(source, str(path))
+
+    def close(self):
+        """Destroys the engine now, closing its programs first. Idempotent."""
+        if self._handle is None:
+            return
+        for program in list(self._programs):
+            program.close()
+        self._lib.ternjit_engine_destroy(self._handle)
+        self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __copy__(self):
+        return self  # one handle, one owner: copies share the (thread-safe) engine
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        # Pickling records how the engine was made, not its state (it has no weights).
+        if self.options.get("from_env"):
+            return (Engine.from_env, ())
+        o = self.options
+        return (Engine, (o["target"], o["opt_level"], o["threads"], o["verbose"], o["cache_dir"]))
+
+    def __del__(self):
+        # Programs hold a reference to their engine, so none is alive here.
+        if getattr(self, "_handle", None) is not None:
+            self._lib.ternjit_engine_destroy(self._handle)
+            self._handle = None
+
+    def __repr__(self):
+        return "ternjit.Engine(%s%s)" % (self.options, ", closed" if self.closed else "")
+
+
+# ------------------------------------------------------------------------ program
+
+_FORMATS = {
+    "plain": _capi.FORMAT_PLAIN,
+    "tern2": _capi.FORMAT_TERN2,
+    "tern2-sm": _capi.FORMAT_TERN2_SM, "tern2_sm": _capi.FORMAT_TERN2_SM,
+    "tern1.6": _capi.FORMAT_TERN1_6, "tern1_6": _capi.FORMAT_TERN1_6, "tern16": _capi.FORMAT_TERN1_6,
+    "bitplane": _capi.FORMAT_BITPLANE,
+}
+
+
+class Program:
+    """A compiled module with its bound weights; made by :meth:`Engine.compile`.
+
+    Keeps its engine alive. Thread-safe: functions specialize once per input shape.
+    """
+
+    def __init__(self, engine, handle):
+        self.engine = engine
+        self._lib = engine._lib
+        self._handle = handle
+        self._kernels = {}
+        self._kernels_lock = threading.Lock()
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def _live_handle(self):
+        if self._handle is None:
+            raise _misuse("the program is closed")
+        return self._handle
+
+    # -------------------------------------------------------------- weights
+
+    def bind(self, name, array, format="plain", shape=None, dtype=None):
+        """Binds parameter `name` ("Layer.param") from `array` (copied by the library).
+
+        ``format="plain"``: float parameters take float32/float16/bf16 (uint16) arrays,
+        ternary ones int8 values in {-1, 0, 1}; `dtype` ("t2", "f16", ...) overrides the
+        inferred one. Packed formats ("tern2", "tern2-sm", "tern1.6", "bitplane") take the
+        packed bytes (uint8, or any integer array viewed as bytes) and the logical `shape`.
+        """
+        fmt = _FORMATS.get(str(format).lower())
+        if fmt is None:
+            raise _misuse("unknown weight format '%s' (expected %s)" % (format, ", ".join(_FORMATS)))
+        what = "parameter '%s'" % name
+        if fmt == _capi.FORMAT_PLAIN:
+            arr, code = _convert(array, dtype, what)
+            if shape is not None and tuple(int(d) for d in shape) != arr.shape:
+                raise _misuse("%s: shape %s given for an array of shape %s" % (what, tuple(shape), arr.shape))
+            logical = arr.shape
+        else:
+            if shape is None:
+                raise _misuse("%s: format '%s' needs the logical shape (shape=...)" % (what, format))
+            if dtype is not None and _dtype_code(dtype) != _capi.U8:
+                raise _misuse("%s: packed format '%s' takes u8 bytes, not %s" % (what, format, dtype))
+            arr = np.asarray(array)
+            if arr.dtype.kind not in "iu":
+                raise _misuse("%s: packed format '%s' takes bytes (uint8), got %s" % (what, format, arr.dtype))
+            arr = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            code, logical = _capi.U8, shape
+        logical, buf = _shape_array(logical)
+        _check(self._lib, self._lib.ternjit_bind_weight(
+            self._live_handle(), name.encode(), arr.ctypes.data, code, fmt,
+            ctypes.cast(buf, ctypes.POINTER(ctypes.c_int64)), len(logical)))
+
+    def bind_file(self, path):
+        """Binds every parameter found in a safetensors file."""
+        _check(self._lib, self._lib.ternjit_bind_weights_file(self._live_handle(), str(path).encode()))
+
+    def bind_random(self, seed):
+        """Binds every still-unbound parameter to random values drawn from `seed`."""
+        _check(self._lib, self._lib.ternjit_bind_random(self._live_handle(), int(seed) & 0xFFFFFFFFFFFFFFFF))
+
+    # -------------------------------------------------------------- kernels and runs
+
+    def kernel(self, function, *inputs):
+        """The kernel of `function` specialized for these inputs (arrays or :class:`TensorSpec`).
+
+        The same function and input specs return the same :class:`Kernel`.
+        """
+        ins = _Inputs(inputs, "input")
+        return self._kernel(function, ins)
+
+    def _kernel(self, function, ins):
+        key = (function, tuple(ins.specs))
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.ternjit_get_kernel(self._live_handle(), function.encode(), ins.structs,
+                                                       ins.count, ctypes.byref(handle)))
+        kernel = Kernel(self, function, handle, ins.specs)
+        with self._kernels_lock:
+            return self._kernels.setdefault(key, kernel)
+
+    def run(self, function, *inputs, out=None):
+        """Runs `function` ("Layer.forward") on numpy inputs.
+
+        Returns the output array, or a list when the function has several results.
+        `out` (an array or a list of arrays of the result specs) receives the results
+        instead of freshly allocated arrays.
+        """
+        ins = _Inputs(inputs, "input")
+        kernel = self._kernel(function, ins)
+        outs = kernel._outputs_for(out)
+        out_structs, keep = [], []
+        for spec, arr in zip(kernel.outputs, outs):
+            t, buf = _tensor(arr.ctypes.data, _DTYPE_BY_NAME[spec.dtype], spec.shape)
+            out_structs.append(t)
+            keep.append(buf)
+        out_array = (_capi.Tensor * max(len(out_structs), 1))(*out_structs)
+        _check(self._lib, self._lib.ternjit_run(self._live_handle(), function.encode(), ins.structs, ins.count,
+                                                out_array, len(out_structs)))
+        return outs[0] if len(outs) == 1 else outs
+
+    def close(self):
+        """Destroys the program and its kernels now. Idempotent."""
+        if self._handle is not None:
+            self._lib.ternjit_program_destroy(self._handle)
+            self._handle = None
+            self._kernels = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __copy__(self):
+        return self  # one handle, one owner: copies share the (thread-safe) program
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a ternjit.Program cannot be pickled (compile the source again and rebind the weights)")
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self._lib.ternjit_program_destroy(self._handle)
+            self._handle = None
+
+    def __repr__(self):
+        return "<ternjit.Program%s>" % (" closed" if self.closed else "")
+
+
+class Kernel:
+    """One function specialized for one set of input specs, with its raw entry point.
+
+    For frameworks: ``fn(state, buffers)`` is the C function pointer (``fn_address`` as an
+    int) and ``state`` its state pointer; ``buffers`` holds the input data pointers in
+    argument order, then the output data pointers in result order, each contiguous with
+    the shapes of :attr:`inputs` and :attr:`outputs`. It returns a ternjit status (0 ok).
+    Valid while the program lives (the kernel keeps it alive).
+    """
+
+    def __init__(self, program, function, handle, input_specs):
+        self.program = program
+        self.function = function
+        self._handle = handle
+        lib = program._lib
+        self.inputs = list(input_specs)
+        outputs = []
+        for i in range(lib.ternjit_kernel_num_outputs(handle)):
+            code, rank, shape = ctypes.c_int(), ctypes.c_int32(), ctypes.POINTER(ctypes.c_int64)()
+            _check(lib, lib.ternjit_kernel_output(handle, i, ctypes.byref(code), ctypes.byref(rank),
+                                                  ctypes.byref(shape)))
+            outputs.append(TensorSpec([shape[d] for d in range(rank.value)], code.value))
+        self.outputs = outputs
+        fn, state = _capi.KERNEL_FN(), ctypes.c_void_p()
+        _check(lib, lib.ternjit_kernel_entry(handle, ctypes.byref(fn), ctypes.byref(state)))
+        self.fn = fn
+        self.fn_address = ctypes.cast(fn, ctypes.c_void_p).value
+        self.state = state.value
+        self._n = len(self.inputs) + len(self.outputs)
+
+    def _outputs_for(self, out):
+        if out is None:
+            return [spec.empty() for spec in self.outputs]
+        outs = [out] if isinstance(out, np.ndarray) else list(out)
+        if len(outs) != len(self.outputs):
+            raise _misuse("'%s' has %d results, got %d out arrays" % (self.function, len(self.outputs), len(outs)))
+        for i, (spec, arr) in enumerate(zip(self.outputs, outs)):
+            if not isinstance(arr, np.ndarray) or arr.dtype != spec.numpy_dtype or arr.shape != spec.shape \
+                    or not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise _misuse("out %d of '%s' must be a writable contiguous %s array of shape %s, got %s" %
+                              (i, self.function, spec.numpy_dtype, list(spec.shape),
+                               _describe(arr)))
+        return outs
+
+    def call_pointers(self, pointers):
+        """Calls the entry point on raw data pointers (ints), inputs then outputs. Nothing is
+        checked: the buffers must match :attr:`inputs` and :attr:`outputs`."""
+        if len(pointers) != self._n:
+            raise _misuse("kernel '%s' takes %d buffers, got %d" % (self.function, self._n, len(pointers)))
+        if self.program.closed:
+            raise _misuse("the program of kernel '%s' is closed" % self.function)
+        buffers = (ctypes.c_void_p * max(self._n, 1))(*pointers)
+        status = self.fn(self.state, buffers)
+        if status != OK:
+            raise Error(status, _last_error(self.program._lib, status))
+
+    def __call__(self, *inputs, out=None):
+        """Runs on numpy inputs that match :attr:`inputs` exactly (dtype and shape)."""
+        if len(inputs) != len(self.inputs):
+            raise _misuse("kernel '%s' takes %d inputs, got %d" % (self.function, len(self.inputs), len(inputs)))
+        arrays = []
+        for i, (spec, v) in enumerate(zip(self.inputs, inputs)):
+            arr = np.asarray(v)
+            if arr.dtype != spec.numpy_dtype or arr.shape != spec.shape:
+                raise _misuse("input %d of kernel '%s' must be %s%s, got %s" %
+                              (i, self.function, spec.dtype, list(spec.shape), _describe(arr)))
+            arrays.append(np.require(arr, requirements=["C", "A"]))
+        outs = self._outputs_for(out)
+        self.call_pointers([a.ctypes.data for a in arrays] + [o.ctypes.data for o in outs])
+        return outs[0] if len(outs) == 1 else outs
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a ternjit.Kernel cannot be pickled")
+
+    def __repr__(self):
+        return "<ternjit.Kernel %s %s -> %s>" % (
+            self.function, ", ".join("%s%s" % (s.dtype, list(s.shape)) for s in self.inputs),
+            ", ".join("%s%s" % (s.dtype, list(s.shape)) for s in self.outputs))
+
+
+def _describe(v):
+    if isinstance(v, np.ndarray):
+        return "%s%s" % (v.dtype, list(v.shape))
+    return type(v).__name__

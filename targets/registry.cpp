@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// registry.cpp - the explicit target table (no static self-registration) and name lookup.
+#include "targets/registry.h"
+
+#include "targets/reference/reference_target.h"
+
+namespace ternjit::targets {
+
+std::string_view artifact_kind_name(ArtifactKind kind) {
+  switch (kind) {
+    case ArtifactKind::Interpreted: return "interpreted";
+    case ArtifactKind::MachineCode: return "machine-code";
+    case ArtifactKind::Object: return "object";
+    case ArtifactKind::Ptx: return "ptx";
+    case ArtifactKind::Hsaco: return "hsaco";
+    case ArtifactKind::Spirv: return "spirv";
+  }
+  TERNJIT_UNREACHABLE("bad ArtifactKind");
+}
+
+std::string_view target_kind_name(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::Interpreter: return "interpreter";
+    case TargetKind::Cpu: return "cpu";
+    case TargetKind::Gpu: return "gpu";
+  }
+  TERNJIT_UNREACHABLE("bad TargetKind");
+}
+
+TargetRegistry TargetRegistry::create() {
+  // The table, in `auto` priority order (SPEC section 5): a CUDA GPU, an AMD GPU, a
+  // Vulkan GPU, then the CPU (x86 machine code, then LLVM), then the interpreter.
+  // Targets join this list as they land, in their slot; none is a placeholder.
+  std::vector<std::unique_ptr<Target>> table;
+  table.push_back(make_reference_target());
+  return TargetRegistry(std::move(table));
+}
+
+std::string TargetRegistry::names() const {
+  std::string s;
+  for (const auto& t : targets_) s += (s.empty() ? "" : ", ") + std::string(t->name());
+  return s;
+}
+
+Result<const Target*> TargetRegistry::find(std::string_view name) const {
+  for (const auto& t : targets_) {
+    if (t->name() != name) continue;
+    if (auto ok = t->available(); !ok.ok())
+      return make_error(ErrorCode::Unavailable,
+                        "target '" + std::string(name) + "' is unavailable: " + ok.error().message);
+    return t.get();
+  }
+  return make_error(ErrorCode::NotFound, "unknown target '" + std::string(name) + "' (known: auto, " + names() + ")");
+}
+
+Result<const Target*> TargetRegistry::pick_auto() const {
+  std::string reasons;
+  for (const auto& t : targets_) {
+    auto ok = t->available();
+    if (ok.ok()) return t.get();
+    reasons += "; " + std::string(t->name()) + ": " + ok.error().message;
+  }
+  return make_error(ErrorCode::Unavailable, "no target is available" + reasons);
+}
+
+Result<const Target*> TargetRegistry::resolve(std::string_view name) const {
+  if (name == "auto") return pick_auto();
+  return find(name);
+}
+
+}  // namespace ternjit::targets

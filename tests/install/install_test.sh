@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# install_test.sh - `cmake --install` into a temp prefix, then build and run a consumer project.
+# Usage: install_test.sh CMAKE BUILD_DIR CONSUMER_SRC WORK_DIR CC CXX
+# Checks: the installed tree has the headers, both libraries, the CLI, the CMake package
+# and ternjit.pc; libternjit.so exports the C ABI and public C++ API only; a CMake
+# consumer (find_package(ternjit): C against ternjit::ternjit and ternjit::ternjit_static,
+# C++ API against ternjit::ternjit) and a pkg-config build line (pkg-config --cflags
+# --libs ternjit) build and run.
+set -euo pipefail
+cmake=$1 build=$2 consumer=$3 work=$4 cc=$5 cxx=$6
+prefix=$work/prefix
+
+rm -rf "$work"
+mkdir -p "$work"
+step() { echo "== $*"; }
+
+step "cmake --install $build --prefix $prefix"
+"$cmake" --install "$build" --prefix "$prefix" >"$work/install.log"
+
+libdir=$(dirname "$(find "$prefix" -name 'libternjit.so' | head -n1)")
+for f in include/ternjit/ternjit.h include/ternjit/engine.h include/ternjit/result.h bin/ternjit; do
+  [ -e "$prefix/$f" ] || { echo "FAILED: $f not installed"; exit 1; }
+done
+for f in libternjit.so libternjit.a pkgconfig/ternjit.pc cmake/ternjit/ternjitConfig.cmake \
+         cmake/ternjit/ternjitConfigVersion.cmake cmake/ternjit/ternjitTargets.cmake; do
+  [ -e "$libdir/$f" ] || { echo "FAILED: $libdir/$f not installed"; exit 1; }
+done
+soname=$(objdump -p "$libdir/libternjit.so" | awk '/SONAME/ {print $2}')
+echo "SONAME $soname"
+case $soname in libternjit.so.[0-9]*) ;; *) echo "FAILED: unexpected SONAME '$soname'"; exit 1 ;; esac
+
+step "exported symbols"
+nm -D --defined-only "$libdir/libternjit.so" | awk '{print $3}' | c++filt >"$work/exports.txt"
+grep -q '^ternjit_compile$' "$work/exports.txt" || { echo "FAILED: ternjit_compile not exported"; exit 1; }
+grep -q '^ternjit::Engine::create' "$work/exports.txt" || { echo "FAILED: ternjit::Engine::create not exported"; exit 1; }
+if grep -v -e '^ternjit_' -e '^ternjit::[A-Z][A-Za-z]*::' -e '^ternjit::render' -e '^ternjit::elem_name' \
+        -e '^ternjit::parse_elem_kind' "$work/exports.txt" >"$work/unexpected.txt"; then
+  echo "FAILED: libternjit.so exports internal symbols:"; head -n 20 "$work/unexpected.txt"; exit 1
+fi
+echo "$(wc -l <"$work/exports.txt") symbols, all C ABI or public C++ API"
+
+step "installed CLI"
+"$prefix/bin/ternjit" --help >/dev/null
+
+step "CMake consumer (find_package(ternjit))"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+"$cmake" -S "$consumer" -B "$work/consumer" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >"$work/consumer-configure.log" ||
+  { cat "$work/consumer-configure.log"; exit 1; }
+"$cmake" --build "$work/consumer" >"$work/consumer-build.log" || { cat "$work/consumer-build.log"; exit 1; }
+"$work/consumer/consumer_shared"
+"$work/consumer/consumer_static"
+"$work/consumer/consumer_cpp"
+
+step "pkg-config consumer"
+if ! command -v pkg-config >/dev/null; then
+  echo "SKIPPED: pkg-config is not installed (the CMake consumer passed)"
+  exit 77
+fi
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs ternjit)
+echo "pkg-config --cflags --libs ternjit: $flags"
+# shellcheck disable=SC2086  # word splitting of the flags is intended
+"$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$consumer/main.c" -o "$work/consumer_pc" $flags
+LD_LIBRARY_PATH=$libdir "$work/consumer_pc"
+echo "PASSED"
