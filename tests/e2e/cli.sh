@@ -80,7 +80,9 @@ expect_fail "shape mismatch between input and declaration" "input 'output'" "$bi
 expect_fail "unbound symbol" "symbol 'M'" "$bin" run two.tri --layer Lin --shape K=2,N=2
 expect_fail "unknown layer" "no function 'Nope.forward'" "$bin" run two.tri --layer Nope
 expect_fail "missing file" "cannot read 'missing.tri'" "$bin" check missing.tri
-expect_fail "unknown target" "not available" "$bin" run two.tri --layer Lin --target cuda
+expect_fail "unknown target" "unknown target 'nope'" "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target nope
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 7 --target reference >e.txt && cmp -s a.txt e.txt
+check "--target reference gives the same numbers as auto" $?
 expect_fail "bad --shape" "bad shape binding" "$bin" run two.tri --layer Lin --shape M=-1
 
 echo "cli: $passed passed, $failed failed"

@@ -12,12 +12,14 @@
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
+#include "ir/module_impl.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "ir/safetensors.h"
 #include "ir/verify.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
+#include "ternjit/engine.h"
 
 namespace ternjit::cli {
 
@@ -58,6 +60,43 @@ ir::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
   copy.kind = s.kind;
   s.bytes = copy.to_bytes();
   return s;
+}
+
+// Runs `fname` of `m` through an Engine on the chosen target: the weights and inputs
+// prepared from files and seeds are bound as caller buffers, the engine specializes,
+// optimizes and compiles for their shapes, and the outputs come back as HostTensors.
+Result<std::vector<ir::HostTensor>> run_on_engine(const RunOptions& o, const ir::Module& m, const std::string& fname,
+                                                  const ir::RunInputs& prepared) {
+  EngineOptions options;
+  options.target = o.target;
+  TERNJIT_TRY(Engine engine, Engine::create(options));
+  TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
+  for (const auto& [name, t] : prepared.params.values) {
+    std::vector<std::uint8_t> bytes = t.to_bytes();  // bind copies
+    TERNJIT_TRY_VOID(program.bind(name, TensorView{bytes.data(), t.kind, t.shape}));
+  }
+  std::vector<std::vector<std::uint8_t>> arg_bytes;
+  std::vector<TensorView> inputs;
+  for (const ir::HostTensor& t : prepared.args) arg_bytes.push_back(t.to_bytes());
+  for (std::size_t i = 0; i < prepared.args.size(); ++i)
+    inputs.push_back(TensorView{arg_bytes[i].data(), prepared.args[i].kind, prepared.args[i].shape});
+  TERNJIT_TRY(const Kernel* kernel, program.kernel(fname, inputs));
+  std::vector<std::vector<std::uint8_t>> out_bytes;
+  std::vector<TensorView> outputs;
+  for (const TensorView& spec : kernel->outputs()) {
+    std::size_t n = 1;
+    for (std::int64_t d : spec.shape) n *= static_cast<std::size_t>(d);
+    out_bytes.emplace_back(n * static_cast<std::size_t>(elem_bits(spec.kind) / 8));
+  }
+  for (std::size_t i = 0; i < out_bytes.size(); ++i)
+    outputs.push_back(TensorView{out_bytes[i].data(), kernel->outputs()[i].kind, kernel->outputs()[i].shape});
+  TERNJIT_TRY_VOID(kernel->run(inputs, outputs));
+  std::vector<ir::HostTensor> out;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(outputs[i].kind, outputs[i].shape, out_bytes[i]));
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 }  // namespace
@@ -148,9 +187,6 @@ int cmd_opt(const OptOptions& o) {
 }
 
 int cmd_run(const RunOptions& o) {
-  if (o.target != "reference")
-    return report(make_error(ErrorCode::Unavailable, "target '" + o.target +
-                                                         "' is not available in this build (available: reference)"));
   auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
   const std::string fname = o.layer + "." + o.fn;
@@ -179,7 +215,7 @@ int cmd_run(const RunOptions& o) {
   auto prepared = ir::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());
-  auto out = ir::interpret(*m, *f, prepared->args, prepared->params);
+  auto out = run_on_engine(o, *m, fname, *prepared);
   if (!out.ok()) return report(out.error());
 
   if (o.output.empty()) {

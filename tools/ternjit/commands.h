@@ -16,7 +16,7 @@ struct RunOptions {
   std::string layer;
   std::string fn = "forward";
   std::string shapes;       ///< "M=4,K=64"
-  std::string target = "reference";
+  std::string target = "auto";
   std::string weights;      ///< safetensors path or empty
   std::string input;        ///< safetensors path or empty
   std::string output;       ///< safetensors path or empty (then print)

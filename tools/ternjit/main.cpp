@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   run->add_option("--layer", run_opts.layer, "the layer to run")->required();
   run->add_option("--fn", run_opts.fn, "the layer's function (default forward)");
   run->add_option("--shape", run_opts.shapes, "symbol values, e.g. M=4,K=64 (or Layer.K=64)");
-  run->add_option("--target", run_opts.target, "where to run: reference");
+  run->add_option("--target", run_opts.target, "where to run: auto (default) or a target from `ternjit info`");
   run->add_option("--weights", run_opts.weights, "safetensors file with the parameters");
   run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
