@@ -16,7 +16,6 @@ const PassInfo kPasses[] = {
     {"fuse-quantization", &fuse_quantization, "turn quantize/ternarize chains and ternary matmuls into tmatmul"},
     {"fuse-epilogue", &fuse_epilogue, "fold scales, bias, residual and activation into the tmatmul before them"},
     {"fuse-elementwise", &fuse_elementwise, "merge chains of single-use elementwise ops into one ewise loop"},
-    // TODO(pipeline): pass the target's TargetInfo; until then the registry asks for tern2.
     {"select-layout", &select_layout, "repack tmatmul weights once into the layout the target prefers"},
 };
 
