@@ -62,13 +62,12 @@ ir::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
   return s;
 }
 
-// Runs `fname` of `m` through an Engine on the chosen target: the weights and inputs
-// prepared from files and seeds are bound as caller buffers, the engine specializes,
-// optimizes and compiles for their shapes, and the outputs come back as HostTensors.
-Result<std::vector<ir::HostTensor>> run_on_engine(const RunOptions& o, const ir::Module& m, const std::string& fname,
-                                                  const ir::RunInputs& prepared) {
+}  // namespace
+
+Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
+                                                  const std::string& fname, const ir::RunInputs& prepared) {
   EngineOptions options;
-  options.target = o.target;
+  options.target = target;
   TERNJIT_TRY(Engine engine, Engine::create(options));
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
   for (const auto& [name, t] : prepared.params.values) {
@@ -98,8 +97,6 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const RunOptions& o, const ir:
   }
   return out;
 }
-
-}  // namespace
 
 int report(const Error& e) {
   std::fputs(render(e).c_str(), stderr);
@@ -215,7 +212,7 @@ int cmd_run(const RunOptions& o) {
   auto prepared = ir::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());
-  auto out = run_on_engine(o, *m, fname, *prepared);
+  auto out = run_on_engine(o.target, *m, fname, *prepared);
   if (!out.ok()) return report(out.error());
 
   if (o.output.empty()) {

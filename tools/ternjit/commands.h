@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/bind.h"
 #include "ir/ir.h"
+#include "ir/tensor.h"
 
 namespace ternjit::cli {
 
@@ -58,6 +60,12 @@ int cmd_demo();
 /// `ternjit info`: prints every registered target (kind, availability or the reason,
 /// memory, device, features) and the one `auto` picks.
 int cmd_info();
+
+/// Runs `function` of `m` through an Engine on `target` ("auto" or a name): the prepared
+/// weights and inputs are bound as caller buffers, the engine specializes, optimizes and
+/// compiles for their shapes, and the outputs come back as HostTensors.
+Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
+                                                  const std::string& function, const ir::RunInputs& prepared);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);
