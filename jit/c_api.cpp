@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "jit/loader.h"
 #include "targets/registry.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
@@ -66,18 +67,8 @@ void set_error(const char* function, const char* what, const char* detail = "") 
   }
 }
 
-ternjit_status status_of(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::InvalidInput: return TERNJIT_INVALID_INPUT;
-    case ErrorCode::InvalidArgument: return TERNJIT_INVALID_ARGUMENT;
-    case ErrorCode::NotFound: return TERNJIT_NOT_FOUND;
-    case ErrorCode::Unsupported: return TERNJIT_UNSUPPORTED;
-    case ErrorCode::Unavailable: return TERNJIT_UNAVAILABLE;
-    case ErrorCode::IoError: return TERNJIT_IO_ERROR;
-    case ErrorCode::Internal: return TERNJIT_INTERNAL;
-  }
-  return TERNJIT_INTERNAL;
-}
+// The C status of an error code: one mapping, shared with the kernel trampolines.
+ternjit_status status_of(ErrorCode code) { return static_cast<ternjit_status>(ternjit::jit::status_of(code)); }
 
 // Records `e` (all its diagnostics, `file:line:col: error: ...`) and returns its status.
 ternjit_status fail(const Error& e) {
