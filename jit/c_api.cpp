@@ -9,6 +9,7 @@
 #include "ternjit/ternjit.h"
 
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -99,8 +100,18 @@ ternjit_status guarded(const char* function, F&& body) noexcept {
   return TERNJIT_INTERNAL;
 }
 
+// The int a C caller stored in an enum, read without an enum-typed load: a value outside
+// the enumerators (e.g. (ternjit_dtype)99) is fine in C but undefined to load as the C++ enum.
+template <class E>
+int raw_enum(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // The C dtype as an element kind; false for a value outside the enum.
-bool kind_of(ternjit_dtype dtype, ElemKind* out) {
+bool kind_of(int dtype, ElemKind* out) {
   switch (dtype) {
     case TERNJIT_F32: *out = ElemKind::F32; return true;
     case TERNJIT_F16: *out = ElemKind::F16; return true;
@@ -130,7 +141,7 @@ ternjit_dtype dtype_of(ElemKind kind) {
 }
 
 // The C weight format as a WeightFormat; false for a value outside the enum.
-bool weight_format_of(ternjit_format format, ternjit::WeightFormat* out) {
+bool weight_format_of(int format, ternjit::WeightFormat* out) {
   switch (format) {
     case TERNJIT_FORMAT_PLAIN: *out = ternjit::WeightFormat::Plain; return true;
     case TERNJIT_FORMAT_TERN2: *out = ternjit::WeightFormat::Tern2; return true;
@@ -143,11 +154,11 @@ bool weight_format_of(ternjit_format format, ternjit::WeightFormat* out) {
 
 // Checks one dtype/rank/shape triple and builds a TensorView of `data`. `what` names the
 // tensor in messages ("input 0"). Returns TERNJIT_OK or a recorded misuse.
-ternjit_status make_view(const char* function, const std::string& what, void* data, ternjit_dtype dtype,
+ternjit_status make_view(const char* function, const std::string& what, void* data, int dtype,
                          const int64_t* shape, int32_t rank, ternjit::TensorView* out) {
   ElemKind kind{};
   if (!kind_of(dtype, &kind))
-    return misuse(function, what + " has an unknown dtype " + std::to_string(static_cast<int>(dtype)));
+    return misuse(function, what + " has an unknown dtype " + std::to_string(dtype));
   if (rank < 0) return misuse(function, what + " has a negative rank " + std::to_string(rank));
   if (rank > 0 && shape == nullptr)
     return misuse(function, what + " has rank " + std::to_string(rank) + " but a null shape");
@@ -169,8 +180,8 @@ ternjit_status make_views(const char* function, const char* kind, const ternjit_
   out->resize(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string what = std::string(kind) + " " + std::to_string(i);
-    if (auto s = make_view(function, what, tensors[i].data, tensors[i].dtype, tensors[i].shape, tensors[i].rank,
-                           &(*out)[i]);
+    if (auto s = make_view(function, what, tensors[i].data, raw_enum(tensors[i].dtype), tensors[i].shape,
+                           tensors[i].rank, &(*out)[i]);
         s != TERNJIT_OK)
       return s;
     if (need_data && tensors[i].data == nullptr) return misuse(function, what + " has a null data pointer");
@@ -312,12 +323,12 @@ ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, c
     if (name == nullptr) return misuse(fn, "name is null");
     if (data == nullptr) return misuse(fn, std::string("data of '") + name + "' is null");
     ternjit::WeightFormat wf{};
-    if (!weight_format_of(format, &wf))
-      return misuse(fn, "unknown format " + std::to_string(static_cast<int>(format)) + " for '" + name + "'");
+    if (!weight_format_of(raw_enum(format), &wf))
+      return misuse(fn, "unknown format " + std::to_string(raw_enum(format)) + " for '" + name + "'");
     ternjit::TensorView view;
     // The view is only read: Program::bind copies it.
-    if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), dtype, shape, rank,
-                           &view);
+    if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), raw_enum(dtype), shape,
+                           rank, &view);
         s != TERNJIT_OK)
       return s;
     if (auto r = program->program.bind(name, view, wf); !r.ok()) return fail(r.error());

@@ -414,7 +414,7 @@ static void check_errors(const char* source, size_t len) {
                  ternjit_bind_weight(p, "BitLinear.nope", L.gamma, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, k_bad, 1),
                  TERNJIT_NOT_FOUND, "nope");
     expect_error("bind_weight(wrong shape)",
-                 ternjit_bind_weight(p, "BitLinear.gamma", L.gamma, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, x_shape, 2),
+                 ternjit_bind_weight(p, "BitLinear.gamma", x, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, x_shape, 2),
                  TERNJIT_INVALID_INPUT, "gamma");
     expect_error("bind_weight(bad dtype)",
                  ternjit_bind_weight(p, "BitLinear.gamma", L.gamma, (ternjit_dtype)99, TERNJIT_FORMAT_PLAIN, k_bad,
