@@ -67,28 +67,6 @@ static void expect_error(const char* what, ternjit_status got, ternjit_status wa
   expect_error2(what, got, want, want, needle);
 }
 
-static char* read_file(const char* path, size_t* len) {
-  FILE* f = fopen(path, "rb");
-  char* buf;
-  long n;
-  if (f == NULL) return NULL;
-  if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return NULL;
-  }
-  buf = (char*)malloc((size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf != NULL) {
-    buf[n] = '\0';
-    *len = (size_t)n;
-  }
-  return buf;
-}
-
 enum { K = 64, N = 32, MAX_M = 5 };
 
 /* Binds gamma, w and w_scale of `L` into `p`; w packed as tern2 when `packed`. */

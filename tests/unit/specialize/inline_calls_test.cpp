@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../expect.h"
+#include "specialize_testing.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
@@ -19,15 +20,7 @@
 namespace ternjit::passes {
 namespace {
 
-ir::Module parse_ok(const std::string& text) {
-  auto r = ir::parse_module(text, "t.tir");
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : render(r.error())));
-  return std::move(r).value();
-}
-
-void verify_ok(const ir::Module& m) {
-  for (const Diagnostic& d : ir::verify_module(m)) FAIL_CHECK(render(d) << "\n" << ir::print_module(m));
-}
+using namespace spec_testing;
 
 int count_calls(const ir::Function& f) {
   int n = 0;
@@ -40,27 +33,6 @@ std::string printed(const ir::Module& m, const std::string& func) {
   const ir::Function* f = m.find_function(func);
   REQUIRE(f != nullptr);
   return ir::print_function(&m, *f);
-}
-
-// Runs `func` of both modules on the same random inputs (shapes from `shapes`) and
-// requires bit-identical outputs.
-void check_same_outputs(const ir::Module& before, const ir::Module& after, const std::string& func,
-                        const std::string& shapes, std::uint64_t seed) {
-  auto sb = ir::parse_shape_list(shapes);
-  REQUIRE(sb.ok());
-  ir::PrepareOptions popts;
-  popts.seed = seed;
-  auto run = ir::prepare_run(before, *before.find_function(func), nullptr, nullptr, sb.value(), popts);
-  REQUIRE_MESSAGE(run.ok(), (run.ok() ? std::string() : render(run.error())));
-  auto want = ir::interpret(before, func, run->args, run->params);
-  REQUIRE_MESSAGE(want.ok(), (want.ok() ? std::string() : render(want.error())));
-  auto got = ir::interpret(after, func, run->args, run->params);
-  REQUIRE_MESSAGE(got.ok(), (got.ok() ? std::string() : render(got.error())));
-  REQUIRE(got->size() == want->size());
-  for (std::size_t i = 0; i < got->size(); ++i) {
-    auto mismatch = ir::compare((*want)[i], (*got)[i], 0, 0);
-    CHECK_MESSAGE(!mismatch, "result " << i << ": " << (mismatch ? mismatch->message : ""));
-  }
 }
 
 TEST_CASE("a single-block callee is spliced in and the call result's name moves over") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../expect.h"
+#include "specialize_testing.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
@@ -22,23 +23,15 @@
 namespace ternjit::passes {
 namespace {
 
-using Bindings = std::map<std::string, std::int64_t>;
+using namespace spec_testing;
 
-ir::Module parse_ok(const std::string& text) {
-  auto r = ir::parse_module(text, "t.tir");
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : render(r.error())));
-  return std::move(r).value();
-}
+using Bindings = std::map<std::string, std::int64_t>;
 
 ir::Module compile_dsl(const std::string& file) {
   const auto path = std::filesystem::path(TERNJIT_SOURCE_DIR) / "tests/dsl" / file;
   auto r = dsl::compile_tri(testing::read_file(path), file);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : render(r.error())));
   return std::move(r).value();
-}
-
-void verify_ok(const ir::Module& m) {
-  for (const Diagnostic& d : ir::verify_module(m)) FAIL_CHECK(render(d) << "\n" << ir::print_module(m));
 }
 
 ir::Module specialized(ir::Module m, const Bindings& b) {
@@ -53,26 +46,6 @@ ir::Module specialized_function(const ir::Module& m, const std::string& func, co
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : render(r.error())));
   verify_ok(*r);
   return std::move(r).value();
-}
-
-// Runs `func` of both modules on the same random inputs and requires identical outputs.
-void check_same_outputs(const ir::Module& before, const ir::Module& after, const std::string& func,
-                        const std::string& shapes, std::uint64_t seed) {
-  auto sb = ir::parse_shape_list(shapes);
-  REQUIRE(sb.ok());
-  ir::PrepareOptions popts;
-  popts.seed = seed;
-  auto run = ir::prepare_run(before, *before.find_function(func), nullptr, nullptr, sb.value(), popts);
-  REQUIRE_MESSAGE(run.ok(), (run.ok() ? std::string() : render(run.error())));
-  auto want = ir::interpret(before, func, run->args, run->params);
-  REQUIRE_MESSAGE(want.ok(), (want.ok() ? std::string() : render(want.error())));
-  auto got = ir::interpret(after, func, run->args, run->params);
-  REQUIRE_MESSAGE(got.ok(), (got.ok() ? std::string() : render(got.error())));
-  REQUIRE(got->size() == want->size());
-  for (std::size_t i = 0; i < got->size(); ++i) {
-    auto mismatch = ir::compare((*want)[i], (*got)[i], 0, 0);
-    CHECK_MESSAGE(!mismatch, "result " << i << ": " << (mismatch ? mismatch->message : ""));
-  }
 }
 
 const char* const kGemv = R"(param @W.w : t2[K, N]
