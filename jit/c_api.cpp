@@ -193,10 +193,13 @@ ternjit_status make_views(const char* function, const char* kind, const ternjit_
 ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::EngineOptions* out) {
   constexpr const char* fn = "ternjit_engine_create";
   if (c == nullptr) return TERNJIT_OK;
-  if (c->struct_size < sizeof(ternjit_engine_options))
+  // Callers built against the first struct (up to `verbose`) stay valid; later fields
+  // are read only when struct_size says the caller has them.
+  constexpr std::size_t kFirstSize = offsetof(ternjit_engine_options, max_isa);
+  if (c->struct_size < kFirstSize)
     return misuse(fn, "options.struct_size is " + std::to_string(c->struct_size) + ", expected at least " +
-                          std::to_string(sizeof(ternjit_engine_options)) +
-                          " (initialize the options with ternjit_engine_options_init)");
+                          std::to_string(kFirstSize) + " (initialize the options with ternjit_engine_options_init)");
+  const auto has = [&](std::size_t end) { return c->struct_size >= end; };
   if (c->opt_level < 0 || c->opt_level > 3)
     return misuse(fn, "options.opt_level must be 0..3, got " + std::to_string(c->opt_level));
   if (c->threads < 0) return misuse(fn, "options.threads must be >= 0, got " + std::to_string(c->threads));
@@ -205,6 +208,16 @@ ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::Engin
   out->threads = c->threads;
   if (c->cache_dir != nullptr) out->cache_dir = c->cache_dir;
   out->verbose = c->verbose;
+  if (has(offsetof(ternjit_engine_options, max_isa) + sizeof c->max_isa) && c->max_isa != nullptr)
+    out->max_isa = c->max_isa;
+  if (has(offsetof(ternjit_engine_options, parallel_pool) + sizeof c->parallel_pool)) {
+    out->parallel_for = c->parallel_for;
+    out->parallel_pool = c->parallel_pool;
+  }
+  if (has(offsetof(ternjit_engine_options, cache_shared_group) + sizeof c->cache_shared_group)) {
+    out->cache_max_bytes = c->cache_max_bytes;
+    out->cache_shared_group = c->cache_shared_group != 0;
+  }
   return TERNJIT_OK;
 }
 
@@ -257,6 +270,11 @@ void ternjit_engine_options_init(ternjit_engine_options* options) {
   options->threads = 0;
   options->cache_dir = nullptr;
   options->verbose = 0;
+  options->max_isa = nullptr;
+  options->parallel_for = nullptr;
+  options->parallel_pool = nullptr;
+  options->cache_max_bytes = 0;
+  options->cache_shared_group = 0;
 }
 
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out) {

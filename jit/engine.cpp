@@ -23,9 +23,11 @@
 #include "ir/dsl/dsl.h"
 #include "ir/module_impl.h"
 #include "ir/safetensors.h"
+#include "jit/kernel_cache.h"
 #include "jit/loader.h"
 #include "jit/options.h"
 #include "jit/single_flight.h"
+#include "jit/thread_pool.h"
 #include "jit/weights.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
@@ -79,6 +81,12 @@ struct EngineShared {
   const targets::Target* target = nullptr;
   passes::TargetInfo info;
   passes::OptLevel level = passes::OptLevel::O2;
+  /// The reference target, for functions an `auto`-chosen target cannot compile (null
+  /// when the target was named explicitly: then such a function is an error).
+  const targets::Target* fallback = nullptr;
+  std::unique_ptr<jit::ThreadPool> pool;  // the default pool (null with a host parallel_for)
+  targets::x86::Parallel parallel;        // what CPU kernels run their work on
+  std::unique_ptr<jit::KernelCache> disk_cache;  // the on-disk kernel cache (jit/kernel_cache.h)
 
   [[nodiscard]] bool verbose() const { return options.verbose > 0; }
   // One trace line to the sink (stderr by default, written with one call).
@@ -205,6 +213,7 @@ struct Program::Impl {
   jit::Weights weights;
   bool frozen = false;      // set when the first kernel is built; weights immutable after
   jit::SingleFlightCache<KernelImpl> cache;
+  targets::x86::PackCache packs;  // weights packed once, shared by every specialization
 
   Result<void> check_not_frozen(std::string_view what) const {
     if (!frozen) return success();
@@ -313,19 +322,50 @@ Result<std::unique_ptr<KernelImpl>> Program::Impl::specialize(std::string_view f
   std::map<std::string, std::int64_t> bindings;
   for (const auto& [key, v] : symbols) bindings.emplace(key, v.first);
   TERNJIT_TRY(ir::Module spec, passes::specialize_function(module, fname, bindings, /*require_static=*/true));
-  passes::PipelineOptions popts;
-  popts.target = engine->info;
-  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine->level, engine->info), popts));
+  // The disk cache is keyed on `spec` before the pipeline; a hit skips the pipeline, the
+  // support check and the target's compile (jit/kernel_cache.h).
+  const targets::Target* target = engine->target;
+  jit::DiskState disk = jit::DiskState::Off;
+  auto compile = [&]() -> Result<targets::Artifact> {
+    passes::PipelineOptions popts;
+    popts.target = engine->info;
+    TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine->level, engine->info), popts));
+    const ir::Function* pf = spec.find_function(fname);
+    TERNJIT_CHECK(pf != nullptr, "specialize_function lost '" + fname + "'");
+    std::string fallback_why;
+    if (auto supported = target->check_supported(*pf); !supported.ok()) {
+      // `auto` promises a kernel: what the chosen target cannot compile runs on the
+      // reference interpreter (said in the verbose trace). A named target is an error.
+      if (engine->fallback == nullptr) return std::move(supported).error();
+      fallback_why = supported.error().message;
+      if (engine->verbose())
+        engine->trace("ternjit_verbose,fallback,target=" + std::string(target->name()) + ",fn=" + fname +
+                      ",to=reference,why=" + fallback_why);
+      target = engine->fallback;
+    }
+    targets::CompileOptions copts;
+    copts.opt_level = engine->level;
+    copts.threads = engine->parallel.threads;
+    copts.max_isa = engine->options.max_isa;
+    TERNJIT_TRY(targets::Artifact a, target->compile(spec, fname, copts));
+    // Remembered in the cached artifact, so a disk hit knows (and traces) it too.
+    if (!fallback_why.empty()) a.metadata["fallback"] = fallback_why;
+    return a;
+  };
+  TERNJIT_TRY(targets::Artifact artifact, engine->disk_cache->get_or_compile(spec, fname, compile, &disk));
+  if (auto fb = artifact.metadata.find("fallback");
+      disk == jit::DiskState::Hit && fb != artifact.metadata.end() && engine->fallback) {
+    if (engine->verbose())
+      engine->trace("ternjit_verbose,fallback,target=" + std::string(target->name()) + ",fn=" + fname +
+                    ",to=reference,why=" + fb->second);
+    target = engine->fallback;
+  }
   const ir::Function* sf = spec.find_function(fname);
   TERNJIT_CHECK(sf != nullptr, "specialize_function lost '" + fname + "'");
-  TERNJIT_TRY_VOID(engine->target->check_supported(*sf));
-
-  targets::CompileOptions copts;
-  copts.opt_level = engine->level;
-  copts.threads = engine->options.threads;
-  TERNJIT_TRY(targets::Artifact artifact, engine->target->compile(spec, fname, copts));
   jit::LoadContext ctx;
   ctx.params = &weights.values();  // frozen above: immutable while kernels live
+  ctx.parallel = engine->parallel;
+  ctx.packs = &packs;
   TERNJIT_TRY(jit::LoadedKernel loaded, jit::load(artifact, ctx));
 
   std::vector<std::string> names;
@@ -345,9 +385,10 @@ Result<std::unique_ptr<KernelImpl>> Program::Impl::specialize(std::string_view f
     sig_out.push_back(TensorView{nullptr, t.elem, std::move(shape)});
   }
   auto isa = artifact.metadata.find("isa");
-  std::string desc = "target=" + std::string(engine->target->name()) +
+  std::string desc = "target=" + std::string(target->name()) +
                      ",isa=" + (isa == artifact.metadata.end() ? std::string("-") : isa->second) + ",fn=" + fname +
-                     ",shape=" + shape_desc + ",config=" + std::string(passes::opt_level_name(engine->level));
+                     ",shape=" + shape_desc + ",config=" + std::string(passes::opt_level_name(engine->level)) +
+                     ",disk=" + std::string(jit::disk_state_name(disk));
   return std::make_unique<KernelImpl>(fname, std::move(names), std::move(sig_in), std::move(sig_out),
                                       std::move(loaded), std::move(desc));
 }
@@ -435,6 +476,24 @@ Result<Engine> Engine::create(const EngineOptions& options) {
     shared->target = target;
     shared->info = target->info();
     shared->level = jit::opt_level_of(options);
+    if ((options.target.empty() || options.target == "auto") && target->name() != "reference") {
+      auto ref = shared->registry.find("reference");
+      if (ref.ok()) shared->fallback = ref.value();
+    }
+    if (options.parallel_for != nullptr) {
+      shared->parallel.threads = options.threads > 0 ? options.threads : jit::ThreadPool::default_threads();
+      shared->parallel.run = options.parallel_for;
+      shared->parallel.pool = options.parallel_pool;
+    } else {
+      shared->pool = std::make_unique<jit::ThreadPool>(options.threads);
+      shared->parallel = shared->pool->parallel();
+    }
+    // Opened on first use; its warnings go where trace lines go (the engine outlives it).
+    const EngineShared* sp = shared.get();
+    shared->disk_cache = std::make_unique<jit::KernelCache>(
+        jit::kernel_cache_config(options, shared->level, shared->parallel.threads,
+                                 [sp](std::string_view line) { sp->trace(std::string(line)); }),
+        *target);
     auto impl = std::make_unique<Impl>();
     impl->target_name = std::string(target->name());
     impl->shared = std::move(shared);

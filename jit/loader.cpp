@@ -2,6 +2,7 @@
 // loader.cpp - loading artifacts: the reference interpreter's trampoline (Interpreted artifacts).
 #include "jit/loader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -89,6 +90,51 @@ Result<LoadedKernel> load_interpreted(const targets::Artifact& a, const LoadCont
   return k;
 }
 
+// ---------------------------------------------------------------- x86 plans
+
+struct PlanState {
+  std::unique_ptr<targets::x86::Plan> plan;
+  targets::x86::Parallel parallel;
+};
+
+Result<void> run_plan(const void* state, void* const* buffers) {
+  const auto& s = *static_cast<const PlanState*>(state);
+  return s.plan->run(buffers, s.parallel);
+}
+
+std::int32_t plan_entry(const void* state, void* const* buffers) noexcept {
+  try {
+    auto r = run_plan(state, buffers);
+    return r.ok() ? TERNJIT_OK : status_of(r.error().code);
+  } catch (...) {
+    return TERNJIT_INTERNAL;
+  }
+}
+
+Result<LoadedKernel> load_plan(const targets::Artifact& a, const LoadContext& context) {
+  TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+  std::string_view text(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  TERNJIT_TRY(ir::Module m, ir::parse_module(text, "<artifact " + a.entry + ">"));
+  targets::x86::PlanOptions o;
+  auto isa_it = a.metadata.find("isa");
+  if (isa_it == a.metadata.end()) return make_error(ErrorCode::InvalidInput, "x86 artifact has no 'isa'");
+  auto isa = targets::x86::parse_isa(isa_it->second);
+  if (!isa) return make_error(ErrorCode::InvalidInput, "x86 artifact names an unknown isa '" + isa_it->second + "'");
+  o.isa = *isa;
+  o.threads = std::max(1, context.parallel.threads);
+  for (const auto& [k, v] : a.metadata)
+    if (k.rfind("tmatmul.", 0) == 0) o.configs.emplace(k, v);
+  auto state = std::make_shared<PlanState>();
+  TERNJIT_TRY(state->plan, targets::x86::Plan::build(m, a.entry, *context.params, o, context.packs));
+  state->parallel = context.parallel;
+  LoadedKernel k;
+  k.entry = &plan_entry;
+  k.state = state.get();
+  k.run_checked = &run_plan;
+  k.owner = std::move(state);
+  return k;
+}
+
 }  // namespace
 
 std::int32_t status_of(ErrorCode code) {
@@ -107,7 +153,7 @@ std::int32_t status_of(ErrorCode code) {
 Result<LoadedKernel> load(const targets::Artifact& artifact, const LoadContext& context) {
   switch (artifact.kind) {
     case targets::ArtifactKind::Interpreted: return load_interpreted(artifact, context);
-    case targets::ArtifactKind::MachineCode:
+    case targets::ArtifactKind::MachineCode: return load_plan(artifact, context);
     case targets::ArtifactKind::Object:
     case targets::ArtifactKind::Ptx:
     case targets::ArtifactKind::Hsaco:

@@ -7,6 +7,7 @@
 
 #include "ir/interpret.h"
 #include "targets/target.h"
+#include "targets/x86/plan.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 
@@ -16,6 +17,8 @@ namespace ternjit::jit {
 /// outlive the LoadedKernel.
 struct LoadContext {
   const ir::ParamValues* params = nullptr;  ///< the program's weights (frozen once kernels exist)
+  targets::x86::Parallel parallel;          ///< how CPU kernels run on several threads
+  targets::x86::PackCache* packs = nullptr; ///< packed weights shared by a program's x86 plans (may be null)
 };
 
 /// A kernel ready to call: `entry(state, buffers)` with the KernelFn convention of
@@ -32,8 +35,11 @@ struct LoadedKernel {
 /// Loads `artifact`. Interpreted: parses the IR text, finds the entry function (which
 /// must be fully static) and returns a trampoline that decodes the buffers into
 /// HostTensors, runs ir::interpret with `context.params` and encodes the results into
-/// the output buffers. Errors: InvalidInput for an artifact that does not parse or lacks
-/// its entry; Unsupported for artifact kinds this build cannot load yet.
+/// the output buffers. MachineCode (x86): parses the IR text, builds the x86 plan with
+/// the artifact's "isa" (and per-tmatmul configurations) - generating the machine code
+/// and packing the weights - and returns its trampoline. Errors: InvalidInput for an
+/// artifact that does not parse or lacks its entry; Unavailable when this CPU cannot
+/// run the artifact's ISA; Unsupported for artifact kinds this build cannot load yet.
 Result<LoadedKernel> load(const targets::Artifact& artifact, const LoadContext& context);
 
 /// The ternjit_status value (ternjit.h) of an error code: InvalidInput 1 ... Internal 7.

@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// options.cpp - EngineOptions::from_env (the library's only getenv) and option validation.
+// options.cpp - EngineOptions::from_env, default_cache_dir (the library's only getenv calls) and option validation.
 #include "jit/options.h"
 
 #include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <string>
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include "cache/disk_cache.h"
+#include "targets/x86/isa.h"
 
 namespace ternjit {
 
@@ -51,7 +57,21 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (!n) return env_error("TERNJIT_THREADS", v, "a non-negative integer (0: the target's default)");
     o.threads = *n;
   }
+  if (auto v = get("TERNJIT_MAX_ISA"); !v.empty()) {
+    if (!targets::x86::parse_isa(v))
+      return env_error("TERNJIT_MAX_ISA", v, "one of avx2, avx_vnni, avx512, avx512_vnni, amx");
+    o.max_isa = std::string(v);
+  }
   if (auto v = get("TERNJIT_CACHE_DIR"); !v.empty()) o.cache_dir = std::string(v);
+  if (auto v = get("TERNJIT_CACHE_MAX_SIZE"); !v.empty()) {
+    auto n = cache::parse_size(v);
+    if (!n) return env_error("TERNJIT_CACHE_MAX_SIZE", v, "a size in bytes, or with K, M, G or T (500M, 2G)");
+    o.cache_max_bytes = *n;
+  }
+  if (auto v = get("TERNJIT_CACHE_SHARED_GROUP"); !v.empty()) {
+    if (v != "0" && v != "1") return env_error("TERNJIT_CACHE_SHARED_GROUP", v, "0 or 1");
+    o.cache_shared_group = v == "1";
+  }
   if (auto v = get("TERNJIT_TUNING"); !v.empty()) {
     bool known = false;
     for (std::string_view m : jit::kTuningModes) known = known || m == v;
@@ -68,12 +88,26 @@ Result<EngineOptions> EngineOptions::from_env() {
 
 namespace jit {
 
+std::string default_cache_dir() {
+  // XDG base directories: $XDG_CACHE_HOME, else $HOME/.cache; the passwd entry when HOME
+  // is unset. Read here so that getenv stays in this file (STYLE section 10).
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string dir = cache::default_cache_dir(xdg ? xdg : "", home ? home : "");
+  if (dir.empty()) {
+    if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) dir = cache::default_cache_dir("", pw->pw_dir);
+  }
+  return dir;
+}
+
 Result<void> validate_options(const EngineOptions& o) {
   auto bad = [](const std::string& what) { return make_error(ErrorCode::InvalidArgument, what); };
   if (o.opt_level < 0 || o.opt_level > 3)
     return bad("opt_level " + std::to_string(o.opt_level) + " is out of range: expected 0..3");
   if (o.threads < 0) return bad("threads " + std::to_string(o.threads) + " is negative: expected 0 (default) or more");
   if (o.verbose < 0) return bad("verbose " + std::to_string(o.verbose) + " is negative");
+  if (!o.max_isa.empty() && !targets::x86::parse_isa(o.max_isa))
+    return bad("unknown max_isa '" + o.max_isa + "': expected avx2, avx_vnni, avx512, avx512_vnni or amx");
   bool known = false;
   for (std::string_view m : kTuningModes) known = known || m == o.tuning;
   if (!known) return bad("unknown tuning mode '" + o.tuning + "': expected one of " + tuning_list());

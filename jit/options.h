@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "passes/pipeline.h"
@@ -19,6 +20,10 @@ inline constexpr std::string_view kTuningModes[] = {"off", "cached", "tune"};
 /// known tuning mode. The target name is checked by the registry. Errors
 /// (InvalidArgument) name the field, its value and what is allowed.
 Result<void> validate_options(const EngineOptions& options);
+
+/// The default disk-cache directory: $XDG_CACHE_HOME/ternjit, else $HOME/.cache/ternjit
+/// (HOME from the passwd entry when unset); "" when none can be found.
+std::string default_cache_dir();
 
 /// The pipeline level of a validated opt_level.
 passes::OptLevel opt_level_of(const EngineOptions& options);

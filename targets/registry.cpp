@@ -3,6 +3,7 @@
 #include "targets/registry.h"
 
 #include "targets/reference/reference_target.h"
+#include "targets/x86/x86_target.h"
 
 namespace ternjit::targets {
 
@@ -32,6 +33,7 @@ TargetRegistry TargetRegistry::create() {
   // Vulkan GPU, then the CPU (x86 machine code, then LLVM), then the interpreter.
   // Targets join this list as they land, in their slot; none is a placeholder.
   std::vector<std::unique_ptr<Target>> table;
+  table.push_back(make_x86_target());
   table.push_back(make_reference_target());
   return TargetRegistry(std::move(table));
 }

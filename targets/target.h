@@ -46,6 +46,7 @@ struct Artifact {
 struct CompileOptions {
   passes::OptLevel opt_level = passes::OptLevel::O2;  ///< the level the pipeline ran at
   int threads = 0;                                    ///< 0: the target's default
+  std::string max_isa;                                ///< x86: highest code path ("" = best available)
 };
 
 /// The broad class of a target.

@@ -21,8 +21,24 @@ namespace ternjit {
 struct EngineOptions {
   std::string target = "auto";  ///< "auto" or a registered target name ("reference", ...)
   int opt_level = 2;            ///< 0..3 (none, conservative, balanced, aggressive)
-  int threads = 0;              ///< 0: the target's default
-  std::string cache_dir;        ///< empty: the default cache directory
+  int threads = 0;              ///< 0: the target's default (x86: every online core)
+  /// Highest x86 code path the x86 target may use: "" (the best the CPU has), "avx2",
+  /// "avx_vnni", "avx512", "avx512_vnni" or "amx". Lower paths stay reachable on newer
+  /// CPUs for testing and for comparing.
+  std::string max_isa;
+  /// A host-provided parallel loop for kernel work (as XNNPACK takes a pthreadpool):
+  /// parallel_for(pool, task, context, n) must call task(context, i) once for every i
+  /// in [0, n), from any threads, and return when all calls returned. Null: the
+  /// engine's own oneTBB arena of `threads` threads.
+  void (*parallel_for)(void* pool, void (*task)(void* context, std::int64_t i), void* context, std::int64_t n) = nullptr;
+  void* parallel_pool = nullptr;  ///< first argument of parallel_for
+  /// The on-disk kernel cache (cache/README.md): empty: $XDG_CACHE_HOME/ternjit (else
+  /// ~/.cache/ternjit); "off": no disk cache; else the directory (created 0700).
+  std::string cache_dir;
+  std::uint64_t cache_max_bytes = 0;  ///< cap on cached artifacts, LRU-evicted; 0: the default (1 GiB)
+  /// Accept a cache directory shared by a Unix group: group-writable directories and
+  /// entries written by other members of the directory's group (never world-writable ones).
+  bool cache_shared_group = false;
   std::string tuning = "off";   ///< tuning mode (used once the autotuner lands)
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
@@ -30,7 +46,8 @@ struct EngineOptions {
   std::function<void(std::string_view)> trace;
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
-  /// TERNJIT_THREADS, TERNJIT_CACHE_DIR, TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
+  /// TERNJIT_THREADS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
+  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();
 };

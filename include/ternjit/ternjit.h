@@ -64,8 +64,17 @@ typedef struct ternjit_engine_options {
   const char* target;    /**< "auto" (default) or a target name ("reference", ...) */
   int32_t opt_level;     /**< 0..3, default 2 */
   int32_t threads;       /**< 0: the target's default */
-  const char* cache_dir; /**< NULL: default */
+  const char* cache_dir; /**< NULL/"": $XDG_CACHE_HOME/ternjit (else ~/.cache/ternjit); "off": no disk cache */
   int32_t verbose;       /**< 1: one trace line per compile/specialization on stderr */
+  /* Fields below were added after ABI 1's first struct; struct_size tells which a caller has. */
+  const char* max_isa;   /**< NULL/"": the best x86 path the CPU has; else "avx2", "avx_vnni", "avx512",
+                              "avx512_vnni" or "amx" (the highest the x86 target may use) */
+  /** A host thread pool for kernel work (NULL: the engine's own): must call task(context, i) once
+   *  for every i in [0, n), from any threads, and return when all calls returned. */
+  void (*parallel_for)(void* pool, void (*task)(void* context, int64_t i), void* context, int64_t n);
+  void* parallel_pool;   /**< first argument of parallel_for */
+  uint64_t cache_max_bytes;   /**< cap on the disk cache's artifacts (LRU); 0: the default (1 GiB) */
+  int32_t cache_shared_group; /**< 1: accept a cache directory shared by a Unix group (cache/README.md) */
 } ternjit_engine_options;
 
 /** The ABI version this library was built with (TERNJIT_ABI_VERSION). */
@@ -77,12 +86,13 @@ int ternjit_has_feature(const char* name);
 /** The message of the last failed call on this thread ("" if none). Valid until the next call. */
 const char* ternjit_last_error(void);
 
-/** Sets defaults: target "auto", opt_level 2, threads 0, cache_dir NULL, verbose 0. */
+/** Sets defaults: target "auto", opt_level 2, threads 0, cache_dir NULL, verbose 0, max_isa NULL,
+ *  parallel_for NULL, cache_max_bytes 0, cache_shared_group 0. */
 void ternjit_engine_options_init(ternjit_engine_options* options);
 /** Creates an engine from explicit options (NULL: defaults). */
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out);
 /** Creates an engine from the environment (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, TERNJIT_THREADS,
- *  TERNJIT_CACHE_DIR, TERNJIT_VERBOSE). */
+ *  TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR, TERNJIT_VERBOSE). */
 ternjit_status ternjit_engine_create_from_env(ternjit_engine** out);
 /** Destroys an engine; programs made from it must be destroyed first. NULL is a no-op. */
 void ternjit_engine_destroy(ternjit_engine* engine);

@@ -71,6 +71,13 @@ class EngineOptions(ctypes.Structure):
         ("threads", ctypes.c_int32),
         ("cache_dir", ctypes.c_char_p),
         ("verbose", ctypes.c_int32),
+        # Later fields: ternjit_engine_options_init writes all of them, so the struct
+        # must be as large as the C one.
+        ("max_isa", ctypes.c_char_p),
+        ("parallel_for", ctypes.c_void_p),
+        ("parallel_pool", ctypes.c_void_p),
+        ("cache_max_bytes", ctypes.c_uint64),
+        ("cache_shared_group", ctypes.c_int32),
     ]
 
 

@@ -28,6 +28,8 @@
 
 enum { THREADS = 8, K1 = 64, N1 = 32, K2 = 32, N2 = 16, MAX_M = THREADS + 1, ROUNDS = 3 };
 
+static void pthread_parallel_for(void* pool, void (*task)(void*, int64_t), void* context, int64_t n);
+
 typedef struct shared_state {
   const char* source;
   size_t len;
@@ -159,6 +161,8 @@ static void* worker(void* arg) {
     ternjit_status st;
     ternjit_engine_options_init(&opts);
     opts.target = s->target;
+    opts.threads = 2;
+    opts.parallel_for = pthread_parallel_for;
     st = ternjit_engine_create(&opts, &mine);
     if (st != TERNJIT_OK) {
       fail_call(a, "ternjit_engine_create", st);
@@ -192,6 +196,38 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+/* The kernels' thread pool during this test: plain pthreads, one per task, so TSan
+ * sees every synchronization. (Debian's libtbb is not built with TSan: the engine's
+ * default oneTBB pool would show its internal hand-offs as races.) */
+typedef struct {
+  void (*task)(void*, int64_t);
+  void* context;
+  int64_t i;
+} pool_job;
+
+static void* pool_thread(void* p) {
+  pool_job* j = (pool_job*)p;
+  j->task(j->context, j->i);
+  return NULL;
+}
+
+static void pthread_parallel_for(void* pool, void (*task)(void*, int64_t), void* context, int64_t n) {
+  pthread_t t[16];
+  pool_job jobs[16];
+  int64_t i, started = 0;
+  (void)pool;
+  for (i = 1; i < n && i < 16; ++i) {
+    jobs[i].task = task;
+    jobs[i].context = context;
+    jobs[i].i = i;
+    if (pthread_create(&t[i], NULL, pool_thread, &jobs[i]) != 0) break;
+    started = i;
+  }
+  task(context, 0);
+  for (i = started + 1; i < n; ++i) task(context, i); /* what could not get a thread */
+  for (i = 1; i <= started; ++i) pthread_join(t[i], NULL);
+}
+
 int main(int argc, char** argv) {
   shared_state s;
   thread_arg args[THREADS];
@@ -219,6 +255,8 @@ int main(int argc, char** argv) {
   s.L2 = bl_layer_make(K2, N2, 12);
   ternjit_engine_options_init(&opts);
   opts.target = s.target;
+  opts.threads = 2;
+  opts.parallel_for = pthread_parallel_for;
   if ((st = ternjit_engine_create(&opts, &s.engine)) != TERNJIT_OK) {
     fail_call(&main_arg, "ternjit_engine_create", st);
     return 1;

@@ -66,7 +66,8 @@ ir::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
 
 Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
                                                   const std::string& fname, const ir::RunInputs& prepared) {
-  EngineOptions options;
+  // The environment sets the rest (TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
+  TERNJIT_TRY(EngineOptions options, EngineOptions::from_env());
   options.target = target;
   TERNJIT_TRY(Engine engine, Engine::create(options));
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));

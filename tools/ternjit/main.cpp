@@ -7,6 +7,8 @@
 
 #include "passes/passes.h"
 #include "tools/ternjit/commands.h"
+#include "tools/ternjit/cache_cmd.h"
+#include "tools/ternjit/compile_cmd.h"
 
 int main(int argc, char** argv) {
   using namespace ternjit::cli;
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "compile and run an embedded BitLinear layer, checked");
 
   auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
+
+  add_compile_command(app);  // its callback runs the command and ends parsing with its status
+  add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
 
   CLI11_PARSE(app, argc, argv);
 

@@ -57,10 +57,10 @@ TEST_CASE("trace: one line per compile, miss and hit, in the ONEDNN_VERBOSE spir
   CHECK(trace.lines[0].rfind("ternjit_verbose,compile,target=reference,src=bitlinear.tri,functions=1,params=3,config=O2,ms=",
                              0) == 0);
   CHECK(trace.lines[1].rfind("ternjit_verbose,specialize,miss,target=reference,isa=-,fn=BitLinear.forward,"
-                             "shape=x:f32[4,32],config=O2,ms=",
+                             "shape=x:f32[4,32],config=O2,disk=",
                              0) == 0);
   CHECK(trace.lines[2].rfind("ternjit_verbose,specialize,hit,target=reference,isa=-,fn=BitLinear.forward,"
-                             "shape=x:f32[4,32],config=O2,ms=",
+                             "shape=x:f32[4,32],config=O2,disk=",
                              0) == 0);
   CHECK(trace.lines[3].rfind("ternjit_verbose,specialize,error,target=reference,fn=BitLinear.nope,", 0) == 0);
   for (const std::string& l : trace.lines) CHECK(l.find('\n') == std::string::npos);

@@ -1,0 +1,590 @@
+// SPDX-License-Identifier: Apache-2.0
+// x86_tmatmul_bench.cpp - the x86 ternary matmul against oneDNN and the memory-bandwidth ceiling.
+//
+// For each weight shape (K, N) of BitNet-like layers, batch M and thread count, the
+// same process runs, in this order (Google Benchmark keeps registration order):
+//   probe/...       streaming read of K*N/4 bytes (the 2-bit weights' size) with
+//                   AVX-512 (or AVX2) loads: the bandwidth ceiling of a GEMV
+//   onednn_s8/...   oneDNN matmul s8 x s8 -> s32, the same {-1,0,1} weights as int8 in
+//                   the layout oneDNN prefers (format_tag::any, reordered once)
+//   onednn_f32/...  oneDNN matmul f32 x f32 -> f32, same weights as f32
+//   reference/...   the IR interpreter (one small case only: it is very slow)
+//   ternjit_i8/...  TMatMulKernel, default_config, int8 x with x_scale[M] and
+//                   w_scale[N] epilogue (what BitLinear runs)
+// Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
+// (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
+// weights come from DRAM; the probe rotates the same way.
+// Counters: ms (per call), GBps (the impl's own weight bytes per second), GOPS
+// (2*M*K*N per second / 1e9); on every non-probe row vs_probe = t_probe / t (the
+// fraction of the bandwidth ceiling reached for the same K*N), and on ternjit and
+// reference rows vs_onednn_s8 = t_onednn_s8 / t (> 1: faster than oneDNN int8). The
+// ratios need the baselines of the same case in the same run (filters keep them when
+// they match the case part of the name, e.g. --benchmark_filter='/K4096_N4096/M1/t1/').
+//
+// Without --benchmark_filter only a quick subset runs (kQuickFilter); see
+// bench/README.md for the full table.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "ir/interpret.h"
+#include "ir/parse.h"
+#include "targets/x86/isa.h"
+#include "targets/x86/parallel.h"
+#include "targets/x86/tmatmul.h"
+
+namespace {
+
+using namespace ternjit;
+using namespace ternjit::targets::x86;
+
+constexpr const char* kQuickFilter = "/K2560_N2560/M1/t1/hot|/K4096_N4096/M(1|32)/t(1|2)/hot";
+constexpr std::size_t kColdBytes = std::size_t{512} << 20;
+
+struct WeightShape {
+  std::int64_t K, N;
+};
+constexpr WeightShape kShapes[] = {{2560, 2560}, {2560, 6912}, {6912, 2560}, {4096, 4096}, {4096, 14336}, {14336, 4096}};
+constexpr std::int64_t kMs[] = {1, 8, 32, 128, 512};
+constexpr int kThreadCounts[] = {1, 2};
+
+enum class Mode { Hot, Cold };
+
+struct Case {
+  std::int64_t K, N, M;
+  int threads;
+  Mode mode;
+
+  [[nodiscard]] std::string name() const {
+    return "K" + std::to_string(K) + "_N" + std::to_string(N) + "/M" + std::to_string(M) + "/t" +
+           std::to_string(threads) + (mode == Mode::Hot ? "/hot" : "/cold");
+  }
+  [[nodiscard]] double ops() const { return 2.0 * static_cast<double>(M) * static_cast<double>(K) * N; }
+};
+
+// How many weight copies a case rotates through: enough that they come from DRAM.
+std::size_t copies_for(std::size_t bytes, Mode mode) {
+  if (mode == Mode::Hot) return 1;
+  return std::max<std::size_t>(2, (kColdBytes + bytes - 1) / bytes);
+}
+
+// Per-call milliseconds of each impl, by case name: the ratios' baselines. Mutable
+// process state, acceptable in a benchmark binary (never in the library).
+std::map<std::string, std::map<std::string, double>>& times_ms() {
+  static std::map<std::string, std::map<std::string, double>> times;
+  return times;
+}
+
+// The data of one benchmark, kept while consecutive runs of the same benchmark ask for
+// it (Google Benchmark calls a function several times while sizing the iteration
+// count). One slot per data type: a new key frees the previous data first.
+template <class T, class Build>
+T& cached(const std::string& key, Build&& build) {
+  static std::string slot_key;
+  static std::unique_ptr<T> slot;
+  if (!slot || slot_key != key) {
+    slot.reset();
+    slot = std::make_unique<T>(build());
+    slot_key = key;
+  }
+  return *slot;
+}
+
+// A 64-byte aligned byte buffer.
+struct AlignedBytes {
+  struct Free {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::uint8_t, Free> ptr;
+  std::size_t size = 0;
+  explicit AlignedBytes(std::size_t n)
+      : ptr(static_cast<std::uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))), size(n) {}
+};
+
+std::uint64_t splitmix(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Random ternary weights K x N (row-major int8 in {-1, 0, 1}), cached per shape.
+struct RawWeights {
+  std::int64_t K = 0, N = 0;
+  std::vector<std::int8_t> w;
+};
+const RawWeights& raw_weights(std::int64_t K, std::int64_t N) {
+  return cached<RawWeights>("w" + std::to_string(K) + "x" + std::to_string(N), [&] {
+    RawWeights r{K, N, std::vector<std::int8_t>(static_cast<std::size_t>(K * N))};
+    std::uint64_t s = 0x7e57 + static_cast<std::uint64_t>(K * 131 + N);
+    for (std::size_t i = 0; i < r.w.size(); i += 16) {
+      std::uint64_t a = splitmix(s), b = splitmix(s);
+      for (std::size_t j = 0; j < 16 && i + j < r.w.size(); ++j) {
+        std::uint64_t v = (j < 8 ? a >> (8 * j) : b >> (8 * (j - 8))) & 0xff;
+        r.w[i + j] = static_cast<std::int8_t>(v * 3 / 256) - 1;  // ~1/3 each of -1, 0, 1
+      }
+    }
+    return r;
+  });
+}
+
+std::vector<std::int8_t> random_i8(std::size_t n, std::uint64_t seed) {
+  std::vector<std::int8_t> v(n);
+  for (auto& x : v) x = static_cast<std::int8_t>(static_cast<int>(splitmix(seed) % 255) - 127);
+  return v;
+}
+std::vector<float> random_f32(std::size_t n, std::uint64_t seed, float lo, float hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * static_cast<float>(splitmix(seed) >> 40) / static_cast<float>(1 << 24);
+  return v;
+}
+
+// --- threads -------------------------------------------------------------------------
+
+void tbb_run(void* pool, Parallel::TaskFn task, void* context, std::int64_t n) {
+  static_cast<tbb::task_arena*>(pool)->execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::int64_t>(0, n, 1),
+        [&](const tbb::blocked_range<std::int64_t>& r) {
+          for (std::int64_t i = r.begin(); i < r.end(); ++i) task(context, i);
+        },
+        tbb::static_partitioner());
+  });
+}
+
+// A Parallel over a oneTBB arena of `threads` threads (inline for 1; at most 2 here).
+Parallel parallel_for_threads(int threads) {
+  static tbb::task_arena two(2);
+  if (threads <= 1) return Parallel{};
+  return Parallel{2, &tbb_run, &two};
+}
+
+// --- timing ----------------------------------------------------------------------------
+
+// Times the state loop around `call(i)` (i: the iteration, for rotating copies) and sets
+// the counters; returns milliseconds per call.
+template <class Call>
+double time_loop(benchmark::State& state, const Case& c, const std::string& impl, double weight_bytes, Call&& call) {
+  std::size_t i = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) call(i++);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double per = sec / static_cast<double>(std::max<std::size_t>(i, 1));
+  double ms = per * 1e3;
+  state.counters["ms"] = ms;
+  state.counters["GBps"] = weight_bytes / per / 1e9;
+  state.counters["GOPS"] = c.ops() / per / 1e9;
+  auto& row = times_ms()[c.name()];
+  row[impl] = ms;
+  if (impl != "probe" && row.count("probe")) state.counters["vs_probe"] = row["probe"] / ms;
+  if ((impl == "ternjit_i8" || impl == "reference") && row.count("onednn_s8"))
+    state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
+  return ms;
+}
+
+// --- probe -----------------------------------------------------------------------------
+
+// Plain loads, 4 independent accumulators: software prefetch (512..4096 bytes ahead) or
+// 2..8 interleaved streams did not read DRAM faster on the EPYC this was written on
+// (17-20 GB/s on one core either way, within the noise of the shared machine).
+__attribute__((target("avx512f"))) std::uint64_t sum_bytes_avx512(const std::uint8_t* p, std::size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  std::size_t i = 0;
+  for (; i + 256 <= n; i += 256) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
+  }
+  // Stored and summed: GCC 12's _mm512_reduce_add_epi64 trips -Wuninitialized.
+  alignas(64) std::uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  std::uint64_t s = 0;
+  for (std::uint64_t l : lanes) s += l;
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+__attribute__((target("avx2"))) std::uint64_t sum_bytes_avx2(const std::uint8_t* p, std::size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  std::size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  alignas(32) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  std::uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+struct ProbeData {
+  std::size_t bytes = 0, stride = 0, copies = 0;
+  AlignedBytes buf{0};
+};
+
+void bm_probe(benchmark::State& state, Case c) {
+  const std::size_t bytes = static_cast<std::size_t>(c.K * c.N / 4);
+  const std::size_t copies = copies_for(bytes, c.mode);
+  ProbeData& d = cached<ProbeData>("probe" + std::to_string(bytes) + "/" + std::to_string(copies), [&] {
+    ProbeData p;
+    p.bytes = bytes;
+    p.stride = (bytes + 4095) / 4096 * 4096;
+    p.copies = copies;
+    p.buf = AlignedBytes(p.stride * copies);
+    std::uint64_t s = 1;
+    for (std::size_t i = 0; i < p.stride * copies; i += 8) {
+      std::uint64_t v = splitmix(s);
+      std::memcpy(p.buf.ptr.get() + i, &v, std::min<std::size_t>(8, p.stride * copies - i));
+    }
+    return p;
+  });
+  const bool avx512 = host_isas().avx512;
+  const Parallel par = parallel_for_threads(c.threads);
+  // Chunks of whole 4 KiB pages, one per thread.
+  const std::int64_t chunks = c.threads;
+  const std::size_t chunk = (d.bytes / static_cast<std::size_t>(chunks) + 4095) / 4096 * 4096;
+  std::uint64_t sums[8] = {};
+  time_loop(state, c, "probe", static_cast<double>(bytes), [&](std::size_t it) {
+    const std::uint8_t* base = d.buf.ptr.get() + (it % d.copies) * d.stride;
+    par.for_each(chunks, [&](std::int64_t t) {
+      std::size_t lo = std::min(d.bytes, static_cast<std::size_t>(t) * chunk);
+      std::size_t hi = std::min(d.bytes, lo + chunk);
+      sums[t] += avx512 ? sum_bytes_avx512(base + lo, hi - lo) : sum_bytes_avx2(base + lo, hi - lo);
+    });
+    benchmark::DoNotOptimize(sums);
+  });
+  state.SetLabel(avx512 ? "avx512 loads" : "avx2 loads");
+}
+
+// --- oneDNN ----------------------------------------------------------------------------
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+struct DnnlData {
+  dnnl::matmul prim;
+  dnnl::memory src, dst;
+  std::vector<dnnl::memory> weights;  // copies, in the primitive's preferred layout
+  std::size_t weight_bytes = 0;
+  std::string impl;
+  std::string error;
+};
+
+DnnlData build_dnnl(const Case& c, bool int8) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  DnnlData d;
+  try {
+    omp_set_num_threads(c.threads);
+    dnnl::engine& eng = dnnl_engine();
+    dnnl::stream strm(eng);
+    dnnl::memory::desc src_md({c.M, c.K}, int8 ? dt::s8 : dt::f32, tag::ab);
+    dnnl::memory::desc wei_any({c.K, c.N}, int8 ? dt::s8 : dt::f32, tag::any);
+    dnnl::memory::desc dst_md({c.M, c.N}, int8 ? dt::s32 : dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), eng);
+    d.impl = pd.impl_info_str();
+    d.prim = dnnl::matmul(pd);
+    d.src = dnnl::memory(pd.src_desc(), eng);
+    d.dst = dnnl::memory(pd.dst_desc(), eng);
+    const RawWeights& raw = raw_weights(c.K, c.N);
+    std::vector<std::int8_t> x = random_i8(static_cast<std::size_t>(c.M * c.K), 11);
+    if (int8) {
+      std::memcpy(d.src.get_data_handle(), x.data(), x.size());
+    } else {
+      auto* f = static_cast<float*>(d.src.get_data_handle());
+      for (std::size_t i = 0; i < x.size(); ++i) f[i] = static_cast<float>(x[i]) / 127.0f;
+    }
+    // The user's weights (row-major K x N), reordered once into the primitive's layout.
+    dnnl::memory user;
+    std::vector<float> wf;
+    if (int8) {
+      user = dnnl::memory({{c.K, c.N}, dt::s8, tag::ab}, eng, const_cast<std::int8_t*>(raw.w.data()));
+    } else {
+      wf.assign(raw.w.begin(), raw.w.end());
+      user = dnnl::memory({{c.K, c.N}, dt::f32, tag::ab}, eng, wf.data());
+    }
+    d.weight_bytes = pd.weights_desc().get_size();
+    const std::size_t copies = copies_for(d.weight_bytes, c.mode);
+    d.weights.emplace_back(pd.weights_desc(), eng);
+    dnnl::reorder(user, d.weights[0]).execute(strm, user, d.weights[0]);
+    strm.wait();
+    for (std::size_t i = 1; i < copies; ++i) {
+      d.weights.emplace_back(pd.weights_desc(), eng);
+      std::memcpy(d.weights[i].get_data_handle(), d.weights[0].get_data_handle(), d.weight_bytes);
+    }
+  } catch (const dnnl::error& e) {
+    d.error = std::string("oneDNN: ") + e.what();
+  }
+  return d;
+}
+
+void bm_onednn(benchmark::State& state, Case c, bool int8) {
+  const std::string impl = int8 ? "onednn_s8" : "onednn_f32";
+  DnnlData& d = cached<DnnlData>(impl + "/" + c.name(), [&] { return build_dnnl(c, int8); });
+  if (!d.error.empty()) {
+    state.SkipWithError(d.error.c_str());
+    return;
+  }
+  omp_set_num_threads(c.threads);
+  dnnl::stream strm(dnnl_engine());
+  time_loop(state, c, impl, static_cast<double>(d.weight_bytes), [&](std::size_t it) {
+    d.prim.execute(strm, {{DNNL_ARG_SRC, d.src}, {DNNL_ARG_WEIGHTS, d.weights[it % d.weights.size()]},
+                          {DNNL_ARG_DST, d.dst}});
+    strm.wait();
+  });
+  state.SetLabel(d.impl);
+}
+
+// --- ternjit -----------------------------------------------------------------------------
+
+struct TernjitData {
+  std::unique_ptr<TMatMulKernel> kernel;
+  std::vector<PackedWeights> weights;  // copies
+  std::vector<std::int8_t> x;
+  std::vector<float> x_scale, w_scale, y;
+  std::string error;
+};
+
+TMatMulProblem bitlinear_problem(const Case& c) {
+  TMatMulProblem p;
+  p.M = c.M;
+  p.K = c.K;
+  p.N = c.N;
+  p.x_kind = ElemKind::I8;
+  p.out_kind = ElemKind::F32;
+  p.x_scale = true;
+  p.w_scale = true;
+  p.w_scale_per_channel = true;
+  return p;
+}
+
+// A copy whose data starts 64-byte aligned in its own storage (a plain copy of the
+// vector would keep the original's offset, which is only right at the original address).
+PackedWeights aligned_copy(const PackedWeights& w) {
+  PackedWeights c;
+  c.signature = w.signature;
+  c.K = w.K;
+  c.N = w.N;
+  c.size = w.size;
+  c.storage.resize(w.size + 64);
+  c.offset = (64 - reinterpret_cast<std::uintptr_t>(c.storage.data()) % 64) % 64;
+  std::memcpy(c.storage.data() + c.offset, w.data(), w.size);
+  return c;
+}
+
+TernjitData build_ternjit(const Case& c) {
+  TernjitData d;
+  std::optional<Isa> isa = best_isa(host_isas());
+  if (!isa) {
+    d.error = "host runs no x86 kernel path (needs AVX2)";
+    return d;
+  }
+  TMatMulProblem p = bitlinear_problem(c);
+  auto kernel = TMatMulKernel::create(p, default_config(p, *isa, c.threads));
+  if (!kernel.ok()) {
+    d.error = "create: " + kernel.error().message;
+    return d;
+  }
+  d.kernel = std::move(kernel.value());
+  auto packed = d.kernel->pack(raw_weights(c.K, c.N).w);
+  if (!packed.ok()) {
+    d.error = "pack: " + packed.error().message;
+    return d;
+  }
+  const std::size_t copies = copies_for(packed->size, c.mode);
+  d.weights.reserve(copies);
+  d.weights.push_back(std::move(packed.value()));
+  for (std::size_t i = 1; i < copies; ++i) d.weights.push_back(aligned_copy(d.weights[0]));
+  d.x = random_i8(static_cast<std::size_t>(c.M * c.K), 11);
+  d.x_scale = random_f32(static_cast<std::size_t>(c.M), 12, 0.001f, 0.01f);
+  d.w_scale = random_f32(static_cast<std::size_t>(c.N), 13, 0.5f, 1.5f);
+  d.y.assign(static_cast<std::size_t>(c.M * c.N), 0.0f);
+  return d;
+}
+
+void bm_ternjit(benchmark::State& state, Case c) {
+  TernjitData& d = cached<TernjitData>(c.name(), [&] { return build_ternjit(c); });
+  if (!d.error.empty()) {
+    state.SkipWithError(d.error.c_str());
+    return;
+  }
+  const Parallel par = parallel_for_threads(c.threads);
+  TMatMulArgs args;
+  args.x = d.x.data();
+  args.x_scale = d.x_scale.data();
+  args.w_scale = d.w_scale.data();
+  args.y = d.y.data();
+  time_loop(state, c, "ternjit_i8", static_cast<double>(d.weights[0].size), [&](std::size_t it) {
+    args.w = &d.weights[it % d.weights.size()];
+    d.kernel->run(args, par);
+    benchmark::ClobberMemory();
+  });
+  state.SetLabel(d.kernel->config().str());
+}
+
+// --- reference interpreter ------------------------------------------------------------------
+
+struct ReferenceData {
+  ir::Module module;
+  std::vector<ir::HostTensor> args;
+  std::string error;
+};
+
+ReferenceData build_reference(const Case& c) {
+  ReferenceData d;
+  const std::string M = std::to_string(c.M), K = std::to_string(c.K), N = std::to_string(c.N);
+  const std::string text = "func @tm(%x: i8[" + M + ", " + K + "], %w: t2[" + K + ", " + N + "], %xs: f32[" + M +
+                           ", 1], %ws: f32[" + N + "]) -> f32[" + M + ", " + N + "] {\n^entry:\n" +
+                           "  %y = tmatmul %x, %w, %xs, %ws {x_scale = true, w_scale = true, bias = false, "
+                           "residual = false, act = none} : f32[" +
+                           M + ", " + N + "]\n  ret %y\n}\n";
+  auto m = ir::parse_module(text, "bench.tir");
+  if (!m.ok()) {
+    d.error = "parse: " + m.error().message;
+    return d;
+  }
+  d.module = std::move(m.value());
+  std::vector<std::int8_t> x = random_i8(static_cast<std::size_t>(c.M * c.K), 11);
+  const RawWeights& raw = raw_weights(c.K, c.N);
+  std::vector<double> wd(raw.w.begin(), raw.w.end());
+  std::vector<float> xs = random_f32(static_cast<std::size_t>(c.M), 12, 0.001f, 0.01f);
+  std::vector<float> ws = random_f32(static_cast<std::size_t>(c.N), 13, 0.5f, 1.5f);
+  d.args.push_back(ir::HostTensor::from_i8({c.M, c.K}, x));
+  d.args.push_back(ir::HostTensor::from_values(ElemKind::T2, {c.K, c.N}, wd));
+  d.args.push_back(ir::HostTensor::from_f32({c.M, 1}, xs));
+  d.args.push_back(ir::HostTensor::from_f32({c.N}, ws));
+  return d;
+}
+
+void bm_reference(benchmark::State& state, Case c) {
+  ReferenceData& d = cached<ReferenceData>(c.name(), [&] { return build_reference(c); });
+  if (!d.error.empty()) {
+    state.SkipWithError(d.error.c_str());
+    return;
+  }
+  std::string error;
+  time_loop(state, c, "reference", static_cast<double>(c.K * c.N / 4), [&](std::size_t) {
+    auto out = ir::interpret(d.module, "tm", d.args, ir::ParamValues{});
+    if (!out.ok()) error = out.error().message;
+    benchmark::DoNotOptimize(out);
+  });
+  if (!error.empty()) state.SkipWithError(("interpret: " + error).c_str());
+}
+
+// --- registration and context --------------------------------------------------------------
+
+void register_case(const Case& c) {
+  auto reg = [&](const std::string& impl, auto fn) {
+    return benchmark::RegisterBenchmark((impl + "/" + c.name()).c_str(), fn)->UseRealTime()->Unit(
+        benchmark::kMillisecond);
+  };
+  reg("probe", [c](benchmark::State& s) { bm_probe(s, c); });
+  reg("onednn_s8", [c](benchmark::State& s) { bm_onednn(s, c, true); });
+  reg("onednn_f32", [c](benchmark::State& s) { bm_onednn(s, c, false); });
+  // The interpreter only on the smallest case: it takes about a second per call.
+  if (c.K == 2560 && c.N == 2560 && c.M == 1 && c.threads == 1 && c.mode == Mode::Hot)
+    reg("reference", [c](benchmark::State& s) { bm_reference(s, c); })->Iterations(1);
+  reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c); });
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown";
+}
+
+std::string host_isa_list() {
+  const IsaSupport& s = host_isas();
+  std::string out;
+  for (Isa isa : kAllIsas)
+    if (s.supports(isa)) out += (out.empty() ? "" : " ") + std::string(isa_name(isa));
+  if (!s.amx_note.empty()) out += " (amx: " + s.amx_note + ")";
+  return out;
+}
+
+std::string onednn_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+bool has_flag(int argc, char** argv, const char* prefix) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // libgomp reads OMP_WAIT_POLICY when it loads: oneDNN's OpenMP threads must not spin
+  // on the cores the oneTBB workers of the next benchmark need, so re-exec with it set.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run as is
+  }
+  std::vector<char*> args(argv, argv + argc);
+  std::string filter = std::string("--benchmark_filter=") + kQuickFilter;
+  std::string min_time = "--benchmark_min_time=0.1";
+  if (!has_flag(argc, argv, "--benchmark_filter")) args.push_back(filter.data());
+  if (!has_flag(argc, argv, "--benchmark_min_time")) args.push_back(min_time.data());
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+
+  std::optional<Isa> isa = best_isa(host_isas());
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("host_isas", host_isa_list());
+  benchmark::AddCustomContext("ternjit_isa", isa ? std::string(isa_name(*isa)) : "none (no AVX2)");
+  const dnnl::version_t* v = dnnl::version();
+  benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                                            std::to_string(v->patch) + " isa " + onednn_isa());
+  benchmark::AddCustomContext("omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "");
+  benchmark::AddCustomContext("cold_bytes", std::to_string(kColdBytes >> 20) + " MiB of weight copies per impl");
+  benchmark::AddCustomContext("ratios", "vs_probe = t_probe / t; vs_onednn_s8 = t_onednn_s8 / t (>1: faster)");
+
+  for (const WeightShape& s : kShapes)
+    for (std::int64_t m : kMs)
+      for (int t : kThreadCounts) {
+        register_case(Case{s.K, s.N, m, t, Mode::Hot});
+        if (m == 1) register_case(Case{s.K, s.N, m, t, Mode::Cold});
+      }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// artifact_codec.cpp - encode_artifact / decode_artifact (format in artifact_codec.h).
+#include "cache/artifact_codec.h"
+
+#include <cstring>
+
+namespace ternjit::cache {
+
+namespace {
+
+constexpr char kMagic[8] = {'t', 'j', 'a', 'r', 't', 0, 0, 0};
+
+void put_u(std::string& out, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put_str(std::string& out, std::string_view s) {
+  put_u(out, s.size(), 8);
+  out.append(s);
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view s) : s_(s) {}
+  bool u(std::uint64_t& v, int n) {
+    if (s_.size() - pos_ < static_cast<std::size_t>(n)) return false;
+    v = 0;
+    for (int i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(s_[pos_ + i])) << (8 * i);
+    pos_ += n;
+    return true;
+  }
+  bool str(std::string_view& v) {
+    std::uint64_t n = 0;
+    if (!u(n, 8) || n > s_.size() - pos_) return false;
+    v = s_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool magic() {
+    if (s_.substr(0, sizeof kMagic) != std::string_view(kMagic, sizeof kMagic)) return false;
+    pos_ = sizeof kMagic;
+    return true;
+  }
+  [[nodiscard]] bool done() const { return pos_ == s_.size(); }
+
+ private:
+  std::string_view s_;
+  std::size_t pos_ = 0;
+};
+
+Error bad(const std::string& what) { return make_error(ErrorCode::InvalidInput, "stored artifact: " + what); }
+
+}  // namespace
+
+std::string encode_artifact(const targets::Artifact& a) {
+  std::string out(kMagic, sizeof kMagic);
+  put_u(out, kArtifactCodecVersion, 4);
+  put_u(out, static_cast<std::uint32_t>(a.kind), 4);
+  put_str(out, std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size()));
+  put_str(out, a.entry);
+  put_u(out, a.metadata.size(), 8);
+  for (const auto& [name, value] : a.metadata) {
+    put_str(out, name);
+    put_str(out, value);
+  }
+  return out;
+}
+
+Result<targets::Artifact> decode_artifact(std::string_view bytes) {
+  Reader r(bytes);
+  if (!r.magic()) return bad("bad magic");
+  std::uint64_t version = 0, kind = 0, count = 0;
+  if (!r.u(version, 4)) return bad("truncated");
+  if (version != kArtifactCodecVersion)
+    return bad("codec version " + std::to_string(version) + ", expected " + std::to_string(kArtifactCodecVersion));
+  if (!r.u(kind, 4)) return bad("truncated");
+  if (kind > static_cast<std::uint32_t>(targets::ArtifactKind::Spirv)) return bad("unknown kind " + std::to_string(kind));
+  targets::Artifact a;
+  a.kind = static_cast<targets::ArtifactKind>(kind);
+  std::string_view code, entry;
+  if (!r.str(code) || !r.str(entry) || !r.u(count, 8)) return bad("truncated");
+  a.bytes.assign(code.begin(), code.end());
+  a.entry = std::string(entry);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::string_view name, value;
+    if (!r.str(name) || !r.str(value)) return bad("truncated metadata");
+    a.metadata.emplace(std::string(name), std::string(value));
+  }
+  if (!r.done()) return bad("trailing bytes");
+  return a;
+}
+
+}  // namespace ternjit::cache

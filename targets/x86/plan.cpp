@@ -1,0 +1,632 @@
+// SPDX-License-Identifier: Apache-2.0
+// plan.cpp - building and running x86 plans (plan.h): value locations, load-time values, steps.
+#include "targets/x86/plan.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ir/print.h"
+#include "targets/x86/eltwise.h"
+
+namespace ternjit::targets::x86 {
+
+// ---------------------------------------------------------------- PackCache
+
+Result<std::shared_ptr<const PackedWeights>> PackCache::get_or_pack(const std::string& key,
+                                                                    const std::function<Result<PackedWeights>()>& pack) {
+  // Packing runs under the lock: a second plan wanting the same weight waits instead of
+  // packing it again (packing happens at load time only).
+  std::lock_guard lock(mu_);
+  auto it = packs_.find(key);
+  if (it != packs_.end()) return it->second;
+  TERNJIT_TRY(PackedWeights p, pack());
+  auto shared = std::make_shared<const PackedWeights>(std::move(p));
+  packs_.emplace(key, shared);
+  ++made_;
+  return shared;
+}
+
+std::size_t PackCache::packs_made() const {
+  std::lock_guard lock(mu_);
+  return made_;
+}
+
+namespace {
+
+using ir::InstId;
+using ir::Op;
+using ir::ValueId;
+
+constexpr std::size_t kAlign = 64;
+
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::vector<std::int64_t> extents(const ir::Type& t) {
+  std::vector<std::int64_t> s;
+  for (const ir::Dim& d : t.shape) s.push_back(d.extent);
+  return s;
+}
+
+std::size_t byte_size(const ir::Type& t) {
+  return static_cast<std::size_t>(t.static_numel().value_or(0)) * static_cast<std::size_t>(elem_bits(t.elem) / 8);
+}
+
+// Where a value's bytes are during a call.
+enum class LocKind : std::uint8_t { Arg, Out, Scratch, Const };
+struct Loc {
+  LocKind kind = LocKind::Scratch;
+  std::size_t index = 0;  // Arg/Out: buffer slot; Scratch: byte offset; Const: const table index
+};
+
+// A load-time value: a parameter (borrowed from the ParamValues, which outlive the
+// plan) or a value computed at build time (owned), and its bytes when a kernel reads it.
+struct ConstValue {
+  const ir::HostTensor* borrowed = nullptr;
+  ir::HostTensor owned;
+  std::string expr;  // "param @L.w", "tquantize.0(param @L.w)": identifies it for packing
+  std::vector<std::uint8_t> bytes;
+  bool has_bytes = false;
+  [[nodiscard]] const ir::HostTensor& tensor() const { return borrowed ? *borrowed : owned; }
+};
+
+// What a running step can see.
+struct Frame {
+  void* const* buffers;
+  std::size_t n_in;
+  std::uint8_t* scratch;
+  const std::vector<ConstValue>* consts;
+  const Parallel* parallel;
+
+  [[nodiscard]] void* ptr(const Loc& l) const {
+    switch (l.kind) {
+      case LocKind::Arg: return buffers[l.index];
+      case LocKind::Out: return buffers[n_in + l.index];
+      case LocKind::Scratch: return scratch + l.index;
+      case LocKind::Const: return const_cast<std::uint8_t*>((*consts)[l.index].bytes.data());
+    }
+    return nullptr;
+  }
+};
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual Result<void> run(const Frame& fr) const = 0;
+  [[nodiscard]] virtual StepCode describe() const = 0;
+};
+
+// ------------------------------------------------------------ tmatmul steps
+
+class TMatMulStep final : public Step {
+ public:
+  TMatMulStep(std::unique_ptr<TMatMulKernel> k, std::shared_ptr<const PackedWeights> w, std::vector<Loc> locs,
+              std::string summary)
+      : kernel_(std::move(k)), w_(std::move(w)), locs_(std::move(locs)), summary_(std::move(summary)) {}
+  // locs_: x, x_scale?, w_scale?, bias?, residual? (only those present, in order), then y.
+  Result<void> run(const Frame& fr) const override {
+    const TMatMulProblem& p = kernel_->problem();
+    TMatMulArgs a;
+    std::size_t i = 0;
+    a.x = fr.ptr(locs_[i++]);
+    a.w = w_.get();
+    if (p.x_scale) a.x_scale = static_cast<const float*>(fr.ptr(locs_[i++]));
+    if (p.w_scale) a.w_scale = static_cast<const float*>(fr.ptr(locs_[i++]));
+    if (p.bias) a.bias = fr.ptr(locs_[i++]);
+    if (p.residual) a.residual = fr.ptr(locs_[i++]);
+    a.y = fr.ptr(locs_[i]);
+    kernel_->run(a, *fr.parallel);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    StepCode c{"tmatmul", summary_, kernel_->config().str(), {}};
+    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
+    return c;
+  }
+
+ private:
+  std::unique_ptr<TMatMulKernel> kernel_;
+  std::shared_ptr<const PackedWeights> w_;
+  std::vector<Loc> locs_;
+  std::string summary_;
+};
+
+class EltwiseStep final : public Step {
+ public:
+  EltwiseStep(std::string op, std::unique_ptr<EltwiseKernel> k, std::vector<Loc> in, std::vector<Loc> out,
+              std::string summary)
+      : op_(std::move(op)), kernel_(std::move(k)), in_(std::move(in)), out_(std::move(out)), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    in.reserve(in_.size());
+    out.reserve(out_.size());
+    for (const Loc& l : in_) in.push_back(fr.ptr(l));
+    for (const Loc& l : out_) out.push_back(fr.ptr(l));
+    kernel_->run(in, out, *fr.parallel);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    StepCode c{op_, summary_, kernel_->describe(), {}};
+    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
+    return c;
+  }
+
+ private:
+  std::string op_;
+  std::unique_ptr<EltwiseKernel> kernel_;
+  std::vector<Loc> in_, out_;
+  std::string summary_;
+};
+
+// One op run by its reference implementation: a scratch module holding the
+// instruction alone (operands as arguments), interpreted per call.
+class ReferenceStep final : public Step {
+ public:
+  ReferenceStep(ir::Module m, std::vector<Loc> in, std::vector<ir::Type> in_types, std::vector<Loc> out,
+                std::vector<std::size_t> out_bytes, std::string op, std::string summary)
+      : module_(std::move(m)),
+        in_(std::move(in)),
+        in_types_(std::move(in_types)),
+        out_(std::move(out)),
+        out_bytes_(std::move(out_bytes)),
+        op_(std::move(op)),
+        summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    std::vector<ir::HostTensor> args;
+    args.reserve(in_.size());
+    for (std::size_t i = 0; i < in_.size(); ++i) {
+      if (in_[i].kind == LocKind::Const) {
+        args.push_back((*fr.consts)[in_[i].index].tensor());
+        continue;
+      }
+      const auto* p = static_cast<const std::uint8_t*>(fr.ptr(in_[i]));
+      TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(in_types_[i].elem, extents(in_types_[i]),
+                                                              {p, byte_size(in_types_[i])}));
+      args.push_back(std::move(t));
+    }
+    TERNJIT_TRY(auto outs, ir::interpret(module_, module_.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == out_.size(), "reference step returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const std::vector<std::uint8_t> b = outs[j].to_bytes();
+      TERNJIT_CHECK(b.size() == out_bytes_[j], "reference step result has the wrong size");
+      if (!b.empty()) std::memcpy(fr.ptr(out_[j]), b.data(), b.size());
+    }
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override { return StepCode{op_ + " (reference)", summary_, "reference", {}}; }
+
+ private:
+  ir::Module module_;
+  std::vector<Loc> in_;
+  std::vector<ir::Type> in_types_;
+  std::vector<Loc> out_;
+  std::vector<std::size_t> out_bytes_;
+  std::string op_, summary_;
+};
+
+// Copies a value into an output slot (a returned argument, constant, alias or a value
+// returned twice).
+class CopyStep final : public Step {
+ public:
+  CopyStep(Loc from, Loc to, std::size_t bytes, std::string summary)
+      : from_(from), to_(to), bytes_(bytes), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    if (bytes_ != 0) std::memmove(fr.ptr(to_), fr.ptr(from_), bytes_);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override { return StepCode{"copy", summary_, "memmove", {}}; }
+
+ private:
+  Loc from_, to_;
+  std::size_t bytes_;
+  std::string summary_;
+};
+
+std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
+
+// Builds the one-instruction module a ReferenceStep (or load-time evaluation) interprets.
+ir::Module single_inst_module(const ir::Function& f, const ir::InstData& inst) {
+  ir::Module m;
+  ir::Function g("step");
+  const ir::BlockId b = g.add_block();
+  std::vector<ValueId> ops;
+  for (ValueId v : inst.operands) ops.push_back(g.add_block_arg(b, f.type_of(v)));
+  std::vector<ir::Type> rt;
+  for (ValueId r : inst.results) rt.push_back(f.type_of(r));
+  const InstId i = g.append_inst(b, inst.op, ops, rt, inst.attrs);
+  g.append_inst(b, Op::Ret, g.inst(i).results, {});
+  g.set_result_types(rt);
+  m.functions().push_back(std::move(g));
+  return m;
+}
+
+}  // namespace
+
+Result<void> plan_supported(const ir::Function& f) {
+  if (f.blocks().size() != 1)
+    return make_error(ErrorCode::Unsupported, "the x86 target compiles single-block functions; '" + f.name() +
+                                                  "' has " + std::to_string(f.blocks().size()) +
+                                                  " blocks left after optimization (control flow)");
+  for (InstId i : f.insts(f.entry())) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Call)
+      return make_error(ErrorCode::Unsupported, "the x86 target needs calls inlined; '" + f.name() + "' still has a " +
+                                                    quote(inst.op));
+    for (ValueId r : inst.results)
+      if (!f.type_of(r).static_numel())
+        return make_error(ErrorCode::Unsupported, "the x86 target needs static shapes; a result of " + quote(inst.op) +
+                                                      " in '" + f.name() + "' is not static");
+  }
+  for (ValueId a : f.args())
+    if (!f.type_of(a).static_numel())
+      return make_error(ErrorCode::Unsupported, "the x86 target needs static shapes; an argument of '" + f.name() +
+                                                    "' is not static");
+  return success();
+}
+
+// ---------------------------------------------------------------- Plan
+
+struct Plan::Impl {
+  std::size_t n_in = 0, n_out = 0;
+  std::vector<std::size_t> in_bytes, out_bytes;
+  std::vector<ConstValue> consts;
+  std::vector<std::unique_ptr<Step>> steps;
+  std::size_t scratch_bytes = 0;
+  std::map<std::string, std::string> configs;
+};
+
+Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Plan::~Plan() = default;
+
+const std::map<std::string, std::string>& Plan::configs() const { return impl_->configs; }
+
+std::vector<StepCode> Plan::describe() const {
+  std::vector<StepCode> out;
+  for (const auto& s : impl_->steps) out.push_back(s->describe());
+  return out;
+}
+
+namespace {
+
+// The per-thread scratch arena of Plan::run; a nested run on the same thread (a host
+// calling a kernel from inside a kernel's parallel task) gets a private buffer.
+struct ScratchArena {
+  std::vector<std::uint8_t> storage;
+  bool in_use = false;
+};
+
+std::uint8_t* aligned(std::vector<std::uint8_t>& v, std::size_t bytes) {
+  if (v.size() < bytes + kAlign) v.resize(bytes + kAlign);
+  auto addr = reinterpret_cast<std::uintptr_t>(v.data());
+  return v.data() + (kAlign - addr % kAlign) % kAlign;
+}
+
+bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  if (an == 0 || bn == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+}  // namespace
+
+Result<void> Plan::run(void* const* buffers, const Parallel& parallel) const {
+  const Impl& p = *impl_;
+  for (std::size_t i = 0; i < p.n_in; ++i)
+    if (buffers[i] == nullptr && p.in_bytes[i] != 0)
+      return make_error(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is null");
+  for (std::size_t j = 0; j < p.n_out; ++j) {
+    void* o = buffers[p.n_in + j];
+    if (o == nullptr && p.out_bytes[j] != 0)
+      return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
+    for (std::size_t i = 0; i < p.n_in; ++i)
+      if (overlaps(o, p.out_bytes[j], buffers[i], p.in_bytes[i]))
+        return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " overlaps input " +
+                                                          std::to_string(i) + ": kernels do not run in place");
+    for (std::size_t k = 0; k < j; ++k)
+      if (overlaps(o, p.out_bytes[j], buffers[p.n_in + k], p.out_bytes[k]))
+        return make_error(ErrorCode::InvalidArgument,
+                          "output " + std::to_string(j) + " overlaps output " + std::to_string(k));
+  }
+  thread_local ScratchArena arena;
+  std::vector<std::uint8_t> private_storage;
+  const bool nested = arena.in_use;
+  std::uint8_t* scratch = aligned(nested ? private_storage : arena.storage, p.scratch_bytes);
+  arena.in_use = true;
+  struct Release {
+    ScratchArena& a;
+    bool nested;
+    ~Release() {
+      if (!nested) a.in_use = false;
+    }
+  } release{arena, nested};
+  const Frame fr{buffers, p.n_in, scratch, &p.consts, &parallel};
+  for (const auto& s : p.steps) TERNJIT_TRY_VOID(s->run(fr));
+  return success();
+}
+
+namespace {
+
+// Builds a Plan::Impl: one pass over the instructions in order.
+class Builder {
+ public:
+  Builder(const ir::Function& f, const ir::ParamValues& params, const PlanOptions& o,
+          PackCache* packs)
+      : f_(f), params_(params), o_(o), packs_(packs), names_(f), loc_(f.num_values()), is_set_(f.num_values()) {}
+
+  Result<std::unique_ptr<Plan::Impl>> build() {
+    impl_ = std::make_unique<Plan::Impl>();
+    const auto args = f_.args();
+    impl_->n_in = args.size();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      set(args[i], {LocKind::Arg, i});
+      impl_->in_bytes.push_back(byte_size(f_.type_of(args[i])));
+    }
+    impl_->n_out = f_.result_types().size();
+    for (const ir::Type& t : f_.result_types()) impl_->out_bytes.push_back(byte_size(t));
+    const auto insts = f_.insts(f_.entry());
+    TERNJIT_CHECK(!insts.empty() && f_.inst(insts.back()).op == Op::Ret, "plan: the block does not end in ret");
+    claim_outputs(f_.inst(insts.back()));
+    for (InstId i : insts) {
+      const ir::InstData& inst = f_.inst(i);
+      if (inst.op == Op::Ret) {
+        TERNJIT_TRY_VOID(emit_ret(inst));
+        continue;
+      }
+      TERNJIT_TRY_VOID(lower(i, inst));
+    }
+    impl_->scratch_bytes = scratch_top_;
+    return std::move(impl_);
+  }
+
+ private:
+  void set(ValueId v, Loc l) {
+    loc_[v.index] = l;
+    is_set_[v.index] = true;
+  }
+  [[nodiscard]] bool is_const(ValueId v) const { return is_set_[v.index] && loc_[v.index].kind == LocKind::Const; }
+  [[nodiscard]] const ConstValue& cval(ValueId v) const { return impl_->consts[loc_[v.index].index]; }
+
+  // The first ret operand j produced by a step is computed straight into output j.
+  void claim_outputs(const ir::InstData& ret) {
+    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+      const ValueId v = ret.operands[j];
+      const ir::ValueData& d = f_.value(v);
+      if (d.def != ir::ValueDef::InstResult || claimed_.count(v.index)) continue;
+      const Op op = f_.inst(d.inst).op;
+      if (op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack) continue;
+      claimed_.emplace(v.index, j);
+    }
+  }
+
+  Loc result_loc(ValueId r) {
+    auto it = claimed_.find(r.index);
+    if (it != claimed_.end()) return {LocKind::Out, it->second};
+    const std::size_t off = scratch_top_;
+    scratch_top_ = align_up(scratch_top_ + byte_size(f_.type_of(r)));
+    return {LocKind::Scratch, off};
+  }
+
+  // Loc of a const operand that a kernel reads as raw bytes (encoded on first use).
+  Loc const_bytes(ValueId v) {
+    ConstValue& c = impl_->consts[loc_[v.index].index];
+    if (!c.has_bytes) {
+      c.bytes = c.tensor().to_bytes();
+      c.has_bytes = true;
+    }
+    return loc_[v.index];
+  }
+
+  Loc operand_loc(ValueId v) { return is_const(v) ? const_bytes(v) : loc_[v.index]; }
+
+  std::size_t add_const(ConstValue c) {
+    impl_->consts.push_back(std::move(c));
+    return impl_->consts.size() - 1;
+  }
+
+  std::string summary(InstId i) const { return ir::print_inst(f_, names_, i); }
+
+  Result<void> lower(InstId i, const ir::InstData& inst) {
+    // Load-time values.
+    if (inst.op == Op::Param) {
+      const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
+      const ir::Type& t = f_.type_of(inst.results[0]);
+      ConstValue c;
+      c.expr = "param @" + name;
+      auto it = params_.values.find(name);
+      if (it == params_.values.end()) {
+        if (!o_.allow_foreign_isa)
+          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' has no value");
+        c.owned = ir::HostTensor::zeros(t.elem, extents(t));  // describe-only plans
+      } else {
+        if (it->second.kind != t.elem || it->second.shape != extents(t))
+          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' is " + it->second.describe() +
+                                                         " but the function reads it as " + ir::type_str(t, f_.symbols()));
+        c.borrowed = &it->second;
+      }
+      set(inst.results[0], {LocKind::Const, add_const(std::move(c))});
+      return success();
+    }
+    if (inst.op == Op::TPack) {
+      // The identity on values; the tmatmul kernel packs into its own layout.
+      set(inst.results[0], loc_[inst.operands[0].index]);
+      return success();
+    }
+    const bool all_const =
+        std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return is_const(v); });
+    if (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_const) return eval_at_load(i, inst);
+
+    if (inst.op == Op::Reshape && !is_const(inst.operands[0])) {
+      set(inst.results[0], loc_[inst.operands[0].index]);
+      return success();
+    }
+    if (inst.op == Op::TMatMul) {
+      // Every tmatmul is numbered in order, whether it gets a kernel or not, so a
+      // configuration key ("tmatmul.0") names the same instruction for the tuner.
+      const std::string key = "tmatmul." + std::to_string(tmatmul_count_++);
+      if (is_const(inst.operands[1])) return lower_tmatmul(i, inst, key);
+    }
+    if (eltwise_supported(f_, i).ok()) {
+      TERNJIT_TRY(auto k, generate_eltwise(f_, i, o_.isa, o_.allow_foreign_isa));
+      std::vector<Loc> in, out;
+      for (ValueId v : inst.operands) in.push_back(operand_loc(v));
+      for (ValueId r : inst.results) {
+        set(r, result_loc(r));
+        out.push_back(loc_[r.index]);
+      }
+      impl_->steps.push_back(std::make_unique<EltwiseStep>(std::string(ir::op_name(inst.op)), std::move(k),
+                                                           std::move(in), std::move(out), summary(i)));
+      return success();
+    }
+    return lower_reference(i, inst);
+  }
+
+  Result<void> lower_reference(InstId i, const ir::InstData& inst) {
+    std::vector<Loc> in, out;
+    std::vector<ir::Type> in_types;
+    std::vector<std::size_t> out_bytes;
+    for (ValueId v : inst.operands) {
+      in.push_back(loc_[v.index]);  // consts are passed as tensors, not bytes
+      in_types.push_back(f_.type_of(v));
+    }
+    for (ValueId r : inst.results) {
+      set(r, result_loc(r));
+      out.push_back(loc_[r.index]);
+      out_bytes.push_back(byte_size(f_.type_of(r)));
+    }
+    impl_->steps.push_back(std::make_unique<ReferenceStep>(single_inst_module(f_, inst), std::move(in),
+                                                           std::move(in_types), std::move(out), std::move(out_bytes),
+                                                           std::string(ir::op_name(inst.op)), summary(i)));
+    return success();
+  }
+
+  Result<void> eval_at_load(InstId i, const ir::InstData& inst) {
+    const ir::Module sm = single_inst_module(f_, inst);
+    std::vector<ir::HostTensor> args;
+    std::string expr = std::string(ir::op_name(inst.op)) + "." + std::to_string(i.index) + "(";
+    for (std::size_t k = 0; k < inst.operands.size(); ++k) {
+      args.push_back(cval(inst.operands[k]).tensor());
+      expr += (k ? ", " : "") + cval(inst.operands[k]).expr;
+    }
+    expr += ")";
+    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      ConstValue c;
+      c.owned = std::move(outs[j]);
+      c.expr = expr + "#" + std::to_string(j);
+      set(inst.results[j], {LocKind::Const, add_const(std::move(c))});
+    }
+    return success();
+  }
+
+  Result<void> lower_tmatmul(InstId i, const ir::InstData& inst, const std::string& key) {
+    const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+    const ir::Type& xt = f_.type_of(inst.operands[0]);
+    const ir::Type& wt = f_.type_of(inst.operands[1]);
+    const ir::Type& yt = f_.type_of(inst.results[0]);
+    TMatMulProblem p;
+    p.K = wt.shape[0].extent;
+    p.N = wt.shape[1].extent;
+    const std::int64_t xn = xt.static_numel().value_or(0);
+    p.M = p.K == 0 ? 0 : xn / p.K;
+    p.x_kind = xt.elem;
+    p.out_kind = yt.elem;
+    std::size_t next = 2;
+    p.x_scale = a.x_scale;
+    if (a.x_scale) ++next;
+    p.w_scale = a.w_scale;
+    if (a.w_scale) p.w_scale_per_channel = f_.type_of(inst.operands[next++]).rank() == 1;
+    p.bias = a.bias;
+    p.residual = a.residual;
+    p.relu = a.act == ir::Activation::Relu;
+    if (p.M == 0 || p.K == 0 || p.N == 0) return lower_reference(i, inst);  // empty: nothing to generate
+
+    TMatMulConfig cfg;
+    auto given = o_.configs.find(key);
+    if (given != o_.configs.end()) {
+      TERNJIT_TRY(cfg, TMatMulConfig::parse(given->second));
+    } else {
+      cfg = default_config(p, o_.isa, o_.threads);
+    }
+    TERNJIT_TRY(auto kernel, TMatMulKernel::create(p, cfg, o_.allow_foreign_isa));
+    impl_->configs.emplace(key, kernel->config().str());
+
+    const ConstValue& wc = cval(inst.operands[1]);
+    const std::string pack_key = wc.expr + "|" + kernel->pack_signature();
+    auto do_pack = [&]() -> Result<PackedWeights> {
+      const ir::HostTensor& w = wc.tensor();
+      std::vector<std::int8_t> plain(w.data.size());
+      for (std::size_t k = 0; k < plain.size(); ++k) plain[k] = static_cast<std::int8_t>(w.data[k]);
+      return kernel->pack(plain);
+    };
+    std::shared_ptr<const PackedWeights> packed;
+    if (packs_) {
+      TERNJIT_TRY(packed, packs_->get_or_pack(pack_key, do_pack));
+    } else {
+      TERNJIT_TRY(PackedWeights pw, do_pack());
+      packed = std::make_shared<const PackedWeights>(std::move(pw));
+    }
+
+    std::vector<Loc> locs;
+    locs.push_back(operand_loc(inst.operands[0]));
+    for (std::size_t k = 2; k < inst.operands.size(); ++k) locs.push_back(operand_loc(inst.operands[k]));
+    const ValueId y = inst.results[0];
+    set(y, result_loc(y));
+    locs.push_back(loc_[y.index]);
+    impl_->steps.push_back(std::make_unique<TMatMulStep>(std::move(kernel), std::move(packed), locs, summary(i)));
+
+    // An activation the kernel does not apply runs in place right after it.
+    if (a.act != ir::Activation::None && a.act != ir::Activation::Relu) {
+      const auto act = ir::activation_op(a.act);
+      TERNJIT_CHECK(act.has_value(), "tmatmul activation without an op");
+      TERNJIT_TRY(auto k, generate_activation(*act, yt.elem, yt.static_numel().value_or(0), o_.isa,
+                                              o_.allow_foreign_isa));
+      impl_->steps.push_back(std::make_unique<EltwiseStep>(std::string(ir::activation_name(a.act)), std::move(k),
+                                                           std::vector<Loc>{loc_[y.index]},
+                                                           std::vector<Loc>{loc_[y.index]},
+                                                           "epilogue activation of " + names_.value(y)));
+    }
+    return success();
+  }
+
+  Result<void> emit_ret(const ir::InstData& ret) {
+    TERNJIT_CHECK(ret.operands.size() == impl_->n_out, "plan: ret arity differs from the result types");
+    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+      const ValueId v = ret.operands[j];
+      const Loc l = operand_loc(v);
+      if (l.kind == LocKind::Out && l.index == j) continue;
+      impl_->steps.push_back(std::make_unique<CopyStep>(l, Loc{LocKind::Out, j}, impl_->out_bytes[j],
+                                                        "result " + std::to_string(j) + " = " + names_.value(v)));
+    }
+    return success();
+  }
+
+  const ir::Function& f_;
+  const ir::ParamValues& params_;
+  const PlanOptions& o_;
+  PackCache* packs_;
+  ir::FunctionNames names_;
+  std::vector<Loc> loc_;
+  std::vector<bool> is_set_;
+  std::map<std::uint32_t, std::size_t> claimed_;  // value index -> output slot
+  std::unique_ptr<Plan::Impl> impl_;
+  std::size_t scratch_top_ = 0;
+  int tmatmul_count_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Plan>> Plan::build(const ir::Module& m, std::string_view function, const ir::ParamValues& params,
+                                          const PlanOptions& options, PackCache* packs) {
+  const ir::Function* f = m.find_function(function);
+  if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' to compile");
+  TERNJIT_TRY_VOID(plan_supported(*f));
+  if (!options.allow_foreign_isa && !host_isas().supports(options.isa))
+    return make_error(ErrorCode::Unavailable,
+                      "this CPU cannot run x86 code path '" + std::string(isa_name(options.isa)) + "'");
+  Builder b(*f, params, options, packs);
+  TERNJIT_TRY(auto impl, b.build());
+  return std::unique_ptr<Plan>(new Plan(std::move(impl)));
+}
+
+}  // namespace ternjit::targets::x86

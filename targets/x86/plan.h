@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// plan.h - an x86-compiled function: load-time values, generated kernels and the steps that run them.
+//
+// build() walks a specialized, optimized, single-block function once:
+//   - load-time values (const, param, and pure ops of those such as tquantize of a
+//     param) are evaluated when the plan is built, never per call;
+//   - each tmatmul becomes a TMatMulKernel whose ternary weight is packed once into the
+//     kernel's interleaved layout (shared through a PackCache by every plan of a
+//     program); an activation other than relu becomes an in-place eltwise step after it;
+//   - quantize, rmsnorm, softmax, ewise, reductions and the elementwise ops become
+//     EltwiseKernels (eltwise.h);
+//   - reshape aliases its operand's buffer (row-major data is unchanged);
+//   - any other op (transpose, broadcast, dense matmul, cast, ...) runs through the
+//     reference implementation of that one op - shown as "reference" in describe().
+// run() is thread-safe: the plan is immutable; per-call intermediates live in a
+// thread-local scratch arena.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/interpret.h"
+#include "ir/ir.h"
+#include "targets/x86/isa.h"
+#include "targets/x86/parallel.h"
+#include "targets/x86/tmatmul.h"
+#include "targets/x86/x86_target.h"
+#include "ternjit/result.h"
+
+namespace ternjit::targets::x86 {
+
+/// Packed weights shared by the plans of one program: keyed by the weight's load-time
+/// expression ("param @L.w") and the kernel's pack signature. Thread-safe.
+class PackCache {
+ public:
+  /// The packed weights for `key`, calling `pack` only when absent.
+  Result<std::shared_ptr<const PackedWeights>> get_or_pack(const std::string& key,
+                                                           const std::function<Result<PackedWeights>()>& pack);
+  /// How many packs were made (tests check that a weight is packed once).
+  [[nodiscard]] std::size_t packs_made() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const PackedWeights>> packs_;
+  std::size_t made_ = 0;
+};
+
+/// How a plan is built.
+struct PlanOptions {
+  Isa isa = Isa::Avx2;            ///< code path for every kernel
+  int threads = 1;                ///< threads the kernels split work for
+  bool allow_foreign_isa = false; ///< generate code the host cannot run (describe only)
+  /// TMatMulConfig text per tmatmul, by its order in the function ("tmatmul.0", ...);
+  /// absent: default_config. (The artifact's metadata carries these: the tuning decision.)
+  std::map<std::string, std::string> configs;
+};
+
+/// One compiled function.
+class Plan {
+ public:
+  /// Builds the plan of `function` in `m`. Errors: NotFound (no such function),
+  /// Unsupported (several blocks, calls, a non-static type), InvalidInput (a parameter
+  /// missing from `params`, a weight value outside {-1, 0, 1}), Unavailable (isa not
+  /// runnable here and !allow_foreign_isa).
+  static Result<std::unique_ptr<Plan>> build(const ir::Module& m, std::string_view function,
+                                             const ir::ParamValues& params, const PlanOptions& options,
+                                             PackCache* packs);
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  /// Runs on `buffers` (inputs in argument order, then outputs in result order).
+  [[nodiscard]] Result<void> run(void* const* buffers, const Parallel& parallel) const;
+  /// The steps with their generated code, for `--emit asm`.
+  [[nodiscard]] std::vector<StepCode> describe() const;
+  /// The configuration chosen for each tmatmul ("tmatmul.0" -> config text).
+  [[nodiscard]] const std::map<std::string, std::string>& configs() const;
+
+  struct Impl;
+
+ private:
+  explicit Plan(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Whether `f` can be planned: Unsupported naming the first reason otherwise.
+Result<void> plan_supported(const ir::Function& f);
+
+}  // namespace ternjit::targets::x86

@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: Apache-2.0
+// tmatmul_int8.cpp - the Dot and MaskDot ternary matmul kernels (i8 x, 2-bit weights, int32 sums).
+//
+// Arithmetic. A weight w in {-1, 0, 1} is stored as the 2-bit code c = w + 1 in {0, 1, 2}.
+// The kernels compute sum_k c[k, n] * x[m, k] with u8 x s8 dot products (vpdpbusd, or
+// vpmaddubsw + vpmaddwd without VNNI) and subtract rowsum[m] = sum_k x[m, k] once, in
+// wrapping int32 - exactly the reference's wrapped i32 sum. No int16 step saturates:
+// a vpmaddubsw pair is at most 2 * 128 * 2 = 512 (Dot) or 2 * 128 * 128 = 32768 in
+// magnitude, and only -32768 reaches that bound (MaskDot, both x = -128).
+//
+// Packed layout (pack_signature "i8t2.v1:lanes=L,nb=NB,K=..,N=.."). L = int32 lanes of a
+// vector (8 for ymm, 16 for zmm), G = 4L columns = one "group". N is padded to whole
+// panels of NB columns (NB a multiple of G), K to whole steps of 4. Panel p is one
+// contiguous run of steps; step s holds NB bytes: NB/G groups of G bytes. In byte b of
+// group g of step s, the 2-bit field f (bits 2f, 2f+1) is the code of
+//     column p*NB + g*G + f*L + b/4,   row k = 4s + b%4.
+// So one vector of G packed bytes unpacks (Dot: (v >> 2f) & 3) into 4 vectors whose
+// dword j holds 4 consecutive k of one column: exactly the operand vpdpbusd wants
+// against a broadcast dword of 4 x bytes. MaskDot keeps the field in place
+// (v & (3 << 2f)), so its accumulator f holds 4^f times the sum; an arithmetic shift
+// right by 2f at the end is exact as long as 4^3 * 256 * K < 2^31 (validate: K < 2^17).
+// On the VNNI paths field 0 takes the unmasked byte (S0 + 4 S1 + 16 S2 + 64 S3) and the
+// three masked fields are subtracted from it at the end: 3 ANDs + 4 vpdpbusd per
+// vector. (vpmaddubsw cannot: 170 * -128 twice saturates int16.)
+// Both variants read the same layout. Padded rows (k >= K) hold code 0, which makes
+// whatever x byte sits there contribute exactly 0 - so the kernel may read x up to the
+// next multiple of 4 (run() copies the last row when K % 4 != 0, the only row whose
+// overread could leave the buffer). Padded columns hold code 1 and are never stored.
+//
+// Code. One generated micro-kernel per row count (m_block and the M tail) computes an
+// mb x NB tile over a range of steps with mb * NB / L accumulator registers, then
+// either applies the epilogue in registers (f32 ops in the reference order, no FMA)
+// and stores f32, or stores the raw int32 sums (split-K partials, and the last panel
+// when N is not a multiple of NB), which run() finishes in C++ with the same f32 ops.
+#include "targets/x86/tmatmul_internal.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "targets/x86/jit_code.h"
+
+namespace ternjit::targets::x86::detail {
+
+namespace {
+
+constexpr int kMaxMBlock = 16;
+constexpr int kMaxKUnroll = 16;
+constexpr int kMaxPrefetch = 1 << 16;
+constexpr std::int64_t kMaxMaskDotK = 131071;
+
+// What one micro-kernel call reads (the generated code loads these fields by offset).
+struct MicroArgs {
+  const std::int8_t* const* x_rows;  // mb row pointers, each already at the first k of the range
+  const std::uint8_t* w;             // the panel at the first step of the range
+  std::int64_t steps;                // steps of 4 k to run (>= 1)
+  std::int32_t* raw;                 // non-null: store raw int32 sums here instead of the epilogue
+  std::int64_t raw_stride;           // bytes between rows of raw
+  float* y;                          // tile origin in y (row stride N)
+  const std::int32_t* rowsum;        // at the tile's first row
+  const float* x_scale;              // at the tile's first row
+  const float* w_scale;              // per channel: at the tile's first column; else the scalar
+  const float* bias;                 // at the tile's first column
+  const float* residual;             // tile origin in residual (row stride N)
+};
+
+using MicroFn = void (*)(const MicroArgs*);
+
+enum class DotPath : std::uint8_t { VnniEvex, VnniVex, Maddubs };
+
+// The shape of the generated code, derived from (problem, config).
+struct Shape {
+  int lanes = 8;       // int32 lanes of a vector
+  int group = 32;      // columns (and bytes) of one packed group vector
+  int groups = 1;      // groups per panel (n_block / group)
+  int n_block = 32;
+  bool evex = false;   // EVEX encodings and 32 vector registers (avx512 family)
+  bool mask = false;   // MaskDot
+  DotPath path = DotPath::Maddubs;
+  int vregs = 16;
+};
+
+Shape shape_of(const TMatMulConfig& c) {
+  Shape s;
+  s.lanes = c.vector_bits / 32;
+  s.group = 4 * s.lanes;
+  s.n_block = c.n_block;
+  s.groups = std::max(1, c.n_block / s.group);
+  s.evex = c.isa == Isa::Avx512 || c.isa == Isa::Avx512Vnni || c.isa == Isa::Amx;
+  s.vregs = s.evex ? 32 : 16;
+  s.mask = c.variant == TMatMulVariant::MaskDot;
+  s.path = (c.isa == Isa::Avx512Vnni || c.isa == Isa::Amx) ? DotPath::VnniEvex
+           : c.isa == Isa::AvxVnni                        ? DotPath::VnniVex
+                                                          : DotPath::Maddubs;
+  return s;
+}
+
+// Vector registers of an mb-row micro-kernel: the accumulators, the packed vector V,
+// the unpacked U, the int16 temp and ones (Maddubs), the row broadcasts (all but
+// VnniEvex, which broadcasts from memory), then the field masks if they still fit
+// (else the AND reads them from the constant pool). The epilogue needs 3 temps.
+int num_masks(const Shape& s) { return s.mask ? 4 : 1; }
+int vregs_base(const Shape& s, int mb) {
+  int n = mb * 4 * s.groups + 2;
+  if (s.path == DotPath::Maddubs) n += 2;
+  if (s.path != DotPath::VnniEvex) n += mb;
+  return n;
+}
+bool masks_in_regs(const Shape& s, int mb) { return vregs_base(s, mb) + num_masks(s) <= s.vregs; }
+// VnniEvex can take x from memory ({1toN}), but a register broadcast once per step
+// saves a load per vpdpbusd: use registers when they fit after the masks.
+bool evex_bx_in_regs(const Shape& s, int mb) {
+  return s.path == DotPath::VnniEvex && masks_in_regs(s, mb) && vregs_base(s, mb) + num_masks(s) + mb <= s.vregs;
+}
+int vregs_needed(const Shape& s, int mb) {
+  const int n = vregs_base(s, mb) + (masks_in_regs(s, mb) ? num_masks(s) : 0) + (evex_bx_in_regs(s, mb) ? mb : 0);
+  return std::max(n, mb * 4 * s.groups + 3);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The f32 epilogue of one element, in the reference's order (ir/interpret.cpp
+// tmatmul): the wrapped int32 sum to f32, * x_scale[m], * w_scale, + bias[n],
+// + residual[m, n], relu (NaN stays NaN, -0 becomes +0). This file is compiled in
+// ISO C++ mode, so nothing is contracted into an FMA.
+float finish_one(const TMatMulProblem& p, const TMatMulArgs& a, std::uint32_t acc, std::int64_t m,
+                 std::int64_t n) {
+  float v = static_cast<float>(static_cast<std::int32_t>(acc));
+  if (p.x_scale) v = v * a.x_scale[m];
+  if (p.w_scale) v = v * a.w_scale[p.w_scale_per_channel ? n : 0];
+  if (p.bias) v = v + static_cast<const float*>(a.bias)[n];
+  if (p.residual) v = v + static_cast<const float*>(a.residual)[m * p.N + n];
+  if (p.relu && v <= 0.0f) v = 0.0f;
+  return v;
+}
+
+// Emits one micro-kernel for `mb` rows into `g`.
+void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& c, const Shape& s, int mb) {
+  using namespace Xbyak::util;
+  using Xbyak::Reg64;
+  auto vec = [&](int i) -> Xbyak::Xmm {
+    if (c.vector_bits == 512) return Xbyak::Zmm(i);
+    return Xbyak::Ymm(i);
+  };
+  const int accs = mb * 4 * s.groups;
+  auto acc = [&](int m, int q) { return vec(m * 4 * s.groups + q); };
+  const Xbyak::Xmm V = vec(accs), U = vec(accs + 1);
+  int next = accs + 2;
+  const Xbyak::Xmm T = vec(s.path == DotPath::Maddubs ? next : 0);
+  const Xbyak::Xmm ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
+  if (s.path == DotPath::Maddubs) next += 2;
+  int bx0 = next;
+  auto bx = [&](int m) { return vec(bx0 + m); };
+  const bool bx_regs = s.path != DotPath::VnniEvex || evex_bx_in_regs(s, mb);
+  const bool mregs = masks_in_regs(s, mb);
+  const int mask0 = s.path == DotPath::VnniEvex ? next : next + mb;  // VnniEvex: masks before its optional broadcasts
+  if (s.path == DotPath::VnniEvex) bx0 = mask0 + num_masks(s);
+  Xbyak::Label consts;
+
+  auto vand = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+    if (s.evex) g.vpandd(d, a, b);
+    else g.vpand(d, a, b);
+  };
+  // d = a & mask f: the mask from a register, or from the constant pool (a broadcast
+  // dword with EVEX, the full-width copy otherwise).
+  auto and_mask = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& a, int f) {
+    if (mregs) vand(d, a, vec(mask0 + f));
+    else if (s.evex) g.vpandd(d, a, g.ptr_b[rip + consts + 64 * f]);
+    else g.vpand(d, a, g.ptr[rip + consts + 64 * f]);
+  };
+  auto vzero = [&](const Xbyak::Xmm& d) {
+    if (s.evex) g.vpxord(d, d, d);
+    else g.vpxor(d, d, d);
+  };
+  auto vload = [&](const Xbyak::Xmm& d, const Xbyak::Address& a) {
+    if (s.evex) g.vmovdqu32(d, a);
+    else g.vmovdqu(d, a);
+  };
+
+  // General registers: args in rdi; W weights, KO the byte offset into every x row,
+  // CNT steps left; the row pointers after them (callee-saved ones pushed).
+  const Reg64 args = rdi, W = rsi, KO = rdx, CNT = rcx;
+  const Reg64 row_regs[] = {r8, r9, r10, r11, rax, rbx, rbp, r12, r13, r14, r15};
+  const Reg64 saved[] = {rbx, rbp, r12, r13, r14, r15};
+  const int nsaved = std::clamp(mb - 5, 0, 6);
+  for (int i = 0; i < nsaved; ++i) g.push(saved[i]);
+
+  Xbyak::Label loop_main, loop_rem, rem_one, done_k, raw_path, end;
+  g.mov(W, g.ptr[args + offsetof(MicroArgs, x_rows)]);
+  for (int m = 0; m < mb; ++m) g.mov(row_regs[m], g.ptr[W + 8 * m]);
+  g.mov(W, g.ptr[args + offsetof(MicroArgs, w)]);
+  g.mov(CNT, g.ptr[args + offsetof(MicroArgs, steps)]);
+  g.xor_(KO, KO);
+  if (mregs)
+    for (int f = 0; f < num_masks(s); ++f) g.vpbroadcastd(vec(mask0 + f), g.ptr[rip + consts + 64 * f]);
+  if (s.path == DotPath::Maddubs) g.vpbroadcastd(ONES, g.ptr[rip + consts + 256]);
+  for (int i = 0; i < accs; ++i) vzero(vec(i));
+
+  const int nb = s.n_block;
+  auto step = [&](int u) {
+    for (int gi = 0; gi < s.groups; ++gi) {
+      const int wdisp = u * nb + gi * s.group;
+      if (c.prefetch_bytes > 0 && wdisp % 64 == 0) g.prefetcht0(g.ptr[W + wdisp + c.prefetch_bytes]);
+      vload(V, g.ptr[W + wdisp]);
+      if (bx_regs && gi == 0)
+        for (int m = 0; m < mb; ++m) g.vpbroadcastd(bx(m), g.ptr[row_regs[m] + KO + 4 * u]);
+      for (int f = 0; f < 4; ++f) {
+        if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
+          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
+          // and the three masked fields are subtracted at the end (exact mod 2^32).
+          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
+        } else if (s.mask) {
+          and_mask(U, V, f);
+        } else if (f == 0) {
+          and_mask(U, V, 0);
+        } else {
+          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
+          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
+          and_mask(U, U, 0);
+        }
+        const Xbyak::Xmm& src = s.mask && f == 0 && s.path != DotPath::Maddubs ? V : U;
+        for (int m = 0; m < mb; ++m) {
+          const Xbyak::Xmm a = acc(m, gi * 4 + f);
+          switch (s.path) {
+            case DotPath::VnniEvex:
+              if (bx_regs) g.vpdpbusd(a, src, bx(m), Xbyak::EvexEncoding);
+              else g.vpdpbusd(a, src, g.ptr_b[row_regs[m] + KO + 4 * u], Xbyak::EvexEncoding);
+              break;
+            case DotPath::VnniVex: g.vpdpbusd(a, src, bx(m), Xbyak::VexEncoding); break;
+            case DotPath::Maddubs:
+              g.vpmaddubsw(T, U, bx(m));
+              g.vpmaddwd(T, T, ONES);
+              g.vpaddd(a, a, T);
+              break;
+          }
+        }
+      }
+    }
+  };
+
+  const int ku = c.k_unroll;
+  if (ku > 1) {
+    g.cmp(CNT, ku);
+    g.jl(loop_rem, Xbyak::CodeGenerator::T_NEAR);
+    g.L(loop_main);
+    for (int u = 0; u < ku; ++u) step(u);
+    g.add(W, ku * nb);
+    g.add(KO, 4 * ku);
+    g.sub(CNT, ku);
+    g.cmp(CNT, ku);
+    g.jge(loop_main, Xbyak::CodeGenerator::T_NEAR);
+    g.L(loop_rem);
+    g.test(CNT, CNT);
+    g.jz(done_k, Xbyak::CodeGenerator::T_NEAR);
+  }
+  g.L(rem_one);
+  step(0);
+  g.add(W, nb);
+  g.add(KO, 4);
+  g.dec(CNT);
+  g.jnz(rem_one, Xbyak::CodeGenerator::T_NEAR);
+  g.L(done_k);
+
+  // MaskDot: accumulator f of a group holds 4^f times the sum (exact, see the header);
+  // on the VNNI paths accumulator 0 also holds the other three fields' scaled sums.
+  if (s.mask) {
+    for (int m = 0; m < mb; ++m) {
+      for (int q = 0; q < 4 * s.groups; ++q) {
+        if (q % 4 == 0) {
+          if (s.path != DotPath::Maddubs)
+            for (int f = 1; f < 4; ++f) g.vpsubd(acc(m, q), acc(m, q), acc(m, q + f));
+        } else {
+          g.vpsrad(acc(m, q), acc(m, q), static_cast<std::uint8_t>(2 * (q % 4)));
+        }
+      }
+    }
+  }
+
+  // Column of accumulator q within the tile: group q/4, field q%4.
+  auto col = [&](int q) { return (q / 4) * s.group + (q % 4) * s.lanes; };
+  const Reg64 Y = rsi, RS = rdx, XS = rcx, WS = r8, BIAS = r9, RES = r10, RAW = r11, RAWS = rax;
+  g.mov(RAW, g.ptr[args + offsetof(MicroArgs, raw)]);
+  g.test(RAW, RAW);
+  g.jnz(raw_path, Xbyak::CodeGenerator::T_NEAR);
+
+  // The f32 epilogue: V holds the row's broadcast, U the per-tensor w_scale, Z zero.
+  const Xbyak::Xmm Z = vec(accs + 2);
+  g.mov(Y, g.ptr[args + offsetof(MicroArgs, y)]);
+  g.mov(RS, g.ptr[args + offsetof(MicroArgs, rowsum)]);
+  if (p.x_scale) g.mov(XS, g.ptr[args + offsetof(MicroArgs, x_scale)]);
+  if (p.w_scale) g.mov(WS, g.ptr[args + offsetof(MicroArgs, w_scale)]);
+  if (p.bias) g.mov(BIAS, g.ptr[args + offsetof(MicroArgs, bias)]);
+  if (p.residual) g.mov(RES, g.ptr[args + offsetof(MicroArgs, residual)]);
+  if (p.w_scale && !p.w_scale_per_channel) g.vbroadcastss(U, g.ptr[WS]);
+  if (p.relu) vzero(Z);
+  const int row_bytes = static_cast<int>(4 * p.N);
+  const int nq = 4 * s.groups;
+  for (int m = 0; m < mb; ++m) {
+    g.vpbroadcastd(V, g.ptr[RS + 4 * m]);
+    for (int q = 0; q < nq; ++q) {
+      g.vpsubd(acc(m, q), acc(m, q), V);
+      g.vcvtdq2ps(acc(m, q), acc(m, q));
+    }
+    if (p.x_scale) {
+      g.vbroadcastss(V, g.ptr[XS + 4 * m]);
+      for (int q = 0; q < nq; ++q) g.vmulps(acc(m, q), acc(m, q), V);
+    }
+    for (int q = 0; q < nq; ++q) {
+      const Xbyak::Xmm a = acc(m, q);
+      if (p.w_scale) {
+        if (p.w_scale_per_channel) g.vmulps(a, a, g.ptr[WS + 4 * col(q)]);
+        else g.vmulps(a, a, U);
+      }
+      if (p.bias) g.vaddps(a, a, g.ptr[BIAS + 4 * col(q)]);
+      if (p.residual) g.vaddps(a, a, g.ptr[RES + 4 * col(q)]);
+      if (p.relu) {
+        // max(0, a) keeps NaN (the second operand wins on unordered) and turns
+        // negatives into +0; adding +0 turns -0 into +0 and changes nothing else.
+        g.vmaxps(a, Z, a);
+        g.vaddps(a, a, Z);
+      }
+      g.vmovups(g.ptr[Y + 4 * col(q)], a);
+    }
+    if (m + 1 < mb) {
+      g.add(Y, row_bytes);
+      if (p.residual) g.add(RES, row_bytes);
+    }
+  }
+  g.jmp(end, Xbyak::CodeGenerator::T_NEAR);
+
+  g.L(raw_path);
+  g.mov(RAWS, g.ptr[args + offsetof(MicroArgs, raw_stride)]);
+  for (int m = 0; m < mb; ++m) {
+    for (int q = 0; q < nq; ++q) g.vmovups(g.ptr[RAW + 4 * col(q)], acc(m, q));
+    if (m + 1 < mb) g.add(RAW, RAWS);
+  }
+
+  g.L(end);
+  g.vzeroupper();
+  for (int i = nsaved; i-- > 0;) g.pop(saved[i]);
+  g.ret();
+
+  // The constant pool: the four field masks, 64 bytes each, then int16 ones for vpmaddwd.
+  g.align(64);
+  g.L(consts);
+  for (std::uint32_t mask : {0x03030303u, 0x0c0c0c0cu, 0x30303030u, 0xc0c0c0c0u})
+    for (int i = 0; i < 16; ++i) g.dd(mask);
+  g.dd(0x00010001);
+}
+
+class Int8Kernel final : public TMatMulKernel {
+ public:
+  Int8Kernel(const TMatMulProblem& p, const TMatMulConfig& c) : p_(p), c_(c), s_(shape_of(c)) {
+    steps_ = ceil_div(p.K, 4);
+    panels_ = ceil_div(p.N, s_.n_block);
+    np_ = panels_ * s_.n_block;
+    panel_bytes_ = static_cast<std::size_t>(steps_) * static_cast<std::size_t>(s_.n_block);
+    mb_ = static_cast<int>(std::min<std::int64_t>(c.m_block, p.M));
+  }
+
+  Result<void> generate() {
+    const int tail = static_cast<int>(p_.M % mb_);
+    for (int mb : {mb_, tail}) {
+      if (mb == 0) continue;
+      Fn fn;
+      fn.mb = mb;
+      fn.code = std::make_unique<JitCode>();
+      fn.label = "tmatmul i8 " + std::string(s_.mask ? "mask_dot" : "dot") + " microkernel mb=" + std::to_string(mb) +
+                 " nb=" + std::to_string(s_.n_block) + " " + c_.str();
+      TERNJIT_TRY_VOID(emit_guarded(fn.label, [&] {
+        emit_microkernel(*fn.code, p_, c_, s_, mb);
+        fn.entry = fn.code->finalize<MicroFn>();
+        // Xbyak 6.68's ready() changes the page protection only for AutoGrow buffers,
+        // so finalize() alone leaves this fixed-size buffer read-write: make it
+        // read-execute here (idempotent if finalize() does it one day).
+        fn.code->setProtectModeRE();
+      }));
+      fns_.push_back(std::move(fn));
+    }
+    return success();
+  }
+
+  const TMatMulProblem& problem() const override { return p_; }
+  const TMatMulConfig& config() const override { return c_; }
+
+  std::string pack_signature() const override {
+    return "i8t2.v1:lanes=" + std::to_string(s_.lanes) + ",nb=" + std::to_string(s_.n_block) +
+           ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
+  }
+
+  Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
+    const std::int64_t K = p_.K, N = p_.N;
+    if (static_cast<std::int64_t>(w.size()) != K * N)
+      return make_error(ErrorCode::InvalidArgument, "tmatmul pack: expected " + std::to_string(K * N) +
+                                                        " weights (K*N), got " + std::to_string(w.size()));
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      if (w[i] < -1 || w[i] > 1)
+        return make_error(ErrorCode::InvalidArgument,
+                          "tmatmul pack: weight " + std::to_string(w[i]) + " at index " + std::to_string(i) +
+                              " (k=" + std::to_string(static_cast<std::int64_t>(i) / N) +
+                              ", n=" + std::to_string(static_cast<std::int64_t>(i) % N) + ") is not -1, 0 or 1");
+    }
+    PackedWeights pw;
+    pw.signature = pack_signature();
+    pw.K = K;
+    pw.N = N;
+    pw.size = panel_bytes_ * static_cast<std::size_t>(panels_);
+    pw.storage.assign(pw.size + 64, 0);
+    const auto addr = reinterpret_cast<std::uintptr_t>(pw.storage.data());
+    pw.offset = static_cast<std::size_t>((64 - addr % 64) % 64);
+    std::uint8_t* out = pw.storage.data() + pw.offset;
+    const int G = s_.group, L = s_.lanes, nb = s_.n_block;
+    auto code = [&](std::int64_t k, std::int64_t n) -> unsigned {
+      if (k >= K) return 0;  // padded rows: code 0 multiplies the padded x bytes by 0
+      if (n >= N) return 1;
+      return static_cast<unsigned>(w[static_cast<std::size_t>(k * N + n)] + 1);
+    };
+    for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
+      std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
+      for (std::int64_t st = 0; st < steps_; ++st) {
+        std::uint8_t* row = panel + static_cast<std::size_t>(st * nb);
+        for (int gi = 0; gi < s_.groups; ++gi) {
+          for (int b = 0; b < G; ++b) {
+            const std::int64_t k = 4 * st + b % 4;
+            const std::int64_t n0 = pnl * nb + gi * G + b / 4;
+            unsigned byte = 0;
+            for (int f = 0; f < 4; ++f) byte |= code(k, n0 + f * L) << (2 * f);
+            row[gi * G + b] = static_cast<std::uint8_t>(byte);
+          }
+        }
+      }
+    }
+    return pw;
+  }
+
+  void run(const TMatMulArgs& args, const Parallel& parallel) const override;
+
+  std::vector<CodeBlob> code() const override {
+    std::vector<CodeBlob> r;
+    for (const Fn& f : fns_) r.push_back({f.label, f.code->bytes()});
+    return r;
+  }
+
+ private:
+  struct Fn {
+    int mb = 0;
+    std::unique_ptr<JitCode> code;
+    MicroFn entry = nullptr;
+    std::string label;
+  };
+  MicroFn fn_for(int mb) const {
+    for (const Fn& f : fns_)
+      if (f.mb == mb) return f.entry;
+    return nullptr;
+  }
+
+  TMatMulProblem p_;
+  TMatMulConfig c_;
+  Shape s_;
+  std::int64_t steps_ = 0, panels_ = 0, np_ = 0;
+  std::size_t panel_bytes_ = 0;
+  int mb_ = 1;
+  std::vector<Fn> fns_;
+};
+
+void Int8Kernel::run(const TMatMulArgs& args, const Parallel& parallel) const {
+  const std::int64_t M = p_.M, K = p_.K, N = p_.N;
+  const auto* x = static_cast<const std::int8_t*>(args.x);
+  const int nb = s_.n_block;
+
+  // Row sums of x (the code offset's correction), wrapping like the int32 sum.
+  std::vector<std::int32_t> rowsum(static_cast<std::size_t>(M));
+  for (std::int64_t m = 0; m < M; ++m) {
+    std::uint32_t sum = 0;
+    const std::int8_t* row = x + m * K;
+    for (std::int64_t k = 0; k < K; ++k) sum += static_cast<std::uint32_t>(static_cast<std::int32_t>(row[k]));
+    rowsum[static_cast<std::size_t>(m)] = static_cast<std::int32_t>(sum);
+  }
+  // The kernel reads x in dwords, up to 3 bytes past K (multiplied by code 0). Only
+  // the last row's overread could leave the buffer: run that row from a padded copy.
+  std::vector<std::int8_t> last_row;
+  if (K % 4 != 0) {
+    last_row.assign(static_cast<std::size_t>(steps_ * 4), 0);
+    std::memcpy(last_row.data(), x + (M - 1) * K, static_cast<std::size_t>(K));
+  }
+  auto row_ptr = [&](std::int64_t m) { return m == M - 1 && !last_row.empty() ? last_row.data() : x + m * K; };
+
+  const std::int64_t T = std::max(1, std::min(c_.threads, parallel.run != nullptr ? parallel.threads : 1));
+  const std::int64_t S = std::min<std::int64_t>(c_.split_k, steps_);
+  const std::int64_t mblocks = ceil_div(M, mb_);
+  const std::int64_t pc = std::min(panels_, T);
+  const std::int64_t mc = panels_ >= T ? 1 : std::min(mblocks, ceil_div(T, panels_));
+  const bool has_tail = np_ != N;
+
+  std::vector<std::int32_t> partial, tail;
+  if (S > 1) partial.resize(static_cast<std::size_t>(S * M * np_));
+  else if (has_tail) tail.resize(static_cast<std::size_t>(M * nb));
+
+  const std::uint8_t* packed = args.w->data();
+  auto* y = static_cast<float*>(args.y);
+  const auto* bias = static_cast<const float*>(args.bias);
+  const auto* residual = static_cast<const float*>(args.residual);
+
+  parallel.for_each(pc * mc * S, [&](std::int64_t task) {
+    const std::int64_t si = task % S, rest = task / S;
+    const std::int64_t mi = rest % mc, pi = rest / mc;
+    const std::int64_t p_lo = panels_ * pi / pc, p_hi = panels_ * (pi + 1) / pc;
+    const std::int64_t b_lo = mblocks * mi / mc, b_hi = mblocks * (mi + 1) / mc;
+    const std::int64_t s_lo = steps_ * si / S, s_hi = steps_ * (si + 1) / S;
+    const std::int8_t* rows[kMaxMBlock];
+    for (std::int64_t pn = p_lo; pn < p_hi; ++pn) {
+      const std::int64_t n0 = pn * nb;
+      for (std::int64_t b = b_lo; b < b_hi; ++b) {
+        const std::int64_t m0 = b * mb_;
+        const int mb = static_cast<int>(std::min<std::int64_t>(mb_, M - m0));
+        for (int i = 0; i < mb; ++i) rows[i] = row_ptr(m0 + i) + 4 * s_lo;
+        MicroArgs a{};
+        a.x_rows = rows;
+        a.w = packed + static_cast<std::size_t>(pn) * panel_bytes_ + static_cast<std::size_t>(s_lo * nb);
+        a.steps = s_hi - s_lo;
+        if (S > 1) {
+          a.raw = partial.data() + (si * M + m0) * np_ + n0;
+          a.raw_stride = 4 * np_;
+        } else if (has_tail && pn == panels_ - 1) {
+          a.raw = tail.data() + m0 * nb;
+          a.raw_stride = 4 * nb;
+        } else {
+          a.y = y + m0 * N + n0;
+          a.rowsum = rowsum.data() + m0;
+          a.x_scale = args.x_scale != nullptr ? args.x_scale + m0 : nullptr;
+          a.w_scale = args.w_scale != nullptr ? args.w_scale + (p_.w_scale_per_channel ? n0 : 0) : nullptr;
+          a.bias = bias != nullptr ? bias + n0 : nullptr;
+          a.residual = residual != nullptr ? residual + m0 * N + n0 : nullptr;
+        }
+        fn_for(mb)(&a);
+      }
+    }
+  });
+
+  // Raw sums: reduce the split-K partials (wrapping) and apply the epilogue in C++.
+  if (S > 1) {
+    const std::int64_t chunks = std::min<std::int64_t>(T, M * N);
+    parallel.for_each(chunks, [&](std::int64_t ci) {
+      const std::int64_t lo = M * N * ci / chunks, hi = M * N * (ci + 1) / chunks;
+      for (std::int64_t e = lo; e < hi; ++e) {
+        const std::int64_t m = e / N, n = e % N;
+        std::uint32_t sum = 0;
+        for (std::int64_t si = 0; si < S; ++si)
+          sum += static_cast<std::uint32_t>(partial[static_cast<std::size_t>((si * M + m) * np_ + n)]);
+        sum -= static_cast<std::uint32_t>(rowsum[static_cast<std::size_t>(m)]);
+        y[e] = finish_one(p_, args, sum, m, n);
+      }
+    });
+  } else if (has_tail) {
+    const std::int64_t n0 = (panels_ - 1) * nb;
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = n0; n < N; ++n) {
+        const std::uint32_t sum = static_cast<std::uint32_t>(tail[static_cast<std::size_t>(m * nb + (n - n0))]) -
+                                  static_cast<std::uint32_t>(rowsum[static_cast<std::size_t>(m)]);
+        y[m * N + n] = finish_one(p_, args, sum, m, n);
+      }
+  }
+}
+
+Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::move(msg)); }
+
+}  // namespace
+
+Result<void> validate_int8(const TMatMulProblem& p, const TMatMulConfig& c) {
+  const Shape s = shape_of(c);
+  if (c.n_block % s.group != 0)
+    return bad("nb=" + std::to_string(c.n_block) + ": n_block must be a multiple of " + std::to_string(s.group) +
+               " (4 x the int32 lanes of vec=" + std::to_string(c.vector_bits) + ")");
+  if (c.m_block > kMaxMBlock)
+    return bad("mb=" + std::to_string(c.m_block) + ": m_block must be at most " + std::to_string(kMaxMBlock));
+  if (c.k_unroll > kMaxKUnroll)
+    return bad("ku=" + std::to_string(c.k_unroll) + ": k_unroll must be at most " + std::to_string(kMaxKUnroll));
+  if (c.prefetch_bytes > kMaxPrefetch)
+    return bad("pf=" + std::to_string(c.prefetch_bytes) + ": prefetch_bytes must be at most " +
+               std::to_string(kMaxPrefetch));
+  const int mb = static_cast<int>(std::min<std::int64_t>(c.m_block, p.M));
+  const int need = vregs_needed(s, mb);
+  if (need > s.vregs)
+    return bad("mb=" + std::to_string(c.m_block) + ",nb=" + std::to_string(c.n_block) + ": needs " +
+               std::to_string(need) + " vector registers, isa=" + std::string(isa_name(c.isa)) + " has " +
+               std::to_string(s.vregs));
+  if (c.variant == TMatMulVariant::MaskDot && p.K > kMaxMaskDotK)
+    return bad("variant=mask_dot needs K <= " + std::to_string(kMaxMaskDotK) +
+               " (its 64x-scaled int32 accumulator must not wrap), K = " + std::to_string(p.K));
+  return success();
+}
+
+Result<std::unique_ptr<TMatMulKernel>> create_int8(const TMatMulProblem& p, const TMatMulConfig& c) {
+  auto k = std::make_unique<Int8Kernel>(p, c);
+  TERNJIT_TRY_VOID(k->generate());
+  return std::unique_ptr<TMatMulKernel>(std::move(k));
+}
+
+}  // namespace ternjit::targets::x86::detail

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+// tmatmul_internal.h - the per-variant kernel factories behind TMatMulKernel::create.
+//
+// tmatmul.cpp owns the config text form, validate(), default_config() and create(),
+// which checks the common rules and dispatches on config.variant to these.
+#pragma once
+
+#include <memory>
+
+#include "targets/x86/tmatmul.h"
+
+namespace ternjit::targets::x86::detail {
+
+// tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni).
+Result<void> validate_int8(const TMatMulProblem& problem, const TMatMulConfig& config);
+Result<std::unique_ptr<TMatMulKernel>> create_int8(const TMatMulProblem& problem, const TMatMulConfig& config);
+
+// tmatmul_amx.cpp: variant Amx (i8 x, Isa::Amx).
+Result<void> validate_amx(const TMatMulProblem& problem, const TMatMulConfig& config);
+Result<std::unique_ptr<TMatMulKernel>> create_amx(const TMatMulProblem& problem, const TMatMulConfig& config);
+
+// tmatmul_float.cpp: variant Float (f32, bf16, f16 x) on every Isa.
+Result<void> validate_float(const TMatMulProblem& problem, const TMatMulConfig& config);
+Result<std::unique_ptr<TMatMulKernel>> create_float(const TMatMulProblem& problem, const TMatMulConfig& config);
+
+}  // namespace ternjit::targets::x86::detail

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/e2e/cache_cli.sh - `ternjit cache ls|stat|verify|prune|clear|merge` on a temp cache filled by `ternjit run`.
+#   tests/e2e/cache_cli.sh TERNJIT_BINARY SOURCE_DIR
+set -u
+bin="$1"
+src="$2"
+work="$(mktemp -d)"
+trap 'chmod -R u+rwx "$work" 2>/dev/null; rm -rf "$work"' EXIT
+# `ternjit run` uses the default directory: $XDG_CACHE_HOME/ternjit.
+export XDG_CACHE_HOME="$work/xdg"
+unset TERNJIT_CACHE_DIR
+cache="$XDG_CACHE_HOME/ternjit"
+passed=0
+failed=0
+check() {  # check NAME CONDITION-EXIT-CODE
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
+}
+run() { "$bin" run "$src/tests/dsl/bitlinear.tri" --layer BitLinear --shape M=4,K=64,N=32 --target reference; }
+
+run >"$work/out1.txt" 2>"$work/err1.txt"
+check "first run" $?
+run >"$work/out2.txt" 2>"$work/err2.txt"
+check "second run" $?
+cmp -s "$work/out1.txt" "$work/out2.txt"
+check "a disk hit gives the same output" $?
+[ "$(stat -c %a "$cache")" = 700 ]
+check "the cache root is created 0700" $?
+
+"$bin" cache ls >"$work/ls.txt"
+grep -q "^artifact .*target=reference function=BitLinear.forward opt_level=O2" "$work/ls.txt"
+check "ls shows the artifact" $?
+[ "$(wc -l <"$work/ls.txt")" -eq 1 ]
+check "ls: one artifact per key" $?
+"$bin" cache stat | grep -q "^artifacts: *1 "
+check "stat counts it" $?
+"$bin" cache verify >/dev/null
+check "verify: all good" $?
+
+entry="$(ls "$cache"/v1/objects/*.tje)"
+printf '\xff' | dd of="$entry" bs=1 seek=60 conv=notrunc status=none
+"$bin" cache verify >"$work/verify.txt"
+[ $? -eq 1 ] && grep -q "^BAD v1/objects/.*checksum mismatch" "$work/verify.txt"
+check "verify reports a flipped byte and exits 1" $?
+run >"$work/out3.txt" 2>"$work/err3.txt"
+check "a run with a corrupt entry still succeeds" $?
+cmp -s "$work/out1.txt" "$work/out3.txt" && grep -q "checksum mismatch: removed" "$work/err3.txt"
+check "... with the same output and a warning" $?
+"$bin" cache verify >/dev/null
+check "the rebuilt entry verifies" $?
+printf 'junk' >"$entry"
+"$bin" cache verify --remove | grep -q "1 removed"
+check "verify --remove removes a bad entry" $?
+
+run >/dev/null 2>&1
+"$bin" cache prune --max-size 1 | grep -q "^removed 1 artifacts"
+check "prune --max-size evicts" $?
+"$bin" cache prune --max-size 12Q 2>&1 | grep -q "malformed"
+check "prune rejects a bad size" $?
+
+mkdir -p "$work/other"
+"$bin" cache --dir "$work/other" stat >/dev/null
+"$bin" cache merge "$work/other/" | grep -q "0 copied"
+check "merge of an empty cache copies nothing" $?
+"$bin" cache merge "$work/missing" >/dev/null 2>&1
+[ $? -eq 1 ]
+check "merge of a missing directory fails" $?
+
+run >/dev/null 2>&1
+"$bin" cache clear >/dev/null && "$bin" cache stat | grep -q "^artifacts: *0 "
+check "clear empties the cache" $?
+
+chmod 0777 "$cache"
+"$bin" cache stat 2>"$work/refused.txt"
+[ $? -eq 1 ] && grep -q "writable by group or others" "$work/refused.txt"
+check "a world-writable cache directory is refused" $?
+run >"$work/out4.txt" 2>"$work/err4.txt"
+[ $? -eq 0 ] && cmp -s "$work/out1.txt" "$work/out4.txt" && [ "$(grep -c 'ternjit: cache:' "$work/err4.txt")" -eq 1 ]
+check "... and a run warns once and compiles without it" $?
+chmod 0700 "$cache"
+
+echo "cache_cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

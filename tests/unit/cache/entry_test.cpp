@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// entry_test.cpp - the entry file format and the artifact codec: round trips; every bit flip and truncation detected.
+#include <doctest/doctest.h>
+
+#include "cache/artifact_codec.h"
+#include "cache/entry.h"
+
+namespace ternjit::cache {
+namespace {
+
+TEST_CASE("entry: round trip") {
+  const Key k("artifact", {{"x", "1"}});
+  const std::string file = encode_entry(EntryKind::Artifact, k, "payload bytes");
+  CHECK(file.size() == kEntryHeaderSize + k.bytes().size() + 13);
+  auto e = decode_entry(file);
+  REQUIRE(e.ok());
+  CHECK(e->kind == EntryKind::Artifact);
+  CHECK(e->key == k.bytes());
+  CHECK(e->payload == "payload bytes");
+  auto r = decode_entry(encode_entry(EntryKind::Record, k, ""));
+  REQUIRE(r.ok());
+  CHECK(r->kind == EntryKind::Record);
+  CHECK(r->payload.empty());
+}
+
+TEST_CASE("entry: every single-bit flip is detected") {
+  const Key k("artifact", {{"x", "1"}});
+  const std::string file = encode_entry(EntryKind::Artifact, k, "some payload");
+  int detected = 0, total = 0;
+  for (std::size_t i = 0; i < file.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = file;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
+      ++total;
+      detected += !decode_entry(bad).ok();
+    }
+  CHECK(detected == total);
+}
+
+TEST_CASE("entry: truncation and extension are detected, with a message") {
+  const Key k("artifact", {{"x", "1"}});
+  const std::string file = encode_entry(EntryKind::Artifact, k, "0123456789");
+  for (std::size_t n = 0; n < file.size(); ++n) CHECK_FALSE(decode_entry(file.substr(0, n)).ok());
+  auto ext = decode_entry(file + "!");
+  REQUIRE_FALSE(ext.ok());
+  CHECK(ext.error().message.find("truncated or extended") != std::string::npos);
+  std::string flipped = file;
+  flipped.back() ^= 1;
+  CHECK(decode_entry(flipped).error().message == "checksum mismatch");
+  std::string other_version = file;
+  other_version[8] = 9;
+  CHECK(decode_entry(other_version).error().message.find("format version 9") != std::string::npos);
+}
+
+TEST_CASE("artifact codec: round trip and bounds-checked decoding") {
+  targets::Artifact a;
+  a.kind = targets::ArtifactKind::MachineCode;
+  a.bytes = {1, 2, 3, 0, 255};
+  a.entry = "tgemv_f16_m1_k4096__avx512vnni";
+  a.metadata = {{"isa", "avx512_vnni"}, {"tile", "m4n16"}};
+  const std::string bytes = encode_artifact(a);
+  auto b = decode_artifact(bytes);
+  REQUIRE(b.ok());
+  CHECK(b->kind == a.kind);
+  CHECK(b->bytes == a.bytes);
+  CHECK(b->entry == a.entry);
+  CHECK(b->metadata == a.metadata);
+  CHECK(encode_artifact(*b) == bytes);
+  for (std::size_t n = 0; n < bytes.size(); ++n) CHECK_FALSE(decode_artifact(bytes.substr(0, n)).ok());
+  CHECK_FALSE(decode_artifact(bytes + "x").ok());
+}
+
+}  // namespace
+}  // namespace ternjit::cache
