@@ -713,8 +713,6 @@ class Kernel final : public EltwiseKernel {
       va.emit_constants();
       code_->ret();  // keeps the buffer non-empty for kernels that emitted nothing
       fn_ = code_->finalize<void*>();
-      // Xbyak 6.68's readyRE() changes the page protection only for AutoGrow buffers.
-      code_->setProtectModeRE();
     });
   }
 

@@ -497,9 +497,6 @@ class AmxKernel final : public TMatMulKernel {
       AmxGen gen(code_, p_, c_, emulate_);
       gen.emit();
       fn_ = code_.finalize<AmxFn>();
-      // JitCode::finalize()'s readyRE() changes the protection only for AutoGrow
-      // buffers; make the pages read-execute here (harmless if already done).
-      code_.setProtectModeRE();
     });
   }
 

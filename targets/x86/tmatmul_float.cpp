@@ -514,9 +514,6 @@ class FloatKernel final : public TMatMulKernel {
       FloatGen gen(code_, p_, c_);
       gen.emit();
       fn_ = code_.finalize<FloatFn>();
-      // JitCode::finalize()'s readyRE() changes the protection only for AutoGrow
-      // buffers; make the pages read-execute here (harmless if already done).
-      code_.setProtectModeRE();
     });
   }
 

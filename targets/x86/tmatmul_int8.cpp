@@ -372,10 +372,6 @@ class Int8Kernel final : public TMatMulKernel {
       TERNJIT_TRY_VOID(emit_guarded(fn.label, [&] {
         emit_microkernel(*fn.code, p_, c_, s_, mb);
         fn.entry = fn.code->finalize<MicroFn>();
-        // Xbyak 6.68's ready() changes the page protection only for AutoGrow buffers,
-        // so finalize() alone leaves this fixed-size buffer read-write: make it
-        // read-execute here (idempotent if finalize() does it one day).
-        fn.code->setProtectModeRE();
       }));
       fns_.push_back(std::move(fn));
     }

@@ -18,6 +18,10 @@ Result<std::unique_ptr<TMatMulKernel>> create_int8(const TMatMulProblem& problem
 // tmatmul_amx.cpp: variant Amx (i8 x, Isa::Amx).
 Result<void> validate_amx(const TMatMulProblem& problem, const TMatMulConfig& config);
 Result<std::unique_ptr<TMatMulKernel>> create_amx(const TMatMulProblem& problem, const TMatMulConfig& config);
+/// The Amx kernel with its tile instructions (ldtilecfg, tileloadd, tilestored, tilezero,
+/// tdpbssd) replaced by exact AVX-512 VNNI sequences on a memory tile file: the same
+/// blocking, packing, unpacking and epilogue, runnable on CPUs without AMX (tests only).
+Result<std::unique_ptr<TMatMulKernel>> create_amx_emulated(const TMatMulProblem& problem, const TMatMulConfig& config);
 
 // tmatmul_float.cpp: variant Float (f32, bf16, f16 x) on every Isa.
 Result<void> validate_float(const TMatMulProblem& problem, const TMatMulConfig& config);

@@ -22,11 +22,6 @@
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul_internal.h"
 
-namespace ternjit::targets::x86::detail {
-// Defined in tmatmul_amx.cpp (test-only; not part of the factory table).
-Result<std::unique_ptr<TMatMulKernel>> create_amx_emulated(const TMatMulProblem& problem, const TMatMulConfig& config);
-}  // namespace ternjit::targets::x86::detail
-
 namespace {
 
 using namespace ternjit;
