@@ -19,6 +19,7 @@
 #include <exception>
 #include <mutex>
 
+#include "autotune/dispatch.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/module_impl.h"
@@ -359,6 +360,14 @@ Result<std::unique_ptr<KernelImpl>> Program::Impl::specialize(std::string_view f
       engine->trace("ternjit_verbose,fallback,target=" + std::string(target->name()) + ",fn=" + fname +
                     ",to=reference,why=" + fb->second);
     target = engine->fallback;
+  }
+  // Tuning records choose each x86 tmatmul's configuration, on disk hits too (autotune/dispatch.h).
+  if (engine->options.tuning != "off" && target->name() == "x86") {
+    autotune::DispatchOptions dopts;
+    dopts.mode = engine->options.tuning;
+    dopts.disk = engine->disk_cache->disk();
+    if (auto tuned = autotune::apply_tuning(artifact, dopts); !tuned.ok() && engine->verbose())
+      engine->trace("ternjit_verbose,tuning,fn=" + fname + ",error=" + tuned.error().message);
   }
   const ir::Function* sf = spec.find_function(fname);
   TERNJIT_CHECK(sf != nullptr, "specialize_function lost '" + fname + "'");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ir/parse.h"
+#include "targets/llvm/llvm_target.h"
 #include "ternjit/ternjit.h"
 
 namespace ternjit::jit {
@@ -135,6 +136,32 @@ Result<LoadedKernel> load_plan(const targets::Artifact& a, const LoadContext& co
   return k;
 }
 
+// ---------------------------------------------------------------- llvm objects
+
+Result<void> run_llvm(const void* state, void* const* buffers) {
+  return static_cast<const targets::llvmjit::Kernel*>(state)->run(buffers);
+}
+
+std::int32_t llvm_entry(const void* state, void* const* buffers) noexcept {
+  try {
+    auto r = run_llvm(state, buffers);
+    return r.ok() ? TERNJIT_OK : status_of(r.error().code);
+  } catch (...) {
+    return TERNJIT_INTERNAL;
+  }
+}
+
+Result<LoadedKernel> load_llvm(const targets::Artifact& a, const LoadContext& context) {
+  TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+  TERNJIT_TRY(auto kernel, targets::llvmjit::load_kernel(a, *context.params));
+  LoadedKernel k;
+  k.entry = &llvm_entry;
+  k.state = kernel.get();
+  k.run_checked = &run_llvm;
+  k.owner = std::move(kernel);
+  return k;
+}
+
 }  // namespace
 
 std::int32_t status_of(ErrorCode code) {
@@ -154,7 +181,7 @@ Result<LoadedKernel> load(const targets::Artifact& artifact, const LoadContext& 
   switch (artifact.kind) {
     case targets::ArtifactKind::Interpreted: return load_interpreted(artifact, context);
     case targets::ArtifactKind::MachineCode: return load_plan(artifact, context);
-    case targets::ArtifactKind::Object:
+    case targets::ArtifactKind::Object: return load_llvm(artifact, context);
     case targets::ArtifactKind::Ptx:
     case targets::ArtifactKind::Hsaco:
     case targets::ArtifactKind::Spirv: break;

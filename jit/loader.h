@@ -39,7 +39,8 @@ struct LoadedKernel {
 /// the artifact's "isa" (and per-tmatmul configurations) - generating the machine code
 /// and packing the weights - and returns its trampoline. Errors: InvalidInput for an
 /// artifact that does not parse or lacks its entry; Unavailable when this CPU cannot
-/// run the artifact's ISA; Unsupported for artifact kinds this build cannot load yet.
+/// run the artifact's ISA. Object (llvm): links the object into its own LLJIT
+/// (targets/llvm/README.md). Unsupported for artifact kinds this build cannot load yet.
 Result<LoadedKernel> load(const targets::Artifact& artifact, const LoadContext& context);
 
 /// The ternjit_status value (ternjit.h) of an error code: InvalidInput 1 ... Internal 7.

@@ -2,6 +2,7 @@
 // registry.cpp - the explicit target table (no static self-registration) and name lookup.
 #include "targets/registry.h"
 
+#include "targets/llvm/llvm_target.h"
 #include "targets/reference/reference_target.h"
 #include "targets/x86/x86_target.h"
 
@@ -34,6 +35,7 @@ TargetRegistry TargetRegistry::create() {
   // Targets join this list as they land, in their slot; none is a placeholder.
   std::vector<std::unique_ptr<Target>> table;
   table.push_back(make_x86_target());
+  table.push_back(make_llvm_target());
   table.push_back(make_reference_target());
   return TargetRegistry(std::move(table));
 }

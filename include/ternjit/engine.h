@@ -39,7 +39,9 @@ struct EngineOptions {
   /// Accept a cache directory shared by a Unix group: group-writable directories and
   /// entries written by other members of the directory's group (never world-writable ones).
   bool cache_shared_group = false;
-  std::string tuning = "off";   ///< tuning mode (used once the autotuner lands)
+  /// "off": default configurations; "cached": use tuning records (exact shape, else the
+  /// nearest tuned shape, else the default); "tune": tune at first call what has no record.
+  std::string tuning = "off";
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
   /// whichever thread compiles or looks up, possibly concurrently.

@@ -10,13 +10,17 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "ir/bind.h"
 #include "ir/print.h"
+#include "ir/safetensors.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
+#include "targets/llvm/llvm_target.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/x86_target.h"
 #include "tools/ternjit/commands.h"
@@ -70,8 +74,36 @@ Result<std::string> x86_render_asm(const ir::Module& specialized, const std::str
   return out;
 }
 
+// ---- llvm: --emit asm prints the host assembly of the module (weights read through the
+// entry's const table); --emit llvm|obj and --triple/--cpu/-o take the options below.
+Result<void> llvm_check_options(const CompileCommandOptions& o) {
+  if (!o.max_isa.empty()) return make_error(ErrorCode::InvalidArgument, "--max-isa is an x86 option");
+  return {};
+}
+
+passes::TargetInfo llvm_info() { return targets::make_llvm_target()->info(); }
+
+Result<std::string> llvm_render_asm(const ir::Module& specialized, const std::string& function,
+                                    const CompileCommandOptions& o) {
+  targets::llvmjit::EmitRequest r;
+  r.what = targets::llvmjit::EmitWhat::Asm;
+  if (auto level = passes::parse_opt_level(o.level)) r.opt = *level;
+  TERNJIT_TRY(auto e, targets::llvmjit::emit(specialized, function, r));
+  return e.bytes;
+}
+
 constexpr CompileBackend kBackends[] = {
     {"x86", &x86_check_options, &x86_info, &x86_render_asm},
+    {"llvm", &llvm_check_options, &llvm_info, &llvm_render_asm},
+};
+
+// Options only the llvm target takes (kept here, next to its row).
+struct LlvmExtras {
+  std::string triple;   // --triple (default: host)
+  std::string cpu;      // --cpu (default: host CPU, or generic)
+  std::string output;   // -o: the object (its header goes next to it, .h)
+  std::string weights;  // --weights: safetensors with the parameters (default: random, --seed)
+  std::uint64_t seed = 1;
 };
 
 const CompileBackend* find_backend(std::string_view name) {
@@ -99,13 +131,19 @@ Result<std::string> pick_function(const ir::Module& m, const CompileCommandOptio
   return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + o.file + " (it has: " + have + ")");
 }
 
-Result<std::string> compile_to_text(const CompileCommandOptions& o) {
+Result<std::string> compile_to_text(const CompileCommandOptions& o, const LlvmExtras& llvm_extras) {
   const CompileBackend* backend = find_backend(o.target);
   if (!backend)
     return make_error(ErrorCode::InvalidArgument,
                       "unknown --target '" + o.target + "' for compile (supported: " + backend_names() + ")");
-  if (o.emit != "asm" && o.emit != "ir")
-    return make_error(ErrorCode::InvalidArgument, "unknown --emit '" + o.emit + "' (expected asm or ir)");
+  const bool llvm = o.target == "llvm";
+  if (o.emit != "asm" && o.emit != "ir" && !(llvm && (o.emit == "llvm" || o.emit == "obj")))
+    return make_error(ErrorCode::InvalidArgument, "unknown --emit '" + o.emit + "' (expected asm or ir" +
+                                                      std::string(llvm ? ", llvm or obj" : "") + ")");
+  if (!llvm && (!llvm_extras.triple.empty() || !llvm_extras.cpu.empty() || !llvm_extras.output.empty()))
+    return make_error(ErrorCode::InvalidArgument, "--triple, --cpu and -o need --target llvm");
+  if (o.emit == "obj" && llvm_extras.output.empty())
+    return make_error(ErrorCode::InvalidArgument, "--emit obj needs -o FILE.o");
   if (o.threads < 1)
     return make_error(ErrorCode::InvalidArgument, "--threads must be >= 1, got " + std::to_string(o.threads));
   auto level = passes::parse_opt_level(o.level);
@@ -127,18 +165,53 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   TERNJIT_TRY(auto report_unused, passes::run_pipeline(specialized, passes::default_pipeline(*level, popts.target), popts));
   (void)report_unused;
   if (o.emit == "ir") return ir::print_module(specialized);
-  return backend->render_asm(specialized, function, o);
+  if (!llvm || (o.emit == "asm" && llvm_extras.triple.empty() && llvm_extras.cpu.empty()))
+    return backend->render_asm(specialized, function, o);
+
+  // llvm --emit llvm|obj (or asm for another triple/cpu): the weights are baked in.
+  std::optional<ir::StFile> weights;
+  if (!llvm_extras.weights.empty()) {
+    TERNJIT_TRY(weights, ir::read_safetensors(llvm_extras.weights));
+  }
+  ir::PrepareOptions prep;
+  prep.seed = llvm_extras.seed;
+  TERNJIT_TRY(ir::RunInputs run, ir::prepare_run(m, *m.find_function(function), nullptr, weights ? &*weights : nullptr,
+                                                 shapes, prep));
+  targets::llvmjit::EmitRequest r;
+  r.triple = llvm_extras.triple;
+  r.cpu = llvm_extras.cpu;
+  r.opt = *level;
+  r.params = &run.params;
+  r.what = o.emit == "llvm" ? targets::llvmjit::EmitWhat::LlvmIr
+           : o.emit == "asm" ? targets::llvmjit::EmitWhat::Asm
+                             : targets::llvmjit::EmitWhat::Object;
+  TERNJIT_TRY(auto e, targets::llvmjit::emit(specialized, function, r));
+  if (o.emit != "obj") return e.bytes;
+  std::string header = llvm_extras.output;
+  const auto dot = header.rfind('.');
+  header = (dot != std::string::npos && header.find('/', dot) == std::string::npos ? header.substr(0, dot) : header) + ".h";
+  for (const auto& [path, bytes] : {std::pair<std::string, const std::string*>{llvm_extras.output, &e.bytes},
+                                    std::pair<std::string, const std::string*>{header, &e.header}}) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+    if (!f) return make_error(ErrorCode::IoError, "cannot write " + path);
+  }
+  return "wrote " + llvm_extras.output + " and " + header + ": entry " + e.symbol + " (" +
+         (weights ? "weights from " + llvm_extras.weights : "random weights, seed " + std::to_string(llvm_extras.seed)) +
+         ")\n";
 }
 
-}  // namespace
-
-int cmd_compile(const CompileCommandOptions& options) {
-  auto text = compile_to_text(options);
+int cmd_compile_with(const CompileCommandOptions& options, const LlvmExtras& extras) {
+  auto text = compile_to_text(options, extras);
   if (!text.ok()) return report(text.error());
   std::fputs(text->c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }
+
+}  // namespace
+
+int cmd_compile(const CompileCommandOptions& options) { return cmd_compile_with(options, LlvmExtras{}); }
 
 void add_compile_command(CLI::App& app) {
   // The options live as long as the callback that reads them (owned by the subcommand).
@@ -153,14 +226,21 @@ void add_compile_command(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
-  cmd->add_option("--target", o->target, "code generator: x86 (default)");
-  cmd->add_option("--emit", o->emit, "asm (default): per-step config and disassembly; ir: the optimized IR");
+  cmd->add_option("--target", o->target, "code generator: x86 (default) or llvm");
+  cmd->add_option("--emit", o->emit, "asm (default): per-step config and disassembly; ir: the optimized IR; "
+                                      "llvm target also: llvm (LLVM IR), obj (object + C header, needs -o)");
   cmd->add_option("--max-isa", o->max_isa,
                   "x86: highest ISA to generate code for: avx2, avx_vnni, avx512, avx512_vnni or amx "
                   "(default: the best the host runs; code for others is generated, never run)");
   cmd->add_option("--threads", o->threads, "threads the kernels are configured for (default 1)");
-  cmd->callback([o] {
-    int rc = cmd_compile(*o);
+  auto llvm = std::make_shared<LlvmExtras>();
+  cmd->add_option("--triple", llvm->triple, "llvm: target triple, e.g. aarch64-linux-gnu (default: the host)");
+  cmd->add_option("--cpu", llvm->cpu, "llvm: target CPU, e.g. neoverse-n1 (default: host CPU or generic)");
+  cmd->add_option("-o,--output", llvm->output, "llvm --emit obj: the object file; the C header is written beside it");
+  cmd->add_option("--weights", llvm->weights, "llvm --emit obj|llvm: safetensors with the weights to bake in");
+  cmd->add_option("--seed", llvm->seed, "llvm: seed of the random weights when --weights is not given (default 1)");
+  cmd->callback([o, llvm] {
+    int rc = cmd_compile_with(*o, *llvm);
     if (rc == 0) throw CLI::Success();
     throw CLI::RuntimeError(rc);
   });

@@ -9,6 +9,7 @@
 #include "tools/ternjit/commands.h"
 #include "tools/ternjit/cache_cmd.h"
 #include "tools/ternjit/compile_cmd.h"
+#include "tools/ternjit/tune_cmd.h"
 
 int main(int argc, char** argv) {
   using namespace ternjit::cli;
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
 
   add_compile_command(app);  // its callback runs the command and ends parsing with its status
   add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
+  add_tune_command(app);     // `tune` (autotune/): the same
 
   CLI11_PARSE(app, argc, argv);
 

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// backend.h - the LLVM-facing half of the llvm target (no LLVM types): IR generation, optimization, emission, LLJIT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "passes/pipeline.h"
+#include "targets/llvm/program.h"
+#include "ternjit/result.h"
+
+namespace ternjit::targets::llvmjit {
+
+/// What to emit.
+enum class EmitKind : std::uint8_t { Object, Asm, LlvmIr };
+
+/// Where and how to generate code.
+struct CodegenOptions {
+  std::string triple;    ///< "" = the host (its CPU name and features too)
+  std::string cpu;       ///< "" = host CPU (host triple) or "generic"
+  std::string features;  ///< extra "+a,-b" features ("" = the CPU's)
+  passes::OptLevel opt = passes::OptLevel::O2;
+  bool plain_dot = false;  ///< ignore dot product instructions (tests of the fallback)
+};
+
+/// Generates the LLVM module of `p` (function `f`), optimizes it and emits `kind`.
+/// `baked` null: the entry is `void entry(void* const* buffers, const void* const*
+/// consts, void* scratch)` and consts are read through the table; otherwise each const
+/// slot's bytes become a constant global and the entry is `void entry(void* const*
+/// buffers, void* scratch)` (AOT). When !p.all_lowered there is no entry; instead every
+/// lowered step is `void tj_op_<n>(void* const* ptrs)` (operands, results, temporary).
+Result<std::string> generate(const ir::Function& f, const Program& p, const std::string& entry,
+                             const std::vector<std::vector<std::uint8_t>>* baked, EmitKind kind,
+                             const CodegenOptions& o);
+
+/// The weight panel column group the generated code for `o` expects (16: AVX-512 VNNI,
+/// 4: AArch64 dotprod, 1: plain loops); InvalidArgument for an unknown triple.
+Result<int> panel_group(const CodegenOptions& o);
+
+/// A host object linked by its own LLJIT (its own context and session).
+class JitObject {
+ public:
+  virtual ~JitObject() = default;
+  /// The address of a defined symbol, or null.
+  [[nodiscard]] virtual void* lookup(const std::string& name) = 0;
+};
+
+/// Links a relocatable host object in a fresh LLJIT (process symbols such as libm resolve).
+Result<std::unique_ptr<JitObject>> jit_link(const std::vector<std::uint8_t>& object);
+
+/// The host's target triple, CPU name and whether it has AVX-512 VNNI / AArch64 dotprod.
+std::string host_triple();
+/// The host CPU name LLVM detects ("znver4", ...).
+std::string host_cpu();
+
+}  // namespace ternjit::targets::llvmjit

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+// llvm_target.cpp - the llvm Target, loading its objects (const table, reference steps) and AOT emission.
+#include "targets/llvm/llvm_target.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "targets/llvm/backend.h"
+#include "targets/llvm/program.h"
+
+namespace ternjit::targets {
+
+namespace {
+
+using llvmjit::LocKind;
+using llvmjit::Program;
+using llvmjit::ProgramStep;
+
+std::string symbol_of(std::string_view function) {
+  std::string s(function);
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
+  return s;
+}
+
+class LlvmTarget final : public Target {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "llvm"; }
+  [[nodiscard]] TargetKind kind() const override { return TargetKind::Cpu; }
+  [[nodiscard]] Result<void> available() const override { return success(); }
+  [[nodiscard]] TargetDescription describe() const override {
+    TargetDescription d;
+    d.name = "llvm";
+    d.kind = "cpu";
+    d.available = true;
+    d.device = llvmjit::host_cpu();
+    d.features = "LLVM 19 ORC LLJIT, " + llvmjit::host_triple() + " cpu " + llvmjit::host_cpu();
+    return d;
+  }
+  [[nodiscard]] passes::TargetInfo info() const override {
+    passes::TargetInfo t;
+    t.name = "llvm";
+    t.int8_dot = true;
+    t.weight_layout = ir::TernaryLayout::Plain;
+    return t;
+  }
+  [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override {
+    return llvmjit::program_supported(f);
+  }
+  [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
+                                         const CompileOptions& options) const override {
+    const ir::Function* f = specialized.find_function(function);
+    if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
+    llvmjit::CodegenOptions o;
+    o.opt = options.opt_level;
+    TERNJIT_TRY(int group, llvmjit::panel_group(o));
+    TERNJIT_TRY(Program p, llvmjit::analyze(*f, group));
+    const std::string sym = symbol_of(function);
+    TERNJIT_TRY(std::string obj, llvmjit::generate(*f, p, sym, nullptr, llvmjit::EmitKind::Object, o));
+    Artifact a;
+    a.kind = ArtifactKind::Object;
+    a.bytes.assign(obj.begin(), obj.end());
+    a.entry = std::string(function);
+    a.metadata["ir"] = ir::print_module(specialized);
+    a.metadata["symbol"] = sym;
+    a.metadata["triple"] = llvmjit::host_triple();
+    a.metadata["cpu"] = llvmjit::host_cpu();
+    a.metadata["panel_group"] = std::to_string(group);
+    return a;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_llvm_target() { return std::make_unique<LlvmTarget>(); }
+
+}  // namespace ternjit::targets
+
+namespace ternjit::targets::llvmjit {
+
+namespace {
+
+using EntryFn = void (*)(void* const*, const void* const*, void*);
+using StepFn = void (*)(void* const*);
+
+// The per-thread scratch arena (a nested run gets a private buffer).
+struct Arena {
+  std::vector<std::uint8_t> storage;
+  bool in_use = false;
+};
+
+std::uint8_t* aligned(std::vector<std::uint8_t>& v, std::size_t bytes) {
+  if (v.size() < bytes + 64) v.resize(bytes + 64);
+  auto addr = reinterpret_cast<std::uintptr_t>(v.data());
+  return v.data() + (64 - addr % 64) % 64;
+}
+
+bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  if (an == 0 || bn == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+class LoadedKernel final : public Kernel {
+ public:
+  ir::Module module;
+  const ir::Function* f = nullptr;
+  Program p;
+  std::vector<std::vector<std::uint8_t>> consts;
+  std::vector<const void*> const_ptrs;
+  std::unique_ptr<JitObject> jit;
+  EntryFn entry = nullptr;
+  std::vector<StepFn> step_fns;            // per step (null for reference/copy)
+  std::vector<ir::Module> ref_modules;     // per step (empty module unless reference)
+
+  Result<void> run(void* const* buffers) const override {
+    for (std::size_t i = 0; i < p.n_in; ++i)
+      if (!buffers[i] && p.in_bytes[i]) return make_error(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is null");
+    for (std::size_t j = 0; j < p.n_out; ++j) {
+      void* o = buffers[p.n_in + j];
+      if (!o && p.out_bytes[j]) return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
+      for (std::size_t i = 0; i < p.n_in; ++i)
+        if (overlaps(o, p.out_bytes[j], buffers[i], p.in_bytes[i]))
+          return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " overlaps input " +
+                                                            std::to_string(i) + ": kernels do not run in place");
+    }
+    thread_local Arena arena;
+    std::vector<std::uint8_t> priv;
+    const bool nested = arena.in_use;
+    std::uint8_t* scratch = aligned(nested ? priv : arena.storage, p.scratch_bytes);
+    arena.in_use = true;
+    struct Release {
+      Arena& a;
+      bool nested;
+      ~Release() {
+        if (!nested) a.in_use = false;
+      }
+    } release{arena, nested};
+    if (entry) {
+      entry(buffers, const_ptrs.data(), scratch);
+      return success();
+    }
+    auto where = [&](const Loc& l) -> void* {
+      switch (l.kind) {
+        case LocKind::Arg: return buffers[l.index];
+        case LocKind::Out: return buffers[p.n_in + l.index];
+        case LocKind::Scratch: return scratch + l.index;
+        case LocKind::Const: return const_cast<void*>(const_ptrs[l.index]);
+      }
+      return nullptr;
+    };
+    for (std::size_t k = 0; k < p.steps.size(); ++k) {
+      const ProgramStep& s = p.steps[k];
+      if (s.kind == ProgramStep::Kind::Copy) {
+        if (s.copy_bytes) std::memmove(where(s.out[0]), where(s.in[0]), s.copy_bytes);
+        continue;
+      }
+      if (s.kind == ProgramStep::Kind::Lowered) {
+        std::vector<void*> ptrs;
+        for (const Loc& l : s.in) ptrs.push_back(where(l));
+        for (const Loc& l : s.out) ptrs.push_back(where(l));
+        ptrs.push_back(scratch + s.tmp_offset);
+        step_fns[k](ptrs.data());
+        continue;
+      }
+      // Reference step: the interpreter on this one instruction.
+      const ir::InstData& inst = f->inst(s.inst);
+      std::vector<ir::HostTensor> args;
+      for (std::size_t i = 0; i < inst.operands.size(); ++i) {
+        const ir::Type& t = f->type_of(inst.operands[i]);
+        const auto* ptr = static_cast<const std::uint8_t*>(where(s.in[i]));
+        TERNJIT_TRY(ir::HostTensor ht, ir::HostTensor::from_bytes(t.elem, extents_of(t), {ptr, bytes_of(t)}));
+        args.push_back(std::move(ht));
+      }
+      TERNJIT_TRY(auto outs, ir::interpret(ref_modules[k], ref_modules[k].functions()[0], args, ir::ParamValues{}));
+      TERNJIT_CHECK(outs.size() == s.out.size(), "llvm reference step returned the wrong number of results");
+      for (std::size_t j = 0; j < outs.size(); ++j) {
+        const std::vector<std::uint8_t> b = outs[j].to_bytes();
+        if (!b.empty()) std::memcpy(where(s.out[j]), b.data(), b.size());
+      }
+    }
+    return success();
+  }
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params) {
+  if (a.kind != ArtifactKind::Object) return make_error(ErrorCode::InvalidInput, "not an llvm object artifact");
+  auto ir_it = a.metadata.find("ir"), sym_it = a.metadata.find("symbol");
+  if (ir_it == a.metadata.end() || sym_it == a.metadata.end())
+    return make_error(ErrorCode::InvalidInput, "llvm artifact lacks its 'ir' or 'symbol' metadata");
+  if (auto t = a.metadata.find("triple"); t != a.metadata.end() && t->second != host_triple())
+    return make_error(ErrorCode::InvalidInput, "llvm artifact is for '" + t->second + "', not this host");
+  auto k = std::make_shared<LoadedKernel>();
+  TERNJIT_TRY(k->module, ir::parse_module(ir_it->second, "<llvm artifact " + a.entry + ">"));
+  k->f = k->module.find_function(a.entry);
+  if (!k->f) return make_error(ErrorCode::InvalidInput, "llvm artifact has no function '" + a.entry + "'");
+  auto g = a.metadata.find("panel_group");
+  const int group = g == a.metadata.end() ? 0 : std::atoi(g->second.c_str());
+  if (group != 1 && group != 4 && group != 16)
+    return make_error(ErrorCode::InvalidInput, "llvm artifact lacks a valid 'panel_group'");
+  TERNJIT_TRY(k->p, analyze(*k->f, group));
+  TERNJIT_TRY(k->consts, const_bytes(*k->f, k->p, params, false));
+  for (const auto& c : k->consts) k->const_ptrs.push_back(c.data());
+  TERNJIT_TRY(k->jit, jit_link(a.bytes));
+  if (k->p.all_lowered) {
+    k->entry = reinterpret_cast<EntryFn>(k->jit->lookup(sym_it->second));
+    if (!k->entry) return make_error(ErrorCode::InvalidInput, "llvm object lacks its entry '" + sym_it->second + "'");
+  } else {
+    k->step_fns.resize(k->p.steps.size(), nullptr);
+    k->ref_modules.resize(k->p.steps.size());
+    for (std::size_t i = 0; i < k->p.steps.size(); ++i) {
+      const ProgramStep& s = k->p.steps[i];
+      if (s.kind == ProgramStep::Kind::Lowered) {
+        k->step_fns[i] = reinterpret_cast<StepFn>(k->jit->lookup(s.symbol));
+        if (!k->step_fns[i]) return make_error(ErrorCode::InvalidInput, "llvm object lacks '" + s.symbol + "'");
+      } else if (s.kind == ProgramStep::Kind::Reference) {
+        k->ref_modules[i] = single_inst_module(*k->f, k->f->inst(s.inst));
+      }
+    }
+  }
+  return std::shared_ptr<const Kernel>(std::move(k));
+}
+
+namespace {
+
+using ir::ValueId;
+
+std::string c_type(ElemKind k) {
+  switch (k) {
+    case ElemKind::F32: return "float";
+    case ElemKind::I32: return "int32_t";
+    case ElemKind::U8: case ElemKind::Bool: return "uint8_t";
+    case ElemKind::F16: case ElemKind::BF16: return "uint16_t";
+    case ElemKind::T2: case ElemKind::I8: return "int8_t";
+  }
+  return "void";
+}
+
+std::string header_of(const ir::Function& f, const Program& p, const std::string& sym, const std::string& triple) {
+  std::string guard = "TERNJIT_" + sym + "_H";
+  for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string h = "/* " + sym + ".h - generated by ternjit (llvm target) for " + f.name() + ", triple " + triple + ". */\n";
+  h += "#ifndef " + guard + "\n#define " + guard + "\n#include <stdint.h>\n\n";
+  h += "/* buffers[] holds, in order, the inputs then the outputs (row-major, no padding):\n";
+  std::size_t slot = 0;
+  for (ValueId a : f.args()) {
+    const ir::Type& t = f.type_of(a);
+    h += " *   buffers[" + std::to_string(slot++) + "] in  " + c_type(t.elem) + " " + ir::type_str(t, f.symbols()) + "\n";
+  }
+  for (const ir::Type& t : f.result_types())
+    h += " *   buffers[" + std::to_string(slot++) + "] out " + c_type(t.elem) + " " + ir::type_str(t, f.symbols()) + "\n";
+  h += " * scratch: at least " + sym + "_SCRATCH_BYTES bytes, 64-byte aligned, private to the call.\n";
+  h += " * Outputs must not overlap inputs. Weights are baked into the object. */\n";
+  h += "#define " + sym + "_NUM_BUFFERS " + std::to_string(slot) + "\n";
+  h += "#define " + sym + "_NUM_INPUTS " + std::to_string(p.n_in) + "\n";
+  std::string sizes;
+  for (std::size_t b : p.in_bytes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+  for (std::size_t b : p.out_bytes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+  h += "#define " + sym + "_BUFFER_BYTES {" + sizes + "}\n";
+  h += "#define " + sym + "_SCRATCH_BYTES " + std::to_string(p.scratch_bytes + 64) + "\n";
+  h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
+  h += "void " + sym + "(void* const* buffers, void* scratch);\n";
+  h += "#ifdef __cplusplus\n}\n#endif\n#endif\n";
+  return h;
+}
+
+}  // namespace
+
+Result<Emitted> emit(const ir::Module& specialized, std::string_view function, const EmitRequest& r) {
+  const ir::Function* f = specialized.find_function(function);
+  if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
+  CodegenOptions o;
+  o.triple = r.triple;
+  o.cpu = r.cpu;
+  o.opt = r.opt;
+  TERNJIT_TRY(int group, panel_group(o));
+  TERNJIT_TRY(Program p, analyze(*f, group));
+  Emitted e;
+  e.symbol = r.symbol.empty() ? symbol_of(function) : r.symbol;
+  e.scratch_bytes = p.scratch_bytes;
+  std::vector<std::vector<std::uint8_t>> baked;
+  if (r.params) {
+    if (!p.all_lowered) {
+      for (const ProgramStep& s : p.steps)
+        if (s.kind == ProgramStep::Kind::Reference)
+          return make_error(ErrorCode::Unsupported, "llvm AOT: no generator for '" + s.summary + "': " +
+                                                        lowerable(*f, s.inst).error().message);
+    }
+    TERNJIT_TRY(baked, const_bytes(*f, p, *r.params, r.what != EmitWhat::Object));
+  }
+  const EmitKind k = r.what == EmitWhat::LlvmIr ? EmitKind::LlvmIr : r.what == EmitWhat::Asm ? EmitKind::Asm : EmitKind::Object;
+  TERNJIT_TRY(e.bytes, generate(*f, p, e.symbol, r.params ? &baked : nullptr, k, o));
+  e.header = header_of(*f, p, e.symbol, r.triple.empty() ? host_triple() : r.triple);
+  return e;
+}
+
+}  // namespace ternjit::targets::llvmjit

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// llvm_target.h - the LLVM ORC target (host LLJIT, AOT objects for any triple); no LLVM headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/interpret.h"
+#include "targets/target.h"
+#include "ternjit/result.h"
+
+namespace ternjit::targets {
+
+/// The LLVM target ("llvm"): lowers the kernel ops to LLVM IR, optimizes it at the
+/// pipeline's level and emits a host relocatable object (ArtifactKind::Object) that
+/// jit/loader.cpp links with its own LLJIT through llvmjit::load_kernel.
+std::unique_ptr<Target> make_llvm_target();
+
+}  // namespace ternjit::targets
+
+namespace ternjit::targets::llvmjit {
+
+/// A loaded host kernel. Thread-safe: run() only reads the kernel.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Runs on `buffers` (inputs in argument order, then outputs in result order).
+  [[nodiscard]] virtual Result<void> run(void* const* buffers) const = 0;
+};
+
+/// Links an llvm Object artifact in its own LLJIT and binds its load-time values from
+/// `params` (which must outlive the kernel). Errors: InvalidInput (bad artifact, missing
+/// parameter), Unavailable (LLJIT failure).
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params);
+
+/// What `emit` produces.
+enum class EmitWhat : std::uint8_t { LlvmIr, Asm, Object };
+
+/// Ahead-of-time / text output for one function of a specialized module.
+struct EmitRequest {
+  std::string triple;  ///< "" = host
+  std::string cpu;     ///< "" = host CPU or "generic"
+  passes::OptLevel opt = passes::OptLevel::O2;
+  EmitWhat what = EmitWhat::Object;
+  /// Weights to bake into the object as constants; null: the entry takes a const table.
+  const ir::ParamValues* params = nullptr;
+  std::string symbol;  ///< entry symbol ("" = the function name with '.' -> '_')
+};
+
+/// The result of emit: the bytes (object, assembly or IR text) and, for objects, a C header.
+struct Emitted {
+  std::string bytes;
+  std::string header;  ///< declares the entry and its buffer layout
+  std::string symbol;  ///< the entry symbol
+  std::size_t scratch_bytes = 0;
+};
+
+/// Emits function `function` of `specialized` (pipeline already run). With params the
+/// object is self-contained: `void SYMBOL(void* const* buffers, void* scratch)`. Errors:
+/// NotFound, Unsupported (an op without a generator when baking an entry), InvalidInput.
+Result<Emitted> emit(const ir::Module& specialized, std::string_view function, const EmitRequest& request);
+
+}  // namespace ternjit::targets::llvmjit

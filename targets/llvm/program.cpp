@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: Apache-2.0
+// program.cpp - planning a function for the LLVM target (program.h) and evaluating its load-time values.
+#include "targets/llvm/program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "ir/print.h"
+#include "targets/llvm/view2d.h"
+
+namespace ternjit::targets::llvmjit {
+
+using ir::InstId;
+using ir::Op;
+using ir::ValueId;
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
+
+Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, why); }
+
+bool is_elementwise(Op op) {
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
+    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> extents_of(const ir::Type& t) {
+  std::vector<std::int64_t> s;
+  for (const ir::Dim& d : t.shape) s.push_back(d.extent);
+  return s;
+}
+
+std::size_t bytes_of(const ir::Type& t) {
+  return static_cast<std::size_t>(t.static_numel().value_or(0)) * static_cast<std::size_t>(elem_bits(t.elem) / 8);
+}
+
+Result<void> lowerable(const ir::Function& f, InstId i) {
+  const ir::InstData& inst = f.inst(i);
+  auto kind = [&](ValueId v) { return f.type_of(v).elem; };
+  const ir::Type& rt = f.type_of(inst.results[0]);
+  const auto out = extents_of(rt);
+  auto all_f32 = [&]() {
+    if (kind(inst.results[0]) != ElemKind::F32) return false;
+    return std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return kind(v) == ElemKind::F32; });
+  };
+  auto views_ok = [&](std::size_t first) {
+    for (std::size_t k = first; k < inst.operands.size(); ++k)
+      if (!view2d(out, extents_of(f.type_of(inst.operands[k])))) return false;
+    return true;
+  };
+  if (rt.static_numel().value_or(0) == 0) return unsupported("empty result");
+  switch (inst.op) {
+    case Op::TMatMul: {
+      const ElemKind xk = kind(inst.operands[0]), wk = kind(inst.operands[1]);
+      if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
+      if (wk != ElemKind::T2 && wk != ElemKind::I8) return unsupported("tmatmul weights must be t2 or i8");
+      if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
+      if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
+        return unsupported("tmatmul weight must be a non-empty matrix");
+      for (std::size_t k = 2; k < inst.operands.size(); ++k)
+        if (kind(inst.operands[k]) != ElemKind::F32) return unsupported("tmatmul epilogue operands must be f32");
+      if (!views_ok(2)) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
+      return success();
+    }
+    case Op::Quantize:
+      if (kind(inst.operands[0]) != ElemKind::F32 || kind(inst.results[0]) != ElemKind::I8 ||
+          kind(inst.results[1]) != ElemKind::F32 || rt.rank() == 0)
+        return unsupported("quantize must be f32 -> i8, f32");
+      return success();
+    case Op::RmsNorm:
+    case Op::Softmax:
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+    case Op::ReduceMax:
+      if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+      if (f.type_of(inst.operands[0]).static_numel().value_or(0) == 0) return unsupported("empty operand");
+      return success();
+    case Op::Ewise:
+      if (!all_f32()) return unsupported("ewise is generated for f32 only");
+      if (!views_ok(0)) return unsupported("ewise broadcast is not a row/column pattern");
+      return success();
+    default: break;
+  }
+  if (is_elementwise(inst.op)) {
+    if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+    if (!views_ok(0)) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
+    return success();
+  }
+  return unsupported("no LLVM generator for " + quote(inst.op));
+}
+
+Result<void> program_supported(const ir::Function& f) {
+  if (f.blocks().size() != 1)
+    return make_error(ErrorCode::Unsupported, "the llvm target compiles single-block functions; '" + f.name() +
+                                                  "' has " + std::to_string(f.blocks().size()) + " blocks");
+  for (InstId i : f.insts(f.entry())) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Call)
+      return make_error(ErrorCode::Unsupported, "the llvm target needs calls inlined; '" + f.name() + "' has a 'call'");
+    for (ValueId r : inst.results)
+      if (!f.type_of(r).static_numel())
+        return make_error(ErrorCode::Unsupported, "the llvm target needs static shapes; a result of " +
+                                                      quote(inst.op) + " in '" + f.name() + "' is not static");
+  }
+  for (ValueId a : f.args())
+    if (!f.type_of(a).static_numel())
+      return make_error(ErrorCode::Unsupported, "the llvm target needs static shapes; an argument of '" + f.name() +
+                                                    "' is not static");
+  return success();
+}
+
+Result<Program> analyze(const ir::Function& f, int group) {
+  TERNJIT_TRY_VOID(program_supported(f));
+  Program p;
+  p.group = group;
+  std::vector<Loc> loc(f.num_values());
+  std::vector<bool> set(f.num_values(), false), is_const(f.num_values(), false);
+  std::map<std::uint32_t, std::size_t> panels;  // weight value -> const slot of its panel (column sums next)
+  auto put = [&](ValueId v, Loc l) {
+    loc[v.index] = l;
+    set[v.index] = true;
+    is_const[v.index] = l.kind == LocKind::Const;
+  };
+  const auto args = f.args();
+  p.n_in = args.size();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    put(args[i], {LocKind::Arg, i});
+    p.in_bytes.push_back(bytes_of(f.type_of(args[i])));
+  }
+  p.n_out = f.result_types().size();
+  for (const ir::Type& t : f.result_types()) p.out_bytes.push_back(bytes_of(t));
+  const auto insts = f.insts(f.entry());
+  TERNJIT_CHECK(!insts.empty() && f.inst(insts.back()).op == Op::Ret, "llvm: the block does not end in ret");
+  // The first ret operand j computed by a step is computed straight into output j.
+  std::map<std::uint32_t, std::size_t> claimed;
+  const ir::InstData& ret = f.inst(insts.back());
+  for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+    const ValueId v = ret.operands[j];
+    const ir::ValueData& d = f.value(v);
+    if (d.def != ir::ValueDef::InstResult || claimed.count(v.index)) continue;
+    const Op op = f.inst(d.inst).op;
+    if (op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack) continue;
+    claimed.emplace(v.index, j);
+  }
+  std::size_t top = 0;
+  auto result_loc = [&](ValueId r) -> Loc {
+    auto it = claimed.find(r.index);
+    if (it != claimed.end()) return {LocKind::Out, it->second};
+    const std::size_t off = top;
+    top = align_up(top + bytes_of(f.type_of(r)));
+    return {LocKind::Scratch, off};
+  };
+  ir::FunctionNames names(f);
+  int lowered = 0;
+  for (InstId i : insts) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Ret) {
+      for (std::size_t j = 0; j < inst.operands.size(); ++j) {
+        const Loc l = loc[inst.operands[j].index];
+        if (l.kind == LocKind::Out && l.index == j) continue;
+        ProgramStep s;
+        s.kind = ProgramStep::Kind::Copy;
+        s.in = {l};
+        s.out = {Loc{LocKind::Out, j}};
+        s.copy_bytes = p.out_bytes[j];
+        s.summary = "result " + std::to_string(j) + " = " + names.value(inst.operands[j]);
+        p.steps.push_back(std::move(s));
+      }
+      continue;
+    }
+    const bool all_const = std::all_of(inst.operands.begin(), inst.operands.end(),
+                                       [&](ValueId v) { return is_const[v.index]; });
+    if (inst.op == Op::Param || (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_const)) {
+      for (ValueId r : inst.results) {
+        p.consts.push_back({r, ConstSlot::Form::Value});
+        put(r, {LocKind::Const, p.consts.size() - 1});
+      }
+      continue;
+    }
+    if (inst.op == Op::TPack || inst.op == Op::Reshape) {
+      put(inst.results[0], loc[inst.operands[0].index]);
+      continue;
+    }
+    ProgramStep s;
+    s.inst = i;
+    s.summary = ir::print_inst(f, names, i);
+    bool lower = lowerable(f, i).ok();
+    if (inst.op == Op::TMatMul && !is_const[inst.operands[1].index]) lower = false;  // weights must be load-time
+    for (ValueId v : inst.operands) s.in.push_back(loc[v.index]);
+    if (lower && inst.op == Op::TMatMul) {
+      const ValueId w = inst.operands[1];
+      auto it = panels.find(w.index);
+      if (it == panels.end()) {
+        p.consts.push_back({w, ConstSlot::Form::Panel});
+        p.consts.push_back({w, ConstSlot::Form::ColSum});
+        it = panels.emplace(w.index, p.consts.size() - 2).first;
+      }
+      s.in[1] = Loc{LocKind::Const, it->second};
+      s.in.push_back(Loc{LocKind::Const, it->second + 1});
+    }
+    for (ValueId r : inst.results) {
+      put(r, result_loc(r));
+      s.out.push_back(loc[r.index]);
+    }
+    if (lower) {
+      s.kind = ProgramStep::Kind::Lowered;
+      s.symbol = "tj_op_" + std::to_string(lowered++);
+      if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths)
+        const std::int64_t K = f.type_of(inst.operands[1]).shape[0].extent;
+        const std::int64_t M = f.type_of(inst.operands[0]).static_numel().value_or(0) / K;
+        s.tmp_offset = top;
+        top = align_up(top + static_cast<std::size_t>(M * padded_k(K)) + kAlign);
+      }
+    } else {
+      s.kind = ProgramStep::Kind::Reference;
+      p.all_lowered = false;
+    }
+    p.steps.push_back(std::move(s));
+  }
+  p.scratch_bytes = top;
+  return p;
+}
+
+ir::Module single_inst_module(const ir::Function& f, const ir::InstData& inst) {
+  ir::Module m;
+  ir::Function g("step");
+  const ir::BlockId b = g.add_block();
+  std::vector<ValueId> ops;
+  for (ValueId v : inst.operands) ops.push_back(g.add_block_arg(b, f.type_of(v)));
+  std::vector<ir::Type> rt;
+  for (ValueId r : inst.results) rt.push_back(f.type_of(r));
+  const InstId i = g.append_inst(b, inst.op, ops, rt, inst.attrs);
+  g.append_inst(b, Op::Ret, g.inst(i).results, {});
+  g.set_result_types(rt);
+  m.functions().push_back(std::move(g));
+  return m;
+}
+
+Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
+                                                           const ir::ParamValues& params, bool zeros_for_missing) {
+  // Parameters are borrowed (they outlive this call); computed values are owned.
+  std::map<std::uint32_t, const ir::HostTensor*> vals;
+  std::map<std::uint32_t, ir::HostTensor> owned;
+  // Evaluate every load-time instruction in order (the same rule as analyze()).
+  std::vector<bool> is_const(f.num_values(), false);
+  for (InstId i : f.insts(f.entry())) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Ret) break;
+    const bool all_const = std::all_of(inst.operands.begin(), inst.operands.end(),
+                                       [&](ValueId v) { return is_const[v.index]; });
+    if (inst.op == Op::Param) {
+      const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
+      const ir::Type& t = f.type_of(inst.results[0]);
+      auto it = params.values.find(name);
+      if (it == params.values.end()) {
+        if (!zeros_for_missing) return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' has no value");
+        owned[inst.results[0].index] = ir::HostTensor::zeros(t.elem, extents_of(t));
+        vals[inst.results[0].index] = &owned[inst.results[0].index];
+      } else {
+        if (it->second.kind != t.elem || it->second.shape != extents_of(t))
+          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' is " + it->second.describe() +
+                                                         " but the function reads it as " + ir::type_str(t, f.symbols()));
+        vals[inst.results[0].index] = &it->second;
+      }
+      is_const[inst.results[0].index] = true;
+      continue;
+    }
+    if (ir::op_flags(inst.op) != ir::OpFlags::Pure || !all_const) continue;
+    const ir::Module sm = single_inst_module(f, inst);
+    std::vector<ir::HostTensor> args;
+    for (ValueId v : inst.operands) args.push_back(*vals.at(v.index));
+    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      owned[inst.results[j].index] = std::move(outs[j]);
+      vals[inst.results[j].index] = &owned[inst.results[j].index];
+      is_const[inst.results[j].index] = true;
+    }
+  }
+  std::vector<std::vector<std::uint8_t>> out;
+  for (const ConstSlot& c : p.consts) {
+    const ir::HostTensor& t = *vals.at(c.value.index);
+    std::vector<std::uint8_t> b;
+    if (c.form == ConstSlot::Form::Value) {
+      b = t.to_bytes();
+    } else {  // a t2/i8 weight: its int8 values straight from the tensor (no to_bytes pass)
+      b.resize(t.data.size());
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(t.data[i]));
+      const auto K = static_cast<std::size_t>(t.shape[0]), N = static_cast<std::size_t>(t.shape[1]);
+      const std::int64_t Kp = padded_k(t.shape[0]);
+      const auto Np = static_cast<std::size_t>(padded_n(t.shape[1], p.group));
+      if (c.form == ConstSlot::Form::Panel) {
+        std::vector<std::uint8_t> tb(Np * static_cast<std::size_t>(Kp), 0);
+        std::vector<std::size_t> col(N);  // panel_index(0, n), then + the k part
+        for (std::size_t n = 0; n < N; ++n)
+          col[n] = static_cast<std::size_t>(panel_index(0, static_cast<std::int64_t>(n), Kp, p.group));
+        for (std::size_t k = 0; k < K; ++k) {
+          const auto kpart = static_cast<std::size_t>(panel_index(static_cast<std::int64_t>(k), 0, Kp, p.group));
+          const std::uint8_t* row = b.data() + k * N;
+          for (std::size_t n = 0; n < N; ++n) tb[col[n] + kpart] = row[n];
+        }
+        b = std::move(tb);
+      } else {
+        std::vector<std::int32_t> sum(Np, 0);
+        for (std::size_t k = 0; k < K; ++k)
+          for (std::size_t n = 0; n < N; ++n) sum[n] += static_cast<std::int8_t>(b[k * N + n]);
+        std::vector<std::uint8_t> sb(Np * 4);
+        std::memcpy(sb.data(), sum.data(), sb.size());
+        b = std::move(sb);
+      }
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace ternjit::targets::llvmjit

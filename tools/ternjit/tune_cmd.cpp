@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: Apache-2.0
+// tune_cmd.cpp - `ternjit tune`: specialize per shape, tune every tmatmul, store and print the decisions.
+#include "tools/ternjit/tune_cmd.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string_view>
+
+#include "autotune/dispatch.h"
+#include "autotune/mpi_collective.h"
+#include "autotune/records.h"
+#include "autotune/tmatmul_bench.h"
+#include "autotune/tuner.h"
+#include "cache/disk_cache.h"
+#include "ir/bind.h"
+#include "jit/options.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
+#include "targets/x86/isa.h"
+#include "targets/x86/tmatmul_space.h"
+#include "targets/x86/x86_target.h"
+#include "tools/ternjit/commands.h"
+
+namespace ternjit::cli {
+
+namespace {
+
+namespace x86 = targets::x86;
+using autotune::TuneResult;
+
+Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::move(msg)); }
+
+// "60s", "2m", "500ms", "1h", "90" (seconds) -> seconds.
+Result<double> parse_budget(std::string_view t) {
+  double scale = 1;
+  std::string num(t);
+  auto strip = [&](std::string_view suf, double s) {
+    if (num.size() > suf.size() && num.compare(num.size() - suf.size(), suf.size(), suf) == 0) {
+      num.resize(num.size() - suf.size());
+      scale = s;
+      return true;
+    }
+    return false;
+  };
+  strip("ms", 1e-3) || strip("s", 1) || strip("m", 60) || strip("h", 3600);
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || !(v > 0))
+    return bad("--budget '" + std::string(t) + "': expected a positive duration such as 60s, 2m or 500ms");
+  return v * scale;
+}
+
+// "M=1,8,32" and "K=64,N=16" (several --shape joined by ','): NAME=v starts a symbol, a
+// bare number adds a value to the last one. The cross product of the value lists.
+Result<std::vector<std::map<std::string, std::int64_t>>> parse_shapes(const std::vector<std::string>& shapes) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> syms;
+  for (const std::string& s : shapes) {
+    std::size_t pos = 0;
+    while (pos <= s.size()) {
+      std::size_t comma = s.find(',', pos);
+      if (comma == std::string::npos) comma = s.size();
+      std::string tok = s.substr(pos, comma - pos);
+      pos = comma + 1;
+      if (tok.empty()) continue;
+      std::string value = tok;
+      if (auto eq = tok.find('='); eq != std::string::npos) {
+        syms.emplace_back(tok.substr(0, eq), std::vector<std::int64_t>{});
+        value = tok.substr(eq + 1);
+      } else if (syms.empty()) {
+        return bad("--shape '" + s + "': expected NAME=VALUE[,VALUE...]");
+      }
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || end != value.c_str() + value.size() || v < 1)
+        return bad("--shape '" + s + "': '" + value + "' is not a positive integer");
+      syms.back().second.push_back(v);
+    }
+  }
+  std::vector<std::map<std::string, std::int64_t>> out = {{}};
+  for (const auto& [name, values] : syms) {
+    std::vector<std::map<std::string, std::int64_t>> next;
+    for (const auto& base : out)
+      for (std::int64_t v : values) {
+        auto m = base;
+        m[name] = v;
+        next.push_back(std::move(m));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string shape_text(const std::map<std::string, std::int64_t>& s) {
+  std::string t;
+  for (const auto& [k, v] : s) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return t.empty() ? "-" : t;
+}
+
+Result<std::string> pick_function(const ir::Module& m, const TuneCommandOptions& o) {
+  std::string name = !o.function.empty() ? o.function : !o.layer.empty() ? o.layer + "." + o.fn : std::string();
+  if (name.empty() && m.functions().size() == 1) name = m.functions().front().name();
+  if (!name.empty() && m.find_function(name)) return name;
+  std::string have;
+  for (const ir::Function& f : m.functions()) have += (have.empty() ? "" : ", ") + f.name();
+  if (name.empty())
+    return bad(o.file + " has several functions: choose one with --layer or --function (it has: " + have + ")");
+  return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + o.file + " (it has: " + have + ")");
+}
+
+// Progress on stderr: one rewritten line on a terminal, plain lines otherwise.
+struct ProgressPrinter {
+  bool tty = isatty(2) != 0;
+  bool quiet = false;
+  std::string label;
+  void operator()(const autotune::Progress& p) const {
+    if (quiet) return;
+    char best[96] = "-";
+    if (p.best_ns > 0) std::snprintf(best, sizeof best, "%.4f ms", p.best_ns / 1e6);
+    char left[48] = "";
+    if (p.seconds_left >= 0) std::snprintf(left, sizeof left, ", %.0fs left", p.seconds_left);
+    if (tty) {
+      const int width = 24;
+      const int filled = p.total > 0 ? std::min(width, p.done * width / p.total) : 0;
+      std::string bar(static_cast<std::size_t>(filled), '#');
+      bar.resize(width, '.');
+      std::fprintf(stderr, "\r%s [%s] %d/%d round %d, best %s%s\x1b[K", label.c_str(), bar.c_str(), p.done, p.total,
+                   p.round, best, left);
+    } else {
+      std::fprintf(stderr, "tune: %s: %d/%d round %d, best %s (%s)%s\n", label.c_str(), p.done, p.total, p.round, best,
+                   p.best_config.c_str(), left);
+    }
+    std::fflush(stderr);
+  }
+  void end() const {
+    if (tty && !quiet) std::fputs("\n", stderr);
+  }
+};
+
+int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
+  const bool root = coll.rank() == 0;
+  auto fail = [&](const Error& e) { return root ? report(e) : 1; };
+  if (o.target != "x86") return fail(bad("--target '" + o.target + "': tuning has a search space for x86 only"));
+  auto strategy = autotune::parse_strategy(o.strategy);
+  if (!strategy) return fail(bad("unknown --strategy '" + o.strategy + "' (expected exhaustive, random or halving)"));
+  if (o.threads < 1) return fail(bad("--threads must be >= 1"));
+  auto budget = parse_budget(o.budget);
+  if (!budget.ok()) return fail(budget.error());
+  auto level = passes::parse_opt_level(o.level);
+  if (!level) return fail(bad("unknown optimization level '" + o.level + "'"));
+  x86::Isa cap = x86::Isa::Amx;
+  if (!o.max_isa.empty()) {
+    auto c = x86::parse_isa(o.max_isa);
+    if (!c) return fail(bad("unknown --max-isa '" + o.max_isa + "'"));
+    cap = *c;
+  }
+  auto isa = x86::best_isa(x86::host_isas(), cap);
+  if (!isa) return fail(make_error(ErrorCode::Unavailable, "no x86 code path at or below the cap runs on this CPU"));
+  auto shapes = parse_shapes(o.shapes);
+  if (!shapes.ok()) return fail(shapes.error());
+  auto m = load_module(o.file);
+  if (!m.ok()) return fail(m.error());
+  auto function = pick_function(*m, o);
+  if (!function.ok()) return fail(function.error());
+
+  // Every shape's tmatmuls, before any tuning (the budget is split evenly across them).
+  struct Job {
+    std::string shape;
+    std::string key;
+    x86::TMatMulProblem problem;
+  };
+  std::vector<Job> jobs;
+  const passes::TargetInfo info = targets::make_x86_target()->info();
+  for (const auto& s : *shapes) {
+    auto spec = passes::specialize_function(*m, *function, s, /*require_static=*/true);
+    if (!spec.ok()) return fail(spec.error());
+    passes::PipelineOptions popts;
+    popts.target = info;
+    auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level, info), popts);
+    if (!ran.ok()) return fail(ran.error());
+    for (auto& [key, p] : autotune::tmatmul_problems(*spec, *function)) jobs.push_back({shape_text(s), key, p});
+  }
+  if (jobs.empty())
+    return fail(make_error(ErrorCode::NotFound, *function + " has no tmatmul with a weight parameter to tune"));
+
+  std::unique_ptr<cache::DiskCache> disk;
+  if (o.cache_dir != "off") {
+    cache::CacheOptions co;
+    co.dir = o.cache_dir.empty() ? jit::default_cache_dir() : o.cache_dir;
+    if (co.dir.empty())
+      return fail(make_error(ErrorCode::IoError, "no cache directory: pass --cache-dir DIR (or off)"));
+    auto d = cache::DiskCache::open(co);
+    if (!d.ok()) return fail(d.error());
+    disk = std::move(*d);
+  }
+
+  const double per_job = *budget / static_cast<double>(jobs.size());
+  if (root)
+    std::printf("# %s on x86 isa=%s threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
+                std::string(x86::isa_name(*isa)).c_str(), o.threads, o.strategy.c_str(), *budget, per_job,
+                coll.size() > 1 ? (" ranks=" + std::to_string(coll.size())).c_str() : "");
+  std::vector<std::string> rows;
+  std::vector<std::string> failures;
+  int status = 0;
+  for (const Job& j : jobs) {
+    const std::vector<x86::TMatMulConfig> space = x86::search_space(j.problem, *isa, o.threads);
+    const x86::TMatMulConfig def = x86::default_config(j.problem, *isa, o.threads);
+    autotune::BenchOptions bo;
+    bo.threads = o.threads;
+    autotune::TMatMulEvaluator eval(j.problem, bo);
+    autotune::TuneOptions to;
+    to.strategy = *strategy;
+    to.budget_s = per_job;
+    to.max_trials = o.trials;
+    to.seed = o.seed;
+    to.collective = &coll;
+    ProgressPrinter pp;
+    pp.quiet = o.quiet || !root;
+    pp.label = j.shape + " " + j.key;
+    to.progress = [&pp](const autotune::Progress& p) { pp(p); };
+    auto r = autotune::tune(j.problem, space, def, eval, to);
+    pp.end();
+    if (!r.ok()) {
+      if (root)
+        std::fprintf(stderr, "ternjit: tune: %s %s: %s\n", j.shape.c_str(), j.key.c_str(), r.error().message.c_str());
+      status = 1;
+      continue;
+    }
+    const TuneResult& t = *r;
+    for (const autotune::Trial& f : t.failures)
+      failures.push_back(j.shape + " " + j.key + " " + f.config.str() + ": " + f.error);
+    if (disk) {
+      auto stored = autotune::store_result(*disk, j.problem, *isa, o.threads, t);
+      if (!stored.ok() && root)
+        std::fprintf(stderr, "ternjit: tune: storing records: %s\n", stored.error().message.c_str());
+    }
+    char line[1024];
+    std::snprintf(line, sizeof line, "%-20s %-10s %9.4f %9.4f %7.2fx  %-4s %4zu/%-5zu %s", j.shape.c_str(),
+                  j.key.c_str(), t.default_ok ? t.default_m.median_ns / 1e6 : 0.0, t.winner_m.median_ns / 1e6,
+                  t.speedup(), t.has_runner_up ? (t.significant ? "yes" : "no") : "-", t.measured, t.space_size,
+                  t.winner.str().c_str());
+    rows.push_back(line);
+    // Every rank says what it decided (the MPI test checks that they agree).
+    if (coll.size() > 1)
+      std::printf("rank %d decision: %s %s %s\n", coll.rank(), j.shape.c_str(), j.key.c_str(), t.winner.str().c_str());
+  }
+  if (root) {
+    std::printf("%-20s %-10s %9s %9s %8s  %-4s %10s %s\n", "shape", "kernel", "default", "tuned", "speedup", "sig",
+                "measured", "chosen config");
+    std::printf("%-20s %-10s %9s %9s %8s  %-4s %10s\n", "", "", "ms", "ms", "", "", "/space");
+    for (const std::string& r : rows) std::printf("%s\n", r.c_str());
+    if (!failures.empty()) {
+      std::printf("failed candidates (%zu):\n", failures.size());
+      for (const std::string& f : failures) std::printf("  %s\n", f.c_str());
+    }
+    if (disk) std::printf("records stored in %s\n", disk->dir().c_str());
+  }
+  std::fflush(stdout);
+  return status;
+}
+
+}  // namespace
+
+int cmd_tune(const TuneCommandOptions& options) {
+  if (!options.mpi) return run_tune(options, autotune::local_collective());
+  auto coll = autotune::mpi_start(nullptr, nullptr);
+  if (!coll.ok()) return report(coll.error());
+  return run_tune(options, **coll);
+}
+
+void add_tune_command(CLI::App& app) {
+  auto o = std::make_shared<TuneCommandOptions>();
+  auto* cmd = app.add_subcommand("tune", "search kernel configurations of one function over shapes; store the winners");
+  cmd->add_option("file", o->file, "the .tri or .tir file")->required();
+  auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to tune (LAYER.forward)");
+  cmd->add_option("--fn", o->fn, "with --layer: the layer's function (default forward)");
+  auto* function = cmd->add_option("--function", o->function, "a function by its full name");
+  layer->excludes(function);
+  cmd->add_option("--shape", o->shapes,
+                  "symbol values; several values tune each: M=1,8,32 (repeatable, e.g. --shape K=64,N=128)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--budget", o->budget, "time budget of the whole command: 60s (default), 2m, 500ms");
+  cmd->add_option("--strategy", o->strategy, "halving (default), random or exhaustive");
+  cmd->add_option("--trials", o->trials, "configurations measured per kernel at most (default: 15% of the space)");
+  cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
+  cmd->add_option("--target", o->target, "code generator: x86 (default; the only one with a search space)");
+  cmd->add_option("--max-isa", o->max_isa, "x86: highest ISA (default: the best the host runs)");
+  cmd->add_option("--threads", o->threads, "threads the kernels are tuned for (default 1)");
+  cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "where tuning records are stored (default: the engine's; off: not stored)");
+  cmd->add_flag("--mpi", o->mpi, "split candidates across MPI ranks: mpirun -n R ternjit tune ... --mpi");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress output");
+  cmd->footer("Search space (x86 tmatmul):\n" + targets::x86::describe_space());
+  cmd->callback([o] {
+    int rc = cmd_tune(*o);
+    if (rc == 0) throw CLI::Success();
+    throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace ternjit::cli
