@@ -206,3 +206,30 @@ Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProble
 }
 
 }  // namespace ternjit::targets::x86
+
+namespace ternjit::targets::x86::detail {
+
+Result<PackedWeights> start_pack(std::span<const std::int8_t> w, const TMatMulProblem& problem, std::string signature,
+                                 std::size_t size, std::size_t slack) {
+  const std::int64_t K = problem.K, N = problem.N;
+  if (static_cast<std::int64_t>(w.size()) != K * N)
+    return make_error(ErrorCode::InvalidArgument, "tmatmul pack: expected " + std::to_string(K * N) +
+                                                      " weights (K*N), got " + std::to_string(w.size()));
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (w[i] < -1 || w[i] > 1)
+      return make_error(ErrorCode::InvalidArgument,
+                        "tmatmul pack: weight " + std::to_string(w[i]) + " at index " + std::to_string(i) +
+                            " (k=" + std::to_string(static_cast<std::int64_t>(i) / N) +
+                            ", n=" + std::to_string(static_cast<std::int64_t>(i) % N) + ") is not -1, 0 or 1");
+  PackedWeights pw;
+  pw.signature = std::move(signature);
+  pw.K = K;
+  pw.N = N;
+  pw.size = size;
+  pw.storage.assign(size + slack + 64, 0);
+  const auto addr = reinterpret_cast<std::uintptr_t>(pw.storage.data());
+  pw.offset = static_cast<std::size_t>((64 - addr % 64) % 64);
+  return pw;
+}
+
+}  // namespace ternjit::targets::x86::detail

@@ -505,20 +505,8 @@ class AmxKernel final : public TMatMulKernel {
   [[nodiscard]] std::string pack_signature() const override { return "tern2.amx.nb" + std::to_string(g_.nb); }
 
   [[nodiscard]] Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
-    if (static_cast<std::int64_t>(w.size()) != p_.K * p_.N)
-      return make_error(ErrorCode::InvalidArgument, "tmatmul amx pack: " + std::to_string(w.size()) +
-                                                        " weights given, K*N = " + std::to_string(p_.K * p_.N));
-    for (std::size_t i = 0; i < w.size(); ++i)
-      if (w[i] < -1 || w[i] > 1)
-        return make_error(ErrorCode::InvalidArgument, "tmatmul amx pack: weight " + std::to_string(i) + " is " +
-                                                          std::to_string(w[i]) + ", not in {-1, 0, 1}");
-    PackedWeights pw;
-    pw.signature = pack_signature();
-    pw.K = p_.K;
-    pw.N = p_.N;
-    pw.size = static_cast<std::size_t>(g_.nblocks * g_.block_packed);
-    pw.storage.assign(pw.size + 64, 0);
-    pw.offset = static_cast<std::size_t>((64 - reinterpret_cast<std::uintptr_t>(pw.storage.data()) % 64) % 64);
+    TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
+                                                     static_cast<std::size_t>(g_.nblocks * g_.block_packed)));
     std::uint8_t* out = pw.storage.data() + pw.offset;
     for (std::int64_t k = 0; k < p_.K; ++k) {
       for (std::int64_t n = 0; n < p_.N; ++n) {

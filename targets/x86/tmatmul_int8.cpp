@@ -388,24 +388,8 @@ class Int8Kernel final : public TMatMulKernel {
 
   Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
     const std::int64_t K = p_.K, N = p_.N;
-    if (static_cast<std::int64_t>(w.size()) != K * N)
-      return make_error(ErrorCode::InvalidArgument, "tmatmul pack: expected " + std::to_string(K * N) +
-                                                        " weights (K*N), got " + std::to_string(w.size()));
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      if (w[i] < -1 || w[i] > 1)
-        return make_error(ErrorCode::InvalidArgument,
-                          "tmatmul pack: weight " + std::to_string(w[i]) + " at index " + std::to_string(i) +
-                              " (k=" + std::to_string(static_cast<std::int64_t>(i) / N) +
-                              ", n=" + std::to_string(static_cast<std::int64_t>(i) % N) + ") is not -1, 0 or 1");
-    }
-    PackedWeights pw;
-    pw.signature = pack_signature();
-    pw.K = K;
-    pw.N = N;
-    pw.size = panel_bytes_ * static_cast<std::size_t>(panels_);
-    pw.storage.assign(pw.size + 64, 0);
-    const auto addr = reinterpret_cast<std::uintptr_t>(pw.storage.data());
-    pw.offset = static_cast<std::size_t>((64 - addr % 64) % 64);
+    TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
+                                                     panel_bytes_ * static_cast<std::size_t>(panels_)));
     std::uint8_t* out = pw.storage.data() + pw.offset;
     const int G = s_.group, L = s_.lanes, nb = s_.n_block;
     auto code = [&](std::int64_t k, std::int64_t n) -> unsigned {

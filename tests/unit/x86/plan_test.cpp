@@ -199,17 +199,7 @@ TEST_CASE("x86 target: a composed layer with ops that have no generator (transpo
   }
   // MLP (tests/dsl/mlp_composition.tri): two BitLinear calls, softmax(hx @ transpose(hc)),
   // dense matmuls. Transpose and the f32 matmuls run as reference steps inside the plan.
-  const char* src = R"(layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        let y = q @ w
-        return relu(y * w_scale)
-    }
-}
+  const std::string src = std::string(testing::kBitLinear) + R"(
 layer MLP {
     param w_out: Tensor[BitLinear.N, 10]
     fn forward(x: Tensor[B, K], ctx: Tensor[T, K]) -> Tensor[B, 10] {

@@ -288,7 +288,7 @@ TEST_CASE("tmatmul float: pack rejects values outside {-1, 0, 1}") {
   const std::vector<std::int8_t> w = {0, 1, -1, 1, 2, 0};
   auto r = k.value()->pack(w);
   REQUIRE(!r.ok());
-  CHECK(r.error().message.find("weight 4") != std::string::npos);
+  CHECK(r.error().message.find("weight 2 at index 4") != std::string::npos);
 }
 
 TEST_CASE("tmatmul float: code is generated for every isa (foreign ones for disassembly)") {
