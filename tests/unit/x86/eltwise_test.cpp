@@ -40,6 +40,7 @@
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/x86/eltwise.h"
+#include "tests/unit/x86/x86_testing.h"
 #include "targets/x86/isa.h"
 
 namespace ternjit::targets::x86 {
@@ -58,29 +59,7 @@ constexpr ElemKind kFloatKinds[] = {F32, BF16, F16};
 const std::int64_t kRows[] = {1, 3, 7, 33};
 const std::int64_t kCols[] = {1, 5, 17, 63, 257, 2563};
 
-// A std::thread pool for Parallel: `*pool` threads pull indices from a shared counter.
-void thread_run(void* pool, Parallel::TaskFn task, void* context, std::int64_t n) {
-  const int threads = *static_cast<const int*>(pool);
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t i = next++; i < n; i = next++) task(context, i);
-  };
-  std::vector<std::thread> ts;
-  for (int t = 1; t < threads; ++t) ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts) t.join();
-}
-
-const int kTwo = 2;
-Parallel parallel_for(int threads) {
-  Parallel p;
-  if (threads > 1) {
-    p.threads = 2;
-    p.run = thread_run;
-    p.pool = const_cast<int*>(&kTwo);
-  }
-  return p;
-}
+Parallel parallel_for(int threads) { return testing::std_threads(threads); }
 
 std::string ty(ElemKind k, const Extents& s) {
   std::string out = std::string(elem_name(k)) + "[";

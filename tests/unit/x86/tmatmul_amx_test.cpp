@@ -21,6 +21,7 @@
 #include "ir/tensor.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul_internal.h"
+#include "tests/unit/x86/x86_testing.h"
 
 namespace {
 
@@ -28,16 +29,7 @@ using namespace ternjit;
 using namespace ternjit::targets::x86;
 using ternjit::ir::HostTensor;
 
-void two_thread_run(void*, Parallel::TaskFn task, void* context, std::int64_t n) {
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) task(context, i);
-  };
-  std::thread helper(worker);
-  worker();
-  helper.join();
-}
-const Parallel kTwoThreads{2, &two_thread_run, nullptr};
+const Parallel kTwoThreads = testing::std_threads(2);
 
 struct Case {
   TMatMulProblem p;

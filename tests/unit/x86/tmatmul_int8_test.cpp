@@ -21,26 +21,12 @@
 #include "ir/parse.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul.h"
+#include "tests/unit/x86/x86_testing.h"
 
 namespace ternjit::targets::x86 {
 namespace {
 
-// A Parallel that really runs tasks on `threads` std::threads (each call starts them).
-struct ThreadPool {
-  static void run(void* pool, Parallel::TaskFn task, void* ctx, std::int64_t n) {
-    const int threads = *static_cast<int*>(pool);
-    std::atomic<std::int64_t> next{0};
-    auto worker = [&] {
-      for (std::int64_t i = next++; i < n; i = next++) task(ctx, i);
-    };
-    std::vector<std::thread> ts;
-    for (int t = 1; t < threads; ++t) ts.emplace_back(worker);
-    worker();
-    for (auto& t : ts) t.join();
-  }
-};
-
-Parallel make_parallel(int* threads) { return Parallel{*threads, &ThreadPool::run, threads}; }
+Parallel make_parallel(const int* threads) { return testing::std_threads(*threads); }
 
 struct Inputs {
   std::vector<std::int8_t> x, w;
