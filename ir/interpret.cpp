@@ -928,4 +928,19 @@ Result<std::vector<HostTensor>> interpret(const Module& m, std::string_view func
   return interpret(m, *f, args, params, options);
 }
 
+Module single_inst_module(const Function& f, const InstData& inst) {
+  Module m;
+  Function g("step");
+  const BlockId b = g.add_block();
+  std::vector<ValueId> ops;
+  for (ValueId v : inst.operands) ops.push_back(g.add_block_arg(b, f.type_of(v)));
+  std::vector<Type> rt;
+  for (ValueId r : inst.results) rt.push_back(f.type_of(r));
+  const InstId i = g.append_inst(b, inst.op, ops, rt, inst.attrs);
+  g.append_inst(b, Op::Ret, g.inst(i).results, {});
+  g.set_result_types(rt);
+  m.functions().push_back(std::move(g));
+  return m;
+}
+
 }  // namespace ternjit::ir

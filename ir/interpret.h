@@ -115,4 +115,9 @@ Result<std::vector<HostTensor>> interpret(const Module& m, std::string_view func
                                           std::span<const HostTensor> args, const ParamValues& params,
                                           const InterpretOptions& options = {});
 
+/// A module with one function, "step", whose arguments are the operands of `inst` (typed
+/// as in `f`) and whose body is a copy of `inst` and a `ret` of its results: how a code
+/// generator runs one op it has no kernel for through interpret().
+Module single_inst_module(const Function& f, const InstData& inst);
+
 }  // namespace ternjit::ir

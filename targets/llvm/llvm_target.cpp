@@ -8,6 +8,7 @@
 
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "targets/cpu_buffers.h"
 #include "targets/llvm/backend.h"
 #include "targets/llvm/program.h"
 
@@ -86,23 +87,6 @@ namespace {
 using EntryFn = void (*)(void* const*, const void* const*, void*);
 using StepFn = void (*)(void* const*);
 
-// The per-thread scratch arena (a nested run gets a private buffer).
-struct Arena {
-  std::vector<std::uint8_t> storage;
-  bool in_use = false;
-};
-
-std::uint8_t* aligned(std::vector<std::uint8_t>& v, std::size_t bytes) {
-  if (v.size() < bytes + 64) v.resize(bytes + 64);
-  auto addr = reinterpret_cast<std::uintptr_t>(v.data());
-  return v.data() + (64 - addr % 64) % 64;
-}
-
-bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
-  if (an == 0 || bn == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
 
 class LoadedKernel final : public Kernel {
  public:
@@ -117,28 +101,9 @@ class LoadedKernel final : public Kernel {
   std::vector<ir::Module> ref_modules;     // per step (empty module unless reference)
 
   Result<void> run(void* const* buffers) const override {
-    for (std::size_t i = 0; i < p.n_in; ++i)
-      if (!buffers[i] && p.in_bytes[i]) return make_error(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is null");
-    for (std::size_t j = 0; j < p.n_out; ++j) {
-      void* o = buffers[p.n_in + j];
-      if (!o && p.out_bytes[j]) return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
-      for (std::size_t i = 0; i < p.n_in; ++i)
-        if (overlaps(o, p.out_bytes[j], buffers[i], p.in_bytes[i]))
-          return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " overlaps input " +
-                                                            std::to_string(i) + ": kernels do not run in place");
-    }
-    thread_local Arena arena;
-    std::vector<std::uint8_t> priv;
-    const bool nested = arena.in_use;
-    std::uint8_t* scratch = aligned(nested ? priv : arena.storage, p.scratch_bytes);
-    arena.in_use = true;
-    struct Release {
-      Arena& a;
-      bool nested;
-      ~Release() {
-        if (!nested) a.in_use = false;
-      }
-    } release{arena, nested};
+    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+    const ScratchLease lease(p.scratch_bytes);
+    std::uint8_t* scratch = lease.data();
     if (entry) {
       entry(buffers, const_ptrs.data(), scratch);
       return success();
@@ -219,7 +184,7 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
         k->step_fns[i] = reinterpret_cast<StepFn>(k->jit->lookup(s.symbol));
         if (!k->step_fns[i]) return make_error(ErrorCode::InvalidInput, "llvm object lacks '" + s.symbol + "'");
       } else if (s.kind == ProgramStep::Kind::Reference) {
-        k->ref_modules[i] = single_inst_module(*k->f, k->f->inst(s.inst));
+        k->ref_modules[i] = ir::single_inst_module(*k->f, k->f->inst(s.inst));
       }
     }
   }

@@ -232,20 +232,6 @@ Result<Program> analyze(const ir::Function& f, int group) {
   return p;
 }
 
-ir::Module single_inst_module(const ir::Function& f, const ir::InstData& inst) {
-  ir::Module m;
-  ir::Function g("step");
-  const ir::BlockId b = g.add_block();
-  std::vector<ValueId> ops;
-  for (ValueId v : inst.operands) ops.push_back(g.add_block_arg(b, f.type_of(v)));
-  std::vector<ir::Type> rt;
-  for (ValueId r : inst.results) rt.push_back(f.type_of(r));
-  const InstId i = g.append_inst(b, inst.op, ops, rt, inst.attrs);
-  g.append_inst(b, Op::Ret, g.inst(i).results, {});
-  g.set_result_types(rt);
-  m.functions().push_back(std::move(g));
-  return m;
-}
 
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing) {
@@ -277,7 +263,7 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
       continue;
     }
     if (ir::op_flags(inst.op) != ir::OpFlags::Pure || !all_const) continue;
-    const ir::Module sm = single_inst_module(f, inst);
+    const ir::Module sm = ir::single_inst_module(f, inst);
     std::vector<ir::HostTensor> args;
     for (ValueId v : inst.operands) args.push_back(*vals.at(v.index));
     TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));

@@ -105,7 +105,4 @@ std::size_t bytes_of(const ir::Type& t);
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing);
 
-/// The one-instruction module (operands as arguments) a reference step interprets.
-ir::Module single_inst_module(const ir::Function& f, const ir::InstData& inst);
-
 }  // namespace ternjit::targets::llvmjit

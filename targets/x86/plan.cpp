@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ir/print.h"
+#include "targets/cpu_buffers.h"
 #include "targets/x86/eltwise.h"
 
 namespace ternjit::targets::x86 {
@@ -224,21 +225,6 @@ class CopyStep final : public Step {
 
 std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
 
-// Builds the one-instruction module a ReferenceStep (or load-time evaluation) interprets.
-ir::Module single_inst_module(const ir::Function& f, const ir::InstData& inst) {
-  ir::Module m;
-  ir::Function g("step");
-  const ir::BlockId b = g.add_block();
-  std::vector<ValueId> ops;
-  for (ValueId v : inst.operands) ops.push_back(g.add_block_arg(b, f.type_of(v)));
-  std::vector<ir::Type> rt;
-  for (ValueId r : inst.results) rt.push_back(f.type_of(r));
-  const InstId i = g.append_inst(b, inst.op, ops, rt, inst.attrs);
-  g.append_inst(b, Op::Ret, g.inst(i).results, {});
-  g.set_result_types(rt);
-  m.functions().push_back(std::move(g));
-  return m;
-}
 
 }  // namespace
 
@@ -286,59 +272,12 @@ std::vector<StepCode> Plan::describe() const {
   return out;
 }
 
-namespace {
-
-// The per-thread scratch arena of Plan::run; a nested run on the same thread (a host
-// calling a kernel from inside a kernel's parallel task) gets a private buffer.
-struct ScratchArena {
-  std::vector<std::uint8_t> storage;
-  bool in_use = false;
-};
-
-std::uint8_t* aligned(std::vector<std::uint8_t>& v, std::size_t bytes) {
-  if (v.size() < bytes + kAlign) v.resize(bytes + kAlign);
-  auto addr = reinterpret_cast<std::uintptr_t>(v.data());
-  return v.data() + (kAlign - addr % kAlign) % kAlign;
-}
-
-bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
-  if (an == 0 || bn == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-}  // namespace
 
 Result<void> Plan::run(void* const* buffers, const Parallel& parallel) const {
   const Impl& p = *impl_;
-  for (std::size_t i = 0; i < p.n_in; ++i)
-    if (buffers[i] == nullptr && p.in_bytes[i] != 0)
-      return make_error(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is null");
-  for (std::size_t j = 0; j < p.n_out; ++j) {
-    void* o = buffers[p.n_in + j];
-    if (o == nullptr && p.out_bytes[j] != 0)
-      return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
-    for (std::size_t i = 0; i < p.n_in; ++i)
-      if (overlaps(o, p.out_bytes[j], buffers[i], p.in_bytes[i]))
-        return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " overlaps input " +
-                                                          std::to_string(i) + ": kernels do not run in place");
-    for (std::size_t k = 0; k < j; ++k)
-      if (overlaps(o, p.out_bytes[j], buffers[p.n_in + k], p.out_bytes[k]))
-        return make_error(ErrorCode::InvalidArgument,
-                          "output " + std::to_string(j) + " overlaps output " + std::to_string(k));
-  }
-  thread_local ScratchArena arena;
-  std::vector<std::uint8_t> private_storage;
-  const bool nested = arena.in_use;
-  std::uint8_t* scratch = aligned(nested ? private_storage : arena.storage, p.scratch_bytes);
-  arena.in_use = true;
-  struct Release {
-    ScratchArena& a;
-    bool nested;
-    ~Release() {
-      if (!nested) a.in_use = false;
-    }
-  } release{arena, nested};
+  TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+  const ScratchLease lease(p.scratch_bytes);
+  std::uint8_t* scratch = lease.data();
   const Frame fr{buffers, p.n_in, scratch, &p.consts, &parallel};
   for (const auto& s : p.steps) TERNJIT_TRY_VOID(s->run(fr));
   return success();
@@ -493,14 +432,14 @@ class Builder {
       out.push_back(loc_[r.index]);
       out_bytes.push_back(byte_size(f_.type_of(r)));
     }
-    impl_->steps.push_back(std::make_unique<ReferenceStep>(single_inst_module(f_, inst), std::move(in),
+    impl_->steps.push_back(std::make_unique<ReferenceStep>(ir::single_inst_module(f_, inst), std::move(in),
                                                            std::move(in_types), std::move(out), std::move(out_bytes),
                                                            std::string(ir::op_name(inst.op)), summary(i)));
     return success();
   }
 
   Result<void> eval_at_load(InstId i, const ir::InstData& inst) {
-    const ir::Module sm = single_inst_module(f_, inst);
+    const ir::Module sm = ir::single_inst_module(f_, inst);
     std::vector<ir::HostTensor> args;
     std::string expr = std::string(ir::op_name(inst.op)) + "." + std::to_string(i.index) + "(";
     for (std::size_t k = 0; k < inst.operands.size(); ++k) {
