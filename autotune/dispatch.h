@@ -1,50 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
-// dispatch.h - tuning records used when the engine loads an x86 kernel (and "tune" mode: tune on first call).
+// dispatch.h - the tuning source engines hand to targets: records first, tuning on first call when asked.
 //
-// The x86 artifact is the optimized IR of one function plus metadata (isa, threads).
-// apply_tuning walks its tmatmuls in order (the plan numbers them "tmatmul.0", ... the
-// same way), decides each one's configuration from the records (records.h: exact shape,
-// nearest tuned M, or the default heuristic) and writes the choice as the artifact's
-// "tmatmul.<i>" metadata, which the loader hands to the plan. It runs after the disk
-// cache, on hits too, so records stored after an artifact was cached still apply.
+// A target asks RecordSource::decide for each tunable kernel call it loads or compiles
+// (targets/tuning.h). The source decides from the records in the disk cache (records.h:
+// exact shape, nearest tuned M, or the space's default); in TuningMode::Tune a space with
+// no record of its exact shape is first tuned (a short halving search on the space's own
+// bench), stored, and decided again - so the choice is the one a later Cached load makes.
+// It knows no target: everything target-specific comes through the TuningSpace.
 #pragma once
 
+#include <functional>
 #include <string>
-#include <vector>
 
 #include "autotune/records.h"
 #include "cache/disk_cache.h"
-#include "targets/target.h"
-#include "ternjit/result.h"
+#include "targets/tuning.h"
 
 namespace ternjit::autotune {
 
-/// How apply_tuning decides.
+/// How RecordSource decides.
 struct DispatchOptions {
-  /// "cached": use records only; "tune": tune (and store) the tmatmuls that have no
-  /// record of their exact shape first; "off": nothing is done.
-  std::string mode = "cached";
-  cache::DiskCache* disk = nullptr;  ///< where records are; null: every tmatmul gets the default
-  double tune_budget_s = 5;          ///< "tune": time budget per tmatmul
-  int tune_max_trials = 0;           ///< "tune": trial budget per tmatmul (0: the tuner's default)
+  targets::TuningMode mode = targets::TuningMode::Cached;
+  /// Where records are (called at each decision, so a cache can open lazily); empty or
+  /// returning null: every space gets its default.
+  std::function<cache::DiskCache*()> disk;
+  double tune_budget_s = 5;          ///< Tune: time budget per space
+  int tune_max_trials = 0;           ///< Tune: trial budget per space (0: the tuner's default)
+  /// Called once per decision (may be empty): for trace lines and tests.
+  std::function<void(const targets::TuningProblem&, const Decision&, bool tuned_now)> on_decision;
 };
 
-/// One tmatmul's decision.
-struct DispatchEntry {
-  std::string key;  ///< "tmatmul.<i>"
-  targets::x86::TMatMulProblem problem;
-  Decision decision;
-  bool tuned_now = false;  ///< "tune" mode ran the tuner for it
+/// The records-backed TuningSource. Thread-safe (the cache is).
+class RecordSource final : public targets::TuningSource {
+ public:
+  explicit RecordSource(DispatchOptions options) : options_(std::move(options)) {}
+  /// Off: the default; Cached: decide(disk, space); Tune: tune first when no exact record.
+  [[nodiscard]] std::string decide(const targets::TuningSpace& space) const override;
+
+ private:
+  DispatchOptions options_;
 };
-
-/// Decides the configuration of every tmatmul of an x86 `artifact` and writes it into its
-/// metadata. Artifacts of other targets (no "isa" metadata) are left alone (empty
-/// result). Errors: InvalidInput when the artifact's IR does not parse.
-Result<std::vector<DispatchEntry>> apply_tuning(targets::Artifact& artifact, const DispatchOptions& options);
-
-/// The tmatmuls of `function` in `m`, numbered as the x86 plan numbers them, with their
-/// problems ("tmatmul.<i>"; those with an empty or non-static shape are left out).
-std::vector<std::pair<std::string, targets::x86::TMatMulProblem>> tmatmul_problems(const ir::Module& m,
-                                                                                   std::string_view function);
 
 }  // namespace ternjit::autotune

@@ -11,20 +11,14 @@
 
 namespace ternjit::autotune {
 
-namespace x86 = targets::x86;
-
 namespace {
-
-std::string bool_text(bool b) { return b ? "1" : "0"; }
 
 const std::string& cpu_model() {
   static const std::string model = targets::detect_host_cpu().model;  // computed once, immutable
   return model;
 }
 
-std::string record_config(std::int64_t m, const x86::TMatMulConfig& c) {
-  return "M=" + std::to_string(m) + ";" + c.str();
-}
+std::string record_config(std::int64_t m, std::string_view config) { return "M=" + std::to_string(m) + ";" + std::string(config); }
 
 std::string record_measurements(std::int64_t m, const Measurement& meas, std::string_view role) {
   nlohmann::json j;
@@ -38,52 +32,42 @@ std::string record_measurements(std::int64_t m, const Measurement& meas, std::st
 
 }  // namespace
 
-cache::Key tmatmul_family_key(const x86::TMatMulProblem& p, x86::Isa isa, int threads) {
-  return cache::Key("tmatmul_tuning",
-                    {{"target", "x86"},
-                     {"K", std::to_string(p.K)},
-                     {"N", std::to_string(p.N)},
-                     {"x_kind", std::string(elem_name(p.x_kind))},
-                     {"out_kind", std::string(elem_name(p.out_kind))},
-                     {"epilogue", bool_text(p.x_scale) + bool_text(p.w_scale) + bool_text(p.w_scale_per_channel) +
-                                      bool_text(p.bias) + bool_text(p.residual) + bool_text(p.relu)},
-                     {"isa", std::string(x86::isa_name(isa))},
-                     {"threads", std::to_string(threads)},
-                     {"device", cpu_model()},
-                     {"version", std::string(cache::ternjit_version())}});
+cache::Key family_key(const targets::TuningProblem& p) {
+  return cache::Key("tuning_family", {{"op", p.op},
+                                      {"family", p.family},
+                                      {"device", cpu_model()},
+                                      {"version", std::string(cache::ternjit_version())}});
 }
 
-Result<int> store_result(cache::DiskCache& disk, const x86::TMatMulProblem& p, x86::Isa isa, int threads,
-                         const TuneResult& r) {
-  const cache::Key key = tmatmul_family_key(p, isa, threads);
+Result<int> store_result(cache::DiskCache& disk, const targets::TuningProblem& p, const TuneResult& r) {
+  const cache::Key key = family_key(p);
   int added = 0;
-  auto put = [&](const x86::TMatMulConfig& c, const Measurement& m, std::string_view role) -> Result<void> {
-    TERNJIT_TRY(bool stored, disk.put_record(key, record_config(p.M, c), record_measurements(p.M, m, role)));
+  auto put = [&](const std::string& c, const Measurement& m, std::string_view role) -> Result<void> {
+    TERNJIT_TRY(bool stored, disk.put_record(key, record_config(p.m, c), record_measurements(p.m, m, role)));
     added += stored ? 1 : 0;
     return success();
   };
   TERNJIT_TRY_VOID(put(r.winner, r.winner_m, "winner"));
   if (r.has_runner_up) TERNJIT_TRY_VOID(put(r.runner_up, r.runner_up_m, "runner_up"));
-  if (r.default_ok && !(r.default_config == r.winner) && !(r.has_runner_up && r.default_config == r.runner_up))
+  if (r.default_ok && r.default_config != r.winner && !(r.has_runner_up && r.default_config == r.runner_up))
     TERNJIT_TRY_VOID(put(r.default_config, r.default_m, "default"));
   return added;
 }
 
-Result<std::vector<TMatMulRecord>> load_records(cache::DiskCache& disk, const x86::TMatMulProblem& p, x86::Isa isa,
-                                                int threads) {
-  TERNJIT_TRY(auto raw, disk.records(tmatmul_family_key(p, isa, threads)));
-  std::vector<TMatMulRecord> out;
+Result<std::vector<Record>> load_records(cache::DiskCache& disk, const targets::TuningProblem& p) {
+  TERNJIT_TRY(auto raw, disk.records(family_key(p)));
+  std::vector<Record> out;
   for (const cache::TuningRecord& t : raw) {
     const std::size_t semi = t.config.find(';');
     if (t.config.rfind("M=", 0) != 0 || semi == std::string::npos) continue;
-    auto cfg = x86::TMatMulConfig::parse(std::string_view(t.config).substr(semi + 1));
-    if (!cfg.ok()) continue;
     auto j = nlohmann::json::parse(t.measurements, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("median_ns") || !j["median_ns"].is_number()) continue;
-    TMatMulRecord r;
+    Record r;
     const char* first = t.config.data() + 2;
-    if (auto [end, ec] = std::from_chars(first, t.config.data() + semi, r.M); ec != std::errc() || r.M < 1) continue;
-    r.config = *cfg;
+    if (auto [end, ec] = std::from_chars(first, t.config.data() + semi, r.M);
+        ec != std::errc() || end != t.config.data() + semi || r.M < 1)
+      continue;
+    r.config = t.config.substr(semi + 1);
     r.median_ns = j["median_ns"].get<double>();
     if (j.contains("role") && j["role"].is_string()) r.role = j["role"].get<std::string>();
     out.push_back(std::move(r));
@@ -93,36 +77,33 @@ Result<std::vector<TMatMulRecord>> load_records(cache::DiskCache& disk, const x8
 
 std::string_view decision_source_name(DecisionSource s) {
   switch (s) {
-    case DecisionSource::Exact:
-      return "exact";
-    case DecisionSource::Nearest:
-      return "nearest";
-    case DecisionSource::Default:
-      return "default";
+    case DecisionSource::Exact: return "exact";
+    case DecisionSource::Nearest: return "nearest";
+    case DecisionSource::Default: return "default";
   }
   return "?";
 }
 
-Decision decide(const std::vector<TMatMulRecord>& records, const x86::TMatMulProblem& p, x86::Isa isa, int threads) {
+Decision decide(const std::vector<Record>& records, const targets::TuningSpace& space) {
+  const std::int64_t M = std::max<std::int64_t>(1, space.problem().m);
   // The best usable record per M.
-  std::map<std::int64_t, const TMatMulRecord*> best;
-  for (const TMatMulRecord& r : records) {
-    if (r.config.isa != isa || r.config.threads > std::max(1, threads)) continue;
-    if (!x86::validate(p, r.config).ok()) continue;
-    const TMatMulRecord*& b = best[r.M];
-    if (!b || r.median_ns < b->median_ns || (r.median_ns == b->median_ns && r.config.str() < b->config.str())) b = &r;
+  std::map<std::int64_t, const Record*> best;
+  for (const Record& r : records) {
+    if (!space.valid(r.config)) continue;
+    const Record*& b = best[r.M];
+    if (!b || r.median_ns < b->median_ns || (r.median_ns == b->median_ns && r.config < b->config)) b = &r;
   }
   Decision d;
-  if (auto it = best.find(p.M); it != best.end()) {
+  if (auto it = best.find(M); it != best.end()) {
     d.config = it->second->config;
     d.source = DecisionSource::Exact;
-    d.tuned_m = p.M;
+    d.tuned_m = M;
     return d;
   }
-  const TMatMulRecord* nearest = nullptr;
+  const Record* nearest = nullptr;
   double dist = 0;
   for (const auto& [m, r] : best) {  // ascending M: ties keep the smaller
-    const double dd = std::fabs(std::log2(static_cast<double>(m) / static_cast<double>(p.M)));
+    const double dd = std::fabs(std::log2(static_cast<double>(m) / static_cast<double>(M)));
     if (!nearest || dd < dist) {
       nearest = r;
       dist = dd;
@@ -134,16 +115,16 @@ Decision decide(const std::vector<TMatMulRecord>& records, const x86::TMatMulPro
     d.tuned_m = nearest->M;
     return d;
   }
-  d.config = x86::default_config(p, isa, threads);
+  d.config = space.default_config();
   return d;
 }
 
-Decision decide(cache::DiskCache* disk, const x86::TMatMulProblem& p, x86::Isa isa, int threads) {
+Decision decide(cache::DiskCache* disk, const targets::TuningSpace& space) {
   if (disk) {
-    auto recs = load_records(*disk, p, isa, threads);
-    if (recs.ok()) return decide(*recs, p, isa, threads);
+    auto recs = load_records(*disk, space.problem());
+    if (recs.ok()) return decide(*recs, space);
   }
-  return decide(std::vector<TMatMulRecord>{}, p, isa, threads);
+  return decide(std::vector<Record>{}, space);
 }
 
 }  // namespace ternjit::autotune

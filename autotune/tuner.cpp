@@ -12,11 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::autotune {
-
-namespace x86 = targets::x86;
 
 namespace {
 
@@ -63,8 +60,8 @@ void decode(const std::string& text, std::vector<Trial>& out) {
 }
 
 struct Search {
-  const x86::TMatMulProblem& problem;
-  const Evaluator& eval;
+  const targets::TuningBench& bench;
+  const std::map<std::string, double>& estimates;
   const TuneOptions& o;
   const Collective& coll;
   Clock::time_point start, deadline;
@@ -79,11 +76,12 @@ struct Search {
 
   // Measures `configs` (round `round`, options `mo`), each rank its share; every rank
   // returns the same merged trials, in the order of `configs`.
-  std::vector<Trial> round(const std::vector<x86::TMatMulConfig>& configs, const MeasureOptions& mo, int round_no) {
+  std::vector<Trial> round(const std::vector<std::string>& configs, const MeasureOptions& mo, int round_no) {
     std::vector<Trial> all(configs.size());
     for (std::size_t i = 0; i < configs.size(); ++i) {
       all[i].config = configs[i];
-      all[i].estimated_ns = x86::estimated_cost(problem, configs[i]);
+      auto est = estimates.find(configs[i]);
+      all[i].estimated_ns = est == estimates.end() ? 0 : est->second;
       all[i].round = round_no;
     }
     std::vector<std::size_t> mine;
@@ -94,7 +92,7 @@ struct Search {
     for (std::size_t b = 0; b < mine.size(); b += batch) {
       const std::size_t e = std::min(mine.size(), b + batch);
       // Compile the batch in parallel (code generation and weight packing) ...
-      std::vector<Result<std::unique_ptr<Prepared>>> prepared;
+      std::vector<Result<std::unique_ptr<targets::TuningRun>>> prepared;
       prepared.reserve(e - b);
       for (std::size_t i = b; i < e; ++i) prepared.emplace_back(make_error(ErrorCode::Internal, "not compiled"));
       std::vector<std::thread> workers;
@@ -102,7 +100,7 @@ struct Search {
           std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.compile_threads)), e - b);
       for (std::size_t w = 0; w < nthreads; ++w)
         workers.emplace_back([&, w] {
-          for (std::size_t i = b + w; i < e; i += nthreads) prepared[i - b] = eval.prepare(configs[mine[i]]);
+          for (std::size_t i = b + w; i < e; i += nthreads) prepared[i - b] = bench.prepare(configs[mine[i]]);
         });
       for (std::thread& t : workers) t.join();
       // ... then measure one at a time.
@@ -114,7 +112,9 @@ struct Search {
           budget_hit = true;
         } else if (!prepared[i - b].ok()) {
           t.error = "compile: " + prepared[i - b].error().message;
-        } else if (auto m = eval.measure(**prepared[i - b], mo); !m.ok()) {
+        } else if (auto m = o.measure_fn ? o.measure_fn(**prepared[i - b], mo)
+                                          : measure([&run = **prepared[i - b]](int k) { run.run(k); }, mo);
+                   !m.ok()) {
           t.error = "measure: " + m.error().message;
         } else {
           t.ok = true;
@@ -124,7 +124,7 @@ struct Search {
         if (!t.skipped) ++progress.done;
         if (t.ok && (progress.best_ns == 0 || t.m.median_ns < progress.best_ns)) {
           progress.best_ns = t.m.median_ns;
-          progress.best_config = t.config.str();
+          progress.best_config = t.config;
         }
         progress.seconds_left = seconds_left();
         progress.round = round_no;
@@ -187,11 +187,14 @@ double TuneResult::speedup() const {
   return default_m.median_ns / winner_m.median_ns;
 }
 
-Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x86::TMatMulConfig>& space,
-                        const x86::TMatMulConfig& default_config, const Evaluator& evaluator, const TuneOptions& o) {
+Result<TuneResult> tune(const targets::TuningSpace& tspace, const targets::TuningBench& bench, const TuneOptions& o) {
+  const std::vector<targets::TuningCandidate> space = tspace.candidates();
+  const std::string default_config = tspace.default_config();
   if (space.empty()) return make_error(ErrorCode::InvalidArgument, "tune: the search space is empty");
   const Collective& coll = o.collective ? *o.collective : local_collective();
-  Search s{problem, evaluator, o, coll, Clock::now(), {}, false, {}, false};
+  std::map<std::string, double> estimates;
+  for (const targets::TuningCandidate& c : space) estimates.emplace(c.config, c.estimated_ns);
+  Search s{bench, estimates, o, coll, Clock::now(), {}, false, {}, false};
   if (o.budget_s > 0) {
     s.has_deadline = true;
     s.deadline = s.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.budget_s));
@@ -200,7 +203,7 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
   // Rank the space by the cost model (stable: ties keep the declared order).
   const std::size_t n = space.size();
   std::vector<double> est(n);
-  for (std::size_t i = 0; i < n; ++i) est[i] = x86::estimated_cost(problem, space[i]);
+  for (std::size_t i = 0; i < n; ++i) est[i] = space[i].estimated_ns;
   std::vector<std::size_t> ranked(n);
   std::iota(ranked.begin(), ranked.end(), std::size_t{0});
   std::stable_sort(ranked.begin(), ranked.end(), [&](std::size_t a, std::size_t b) { return est[a] < est[b]; });
@@ -215,9 +218,8 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
   // its cheapest prune_keep fraction, and the greedy picks take each class's next best in
   // turn. No class is lost to a biased estimate.
   const double keep_frac = exhaustive ? 1.0 : std::clamp(o.prune_keep, 0.0, 1.0);
-  std::map<int, std::vector<std::size_t>> classes;  // ranked within each class
-  for (std::size_t i : ranked)
-    classes[static_cast<int>(space[i].variant) * 2 + (space[i].vector_bits == 512 ? 1 : 0)].push_back(i);
+  std::map<std::string, std::vector<std::size_t>> classes;  // ranked within each class
+  for (std::size_t i : ranked) classes[space[i].group].push_back(i);
   std::vector<std::size_t> pool;
   for (auto& [c, members] : classes) {
     const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(keep_frac * members.size())));
@@ -229,10 +231,10 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
     if (std::find(pool.begin(), pool.end(), ranked[k]) == pool.end()) pool.push_back(ranked[k]);
 
   // The candidates: the default first (the baseline), then by strategy.
-  std::vector<x86::TMatMulConfig> cands = {default_config};
+  std::vector<std::string> cands = {default_config};
   auto add = [&](std::size_t i) {
-    if (cands.size() < trials && std::find(cands.begin(), cands.end(), space[i]) == cands.end())
-      cands.push_back(space[i]);
+    if (cands.size() < trials && std::find(cands.begin(), cands.end(), space[i].config) == cands.end())
+      cands.push_back(space[i].config);
   };
   std::mt19937_64 rng(o.seed);
   if (exhaustive) {
@@ -280,7 +282,7 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
     int planned = 0;
     for (std::size_t k = cands.size(); k > 3; k = (k + 2) / 3) planned += static_cast<int>(k);
     s.progress.total = planned + 4;
-    std::vector<x86::TMatMulConfig> alive = cands;
+    std::vector<std::string> alive = cands;
     int rnd = 0;
     MeasureOptions quick = o.measure;
     quick.warmup = 1;
@@ -292,7 +294,7 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
       record(ts);
       std::vector<std::size_t> order = ranking(ts);
       const std::size_t next = std::max<std::size_t>(1, (alive.size() + 2) / 3);
-      std::vector<x86::TMatMulConfig> survivors;
+      std::vector<std::string> survivors;
       for (std::size_t k = 0; k < order.size() && survivors.size() < next; ++k)
         survivors.push_back(ts[order[k]].config);
       alive = std::move(survivors);
@@ -334,7 +336,7 @@ Result<TuneResult> tune(const x86::TMatMulProblem& problem, const std::vector<x8
   std::vector<std::size_t> order = ranking(final_round);
   if (order.empty()) {
     std::string why;
-    for (const Trial& t : r.failures) why += "; " + t.config.str() + ": " + t.error;
+    for (const Trial& t : r.failures) why += "; " + t.config + ": " + t.error;
     return make_error(ErrorCode::Unavailable, "tune: no candidate could be measured" +
                                                   (why.empty() ? std::string(" (time budget spent)") : why));
   }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // tuner.h - search strategies over a kernel's configurations: exhaustive, random, successive halving.
 //
-// The tuner ranks the declared space (targets/x86/tmatmul_space.h) with the analytic
-// cost model, prunes it, picks candidates by the strategy, compiles them (several at
+// The tuner ranks the space a target declares (targets/tuning.h) by the target's cost
+// estimates, prunes it per algorithm class, picks candidates by the strategy, compiles them (several at
 // once) and measures them (one at a time), within a time and a trial budget. Every
 // failed candidate is reported. With a Collective of several ranks (MPI) each rank
 // measures its share of every round; rank 0 merges the round's trials and broadcasts
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "autotune/measure.h"
-#include "targets/x86/tmatmul.h"
+#include "targets/tuning.h"
 #include "ternjit/result.h"
 
 namespace ternjit::autotune {
@@ -34,22 +34,6 @@ enum class Strategy : std::uint8_t {
 std::string_view strategy_name(Strategy s);
 /// Parses strategy_name's spellings; nullopt otherwise.
 std::optional<Strategy> parse_strategy(std::string_view name);
-
-/// A compiled candidate, ready to be measured (owned by the Evaluator's implementation).
-class Prepared {
- public:
-  virtual ~Prepared() = default;
-};
-
-/// What the tuner compiles and measures: one kernel (problem) under many configurations.
-class Evaluator {
- public:
-  virtual ~Evaluator() = default;
-  /// Compiles (and packs weights for) `config`. Called from several threads at once.
-  virtual Result<std::unique_ptr<Prepared>> prepare(const targets::x86::TMatMulConfig& config) const = 0;
-  /// Times a prepared candidate. Called from one thread at a time, never concurrently.
-  virtual Result<Measurement> measure(const Prepared& candidate, const MeasureOptions& options) const = 0;
-};
 
 /// Several processes tuning one kernel together (MPI ranks). Implementations: local()
 /// (one rank) and autotune/mpi_collective.h.
@@ -90,12 +74,15 @@ struct TuneOptions {
   MeasureOptions measure;   ///< the full measurement (random, exhaustive, halving's last round)
   std::function<void(const Progress&)> progress;  ///< called after each candidate (may be empty)
   const Collective* collective = nullptr;         ///< null: local_collective()
+  /// How one prepared candidate is timed; empty: autotune::measure over run.run(i).
+  /// (Tests replace it with deterministic times.) Called from one thread at a time.
+  std::function<Result<Measurement>(const targets::TuningRun& run, const MeasureOptions& options)> measure_fn;
 };
 
 /// One measured (or failed) candidate.
 struct Trial {
-  targets::x86::TMatMulConfig config;
-  double estimated_ns = 0;  ///< the cost model's estimate
+  std::string config;       ///< the target's configuration text
+  double estimated_ns = 0;  ///< the target's cost estimate
   bool ok = false;
   bool skipped = false;  ///< not measured: the time budget ran out first (not a failure)
   std::string error;     ///< why it failed (compile error, timeout) when !ok
@@ -109,10 +96,10 @@ struct TuneResult {
   std::size_t measured = 0;     ///< distinct configurations measured (or failed)
   std::vector<Trial> trials;    ///< every distinct configuration tried, final state, in order tried
   std::vector<Trial> failures;  ///< the failed ones (also in trials)
-  targets::x86::TMatMulConfig default_config;
+  std::string default_config;
   Measurement default_m;  ///< the default configuration, fully measured
   bool default_ok = false;
-  targets::x86::TMatMulConfig winner, runner_up;
+  std::string winner, runner_up;
   Measurement winner_m, runner_up_m;
   bool has_runner_up = false;
   bool significant = false;  ///< winner and runner-up differ by more than the noise
@@ -122,12 +109,10 @@ struct TuneResult {
   [[nodiscard]] double speedup() const;
 };
 
-/// Searches `space` (must contain `default_config`) for `problem`. Errors:
-/// InvalidArgument (empty space), Unavailable (no candidate, the default included,
-/// could be measured: the failures are listed in the message).
-Result<TuneResult> tune(const targets::x86::TMatMulProblem& problem,
-                        const std::vector<targets::x86::TMatMulConfig>& space,
-                        const targets::x86::TMatMulConfig& default_config, const Evaluator& evaluator,
+/// Searches the candidates of `space` (its default included) by timing them on `bench`
+/// (made by space.bench()). Errors: InvalidArgument (empty space), Unavailable (no
+/// candidate, the default included, could be measured: the failures are listed).
+Result<TuneResult> tune(const targets::TuningSpace& space, const targets::TuningBench& bench,
                         const TuneOptions& options);
 
 }  // namespace ternjit::autotune

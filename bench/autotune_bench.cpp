@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tmatmul_bench.h"
+#include "autotune/measure.h"
 #include "autotune/tuner.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul_space.h"
@@ -44,8 +44,8 @@ std::vector<Row>& rows() {
   return r;
 }
 
-double best_median(const TMatMulEvaluator& ev, const Prepared& p, const MeasureOptions& mo, double current) {
-  auto m = ev.measure(p, mo);
+double best_median(const targets::TuningRun& run, const MeasureOptions& mo, double current) {
+  auto m = measure([&](int i) { run.run(i); }, mo);
   if (!m.ok()) return current;
   return current == 0 ? m->median_ns : std::min(current, m->median_ns);
 }
@@ -62,11 +62,15 @@ void BM_Quality(benchmark::State& state, std::string name, std::int64_t K, std::
   p.K = K;
   p.N = N;
   p.x_scale = p.w_scale = p.w_scale_per_channel = true;  // BitLinear's epilogue
-  const auto space = x86::search_space(p, *isa, threads);
-  const auto def = x86::default_config(p, *isa, threads);
-  BenchOptions bo;
-  bo.threads = threads;
-  TMatMulEvaluator ev(p, bo);
+  const auto space = x86::tmatmul_tuning_space(p, *isa, threads);
+  const std::string def = space->default_config();
+  const std::size_t space_size = space->candidates().size();
+  auto bench = space->bench({});
+  if (!bench.ok()) {
+    state.SkipWithError(bench.error().message.c_str());
+    return;
+  }
+  const targets::TuningBench& ev = **bench;
   MeasureOptions mo;
   mo.warmup = 1;
   mo.min_reps = 5;
@@ -78,13 +82,13 @@ void BM_Quality(benchmark::State& state, std::string name, std::int64_t K, std::
     ex.strategy = Strategy::Exhaustive;
     ex.budget_s = 0;
     ex.measure = mo;
-    auto opt = tune(p, space, def, ev, ex);
+    auto opt = tune(*space, ev, ex);
     TuneOptions hv;
     hv.strategy = Strategy::Halving;
     hv.budget_s = 0;
-    hv.max_trials = static_cast<int>(static_cast<double>(space.size()) * 0.15);
+    hv.max_trials = static_cast<int>(static_cast<double>(space_size) * 0.15);
     hv.measure = mo;
-    auto tuned = tune(p, space, def, ev, hv);
+    auto tuned = tune(*space, ev, hv);
     if (!opt.ok() || !tuned.ok()) {
       state.SkipWithError("a search failed");
       return;
@@ -101,18 +105,18 @@ void BM_Quality(benchmark::State& state, std::string name, std::int64_t K, std::
     full.max_reps = 30;
     double to = 0, tt = 0, td = 0;
     for (int r = 0; r < 5; ++r) {
-      to = best_median(ev, **po, full, to);
-      tt = best_median(ev, **pt, full, tt);
-      td = best_median(ev, **pd, full, td);
+      to = best_median(**po, full, to);
+      tt = best_median(**pt, full, tt);
+      td = best_median(**pd, full, td);
     }
-    row.space = space.size();
+    row.space = space_size;
     row.measured = tuned->measured;
     row.opt_ms = to / 1e6;
     row.tuned_ms = tt / 1e6;
     row.default_ms = td / 1e6;
-    row.opt = opt->winner.str();
-    row.tuned = tuned->winner.str();
-    row.def = def.str();
+    row.opt = opt->winner;
+    row.tuned = tuned->winner;
+    row.def = def;
   }
   state.counters["space"] = static_cast<double>(row.space);
   state.counters["measured_pct"] = 100.0 * static_cast<double>(row.measured) / static_cast<double>(row.space);

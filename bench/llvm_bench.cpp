@@ -12,7 +12,6 @@
 #include <string>
 
 #include "ir/parse.h"
-#include "jit/loader.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/x86/x86_target.h"
 
@@ -92,16 +91,18 @@ void BM_Layer(benchmark::State& state) {
   auto a = t->compile(*m, "f", co);
   if (!a.ok()) return state.SkipWithError(a.error().message.c_str());
   const ir::ParamValues pv = weights(K, N);
-  jit::LoadContext ctx;
+  targets::LoadContext ctx;
   ctx.params = &pv;
   ctx.parallel.threads = 1;
-  auto k = jit::load(*a, ctx);
+  auto state_of = t->new_program_state();
+  ctx.state = state_of.get();
+  auto k = t->load(*a, ctx);
   if (!k.ok()) return state.SkipWithError(k.error().message.c_str());
   std::vector<float> x = ir::HostTensor::random(ElemKind::F32, {M, K}, 3).to_f32();
   std::vector<float> y(static_cast<std::size_t>(M * N));
   void* buffers[] = {x.data(), y.data()};
   for (auto _ : state) {
-    if (k->entry(k->state, buffers) != 0) return state.SkipWithError("kernel failed");
+    if (!k->run(k->state, buffers).ok()) return state.SkipWithError("kernel failed");
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(M * K * N), benchmark::Counter::kIsIterationInvariantRate,

@@ -19,21 +19,21 @@ std::string_view disk_state_name(DiskState state) {
   return "?";
 }
 
-KernelCacheConfig kernel_cache_config(const EngineOptions& o, passes::OptLevel level, int threads,
-                                      cache::LogFn log) {
+KernelCacheConfig kernel_cache_config(const EngineOptions& o, std::string_view target,
+                                      const targets::CompileOptions& compile, cache::LogFn log) {
   KernelCacheConfig c;
   c.enabled = o.cache_dir != "off";
   c.disk.dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
   c.disk.max_bytes = o.cache_max_bytes == 0 ? cache::kDefaultMaxBytes : o.cache_max_bytes;
   c.disk.shared_group = o.cache_shared_group;
   c.disk.log = std::move(log);
-  c.opt_level = std::string(passes::opt_level_name(level));
-  // Every option that can change the artifact; a new one must be added here. An `auto`
-  // engine may give a function its target cannot compile to the reference interpreter
-  // (engine.cpp), a named target refuses it: the two must not share that entry.
+  c.opt_level = std::string(passes::opt_level_name(compile.opt_level));
+  // Every typed option that can change the artifact (one function derives the text). An
+  // `auto` engine may give a function its target cannot compile to the reference
+  // interpreter (jit/specialize.cpp), a named target refuses it: the two must not share
+  // that entry.
   const bool fallback = o.target.empty() || o.target == "auto";
-  c.compile_options = "threads=" + std::to_string(threads) + ";max_isa=" + o.max_isa + ";tuning=" + o.tuning +
-                      ";fallback=" + (fallback ? "reference" : "none") + ";";
+  c.compile_options = targets::compile_options_key(target, compile) + ";fallback=" + (fallback ? "reference" : "none");
   c.version = std::string(cache::ternjit_version());
   return c;
 }

@@ -3,7 +3,8 @@
 //
 // The key of a kernel is the canonical text of the specialized module before the pass
 // pipeline, the function, the target's name, features and device, the opt level, the
-// compile options (threads, max_isa, tuning), the ternjit version and the build id
+// typed compile options (targets::compile_options_key: level, threads, tuning mode, the
+// target's own options), the ternjit version and the build id
 // (cache/key.h). A hit skips the pass pipeline and the target's compile; the loader
 // still runs. Every disk problem is a warning and a compile without the cache, never an
 // error of the kernel (cache/README.md).
@@ -41,16 +42,16 @@ struct KernelCacheConfig {
   bool enabled = true;              ///< false: every lookup is DiskState::Off
   cache::CacheOptions disk;         ///< directory, cap, shared-group mode, warning sink
   std::string opt_level;            ///< "O2"
-  std::string compile_options;      ///< "threads=0;max_isa=;tuning=off;"
+  std::string compile_options;      ///< targets::compile_options_key(...) + ";fallback=..."
   std::string version;              ///< key field "version" (cache::ternjit_version() by default)
   std::string build_id;             ///< key field "build_id"; empty: cache::build_id(), computed on first use
 };
 
-/// The configuration of `options` (engine opt level `level`, `threads` kernel threads as
-/// resolved by the engine): cache_dir "off" disables, "" means default_cache_dir()
+/// The configuration of `options` for target `target` compiling with `compile` (as the
+/// engine resolved them): cache_dir "off" disables, "" means default_cache_dir()
 /// (jit/options.h); warnings go to `log`.
-KernelCacheConfig kernel_cache_config(const EngineOptions& options, passes::OptLevel level, int threads,
-                                      cache::LogFn log);
+KernelCacheConfig kernel_cache_config(const EngineOptions& options, std::string_view target,
+                                      const targets::CompileOptions& compile, cache::LogFn log);
 
 /// One engine's view of the disk cache, for one target. Thread-safe. The directory is
 /// opened on first use; when that fails the cache warns once and stays off.

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "cache/disk_cache.h"
-#include "targets/x86/isa.h"
 
 namespace ternjit {
 
@@ -30,11 +29,7 @@ std::optional<int> parse_count(std::string_view s) {
   return v;
 }
 
-std::string tuning_list() {
-  std::string s;
-  for (std::string_view m : jit::kTuningModes) s += (s.empty() ? "" : ", ") + std::string(m);
-  return s;
-}
+constexpr const char* kTuningList = "off, cached or tune";
 
 }  // namespace
 
@@ -57,11 +52,8 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (!n) return env_error("TERNJIT_THREADS", v, "a non-negative integer (0: the target's default)");
     o.threads = *n;
   }
-  if (auto v = get("TERNJIT_MAX_ISA"); !v.empty()) {
-    if (!targets::x86::parse_isa(v))
-      return env_error("TERNJIT_MAX_ISA", v, "one of avx2, avx_vnni, avx512, avx512_vnni, amx");
-    o.max_isa = std::string(v);
-  }
+  // Validated by the x86 target when an engine is created.
+  if (auto v = get("TERNJIT_MAX_ISA"); !v.empty()) o.max_isa = std::string(v);
   if (auto v = get("TERNJIT_CACHE_DIR"); !v.empty()) o.cache_dir = std::string(v);
   if (auto v = get("TERNJIT_CACHE_MAX_SIZE"); !v.empty()) {
     auto n = cache::parse_size(v);
@@ -73,11 +65,11 @@ Result<EngineOptions> EngineOptions::from_env() {
     o.cache_shared_group = v == "1";
   }
   if (auto v = get("TERNJIT_TUNING"); !v.empty()) {
-    bool known = false;
-    for (std::string_view m : jit::kTuningModes) known = known || m == v;
-    if (!known) return env_error("TERNJIT_TUNING", v, "one of " + tuning_list());
+    if (!targets::parse_tuning_mode(v)) return env_error("TERNJIT_TUNING", v, kTuningList);
     o.tuning = std::string(v);
   }
+  // Validated by the targets when an engine is created (it knows the registry).
+  if (auto v = get("TERNJIT_TARGET_OPTIONS"); !v.empty()) o.target_options = std::string(v);
   if (auto v = get("TERNJIT_VERBOSE"); !v.empty()) {
     auto n = parse_count(v);
     if (!n) return env_error("TERNJIT_VERBOSE", v, "a non-negative integer (0: quiet, 1: trace)");
@@ -100,21 +92,33 @@ std::string default_cache_dir() {
   return dir;
 }
 
-Result<void> validate_options(const EngineOptions& o) {
+Result<TypedOptions> validate_options(const EngineOptions& o, const targets::TargetRegistry& registry) {
   auto bad = [](const std::string& what) { return make_error(ErrorCode::InvalidArgument, what); };
   if (o.opt_level < 0 || o.opt_level > 3)
     return bad("opt_level " + std::to_string(o.opt_level) + " is out of range: expected 0..3");
   if (o.threads < 0) return bad("threads " + std::to_string(o.threads) + " is negative: expected 0 (default) or more");
   if (o.verbose < 0) return bad("verbose " + std::to_string(o.verbose) + " is negative");
-  if (!o.max_isa.empty() && !targets::x86::parse_isa(o.max_isa))
-    return bad("unknown max_isa '" + o.max_isa + "': expected avx2, avx_vnni, avx512, avx512_vnni or amx");
-  bool known = false;
-  for (std::string_view m : kTuningModes) known = known || m == o.tuning;
-  if (!known) return bad("unknown tuning mode '" + o.tuning + "': expected one of " + tuning_list());
-  return success();
+  TypedOptions t;
+  t.level = static_cast<passes::OptLevel>(o.opt_level);
+  auto mode = targets::parse_tuning_mode(o.tuning);
+  if (!mode) return bad("unknown tuning mode '" + o.tuning + "': expected " + kTuningList);
+  t.tuning = *mode;
+  TERNJIT_TRY(auto given, targets::split_target_options(o.target_options));
+  if (!o.max_isa.empty()) {
+    // The shorthand of the x86 option, kept for callers of the older field.
+    auto [it, fresh] = given["x86"].values.emplace("max_isa", o.max_isa);
+    if (!fresh && it->second != o.max_isa)
+      return bad("max_isa '" + o.max_isa + "' contradicts target option x86.max_isa=" + it->second);
+  }
+  for (const auto& [name, opts] : given)
+    if (registry.lookup(name) == nullptr)
+      return bad("target options name an unknown target '" + name + "' (known: " + registry.names() + ")");
+  for (const auto& target : registry.all()) {
+    const std::string name(target->name());
+    TERNJIT_TRY(t.target_options[name], target->parse_options(given[name]));
+  }
+  return t;
 }
-
-passes::OptLevel opt_level_of(const EngineOptions& o) { return static_cast<passes::OptLevel>(o.opt_level); }
 
 }  // namespace jit
 

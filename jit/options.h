@@ -2,30 +2,35 @@
 // options.h - validation of EngineOptions values (shared by from_env and Engine::create).
 #pragma once
 
-#include <span>
+#include <map>
 #include <string>
 #include <string_view>
 
 #include "passes/pipeline.h"
+#include "targets/registry.h"
+#include "targets/tuning.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 
 namespace ternjit::jit {
 
-/// The tuning modes: "off" (default configurations), "cached" (use recorded tuning
-/// results only), "tune" (search configurations that have no record).
-inline constexpr std::string_view kTuningModes[] = {"off", "cached", "tune"};
+/// EngineOptions after validation, as the stages use them.
+struct TypedOptions {
+  passes::OptLevel level = passes::OptLevel::O2;
+  targets::TuningMode tuning = targets::TuningMode::Off;
+  /// Each registered target's validated options (every target present, most empty).
+  std::map<std::string, targets::TargetOptions, std::less<>> target_options;
+};
 
-/// Checks every field of `options`: opt_level in 0..3, threads >= 0, verbose >= 0, a
-/// known tuning mode. The target name is checked by the registry. Errors
-/// (InvalidArgument) name the field, its value and what is allowed.
-Result<void> validate_options(const EngineOptions& options);
+/// Checks every field of `options` and types it: opt_level in 0..3, threads >= 0,
+/// verbose >= 0, a known tuning mode, target_options entries (plus the max_isa
+/// shorthand, "x86.max_isa") each validated by the target they name in `registry`. The
+/// target name itself is checked by the registry. Errors (InvalidArgument) name the
+/// field, its value and what is allowed.
+Result<TypedOptions> validate_options(const EngineOptions& options, const targets::TargetRegistry& registry);
 
 /// The default disk-cache directory: $XDG_CACHE_HOME/ternjit, else $HOME/.cache/ternjit
 /// (HOME from the passwd entry when unset); "" when none can be found.
 std::string default_cache_dir();
-
-/// The pipeline level of a validated opt_level.
-passes::OptLevel opt_level_of(const EngineOptions& options);
 
 }  // namespace ternjit::jit

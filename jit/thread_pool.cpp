@@ -19,7 +19,7 @@ namespace {
 
 // Parallel::RunFn over a ThreadPool::Impl: one TBB task per index (grain 1: kernels
 // already hand in about `threads` chunks).
-void run_on_arena(void* pool, targets::x86::Parallel::TaskFn task, void* context, std::int64_t n) {
+void run_on_arena(void* pool, targets::Parallel::TaskFn task, void* context, std::int64_t n) {
   auto& arena = *static_cast<oneapi::tbb::task_arena*>(pool);
   arena.execute([&] {
     oneapi::tbb::parallel_for(
@@ -44,8 +44,8 @@ ThreadPool::ThreadPool(int threads) : threads_(threads > 0 ? threads : default_t
 
 ThreadPool::~ThreadPool() = default;
 
-targets::x86::Parallel ThreadPool::parallel() const {
-  targets::x86::Parallel p;
+targets::Parallel ThreadPool::parallel() const {
+  targets::Parallel p;
   p.threads = threads_;
   if (impl_) {
     p.run = &run_on_arena;

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "targets/x86/parallel.h"
+#include "targets/common/parallel.h"
 
 namespace ternjit::jit {
 
@@ -24,7 +24,7 @@ class ThreadPool {
   /// The thread count (>= 1).
   [[nodiscard]] int threads() const { return threads_; }
   /// The plain-C parallel-for kernels call (targets/x86/parallel.h), running on this pool.
-  [[nodiscard]] targets::x86::Parallel parallel() const;
+  [[nodiscard]] targets::Parallel parallel() const;
 
  private:
   struct Impl;

@@ -8,27 +8,6 @@
 
 namespace ternjit::targets {
 
-std::string_view artifact_kind_name(ArtifactKind kind) {
-  switch (kind) {
-    case ArtifactKind::Interpreted: return "interpreted";
-    case ArtifactKind::MachineCode: return "machine-code";
-    case ArtifactKind::Object: return "object";
-    case ArtifactKind::Ptx: return "ptx";
-    case ArtifactKind::Hsaco: return "hsaco";
-    case ArtifactKind::Spirv: return "spirv";
-  }
-  TERNJIT_UNREACHABLE("bad ArtifactKind");
-}
-
-std::string_view target_kind_name(TargetKind kind) {
-  switch (kind) {
-    case TargetKind::Interpreter: return "interpreter";
-    case TargetKind::Cpu: return "cpu";
-    case TargetKind::Gpu: return "gpu";
-  }
-  TERNJIT_UNREACHABLE("bad TargetKind");
-}
-
 TargetRegistry TargetRegistry::create() {
   // The table, in `auto` priority order (SPEC section 5): a CUDA GPU, an AMD GPU, a
   // Vulkan GPU, then the CPU (x86 machine code, then LLVM), then the interpreter.
@@ -44,6 +23,12 @@ std::string TargetRegistry::names() const {
   std::string s;
   for (const auto& t : targets_) s += (s.empty() ? "" : ", ") + std::string(t->name());
   return s;
+}
+
+const Target* TargetRegistry::lookup(std::string_view name) const {
+  for (const auto& t : targets_)
+    if (t->name() == name) return t.get();
+  return nullptr;
 }
 
 Result<const Target*> TargetRegistry::find(std::string_view name) const {

@@ -26,6 +26,8 @@ class TargetRegistry {
   /// The names of every registered target, in priority order, comma-separated.
   [[nodiscard]] std::string names() const;
 
+  /// The registered target called `name`, available or not; null when there is none.
+  [[nodiscard]] const Target* lookup(std::string_view name) const;
   /// The target called `name`. Errors: NotFound listing the known targets; Unavailable
   /// with the target's own reason when it exists but cannot run here.
   [[nodiscard]] Result<const Target*> find(std::string_view name) const;

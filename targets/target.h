@@ -1,21 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-// target.h - the Target interface every code generator implements, and Artifact, its output.
+// target.h - the Target interface every code generator implements: options, compile, load, emit.
 //
 // A target turns a specialized module (static shapes, pipeline already run) into an
-// Artifact: plain data that a loader (jit/loader.cpp) turns into a callable kernel and
-// that a cache can store. Compiling and loading are separate so tests can inspect what
-// a target emits on machines that cannot run it.
+// Artifact: plain data that the cache stores and that the same target's load() turns
+// into a callable kernel. Compiling and loading are separate methods so tests inspect
+// what a target emits on machines that cannot run it. A target keeps what several
+// kernels of one Program share (packed weight panels, device-resident weights) in a
+// ProgramState it creates; jit/ holds it for the Program and never looks inside.
+// targets/README.md says what a new target writes.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "ir/interpret.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
 #include "passes/target_info.h"
+#include "targets/common/parallel.h"
+#include "targets/tuning.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 
@@ -24,29 +32,87 @@ namespace ternjit::targets {
 /// What an Artifact's bytes are.
 enum class ArtifactKind : std::uint8_t {
   Interpreted,  ///< canonical IR text, executed by the reference interpreter
-  MachineCode,  ///< position-independent host machine code (x86)
+  Plan,         ///< canonical IR text plus decisions: the x86 target regenerates its code at load
   Object,       ///< a relocatable object file (LLVM AOT)
   Ptx,          ///< NVIDIA PTX text
   Hsaco,        ///< AMD code object
   Spirv,        ///< SPIR-V binary module
 };
 
-/// "interpreted", "machine-code", "object", "ptx", "hsaco" or "spirv".
+/// "interpreted", "plan", "object", "ptx", "hsaco" or "spirv".
 std::string_view artifact_kind_name(ArtifactKind kind);
 
-/// A compiled kernel as data: what the loader needs and what the cache stores.
+/// A compiled kernel as data: what the target's load() needs and what the cache stores.
 struct Artifact {
   ArtifactKind kind = ArtifactKind::Interpreted;
-  std::vector<std::uint8_t> bytes;              ///< the code (or IR text for Interpreted)
-  std::string entry;                            ///< entry symbol (Interpreted: the function name)
+  std::vector<std::uint8_t> bytes;              ///< the code (or IR text for Interpreted / Plan)
+  std::string entry;                            ///< entry symbol (Interpreted / Plan: the function name)
   std::map<std::string, std::string> metadata;  ///< launch metadata (grid, isa, ...), sorted
 };
+
+/// A target's own options, validated by the target (Target::parse_options): sorted
+/// name/value pairs without the target prefix ("max_isa" -> "avx2").
+struct TargetOptions {
+  std::map<std::string, std::string> values;
+  /// The value of `name`, or "" when not given.
+  [[nodiscard]] std::string get(std::string_view name) const;
+};
+
+/// Splits an options string "x86.max_isa=avx2;cuda.arch=sm_90" into the entries of each
+/// target name ("x86" -> {"max_isa" -> "avx2"}). Whitespace around entries is ignored, an
+/// empty string gives an empty map. Errors (InvalidArgument): an entry without a target
+/// prefix or '=', an empty name, or one named twice.
+Result<std::map<std::string, TargetOptions>> split_target_options(std::string_view text);
 
 /// How a target compiles one specialized function.
 struct CompileOptions {
   passes::OptLevel opt_level = passes::OptLevel::O2;  ///< the level the pipeline ran at
   int threads = 0;                                    ///< 0: the target's default
-  std::string max_isa;                                ///< x86: highest code path ("" = best available)
+  TargetOptions target;                               ///< this target's own options (parsed by it)
+  TuningMode tuning = TuningMode::Cached;             ///< how tuning sources are consulted
+  /// Where a target that decides configurations at compile time asks (may be null: its
+  /// defaults). Not part of the cache key: the decisions are (Artifact metadata "tuning.*").
+  const TuningSource* tuning_source = nullptr;
+};
+
+/// The one text of the options that change a compiled artifact ("opt=O2;threads=2;
+/// tuning=cached;x86.max_isa=avx2"): the cache key's compile-options field.
+std::string compile_options_key(std::string_view target, const CompileOptions& options);
+
+/// Per-Program state a target keeps (packed weights, device buffers). Created by
+/// Target::new_program_state, owned by the Program, passed to every load of that Program.
+class ProgramState {
+ public:
+  virtual ~ProgramState() = default;
+};
+
+/// What a kernel may refer to besides its artifact. Everything pointed to must outlive
+/// the LoadedKernel.
+struct LoadContext {
+  const ir::ParamValues* params = nullptr;  ///< the program's weights (frozen once kernels exist)
+  Parallel parallel;                        ///< how CPU kernels run on several threads
+  ProgramState* state = nullptr;            ///< this target's state of the Program (may be null)
+  TargetOptions options;                    ///< this target's options
+  TuningMode tuning = TuningMode::Cached;   ///< how `tuning_source` is consulted
+  const TuningSource* tuning_source = nullptr;  ///< where load-time decisions come from (null: defaults)
+};
+
+/// A kernel ready to call: `run(state, buffers)` with buffers = input data pointers in
+/// argument order, then output pointers in result order. jit/ wraps it into the
+/// C-callable KernelFn (exceptions and status codes are its business, not the target's).
+struct LoadedKernel {
+  Result<void> (*run)(const void* state, void* const* buffers) = nullptr;
+  const void* state = nullptr;        ///< the first argument of run
+  std::shared_ptr<const void> owner;  ///< keeps `state` (and any code pages) alive
+  std::string isa;                    ///< the code path it runs ("avx512_vnni", "-"), for trace lines
+};
+
+/// What Target::emit returns.
+struct Emitted {
+  std::string text;    ///< the emitted text, or the bytes of a binary form
+  bool binary = false; ///< `text` holds bytes (an object file): write it to a file, not a terminal
+  /// Files that belong with a binary form, by suffix (".h" -> a C header for an object).
+  std::map<std::string, std::string> companions;
 };
 
 /// The broad class of a target.
@@ -74,6 +140,9 @@ class Target {
   [[nodiscard]] virtual TargetDescription describe() const = 0;
   /// What the pass pipeline may know about this target (weight layout, int8 dot).
   [[nodiscard]] virtual passes::TargetInfo info() const = 0;
+  /// Validates this target's options (the entries of its prefix in the options string).
+  /// Errors (InvalidArgument): an unknown name or a bad value, listing what is accepted.
+  [[nodiscard]] virtual Result<TargetOptions> parse_options(const TargetOptions& given) const = 0;
   /// Success when every op of `f` can be compiled; otherwise an Unsupported error
   /// naming the first op that cannot.
   [[nodiscard]] virtual Result<void> check_supported(const ir::Function& f) const = 0;
@@ -82,6 +151,37 @@ class Target {
   /// check_supported, Unavailable/Internal for toolchain failures (with their log as notes).
   [[nodiscard]] virtual Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
                                                  const CompileOptions& options) const = 0;
+  /// A fresh state for one Program's kernels (null when the target keeps none).
+  [[nodiscard]] virtual std::unique_ptr<ProgramState> new_program_state() const { return nullptr; }
+  /// Loads an artifact this target compiled. Errors: InvalidInput for an artifact that
+  /// does not decode or lacks its entry, or whose entry is not fully static; InvalidInput
+  /// for a parameter missing from context.params; Unavailable when this machine cannot
+  /// run it (another CPU's ISA, no device).
+  [[nodiscard]] virtual Result<LoadedKernel> load(const Artifact& artifact, const LoadContext& context) const = 0;
+  /// The tunable kernel calls of `function` of `specialized` (pipeline already run), as
+  /// load() or compile() would ask about them, in the same order. Default: none.
+  [[nodiscard]] virtual Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
+      const ir::Module& specialized, std::string_view function, const CompileOptions& options) const;
+  /// The forms emit() produces ("asm", "llvm", "obj", "ptx", "spirv", ...); "ir" is the
+  /// caller's business and never listed.
+  [[nodiscard]] virtual std::vector<std::string_view> emit_forms() const = 0;
+  /// The code of `function` of `specialized` (pipeline already run) in form `what`.
+  /// `params` (may be null) are weights to bake into self-contained forms (objects).
+  /// Errors: InvalidArgument for a form not in emit_forms(), as compile otherwise.
+  [[nodiscard]] virtual Result<Emitted> emit(const ir::Module& specialized, std::string_view function,
+                                             std::string_view what, const CompileOptions& options,
+                                             const ir::ParamValues* params) const = 0;
 };
+
+/// The byte sizes of a fully static function's arguments and results, for loaders.
+/// Errors: InvalidInput naming `function` when a type is not fully static.
+struct BufferSizes {
+  std::vector<std::size_t> in, out;
+};
+Result<BufferSizes> buffer_sizes(const ir::Function& function);
+
+/// Parses an Interpreted or Plan artifact's IR text and finds its entry. Errors:
+/// InvalidInput when it does not parse or lacks the entry.
+Result<ir::Module> parse_artifact_module(const Artifact& artifact);
 
 }  // namespace ternjit::targets

@@ -22,9 +22,13 @@ struct EngineOptions {
   std::string target = "auto";  ///< "auto" or a registered target name ("reference", ...)
   int opt_level = 2;            ///< 0..3 (none, conservative, balanced, aggressive)
   int threads = 0;              ///< 0: the target's default (x86: every online core)
-  /// Highest x86 code path the x86 target may use: "" (the best the CPU has), "avx2",
-  /// "avx_vnni", "avx512", "avx512_vnni" or "amx". Lower paths stay reachable on newer
-  /// CPUs for testing and for comparing.
+  /// Options of individual targets, each parsed and validated by its target:
+  /// "TARGET.NAME=VALUE" entries separated by ';' ("x86.max_isa=avx2;llvm.cpu=znver4").
+  /// x86: max_isa (avx2, avx_vnni, avx512, avx512_vnni, amx: the highest code path; lower
+  /// ones stay reachable on newer CPUs for testing). llvm: triple, cpu (for emitted
+  /// objects). An unknown target, option or value is an error of Engine::create.
+  std::string target_options;
+  /// Shorthand for "x86.max_isa=..." in target_options (the older field; "" = none).
   std::string max_isa;
   /// A host-provided parallel loop for kernel work (as XNNPACK takes a pthreadpool):
   /// parallel_for(pool, task, context, n) must call task(context, i) once for every i
@@ -48,7 +52,7 @@ struct EngineOptions {
   std::function<void(std::string_view)> trace;
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
-  /// TERNJIT_THREADS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
+  /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
   /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();
@@ -123,8 +127,8 @@ class Program {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Composes the front end, the pass pipeline, the target registry and (later) the cache
-/// and tuner. Two engines in one process share nothing.
+/// Composes the front end, the pass pipeline, the target registry, the on-disk kernel
+/// cache and the tuning records. Two engines in one process share nothing.
 class Engine {
  public:
   /// Creates an engine; an unknown or unavailable target is an error that says why.

@@ -72,6 +72,59 @@ class LlvmTarget final : public Target {
     a.metadata["panel_group"] = std::to_string(group);
     return a;
   }
+
+  // Options: triple and cpu, for emit (AOT objects and text); loaded kernels always run
+  // on the host.
+  [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
+    for (const auto& [option, value] : given.values)
+      if (option != "triple" && option != "cpu")
+        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu)");
+    return given;
+  }
+
+  [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
+    TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params));
+    LoadedKernel k;
+    k.run = [](const void* state, void* const* buffers) {
+      return static_cast<const llvmjit::Kernel*>(state)->run(buffers);
+    };
+    k.state = kernel.get();
+    k.owner = std::move(kernel);
+    k.isa = "-";
+    return k;
+  }
+
+  [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {"asm", "llvm", "obj"}; }
+
+  // asm for the host without weights reads them through the entry's const table; with
+  // another triple or cpu, llvm and obj bake the weights in (`params` required).
+  [[nodiscard]] Result<targets::Emitted> emit(const ir::Module& specialized, std::string_view function,
+                                              std::string_view what, const CompileOptions& options,
+                                              const ir::ParamValues* params) const override {
+    llvmjit::EmitRequest r;
+    r.triple = options.target.get("triple");
+    r.cpu = options.target.get("cpu");
+    r.opt = options.opt_level;
+    if (what == "asm") {
+      r.what = llvmjit::EmitWhat::Asm;
+      if (!r.triple.empty() || !r.cpu.empty()) r.params = params;
+    } else if (what == "llvm" || what == "obj") {
+      r.what = what == "llvm" ? llvmjit::EmitWhat::LlvmIr : llvmjit::EmitWhat::Object;
+      r.params = params;
+    } else {
+      return make_error(ErrorCode::InvalidArgument,
+                        "the llvm target emits asm, llvm or obj, not '" + std::string(what) + "'");
+    }
+    if ((r.what != llvmjit::EmitWhat::Asm || !r.triple.empty() || !r.cpu.empty()) && r.params == nullptr)
+      return make_error(ErrorCode::InvalidArgument, "llvm --emit " + std::string(what) + " bakes the weights in: none given");
+    TERNJIT_TRY(auto e, llvmjit::emit(specialized, function, r));
+    targets::Emitted out;
+    out.text = std::move(e.bytes);
+    out.binary = r.what == llvmjit::EmitWhat::Object;
+    if (out.binary) out.companions[".h"] = std::move(e.header);
+    return out;
+  }
 };
 
 }  // namespace

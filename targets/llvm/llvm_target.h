@@ -15,8 +15,9 @@
 namespace ternjit::targets {
 
 /// The LLVM target ("llvm"): lowers the kernel ops to LLVM IR, optimizes it at the
-/// pipeline's level and emits a host relocatable object (ArtifactKind::Object) that
-/// jit/loader.cpp links with its own LLJIT through llvmjit::load_kernel.
+/// pipeline's level and emits a host relocatable object (ArtifactKind::Object) that its
+/// load() links with its own LLJIT (llvmjit::load_kernel). Options: triple and cpu, for
+/// emit ("asm", "llvm", "obj"; objects come with a C header).
 std::unique_ptr<Target> make_llvm_target();
 
 }  // namespace ternjit::targets

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// reference_target.cpp - the reference target: IR text artifacts for the interpreter.
+// reference_target.cpp - the reference target: IR text artifacts, run by the interpreter.
 #include "targets/reference/reference_target.h"
+
+#include <cstring>
 
 #include "ir/print.h"
 #include "targets/host_cpu.h"
@@ -8,6 +10,47 @@
 namespace ternjit::targets {
 
 namespace {
+
+// A loaded Interpreted artifact: the parsed module, its entry, the weights, and every
+// buffer's kind, shape and byte size (inputs, then outputs).
+struct InterpretedState {
+  ir::Module module;
+  const ir::Function* function = nullptr;
+  const ir::ParamValues* params = nullptr;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::vector<ElemKind> kinds;
+  BufferSizes bytes;
+};
+
+Result<void> run_interpreted(const void* state, void* const* buffers) {
+  const auto& s = *static_cast<const InterpretedState*>(state);
+  const std::size_t n_in = s.bytes.in.size();
+  std::vector<ir::HostTensor> args;
+  args.reserve(n_in);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(buffers[i]);
+    if (!p && s.bytes.in[i] != 0) return make_error(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is null");
+    auto t = ir::HostTensor::from_bytes(s.kinds[i], s.shapes[i], {p, s.bytes.in[i]});
+    if (!t.ok()) return make_error(ErrorCode::InvalidInput, "input " + std::to_string(i) + ": " + t.error().message);
+    args.push_back(std::move(t.value()));
+  }
+  TERNJIT_TRY(auto outs, ir::interpret(s.module, *s.function, args, *s.params));
+  TERNJIT_CHECK(outs.size() == s.bytes.out.size(), "interpreter returned the wrong number of results");
+  for (std::size_t j = 0; j < outs.size(); ++j) {
+    std::vector<std::uint8_t> b = outs[j].to_bytes();
+    TERNJIT_CHECK(b.size() == s.bytes.out[j], "interpreter result has the wrong size");
+    if (b.empty()) continue;
+    if (!buffers[n_in + j]) return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
+    std::memcpy(buffers[n_in + j], b.data(), b.size());
+  }
+  return success();
+}
+
+std::vector<std::int64_t> extents(const ir::Type& t) {
+  std::vector<std::int64_t> shape;
+  for (const ir::Dim& d : t.shape) shape.push_back(d.extent);
+  return shape;
+}
 
 class ReferenceTarget final : public Target {
  public:
@@ -49,6 +92,47 @@ class ReferenceTarget final : public Target {
     a.entry = std::string(function);
     a.metadata["isa"] = "-";
     return a;
+  }
+
+  [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
+    if (!given.values.empty())
+      return make_error(ErrorCode::InvalidArgument,
+                        "the reference target has no option '" + given.values.begin()->first + "'");
+    return given;
+  }
+
+  [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
+    TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+    if (a.kind != ArtifactKind::Interpreted)
+      return make_error(ErrorCode::InvalidInput, "the reference target cannot load a " +
+                                                     std::string(artifact_kind_name(a.kind)) + " artifact");
+    auto state = std::make_shared<InterpretedState>();
+    TERNJIT_TRY(state->module, parse_artifact_module(a));
+    state->function = state->module.find_function(a.entry);
+    state->params = context.params;
+    TERNJIT_TRY(state->bytes, buffer_sizes(*state->function));
+    for (ir::ValueId v : state->function->args()) {
+      state->shapes.push_back(extents(state->function->type_of(v)));
+      state->kinds.push_back(state->function->type_of(v).elem);
+    }
+    for (const ir::Type& t : state->function->result_types()) {
+      state->shapes.push_back(extents(t));
+      state->kinds.push_back(t.elem);
+    }
+    LoadedKernel k;
+    k.run = &run_interpreted;
+    k.state = state.get();
+    k.owner = std::move(state);
+    k.isa = "-";
+    return k;
+  }
+
+  [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {}; }
+
+  [[nodiscard]] Result<Emitted> emit(const ir::Module&, std::string_view, std::string_view what,
+                                     const CompileOptions&, const ir::ParamValues*) const override {
+    return make_error(ErrorCode::InvalidArgument, "the reference target emits no code ('" + std::string(what) +
+                                                      "'): it runs the IR itself (use --emit ir)");
   }
 
  private:

@@ -8,6 +8,7 @@
 #include "ir/print.h"
 #include "targets/cpu_buffers.h"
 #include "targets/x86/eltwise.h"
+#include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::targets::x86 {
 
@@ -480,10 +481,17 @@ class Builder {
     p.relu = a.act == ir::Activation::Relu;
     if (p.M == 0 || p.K == 0 || p.N == 0) return lower_reference(i, inst);  // empty: nothing to generate
 
+    // The configuration: given by the caller, else asked of the tuning source (the
+    // space also reaches o_.spaces when the caller collects them), else the default.
     TMatMulConfig cfg;
     auto given = o_.configs.find(key);
     if (given != o_.configs.end()) {
       TERNJIT_TRY(cfg, TMatMulConfig::parse(given->second));
+    } else if (o_.tuning || o_.spaces) {
+      auto space = tmatmul_tuning_space(p, o_.isa, o_.threads);
+      const std::string decided = o_.tuning ? o_.tuning->decide(*space) : space->default_config();
+      if (o_.spaces) o_.spaces->push_back(std::move(space));
+      TERNJIT_TRY(cfg, TMatMulConfig::parse(decided));
     } else {
       cfg = default_config(p, o_.isa, o_.threads);
     }

@@ -27,6 +27,8 @@
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
+#include "targets/target.h"
+#include "targets/tuning.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/parallel.h"
 #include "targets/x86/tmatmul.h"
@@ -36,8 +38,9 @@
 namespace ternjit::targets::x86 {
 
 /// Packed weights shared by the plans of one program: keyed by the weight's load-time
-/// expression ("param @L.w") and the kernel's pack signature. Thread-safe.
-class PackCache {
+/// expression ("param @L.w") and the kernel's pack signature. Thread-safe. The x86
+/// target's ProgramState.
+class PackCache final : public ProgramState {
  public:
   /// The packed weights for `key`, calling `pack` only when absent.
   Result<std::shared_ptr<const PackedWeights>> get_or_pack(const std::string& key,
@@ -57,8 +60,12 @@ struct PlanOptions {
   int threads = 1;                ///< threads the kernels split work for
   bool allow_foreign_isa = false; ///< generate code the host cannot run (describe only)
   /// TMatMulConfig text per tmatmul, by its order in the function ("tmatmul.0", ...);
-  /// absent: default_config. (The artifact's metadata carries these: the tuning decision.)
+  /// absent: asked of `tuning`, else default_config.
   std::map<std::string, std::string> configs;
+  /// Decides each tmatmul's configuration not in `configs` (null: default_config).
+  const TuningSource* tuning = nullptr;
+  /// When not null, every tmatmul's TuningSpace is appended here (ternjit tune, tests).
+  std::vector<std::unique_ptr<TuningSpace>>* spaces = nullptr;
 };
 
 /// One compiled function.

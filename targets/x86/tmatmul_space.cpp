@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "targets/x86/tmatmul_bench.h"
+
 namespace ternjit::targets::x86 {
 
 namespace {
@@ -131,6 +133,59 @@ double estimated_cost(const TMatMulProblem& p, const TMatMulConfig& c) {
   const double cpu_ns = instr / kInstrPerNs / t * imbalance;
   const double overhead_ns = c.threads > 1 ? 1500.0 + 300.0 * c.threads : 0.0;
   return std::max(mem_ns, cpu_ns) + 0.2 * std::min(mem_ns, cpu_ns) + overhead_ns;
+}
+
+namespace {
+
+class TMatMulSpace final : public TuningSpace {
+ public:
+  TMatMulSpace(const TMatMulProblem& p, Isa isa, int max_threads)
+      : p_(p), isa_(isa), threads_(std::max(1, max_threads)) {
+    auto flag = [](bool b) { return b ? '1' : '0'; };
+    problem_.op = "x86.tmatmul";
+    problem_.family = "K=" + std::to_string(p.K) + ";N=" + std::to_string(p.N) +
+                      ";x=" + std::string(elem_name(p.x_kind)) + ";out=" + std::string(elem_name(p.out_kind)) +
+                      ";epilogue=" + flag(p.x_scale) + flag(p.w_scale) + flag(p.w_scale_per_channel) + flag(p.bias) +
+                      flag(p.residual) + flag(p.relu) + ";isa=" + std::string(isa_name(isa)) +
+                      ";threads=" + std::to_string(threads_);
+    problem_.m = p.M;
+    problem_.label = "M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) + " " +
+                     std::string(elem_name(p.x_kind)) + "->" + std::string(elem_name(p.out_kind));
+  }
+
+  [[nodiscard]] const TuningProblem& problem() const override { return problem_; }
+  [[nodiscard]] std::string default_config() const override { return x86::default_config(p_, isa_, threads_).str(); }
+
+  [[nodiscard]] std::vector<TuningCandidate> candidates() const override {
+    std::vector<TuningCandidate> out;
+    for (const TMatMulConfig& c : search_space(p_, isa_, threads_))
+      out.push_back({c.str(), estimated_cost(p_, c),
+                     std::to_string(static_cast<int>(c.variant)) + "/" + std::to_string(c.vector_bits)});
+    return out;
+  }
+
+  [[nodiscard]] bool valid(std::string_view config) const override {
+    auto c = TMatMulConfig::parse(config);
+    return c.ok() && c->isa == isa_ && c->threads <= threads_ && validate(p_, *c).ok();
+  }
+
+  [[nodiscard]] Result<std::unique_ptr<TuningBench>> bench(const TuningBenchOptions& options) const override {
+    if (!host_isas().supports(isa_))
+      return make_error(ErrorCode::Unavailable, "this CPU cannot run x86 code path '" + std::string(isa_name(isa_)) + "'");
+    return std::unique_ptr<TuningBench>(std::make_unique<TMatMulBench>(p_, threads_, options));
+  }
+
+ private:
+  TMatMulProblem p_;
+  Isa isa_;
+  int threads_;
+  TuningProblem problem_;
+};
+
+}  // namespace
+
+std::unique_ptr<TuningSpace> tmatmul_tuning_space(const TMatMulProblem& problem, Isa isa, int max_threads) {
+  return std::make_unique<TMatMulSpace>(problem, isa, max_threads);
 }
 
 }  // namespace ternjit::targets::x86

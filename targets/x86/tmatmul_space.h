@@ -15,9 +15,11 @@
 // The default configuration (default_config) is always part of the space.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "targets/tuning.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul.h"
 
@@ -36,5 +38,13 @@ std::string describe_space();
 /// over a nominal throughput, divided across threads, plus per-thread overhead. Only
 /// the ranking matters: the tuner uses it to prune and order candidates.
 double estimated_cost(const TMatMulProblem& problem, const TMatMulConfig& config);
+
+/// The tmatmul call `problem` on `isa` with at most `max_threads` threads as a
+/// TuningSpace: op "x86.tmatmul", the family text names K, N, kinds, epilogue, isa and
+/// threads; candidates are search_space() with estimated_cost() and the algorithm class
+/// (variant and vector width) as their group; valid() parses a config and checks it
+/// against the problem, the isa and the thread count; bench() is a TMatMulBench
+/// (tmatmul_bench.h), Unavailable when the host cannot run `isa`.
+std::unique_ptr<TuningSpace> tmatmul_tuning_space(const TMatMulProblem& problem, Isa isa, int max_threads);
 
 }  // namespace ternjit::targets::x86

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// x86_target.cpp - the x86 Target (plan artifacts) and describe_code for `--emit asm`.
+// x86_target.cpp - the x86 Target: plan artifacts, their loading, tuning spaces and `--emit asm`.
 #include "targets/x86/x86_target.h"
 
 #include <thread>
 
 #include "ir/print.h"
 #include "targets/host_cpu.h"
+#include "targets/llvm/disasm.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/plan.h"
 
@@ -28,6 +29,44 @@ std::string isa_list(const x86::IsaSupport& s) {
   for (x86::Isa isa : x86::kAllIsas)
     if (s.supports(isa)) r += (r.empty() ? "" : " ") + std::string(x86::isa_name(isa));
   return r;
+}
+
+int default_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+// A loaded plan and the threads it runs on.
+struct PlanState {
+  std::unique_ptr<x86::Plan> plan;
+  Parallel parallel;
+};
+
+Result<void> run_plan(const void* state, void* const* buffers) {
+  const auto& s = *static_cast<const PlanState*>(state);
+  return s.plan->run(buffers, s.parallel);
+}
+
+// Renders describe_code's steps: per step its op, IR line, configuration and disassembly.
+Result<std::string> render_steps(std::string_view function, const std::vector<x86::StepCode>& steps,
+                                 std::string_view isa_cap, int threads) {
+  std::string out = "; " + std::string(function) + " on x86" +
+                    (isa_cap.empty() ? "" : " (max isa " + std::string(isa_cap) + ")") + ", threads " +
+                    std::to_string(threads) + ", " + std::to_string(steps.size()) + " step" +
+                    (steps.size() == 1 ? "" : "s") + "\n";
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const x86::StepCode& s = steps[i];
+    out += "\nstep " + std::to_string(i) + ": " + s.op + "\n";
+    out += "  ir:     " + s.summary + "\n";
+    out += "  config: " + (s.config.empty() ? std::string("-") : s.config) + "\n";
+    if (s.blobs.empty()) out += "  (no generated code: run by the reference implementation)\n";
+    for (const x86::StepCode::Blob& b : s.blobs) {
+      out += "  code \"" + b.label + "\" (" + std::to_string(b.code.size()) + " bytes):\n";
+      TERNJIT_TRY(std::string text, llvmjit::disassemble_x86(b.code, 0));
+      out += text;
+    }
+  }
+  return out;
 }
 
 class X86Target final : public Target {
@@ -66,6 +105,16 @@ class X86Target final : public Target {
     return t;
   }
 
+  // One option: max_isa (the highest code path: avx2, avx_vnni, avx512, avx512_vnni, amx).
+  [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
+    for (const auto& [option, value] : given.values) {
+      if (option != "max_isa")
+        return make_error(ErrorCode::InvalidArgument, "unknown x86 option '" + option + "' (x86 takes: max_isa)");
+      TERNJIT_TRY_VOID(cap_of(value));
+    }
+    return given;
+  }
+
   [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override { return x86::plan_supported(f); }
 
   [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
@@ -73,27 +122,86 @@ class X86Target final : public Target {
     const ir::Function* f = specialized.find_function(function);
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     TERNJIT_TRY_VOID(check_supported(*f));
-    TERNJIT_TRY(x86::Isa cap, cap_of(options.max_isa));
-    const auto isa = x86::best_isa(x86::host_isas(), cap);
-    if (!isa)
-      return make_error(ErrorCode::Unavailable, "no x86 code path at or below '" + std::string(x86::isa_name(cap)) +
-                                                    "' runs on this CPU");
+    TERNJIT_TRY(x86::Isa isa, host_isa(options.target));
     const std::string text = ir::print_module(specialized);
     Artifact a;
-    a.kind = ArtifactKind::MachineCode;
+    a.kind = ArtifactKind::Plan;
     a.bytes.assign(text.begin(), text.end());
     a.entry = std::string(function);
-    a.metadata["isa"] = std::string(x86::isa_name(*isa));
+    a.metadata["isa"] = std::string(x86::isa_name(isa));
     a.metadata["threads"] = std::to_string(options.threads > 0 ? options.threads : default_threads());
     return a;
   }
 
-  static int default_threads() {
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : static_cast<int>(hw);
+  [[nodiscard]] std::unique_ptr<ProgramState> new_program_state() const override {
+    return std::make_unique<x86::PackCache>();
+  }
+
+  // Regenerates the plan's code (microseconds per kernel) and packs the weights once per
+  // Program (the PackCache); each tmatmul's configuration is asked of the tuning source.
+  [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
+    TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+    if (a.kind != ArtifactKind::Plan)
+      return make_error(ErrorCode::InvalidInput,
+                        "the x86 target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY(ir::Module m, parse_artifact_module(a));
+    auto isa_it = a.metadata.find("isa");
+    if (isa_it == a.metadata.end()) return make_error(ErrorCode::InvalidInput, "x86 artifact has no 'isa'");
+    auto isa = x86::parse_isa(isa_it->second);
+    if (!isa) return make_error(ErrorCode::InvalidInput, "x86 artifact names an unknown isa '" + isa_it->second + "'");
+    x86::PlanOptions o;
+    o.isa = *isa;
+    o.threads = std::max(1, context.parallel.threads);
+    if (context.tuning != TuningMode::Off) o.tuning = context.tuning_source;
+    auto state = std::make_shared<PlanState>();
+    TERNJIT_TRY(state->plan, x86::Plan::build(m, a.entry, *context.params, o,
+                                              dynamic_cast<x86::PackCache*>(context.state)));
+    state->parallel = context.parallel;
+    LoadedKernel k;
+    k.run = &run_plan;
+    k.state = state.get();
+    k.owner = std::move(state);
+    k.isa = isa_it->second;
+    return k;
+  }
+
+  [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
+      const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {
+    TERNJIT_TRY(x86::Isa isa, host_isa(options.target));
+    x86::PlanOptions o;
+    o.isa = isa;
+    o.threads = options.threads > 0 ? options.threads : 1;
+    o.allow_foreign_isa = true;  // describing: parameters may be unbound
+    std::vector<std::unique_ptr<TuningSpace>> spaces;
+    o.spaces = &spaces;
+    TERNJIT_TRY(auto plan, x86::Plan::build(specialized, function, ir::ParamValues{}, o, nullptr));
+    return spaces;
+  }
+
+  [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {"asm"}; }
+
+  [[nodiscard]] Result<Emitted> emit(const ir::Module& specialized, std::string_view function, std::string_view what,
+                                     const CompileOptions& options, const ir::ParamValues*) const override {
+    if (what != "asm")
+      return make_error(ErrorCode::InvalidArgument, "the x86 target emits 'asm', not '" + std::string(what) + "'");
+    const std::string cap = options.target.get("max_isa");
+    const int threads = options.threads > 0 ? options.threads : 1;
+    TERNJIT_TRY(auto steps, x86::describe_code(specialized, function, cap, threads));
+    TERNJIT_TRY(std::string text, render_steps(function, steps, cap, threads));
+    return Emitted{std::move(text), false, {}};
   }
 
  private:
+  // The best code path the host runs at or below the max_isa option.
+  static Result<x86::Isa> host_isa(const TargetOptions& options) {
+    TERNJIT_TRY(x86::Isa cap, cap_of(options.get("max_isa")));
+    const auto isa = x86::best_isa(x86::host_isas(), cap);
+    if (!isa)
+      return make_error(ErrorCode::Unavailable, "no x86 code path at or below '" + std::string(x86::isa_name(cap)) +
+                                                    "' runs on this CPU");
+    return *isa;
+  }
+
   HostCpu cpu_;
 };
 

@@ -14,9 +14,10 @@ namespace ternjit::targets {
 
 /// The x86 target: every kernel op of a specialized function as Xbyak machine code,
 /// run by a plan of steps (targets/x86/plan.h). Available when the host runs at least
-/// AVX2. Its artifact (ArtifactKind::MachineCode) holds the specialized module's IR
-/// text plus the chosen ISA and per-step configurations in its metadata: the loader
-/// regenerates the code from them (microseconds), so no machine code is stored.
+/// AVX2. Its artifact (ArtifactKind::Plan) holds the specialized module's IR text and
+/// the chosen ISA and threads in its metadata; load() regenerates the code from them
+/// (microseconds), asks the tuning source for each tmatmul's configuration and packs
+/// weights once per Program (its ProgramState), so no machine code is stored.
 std::unique_ptr<Target> make_x86_target();
 
 }  // namespace ternjit::targets

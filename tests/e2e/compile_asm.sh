@@ -63,7 +63,7 @@ expect_ok "emit ir" 'func @BitLinear.forward' 'tmatmul' '\[1, 16\]' -- \
 
 # Bad input: a clear message and a non-zero exit.
 expect_fail "unknown layer" "no function 'Nope.forward'" "$bin" compile "$tri" --layer Nope --shape M=1,K=64,N=16
-expect_fail "unknown isa" "unknown --max-isa 'sse9'" "$bin" compile "${base[@]}" --max-isa sse9
+expect_fail "unknown isa" "unknown x86 ISA 'sse9'" "$bin" compile "${base[@]}" --max-isa sse9
 expect_fail "unknown target" "unknown --target 'cuda9'" "$bin" compile "$tri" --layer BitLinear --shape M=1,K=64,N=16 --target cuda9
 expect_fail "unknown emit" "unknown --emit 'obj'" "$bin" compile "${base[@]}" --emit obj
 expect_fail "bad shape" "shape|positive|integer" "$bin" compile "$tri" --layer BitLinear --shape M=x

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// compile_cmd.cpp - `ternjit compile`: specialize, optimize for a target, print IR or code.
+// compile_cmd.cpp - `ternjit compile`: specialize, optimize for a target, print the IR or what the target emits.
 //
-// Each target plugs in through one row of kBackends: how it describes itself to the
-// pass pipeline (TargetInfo) and how it renders the code of a specialized function as
-// text. The x86 row renders targets::x86::describe_code's steps with the LLVM
-// disassembler; a row for another target (llvm, cuda, ...) adds its own two functions.
+// Nothing here knows a target: the forms come from Target::emit_forms, the code from
+// Target::emit, the options from Target::parse_options (--max-isa, --triple and --cpu are
+// shorthands for x86.max_isa, llvm.triple and llvm.cpu).
 #include "tools/ternjit/compile_cmd.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -20,103 +20,12 @@
 #include "ir/safetensors.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
-#include "targets/llvm/llvm_target.h"
-#include "targets/x86/isa.h"
-#include "targets/x86/x86_target.h"
+#include "targets/registry.h"
 #include "tools/ternjit/commands.h"
-#include "tools/ternjit/disasm.h"
 
 namespace ternjit::cli {
 
 namespace {
-
-// One target `ternjit compile` can show the code of.
-struct CompileBackend {
-  std::string_view name;
-  /// Rejects options this target cannot take (before anything is loaded or compiled).
-  Result<void> (*check_options)(const CompileCommandOptions& options);
-  /// What the pass pipeline may know about the target.
-  passes::TargetInfo (*info)();
-  /// The code of `function` of `specialized` (pipeline already run) as text.
-  Result<std::string> (*render_asm)(const ir::Module& specialized, const std::string& function,
-                                    const CompileCommandOptions& options);
-};
-
-Result<void> x86_check_options(const CompileCommandOptions& o) {
-  if (!o.max_isa.empty() && !targets::x86::parse_isa(o.max_isa))
-    return make_error(ErrorCode::InvalidArgument,
-                      "unknown --max-isa '" + o.max_isa + "' (expected avx2, avx_vnni, avx512, avx512_vnni or amx)");
-  return {};
-}
-
-passes::TargetInfo x86_info() { return targets::make_x86_target()->info(); }
-
-Result<std::string> x86_render_asm(const ir::Module& specialized, const std::string& function,
-                                   const CompileCommandOptions& o) {
-  std::string isa_cap;
-  if (!o.max_isa.empty()) isa_cap = std::string(targets::x86::isa_name(*targets::x86::parse_isa(o.max_isa)));
-  TERNJIT_TRY(auto steps, targets::x86::describe_code(specialized, function, isa_cap, o.threads));
-  std::string out = "; " + function + " on x86" + (isa_cap.empty() ? "" : " (max isa " + isa_cap + ")") +
-                    ", threads " + std::to_string(o.threads) + ", " + std::to_string(steps.size()) + " step" +
-                    (steps.size() == 1 ? "" : "s") + "\n";
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const targets::x86::StepCode& s = steps[i];
-    out += "\nstep " + std::to_string(i) + ": " + s.op + "\n";
-    out += "  ir:     " + s.summary + "\n";
-    out += "  config: " + (s.config.empty() ? std::string("-") : s.config) + "\n";
-    if (s.blobs.empty()) out += "  (no generated code: run by the reference implementation)\n";
-    for (const targets::x86::StepCode::Blob& b : s.blobs) {
-      out += "  code \"" + b.label + "\" (" + std::to_string(b.code.size()) + " bytes):\n";
-      TERNJIT_TRY(std::string text, disassemble_x86(b.code, 0));
-      out += text;
-    }
-  }
-  return out;
-}
-
-// ---- llvm: --emit asm prints the host assembly of the module (weights read through the
-// entry's const table); --emit llvm|obj and --triple/--cpu/-o take the options below.
-Result<void> llvm_check_options(const CompileCommandOptions& o) {
-  if (!o.max_isa.empty()) return make_error(ErrorCode::InvalidArgument, "--max-isa is an x86 option");
-  return {};
-}
-
-passes::TargetInfo llvm_info() { return targets::make_llvm_target()->info(); }
-
-Result<std::string> llvm_render_asm(const ir::Module& specialized, const std::string& function,
-                                    const CompileCommandOptions& o) {
-  targets::llvmjit::EmitRequest r;
-  r.what = targets::llvmjit::EmitWhat::Asm;
-  if (auto level = passes::parse_opt_level(o.level)) r.opt = *level;
-  TERNJIT_TRY(auto e, targets::llvmjit::emit(specialized, function, r));
-  return e.bytes;
-}
-
-constexpr CompileBackend kBackends[] = {
-    {"x86", &x86_check_options, &x86_info, &x86_render_asm},
-    {"llvm", &llvm_check_options, &llvm_info, &llvm_render_asm},
-};
-
-// Options only the llvm target takes (kept here, next to its row).
-struct LlvmExtras {
-  std::string triple;   // --triple (default: host)
-  std::string cpu;      // --cpu (default: host CPU, or generic)
-  std::string output;   // -o: the object (its header goes next to it, .h)
-  std::string weights;  // --weights: safetensors with the parameters (default: random, --seed)
-  std::uint64_t seed = 1;
-};
-
-const CompileBackend* find_backend(std::string_view name) {
-  for (const CompileBackend& b : kBackends)
-    if (b.name == name) return &b;
-  return nullptr;
-}
-
-std::string backend_names() {
-  std::string s;
-  for (const CompileBackend& b : kBackends) s += (s.empty() ? "" : ", ") + std::string(b.name);
-  return s;
-}
 
 // The function the options name: --function F, --layer L (L.<fn>), or the only one.
 Result<std::string> pick_function(const ir::Module& m, const CompileCommandOptions& o) {
@@ -131,19 +40,50 @@ Result<std::string> pick_function(const ir::Module& m, const CompileCommandOptio
   return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + o.file + " (it has: " + have + ")");
 }
 
-Result<std::string> compile_to_text(const CompileCommandOptions& o, const LlvmExtras& llvm_extras) {
-  const CompileBackend* backend = find_backend(o.target);
-  if (!backend)
+// The target's options: --target-options plus the shorthands, validated by the target;
+// an option of another target is an error (it would be silently ignored otherwise).
+Result<targets::TargetOptions> target_options(const targets::Target& target, const CompileCommandOptions& o) {
+  std::string text = o.target_options;
+  for (const auto& [name, value] : {std::pair<std::string, std::string>{"x86.max_isa", o.max_isa},
+                                    {"llvm.triple", o.triple},
+                                    {"llvm.cpu", o.cpu}})
+    if (!value.empty()) text += ";" + name + "=" + value;
+  TERNJIT_TRY(auto split, targets::split_target_options(text));
+  for (const auto& [name, opts] : split)
+    if (name != target.name())
+      return make_error(ErrorCode::InvalidArgument, "option '" + name + "." + opts.values.begin()->first +
+                                                        "' is for target '" + name + "', not '" +
+                                                        std::string(target.name()) + "'");
+  return target.parse_options(split[std::string(target.name())]);
+}
+
+// Writes `bytes` to `path` (binary).
+Result<void> write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return make_error(ErrorCode::IoError, "cannot write " + path);
+  return success();
+}
+
+// `path` without its extension, then `suffix` ("l.o" + ".h" -> "l.h").
+std::string companion_path(const std::string& path, const std::string& suffix) {
+  const auto dot = path.rfind('.');
+  const bool has_ext = dot != std::string::npos && path.find('/', dot) == std::string::npos;
+  return (has_ext ? path.substr(0, dot) : path) + suffix;
+}
+
+Result<std::string> compile_to_text(const CompileCommandOptions& o) {
+  const targets::TargetRegistry registry = targets::TargetRegistry::create();
+  const targets::Target* target = registry.lookup(o.target);
+  if (!target)
     return make_error(ErrorCode::InvalidArgument,
-                      "unknown --target '" + o.target + "' for compile (supported: " + backend_names() + ")");
-  const bool llvm = o.target == "llvm";
-  if (o.emit != "asm" && o.emit != "ir" && !(llvm && (o.emit == "llvm" || o.emit == "obj")))
-    return make_error(ErrorCode::InvalidArgument, "unknown --emit '" + o.emit + "' (expected asm or ir" +
-                                                      std::string(llvm ? ", llvm or obj" : "") + ")");
-  if (!llvm && (!llvm_extras.triple.empty() || !llvm_extras.cpu.empty() || !llvm_extras.output.empty()))
-    return make_error(ErrorCode::InvalidArgument, "--triple, --cpu and -o need --target llvm");
-  if (o.emit == "obj" && llvm_extras.output.empty())
-    return make_error(ErrorCode::InvalidArgument, "--emit obj needs -o FILE.o");
+                      "unknown --target '" + o.target + "' for compile (known: " + registry.names() + ")");
+  const std::vector<std::string_view> forms = target->emit_forms();
+  std::string form_list = "ir";
+  for (std::string_view f : forms) form_list += ", " + std::string(f);
+  if (o.emit != "ir" && std::find(forms.begin(), forms.end(), o.emit) == forms.end())
+    return make_error(ErrorCode::InvalidArgument, "unknown --emit '" + o.emit + "' for target '" + o.target +
+                                                      "' (it emits: " + form_list + ")");
   if (o.threads < 1)
     return make_error(ErrorCode::InvalidArgument, "--threads must be >= 1, got " + std::to_string(o.threads));
   auto level = passes::parse_opt_level(o.level);
@@ -151,7 +91,11 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o, const LlvmEx
     return make_error(ErrorCode::InvalidArgument,
                       "unknown optimization level '" + o.level +
                           "' (expected O0..O3, 0..3, none, conservative, balanced or aggressive)");
-  TERNJIT_TRY_VOID(backend->check_options(o));
+  targets::CompileOptions copts;
+  copts.opt_level = *level;
+  copts.threads = o.threads;
+  copts.tuning = targets::TuningMode::Off;
+  TERNJIT_TRY(copts.target, target_options(*target, o));
 
   std::string joined;
   for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
@@ -161,57 +105,49 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o, const LlvmEx
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
 
   passes::PipelineOptions popts;
-  popts.target = backend->info();
+  popts.target = target->info();
   TERNJIT_TRY(auto report_unused, passes::run_pipeline(specialized, passes::default_pipeline(*level, popts.target), popts));
   (void)report_unused;
-  if (o.emit == "ir") return ir::print_module(specialized);
-  if (!llvm || (o.emit == "asm" && llvm_extras.triple.empty() && llvm_extras.cpu.empty()))
-    return backend->render_asm(specialized, function, o);
-
-  // llvm --emit llvm|obj (or asm for another triple/cpu): the weights are baked in.
-  std::optional<ir::StFile> weights;
-  if (!llvm_extras.weights.empty()) {
-    TERNJIT_TRY(weights, ir::read_safetensors(llvm_extras.weights));
+  targets::Emitted e;
+  if (o.emit == "ir") {
+    e.text = ir::print_module(specialized);
+  } else {
+    // Weights for forms that bake them in: from --weights, else random from --seed.
+    std::optional<ir::StFile> weights;
+    if (!o.weights.empty()) {
+      TERNJIT_TRY(weights, ir::read_safetensors(o.weights));
+    }
+    ir::PrepareOptions prep;
+    prep.seed = o.seed;
+    TERNJIT_TRY(ir::RunInputs run, ir::prepare_run(m, *m.find_function(function), nullptr,
+                                                   weights ? &*weights : nullptr, shapes, prep));
+    TERNJIT_TRY(e, target->emit(specialized, function, o.emit, copts, &run.params));
   }
-  ir::PrepareOptions prep;
-  prep.seed = llvm_extras.seed;
-  TERNJIT_TRY(ir::RunInputs run, ir::prepare_run(m, *m.find_function(function), nullptr, weights ? &*weights : nullptr,
-                                                 shapes, prep));
-  targets::llvmjit::EmitRequest r;
-  r.triple = llvm_extras.triple;
-  r.cpu = llvm_extras.cpu;
-  r.opt = *level;
-  r.params = &run.params;
-  r.what = o.emit == "llvm" ? targets::llvmjit::EmitWhat::LlvmIr
-           : o.emit == "asm" ? targets::llvmjit::EmitWhat::Asm
-                             : targets::llvmjit::EmitWhat::Object;
-  TERNJIT_TRY(auto e, targets::llvmjit::emit(specialized, function, r));
-  if (o.emit != "obj") return e.bytes;
-  std::string header = llvm_extras.output;
-  const auto dot = header.rfind('.');
-  header = (dot != std::string::npos && header.find('/', dot) == std::string::npos ? header.substr(0, dot) : header) + ".h";
-  for (const auto& [path, bytes] : {std::pair<std::string, const std::string*>{llvm_extras.output, &e.bytes},
-                                    std::pair<std::string, const std::string*>{header, &e.header}}) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-    if (!f) return make_error(ErrorCode::IoError, "cannot write " + path);
+  if (o.output.empty()) {
+    if (e.binary)
+      return make_error(ErrorCode::InvalidArgument, "--emit " + o.emit + " is binary: give -o FILE");
+    return e.text;
   }
-  return "wrote " + llvm_extras.output + " and " + header + ": entry " + e.symbol + " (" +
-         (weights ? "weights from " + llvm_extras.weights : "random weights, seed " + std::to_string(llvm_extras.seed)) +
-         ")\n";
+  TERNJIT_TRY_VOID(write_file(o.output, e.text));
+  std::string written = o.output;
+  for (const auto& [suffix, text] : e.companions) {
+    const std::string path = companion_path(o.output, suffix);
+    TERNJIT_TRY_VOID(write_file(path, text));
+    written += " and " + path;
+  }
+  return "wrote " + written + " (" + o.target + " --emit " + o.emit + ", " +
+         (o.weights.empty() ? "random weights, seed " + std::to_string(o.seed) : "weights from " + o.weights) + ")\n";
 }
 
-int cmd_compile_with(const CompileCommandOptions& options, const LlvmExtras& extras) {
-  auto text = compile_to_text(options, extras);
+}  // namespace
+
+int cmd_compile(const CompileCommandOptions& options) {
+  auto text = compile_to_text(options);
   if (!text.ok()) return report(text.error());
   std::fputs(text->c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }
-
-}  // namespace
-
-int cmd_compile(const CompileCommandOptions& options) { return cmd_compile_with(options, LlvmExtras{}); }
 
 void add_compile_command(CLI::App& app) {
   // The options live as long as the callback that reads them (owned by the subcommand).
@@ -226,21 +162,24 @@ void add_compile_command(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
-  cmd->add_option("--target", o->target, "code generator: x86 (default) or llvm");
-  cmd->add_option("--emit", o->emit, "asm (default): per-step config and disassembly; ir: the optimized IR; "
-                                      "llvm target also: llvm (LLVM IR), obj (object + C header, needs -o)");
+  cmd->add_option("--target", o->target, "code generator: x86 (default), llvm, reference");
+  cmd->add_option("--emit", o->emit, "ir: the optimized IR; else a form the target emits - x86: asm (per-step "
+                                      "config and disassembly); llvm: asm, llvm (LLVM IR), obj (object + C header, "
+                                      "needs -o)");
+  cmd->add_option("--target-options", o->target_options,
+                  "the target's options, TARGET.NAME=VALUE;... (x86.max_isa=avx2, llvm.triple=..., llvm.cpu=...)");
   cmd->add_option("--max-isa", o->max_isa,
-                  "x86: highest ISA to generate code for: avx2, avx_vnni, avx512, avx512_vnni or amx "
+                  "x86.max_isa: highest ISA to generate code for: avx2, avx_vnni, avx512, avx512_vnni or amx "
                   "(default: the best the host runs; code for others is generated, never run)");
   cmd->add_option("--threads", o->threads, "threads the kernels are configured for (default 1)");
-  auto llvm = std::make_shared<LlvmExtras>();
-  cmd->add_option("--triple", llvm->triple, "llvm: target triple, e.g. aarch64-linux-gnu (default: the host)");
-  cmd->add_option("--cpu", llvm->cpu, "llvm: target CPU, e.g. neoverse-n1 (default: host CPU or generic)");
-  cmd->add_option("-o,--output", llvm->output, "llvm --emit obj: the object file; the C header is written beside it");
-  cmd->add_option("--weights", llvm->weights, "llvm --emit obj|llvm: safetensors with the weights to bake in");
-  cmd->add_option("--seed", llvm->seed, "llvm: seed of the random weights when --weights is not given (default 1)");
-  cmd->callback([o, llvm] {
-    int rc = cmd_compile_with(*o, *llvm);
+  cmd->add_option("--triple", o->triple, "llvm.triple: target triple, e.g. aarch64-linux-gnu (default: the host)");
+  cmd->add_option("--cpu", o->cpu, "llvm.cpu: target CPU, e.g. neoverse-n1 (default: host CPU or generic)");
+  cmd->add_option("-o,--output", o->output, "write the emitted form to this file (companions, e.g. the C header "
+                                             "of an object, beside it); needed for binary forms");
+  cmd->add_option("--weights", o->weights, "safetensors with the weights for forms that bake them in (llvm obj)");
+  cmd->add_option("--seed", o->seed, "seed of the random weights when --weights is not given (default 1)");
+  cmd->callback([o] {
+    int rc = cmd_compile(*o);
     if (rc == 0) throw CLI::Success();
     throw CLI::RuntimeError(rc);
   });

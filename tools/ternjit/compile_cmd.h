@@ -23,16 +23,23 @@ struct CompileCommandOptions {
   std::vector<std::string> shapes;  ///< "M=1,K=64,N=16" (repeatable)
   std::string level = "O2";         ///< -O value
   std::string target = "x86";       ///< the code generator
-  std::string emit = "asm";         ///< "asm" (per-step code) or "ir" (the optimized IR)
-  std::string max_isa;              ///< x86: cap on the ISA ("" = the best the host runs)
+  std::string emit = "asm";         ///< "ir" (the optimized IR) or a form of the target's emit_forms()
+  std::string target_options;       ///< "x86.max_isa=avx2;llvm.triple=..." (validated by the targets)
+  std::string max_isa;              ///< shorthand for x86.max_isa ("" = the best the host runs)
+  std::string triple;               ///< shorthand for llvm.triple
+  std::string cpu;                  ///< shorthand for llvm.cpu
+  std::string output;               ///< -o: write the emitted form here (companions beside it)
+  std::string weights;              ///< safetensors with the weights for forms that bake them in
+  std::uint64_t seed = 1;           ///< random weights when `weights` is empty
   int threads = 1;                  ///< threads the kernels are generated for
 };
 
 /// `ternjit compile FILE ...`: specializes the chosen function to static shapes, runs the
-/// pipeline for the target, and prints either the optimized IR (--emit ir) or, for every
-/// step, the op, its IR, the configuration and the disassembled code (--emit asm) to
-/// stdout. Errors (unknown file, layer, target, ISA, level, emit kind; shapes that leave
-/// the function symbolic) are printed to stderr; returns 0 or 1.
+/// pipeline for the target, and prints either the optimized IR (--emit ir) or what the
+/// target emits in the asked form (Target::emit: x86 asm = per step the op, its IR, the
+/// configuration and the disassembly; llvm asm, llvm, obj) to stdout, or to -o FILE (a
+/// binary form needs -o). Errors (unknown file, layer, target, option, level, emit form;
+/// shapes that leave the function symbolic) are printed to stderr; returns 0 or 1.
 int cmd_compile(const CompileCommandOptions& options);
 
 /// Adds the `compile` subcommand to `app`; when it is parsed its callback runs

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// tune_cmd.cpp - `ternjit tune`: specialize per shape, tune every tmatmul, store and print the decisions.
+// tune_cmd.cpp - `ternjit tune`: specialize per shape, tune every space the target declares, store and print the decisions.
 #include "tools/ternjit/tune_cmd.h"
 
 #include <unistd.h>
@@ -15,23 +15,20 @@
 #include "autotune/dispatch.h"
 #include "autotune/mpi_collective.h"
 #include "autotune/records.h"
-#include "autotune/tmatmul_bench.h"
 #include "autotune/tuner.h"
 #include "cache/disk_cache.h"
 #include "ir/bind.h"
 #include "jit/options.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
-#include "targets/x86/isa.h"
+#include "targets/registry.h"
 #include "targets/x86/tmatmul_space.h"
-#include "targets/x86/x86_target.h"
 #include "tools/ternjit/commands.h"
 
 namespace ternjit::cli {
 
 namespace {
 
-namespace x86 = targets::x86;
 using autotune::TuneResult;
 
 Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::move(msg)); }
@@ -145,7 +142,9 @@ struct ProgressPrinter {
 int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   const bool root = coll.rank() == 0;
   auto fail = [&](const Error& e) { return root ? report(e) : 1; };
-  if (o.target != "x86") return fail(bad("--target '" + o.target + "': tuning has a search space for x86 only"));
+  const targets::TargetRegistry registry = targets::TargetRegistry::create();
+  const targets::Target* target = registry.lookup(o.target);
+  if (!target) return fail(bad("unknown --target '" + o.target + "' (known: " + registry.names() + ")"));
   auto strategy = autotune::parse_strategy(o.strategy);
   if (!strategy) return fail(bad("unknown --strategy '" + o.strategy + "' (expected exhaustive, random or halving)"));
   if (o.threads < 1) return fail(bad("--threads must be >= 1"));
@@ -153,14 +152,18 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   if (!budget.ok()) return fail(budget.error());
   auto level = passes::parse_opt_level(o.level);
   if (!level) return fail(bad("unknown optimization level '" + o.level + "'"));
-  x86::Isa cap = x86::Isa::Amx;
-  if (!o.max_isa.empty()) {
-    auto c = x86::parse_isa(o.max_isa);
-    if (!c) return fail(bad("unknown --max-isa '" + o.max_isa + "'"));
-    cap = *c;
+  targets::CompileOptions copts;
+  copts.opt_level = *level;
+  copts.threads = o.threads;
+  {
+    std::string text = o.target_options;
+    if (!o.max_isa.empty()) text += ";x86.max_isa=" + o.max_isa;
+    auto split = targets::split_target_options(text);
+    if (!split.ok()) return fail(split.error());
+    auto parsed = target->parse_options((*split)[o.target]);
+    if (!parsed.ok()) return fail(parsed.error());
+    copts.target = std::move(*parsed);
   }
-  auto isa = x86::best_isa(x86::host_isas(), cap);
-  if (!isa) return fail(make_error(ErrorCode::Unavailable, "no x86 code path at or below the cap runs on this CPU"));
   auto shapes = parse_shapes(o.shapes);
   if (!shapes.ok()) return fail(shapes.error());
   auto m = load_module(o.file);
@@ -168,14 +171,15 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   auto function = pick_function(*m, o);
   if (!function.ok()) return fail(function.error());
 
-  // Every shape's tmatmuls, before any tuning (the budget is split evenly across them).
+  // Every shape's tunable kernels, as the target declares them, before any tuning (the
+  // budget is split evenly across them).
   struct Job {
     std::string shape;
-    std::string key;
-    x86::TMatMulProblem problem;
+    std::string key;  // "<op>.<i>": the i-th space of that shape
+    std::unique_ptr<targets::TuningSpace> space;
   };
   std::vector<Job> jobs;
-  const passes::TargetInfo info = targets::make_x86_target()->info();
+  const passes::TargetInfo info = target->info();
   for (const auto& s : *shapes) {
     auto spec = passes::specialize_function(*m, *function, s, /*require_static=*/true);
     if (!spec.ok()) return fail(spec.error());
@@ -183,10 +187,16 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     popts.target = info;
     auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level, info), popts);
     if (!ran.ok()) return fail(ran.error());
-    for (auto& [key, p] : autotune::tmatmul_problems(*spec, *function)) jobs.push_back({shape_text(s), key, p});
+    auto spaces = target->tuning_spaces(*spec, *function, copts);
+    if (!spaces.ok()) return fail(spaces.error());
+    for (std::size_t i = 0; i < spaces->size(); ++i) {
+      const std::string op = (*spaces)[i]->problem().op;
+      jobs.push_back({shape_text(s), op.substr(op.find('.') + 1) + "." + std::to_string(i), std::move((*spaces)[i])});
+    }
   }
   if (jobs.empty())
-    return fail(make_error(ErrorCode::NotFound, *function + " has no tmatmul with a weight parameter to tune"));
+    return fail(make_error(ErrorCode::NotFound, *function + " has no kernel with knobs to tune on target '" +
+                                                    o.target + "'"));
 
   std::unique_ptr<cache::DiskCache> disk;
   if (o.cache_dir != "off") {
@@ -201,18 +211,16 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
 
   const double per_job = *budget / static_cast<double>(jobs.size());
   if (root)
-    std::printf("# %s on x86 isa=%s threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
-                std::string(x86::isa_name(*isa)).c_str(), o.threads, o.strategy.c_str(), *budget, per_job,
+    std::printf("# %s on %s (%s) threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
+                o.target.c_str(), jobs.front().space->problem().family.c_str(), o.threads, o.strategy.c_str(), *budget,
+                per_job,
                 coll.size() > 1 ? (" ranks=" + std::to_string(coll.size())).c_str() : "");
   std::vector<std::string> rows;
   std::vector<std::string> failures;
   int status = 0;
   for (const Job& j : jobs) {
-    const std::vector<x86::TMatMulConfig> space = x86::search_space(j.problem, *isa, o.threads);
-    const x86::TMatMulConfig def = x86::default_config(j.problem, *isa, o.threads);
-    autotune::BenchOptions bo;
-    bo.threads = o.threads;
-    autotune::TMatMulEvaluator eval(j.problem, bo);
+    auto bench = j.space->bench({});
+    if (!bench.ok()) return fail(bench.error());
     autotune::TuneOptions to;
     to.strategy = *strategy;
     to.budget_s = per_job;
@@ -223,7 +231,7 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     pp.quiet = o.quiet || !root;
     pp.label = j.shape + " " + j.key;
     to.progress = [&pp](const autotune::Progress& p) { pp(p); };
-    auto r = autotune::tune(j.problem, space, def, eval, to);
+    auto r = autotune::tune(*j.space, **bench, to);
     pp.end();
     if (!r.ok()) {
       if (root)
@@ -233,9 +241,9 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     }
     const TuneResult& t = *r;
     for (const autotune::Trial& f : t.failures)
-      failures.push_back(j.shape + " " + j.key + " " + f.config.str() + ": " + f.error);
+      failures.push_back(j.shape + " " + j.key + " " + f.config + ": " + f.error);
     if (disk) {
-      auto stored = autotune::store_result(*disk, j.problem, *isa, o.threads, t);
+      auto stored = autotune::store_result(*disk, j.space->problem(), t);
       if (!stored.ok() && root)
         std::fprintf(stderr, "ternjit: tune: storing records: %s\n", stored.error().message.c_str());
     }
@@ -243,11 +251,11 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     std::snprintf(line, sizeof line, "%-20s %-10s %9.4f %9.4f %7.2fx  %-4s %4zu/%-5zu %s", j.shape.c_str(),
                   j.key.c_str(), t.default_ok ? t.default_m.median_ns / 1e6 : 0.0, t.winner_m.median_ns / 1e6,
                   t.speedup(), t.has_runner_up ? (t.significant ? "yes" : "no") : "-", t.measured, t.space_size,
-                  t.winner.str().c_str());
+                  t.winner.c_str());
     rows.push_back(line);
     // Every rank says what it decided (the MPI test checks that they agree).
     if (coll.size() > 1)
-      std::printf("rank %d decision: %s %s %s\n", coll.rank(), j.shape.c_str(), j.key.c_str(), t.winner.str().c_str());
+      std::printf("rank %d decision: %s %s %s\n", coll.rank(), j.shape.c_str(), j.key.c_str(), t.winner.c_str());
   }
   if (root) {
     std::printf("%-20s %-10s %9s %9s %8s  %-4s %10s %s\n", "shape", "kernel", "default", "tuned", "speedup", "sig",
@@ -289,8 +297,9 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--strategy", o->strategy, "halving (default), random or exhaustive");
   cmd->add_option("--trials", o->trials, "configurations measured per kernel at most (default: 15% of the space)");
   cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
-  cmd->add_option("--target", o->target, "code generator: x86 (default; the only one with a search space)");
-  cmd->add_option("--max-isa", o->max_isa, "x86: highest ISA (default: the best the host runs)");
+  cmd->add_option("--target", o->target, "code generator whose kernels to tune: x86 (default)");
+  cmd->add_option("--target-options", o->target_options, "the target's options, TARGET.NAME=VALUE;...");
+  cmd->add_option("--max-isa", o->max_isa, "shorthand for x86.max_isa: highest ISA (default: the best the host runs)");
   cmd->add_option("--threads", o->threads, "threads the kernels are tuned for (default 1)");
   cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
   cmd->add_option("--cache-dir", o->cache_dir,

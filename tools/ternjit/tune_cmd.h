@@ -20,8 +20,9 @@ struct TuneCommandOptions {
   std::vector<std::string> shapes;   ///< "M=1,8,32" (several values: one tuning per value), "K=64,N=16"
   std::string budget = "60s";        ///< time budget of the whole command ("60s", "2m", "500ms", "90")
   std::string strategy = "halving";  ///< exhaustive, random or halving
-  std::string target = "x86";        ///< only x86 has a search space so far
-  std::string max_isa;               ///< cap on the ISA ("" = the best the host runs)
+  std::string target = "x86";        ///< the target whose tuning spaces are searched
+  std::string target_options;        ///< "TARGET.NAME=VALUE;..." (validated by the target)
+  std::string max_isa;               ///< shorthand for x86.max_isa ("" = the best the host runs)
   int threads = 1;                   ///< threads the kernels are tuned for
   int trials = 0;                    ///< trial budget per kernel (0: the strategy's default)
   unsigned long long seed = 1;       ///< random choices of the search

@@ -15,7 +15,6 @@
 #include "autotune/dispatch.h"
 #include "autotune/measure.h"
 #include "autotune/records.h"
-#include "autotune/tmatmul_bench.h"
 #include "autotune/tuner.h"
 #include "ir/dsl/dsl.h"
 #include "ir/parse.h"
@@ -24,6 +23,8 @@
 #include "passes/specialize_shapes.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul_space.h"
+#include "targets/x86/plan.h"
+#include "targets/x86/tmatmul_bench.h"
 #include "targets/x86/x86_target.h"
 
 namespace {
@@ -67,27 +68,28 @@ x86::TMatMulProblem small_problem(std::int64_t M) {
 
 x86::Isa host_isa() { return x86::best_isa(x86::host_isas()).value_or(x86::Isa::Avx2); }
 
-// A fake evaluator: a deterministic "time" per config (the cost model plus a hash
-// wiggle), failures for chosen configs, and a log of what was prepared and measured.
-class FakeEvaluator final : public Evaluator {
+// A fake bench: a deterministic "time" per config (the cost model plus a hash wiggle),
+// failures for chosen configs, and a log of what was prepared and measured. The tuner
+// times candidates through measure_fn() (TuneOptions::measure_fn), which reads the fake.
+class FakeBench final : public targets::TuningBench {
  public:
-  explicit FakeEvaluator(x86::TMatMulProblem p) : p_(p) {}
+  explicit FakeBench(x86::TMatMulProblem p) : p_(p) {}
   std::set<std::string> fail_compile, fail_measure;
 
-  Result<std::unique_ptr<Prepared>> prepare(const x86::TMatMulConfig& c) const override {
+  Result<std::unique_ptr<targets::TuningRun>> prepare(std::string_view c) const override {
     std::lock_guard lock(mu_);
-    prepared_.push_back(c);
-    if (fail_compile.count(c.str())) return make_error(ErrorCode::Internal, "injected compile failure");
+    prepared_.emplace_back(c);
+    if (fail_compile.count(std::string(c))) return make_error(ErrorCode::Internal, "injected compile failure");
     auto out = std::make_unique<Fake>();
-    out->c = c;
-    return std::unique_ptr<Prepared>(std::move(out));
+    out->c = std::string(c);
+    return std::unique_ptr<targets::TuningRun>(std::move(out));
   }
-  Result<Measurement> measure(const Prepared& pr, const MeasureOptions&) const override {
+  [[nodiscard]] Result<Measurement> measure(const targets::TuningRun& pr, const MeasureOptions&) const {
     const auto& f = static_cast<const Fake&>(pr);
     CHECK(!busy_.exchange(true));  // measuring runs alone
-    measured_.insert(f.c.str());
+    measured_.insert(f.c);
     busy_ = false;
-    if (fail_measure.count(f.c.str())) return make_error(ErrorCode::Unavailable, "timeout: injected");
+    if (fail_measure.count(f.c)) return make_error(ErrorCode::Unavailable, "timeout: injected");
     Measurement m;
     m.median_ns = time_of(f.c);
     m.min_ns = m.median_ns;
@@ -95,23 +97,23 @@ class FakeEvaluator final : public Evaluator {
     m.reps = 3;
     return m;
   }
-  [[nodiscard]] double time_of(const x86::TMatMulConfig& c) const {
-    const std::size_t h = std::hash<std::string>{}(c.str());
-    return x86::estimated_cost(p_, c) * (1.0 + static_cast<double>(h % 1000) / 2000.0);
+  [[nodiscard]] std::function<Result<Measurement>(const targets::TuningRun&, const MeasureOptions&)> measure_fn() const {
+    return [this](const targets::TuningRun& r, const MeasureOptions& o) { return measure(r, o); };
   }
-  std::vector<x86::TMatMulConfig> prepared() const {
-    std::lock_guard lock(mu_);
-    return prepared_;
+  [[nodiscard]] double time_of(const std::string& c) const {
+    const std::size_t h = std::hash<std::string>{}(c);
+    return x86::estimated_cost(p_, *x86::TMatMulConfig::parse(c)) * (1.0 + static_cast<double>(h % 1000) / 2000.0);
   }
   std::set<std::string> measured() const { return measured_; }
 
  private:
-  struct Fake : Prepared {
-    x86::TMatMulConfig c;
+  struct Fake : targets::TuningRun {
+    std::string c;
+    void run(int) const override {}
   };
   x86::TMatMulProblem p_;
   mutable std::mutex mu_;
-  mutable std::vector<x86::TMatMulConfig> prepared_;
+  mutable std::vector<std::string> prepared_;
   mutable std::set<std::string> measured_;
   mutable std::atomic<bool> busy_{false};
 };
@@ -148,25 +150,26 @@ TEST_CASE("search space: every config validates, the default is in it, no duplic
 TEST_CASE("strategies visit valid configs of the space only, within the trial budget") {
   const x86::TMatMulProblem p = small_problem(8);
   const x86::Isa isa = x86::Isa::Avx512Vnni;
-  const auto space = x86::search_space(p, isa, 2);
-  const auto def = x86::default_config(p, isa, 2);
+  const auto space = x86::tmatmul_tuning_space(p, isa, 2);
+  const auto candidates = space->candidates();
   std::set<std::string> in_space;
-  for (const auto& c : space) in_space.insert(c.str());
+  for (const auto& c : candidates) in_space.insert(c.config);
   for (Strategy s : {Strategy::Exhaustive, Strategy::Random, Strategy::Halving}) {
     INFO(strategy_name(s));
-    FakeEvaluator ev(p);
+    FakeBench ev(p);
     TuneOptions o;
     o.strategy = s;
     o.budget_s = 0;
     o.max_trials = 20;
     o.compile_threads = 3;
-    auto r = tune(p, space, def, ev, o);
+    o.measure_fn = ev.measure_fn();
+    auto r = tune(*space, ev, o);
     REQUIRE(r.ok());
-    CHECK(r->space_size == space.size());
+    CHECK(r->space_size == candidates.size());
     CHECK(r->measured <= 20);
     CHECK(ev.measured().size() <= 20);
     for (const std::string& c : ev.measured()) CHECK(in_space.count(c) == 1);
-    CHECK(in_space.count(r->winner.str()) == 1);
+    CHECK(in_space.count(r->winner) == 1);
     CHECK(r->default_ok);
     // The winner is the fastest of what was measured (the fake is deterministic).
     for (const Trial& t : r->trials)
@@ -176,15 +179,16 @@ TEST_CASE("strategies visit valid configs of the space only, within the trial bu
     CHECK(!(r->winner == r->runner_up));
   }
   // Exhaustive with no trial budget measures the whole space, and finds the true optimum.
-  FakeEvaluator ev(p);
+  FakeBench ev(p);
   TuneOptions o;
   o.strategy = Strategy::Exhaustive;
   o.budget_s = 0;
-  auto r = tune(p, space, def, ev, o);
+  o.measure_fn = ev.measure_fn();
+  auto r = tune(*space, ev, o);
   REQUIRE(r.ok());
-  CHECK(r->measured == space.size());
+  CHECK(r->measured == candidates.size());
   double best = 1e300;
-  for (const auto& c : space) best = std::min(best, ev.time_of(c));
+  for (const auto& c : candidates) best = std::min(best, ev.time_of(c.config));
   CHECK(ev.time_of(r->winner) == best);
   CHECK(parse_strategy("halving") == Strategy::Halving);
   CHECK(!parse_strategy("nope"));
@@ -193,15 +197,18 @@ TEST_CASE("strategies visit valid configs of the space only, within the trial bu
 TEST_CASE("failed candidates are reported, not dropped; an all-failing search is an error") {
   const x86::TMatMulProblem p = small_problem(4);
   const x86::Isa isa = x86::Isa::Avx512Vnni;
-  const auto space = x86::search_space(p, isa, 1);
-  const auto def = x86::default_config(p, isa, 1);
-  FakeEvaluator ev(p);
-  ev.fail_compile.insert(space[0].str() == def.str() ? space[1].str() : space[0].str());
-  ev.fail_measure.insert(space[2].str() == def.str() ? space[3].str() : space[2].str());
+  const auto tspace = x86::tmatmul_tuning_space(p, isa, 1);
+  std::vector<std::string> space;
+  for (const auto& c : tspace->candidates()) space.push_back(c.config);
+  const std::string def = tspace->default_config();
+  FakeBench ev(p);
+  ev.fail_compile.insert(space[0] == def ? space[1] : space[0]);
+  ev.fail_measure.insert(space[2] == def ? space[3] : space[2]);
   TuneOptions o;
   o.strategy = Strategy::Exhaustive;
   o.budget_s = 0;
-  auto r = tune(p, space, def, ev, o);
+  o.measure_fn = ev.measure_fn();
+  auto r = tune(*tspace, ev, o);
   REQUIRE(r.ok());
   REQUIRE(r->failures.size() == 2);
   bool compile = false, timeout = false;
@@ -213,9 +220,10 @@ TEST_CASE("failed candidates are reported, not dropped; an all-failing search is
   CHECK(compile);
   CHECK(timeout);
 
-  FakeEvaluator all_fail(p);
-  for (const auto& c : space) all_fail.fail_compile.insert(c.str());
-  auto none = tune(p, space, def, all_fail, o);
+  FakeBench all_fail(p);
+  for (const auto& c : space) all_fail.fail_compile.insert(c);
+  o.measure_fn = all_fail.measure_fn();
+  auto none = tune(*tspace, all_fail, o);
   REQUIRE(!none.ok());
   CHECK(none.error().message.find("injected compile failure") != std::string::npos);
 }
@@ -223,31 +231,33 @@ TEST_CASE("failed candidates are reported, not dropped; an all-failing search is
 TEST_CASE("the time budget stops the search: later candidates are skipped, not failed") {
   const x86::TMatMulProblem p = small_problem(8);
   const x86::Isa isa = x86::Isa::Avx512Vnni;
-  const auto space = x86::search_space(p, isa, 1);
-  const auto def = x86::default_config(p, isa, 1);
+  const auto space = x86::tmatmul_tuning_space(p, isa, 1);
   // Each measurement sleeps 20 ms; a 0.1 s budget allows a handful.
-  class Slow final : public Evaluator {
+  struct NoOp final : targets::TuningRun {
+    void run(int) const override {}
+  };
+  class Slow final : public targets::TuningBench {
    public:
-    Result<std::unique_ptr<Prepared>> prepare(const x86::TMatMulConfig&) const override {
-      return std::make_unique<Prepared>();
+    Result<std::unique_ptr<targets::TuningRun>> prepare(std::string_view) const override {
+      return std::unique_ptr<targets::TuningRun>(std::make_unique<NoOp>());
     }
-    Result<Measurement> measure(const Prepared&, const MeasureOptions&) const override {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      ++calls;
-      return Measurement{1000.0 + calls, 1000.0, 0.0, 1};
-    }
-    mutable int calls = 0;
   } slow;
+  int calls = 0;
   TuneOptions o;
   o.strategy = Strategy::Random;
   o.budget_s = 0.1;
   o.max_trials = 40;
+  o.measure_fn = [&](const targets::TuningRun&, const MeasureOptions&) -> Result<Measurement> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ++calls;
+    return Measurement{1000.0 + calls, 1000.0, 0.0, 1};
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = tune(p, space, def, slow, o);
+  auto r = tune(*space, slow, o);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE(r.ok());
   CHECK(r->budget_hit);
-  CHECK(slow.calls < 40);
+  CHECK(calls < 40);
   CHECK(r->failures.empty());
   CHECK(s < 5.0);  // generous: the budget is 0.1 s, one candidate may overrun it
 }
@@ -276,10 +286,9 @@ TEST_CASE("measure: repetitions, median and the per-call timeout") {
 TEST_CASE("real kernels: a halving search on the host measures valid configs and beats or ties the default") {
   const x86::TMatMulProblem p = small_problem(4);
   const x86::Isa isa = host_isa();
-  BenchOptions bo;
-  bo.threads = 2;
+  targets::TuningBenchOptions bo;
   bo.rotate_bytes = 1 << 20;
-  TMatMulEvaluator ev(p, bo);
+  x86::TMatMulBench ev(p, 2, bo);
   TuneOptions o;
   o.strategy = Strategy::Halving;
   o.budget_s = 5;
@@ -290,17 +299,20 @@ TEST_CASE("real kernels: a halving search on the host measures valid configs and
     ++progress_calls;
     CHECK(pr.done <= pr.total + 1);
   };
-  const auto space = x86::search_space(p, isa, 2);
-  auto r = tune(p, space, x86::default_config(p, isa, 2), ev, o);
+  const auto space = x86::tmatmul_tuning_space(p, isa, 2);
+  auto r = tune(*space, ev, o);
   REQUIRE(r.ok());
   CHECK(r->failures.empty());
   CHECK(r->measured <= 12);
   CHECK(progress_calls > 0);
-  CHECK(x86::validate(p, r->winner).ok());
+  CHECK(x86::validate(p, *x86::TMatMulConfig::parse(r->winner)).ok());
+  CHECK(space->valid(r->winner));
   CHECK(r->default_ok);
-  // A config asking more threads than the pool has fails at prepare (reported).
-  x86::TMatMulConfig too_many = x86::default_config(p, isa, 8);
+  // A config asking more threads than the pool has fails at prepare (reported), and is
+  // not valid for the space either.
+  const std::string too_many = x86::default_config(p, isa, 8).str();
   CHECK(!ev.prepare(too_many).ok());
+  CHECK(!ev.prepare("not a config").ok());
 }
 
 TEST_CASE("records round-trip through the cache; decide: exact, nearest, default") {
@@ -310,48 +322,57 @@ TEST_CASE("records round-trip through the cache; decide: exact, nearest, default
   auto disk = cache::DiskCache::open(co);
   REQUIRE(disk.ok());
   const x86::Isa isa = x86::Isa::Avx512Vnni;
-  x86::TMatMulProblem p8 = small_problem(8);
+  const x86::TMatMulProblem p8 = small_problem(8);
+  const auto s8 = x86::tmatmul_tuning_space(p8, isa, 2);
 
   TuneResult r;
-  r.winner = x86::default_config(p8, isa, 2);
-  r.winner.k_unroll = 4;
-  r.winner.m_block = 3;
+  x86::TMatMulConfig winner = x86::default_config(p8, isa, 2), runner_up;
+  winner.k_unroll = 4;
+  winner.m_block = 3;
+  runner_up = winner;
+  runner_up.k_unroll = 1;
+  r.winner = winner.str();
   r.winner_m = Measurement{1000, 990, 0.01, 5};
   r.has_runner_up = true;
-  r.runner_up = r.winner;
-  r.runner_up.k_unroll = 1;
+  r.runner_up = runner_up.str();
   r.runner_up_m = Measurement{1100, 1090, 0.01, 5};
-  r.default_config = x86::default_config(p8, isa, 2);
+  r.default_config = s8->default_config();
   r.default_m = Measurement{1500, 1400, 0.01, 5};
   r.default_ok = true;
-  REQUIRE(x86::validate(p8, r.winner).ok());
-  auto stored = store_result(**disk, p8, isa, 2, r);
+  REQUIRE(s8->valid(r.winner));
+  auto stored = store_result(**disk, s8->problem(), r);
   REQUIRE(stored.ok());
   CHECK(*stored == 3);
-  CHECK(*store_result(**disk, p8, isa, 2, r) == 0);  // append-only: nothing new
+  CHECK(*store_result(**disk, s8->problem(), r) == 0);  // append-only: nothing new
 
-  auto recs = load_records(**disk, p8, isa, 2);
+  auto recs = load_records(**disk, s8->problem());
   REQUIRE(recs.ok());
   REQUIRE(recs->size() == 3);
 
-  Decision exact = decide(disk->get(), p8, isa, 2);
+  Decision exact = decide(disk->get(), *s8);
   CHECK(exact.source == DecisionSource::Exact);
   CHECK(exact.config == r.winner);
 
-  x86::TMatMulProblem p16 = small_problem(16);  // 8 is the nearest (and only) tuned M
-  Decision near = decide(disk->get(), p16, isa, 2);
+  // 8 is the nearest (and only) tuned M of the family.
+  const auto s16 = x86::tmatmul_tuning_space(small_problem(16), isa, 2);
+  CHECK(s16->problem().family == s8->problem().family);
+  Decision near = decide(disk->get(), *s16);
   CHECK(near.source == DecisionSource::Nearest);
   CHECK(near.tuned_m == 8);
   CHECK(near.config == r.winner);
 
   x86::TMatMulProblem other = small_problem(8);
   other.N = 160;  // another family: no records
-  Decision def = decide(disk->get(), other, isa, 2);
+  const auto so = x86::tmatmul_tuning_space(other, isa, 2);
+  Decision def = decide(disk->get(), *so);
   CHECK(def.source == DecisionSource::Default);
-  CHECK(def.config == x86::default_config(other, isa, 2));
-  CHECK(decide(nullptr, p8, isa, 2).source == DecisionSource::Default);
+  CHECK(def.config == x86::default_config(other, isa, 2).str());
+  CHECK(decide(nullptr, *s8).source == DecisionSource::Default);
   // Another thread count is another family.
-  CHECK(decide(disk->get(), p8, isa, 1).source == DecisionSource::Default);
+  CHECK(decide(disk->get(), *x86::tmatmul_tuning_space(p8, isa, 1)).source == DecisionSource::Default);
+  // A record the space does not accept (a config for more threads) is never chosen.
+  std::vector<Record> foreign = {{8, x86::default_config(p8, isa, 8).str(), 1, "winner"}};
+  if (x86::default_config(p8, isa, 8).threads > 2) CHECK(decide(foreign, *s8).source == DecisionSource::Default);
 
   // Records merge into another cache and decide the same there.
   cache::CacheOptions co2;
@@ -361,27 +382,24 @@ TEST_CASE("records round-trip through the cache; decide: exact, nearest, default
   auto merged = (*disk2)->merge(co.dir);
   REQUIRE(merged.ok());
   CHECK(merged->copied == 3);
-  CHECK(decide(disk2->get(), p8, isa, 2).config == r.winner);
+  CHECK(decide(disk2->get(), *s8).config == r.winner);
 
   // Nearest prefers the closer M in log scale, ties the smaller.
-  std::vector<TMatMulRecord> many;
+  std::vector<Record> many;
   auto rec = [&](std::int64_t m, int ku) {
-    TMatMulRecord t;
-    t.M = m;
-    t.config = x86::default_config(small_problem(m), isa, 2);
-    t.config.k_unroll = ku;
-    t.median_ns = 100;
-    return t;
+    x86::TMatMulConfig c = x86::default_config(small_problem(m), isa, 2);
+    c.k_unroll = ku;
+    return Record{m, c.str(), 100, "winner"};
   };
   many.push_back(rec(1, 1));
   many.push_back(rec(32, 4));
-  CHECK(decide(many, small_problem(16), isa, 2).tuned_m == 32);
-  CHECK(decide(many, small_problem(2), isa, 2).tuned_m == 1);
-  Decision tie = decide(many, small_problem(4), isa, 2);  // log distances: 2 vs 3
+  CHECK(decide(many, *x86::tmatmul_tuning_space(small_problem(16), isa, 2)).tuned_m == 32);
+  CHECK(decide(many, *x86::tmatmul_tuning_space(small_problem(2), isa, 2)).tuned_m == 1);
+  Decision tie = decide(many, *x86::tmatmul_tuning_space(small_problem(4), isa, 2));  // log distances: 2 vs 3
   CHECK(tie.tuned_m == 1);
 }
 
-TEST_CASE("dispatch: an x86 artifact's tmatmuls get the recorded configs (exact, nearest, default)") {
+TEST_CASE("dispatch: the x86 target asks the record source for each tmatmul at load (exact, nearest, default)") {
   if (!x86::host_isas().avx2) {
     MESSAGE("skipped: host lacks avx2");
     return;
@@ -399,78 +417,96 @@ TEST_CASE("dispatch: an x86 artifact's tmatmuls get the recorded configs (exact,
   auto m = dsl::compile_tri(src, "l.tri");
   REQUIRE(m.ok());
   auto target = targets::make_x86_target();
-  auto artifact_for = [&](std::int64_t M) {
+  targets::CompileOptions copts;
+  copts.threads = 1;
+  auto specialized = [&](std::int64_t M) {
     auto spec = passes::specialize_function(*m, "L.forward", {{"M", M}, {"K", 128}, {"N", 64}}, true);
     REQUIRE(spec.ok());
     passes::PipelineOptions po;
     po.target = target->info();
     REQUIRE(passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
-    targets::CompileOptions copts;
-    copts.threads = 1;
-    auto a = target->compile(*spec, "L.forward", copts);
-    REQUIRE(a.ok());
-    return *a;
+    return std::move(*spec);
   };
-  targets::Artifact a4 = artifact_for(4);
-  const x86::Isa isa = *x86::parse_isa(a4.metadata.at("isa"));
-  std::string text(a4.bytes.begin(), a4.bytes.end());
-  auto parsed = ir::parse_module(text, "a");
-  REQUIRE(parsed.ok());
-  auto probs = tmatmul_problems(*parsed, "L.forward");
-  REQUIRE(probs.size() == 1);
-  CHECK(probs[0].first == "tmatmul.0");
-  CHECK(probs[0].second.M == 4);
-  CHECK(probs[0].second.K == 128);
-  CHECK(probs[0].second.N == 64);
+  // The spaces the target declares are the ones load() asks about.
+  const ir::Module m4 = specialized(4);
+  auto spaces = target->tuning_spaces(m4, "L.forward", copts);
+  REQUIRE(spaces.ok());
+  REQUIRE(spaces->size() == 1);
+  const targets::TuningSpace& s4 = *(*spaces)[0];
+  CHECK(s4.problem().op == "x86.tmatmul");
+  CHECK(s4.problem().m == 4);
+  CHECK(s4.problem().family.find("K=128;N=64") == 0);
 
   TempDir dir;
   cache::CacheOptions co;
   co.dir = dir.path();
   auto disk = cache::DiskCache::open(co);
   REQUIRE(disk.ok());
+  std::vector<std::pair<Decision, bool>> seen;
   DispatchOptions d;
-  d.disk = disk->get();
+  d.disk = [&] { return disk->get(); };
+  d.on_decision = [&](const targets::TuningProblem&, const Decision& dec, bool now) { seen.emplace_back(dec, now); };
+  // Loads the kernel for M through the target with a RecordSource of `d`; returns the
+  // configuration the plan used.
+  ir::ParamValues params;
+  params.values.emplace("L.w", ir::HostTensor::random(ElemKind::T2, {128, 64}, 1));
+  params.values.emplace("L.w_scale", ir::HostTensor::random(ElemKind::F32, {64}, 2));
+  auto load = [&](std::int64_t M) {
+    const ir::Module spec = specialized(M);
+    auto a = target->compile(spec, "L.forward", copts);
+    REQUIRE(a.ok());
+    const RecordSource source(d);
+    const auto parsed = targets::parse_artifact_module(*a);
+    REQUIRE(parsed.ok());
+    x86::PlanOptions po;
+    po.isa = *x86::parse_isa(a->metadata.at("isa"));
+    po.tuning = d.mode == targets::TuningMode::Off ? nullptr : &source;
+    auto plan = x86::Plan::build(*parsed, "L.forward", params, po, nullptr);
+    REQUIRE(plan.ok());
+    // The same through Target::load (the engine's path) must succeed too; `seen` keeps
+    // the plan's decision as its last entry.
+    const auto decisions = seen;
+    targets::LoadContext ctx;
+    ctx.params = &params;
+    ctx.tuning = d.mode;
+    ctx.tuning_source = &source;
+    REQUIRE(target->load(*a, ctx).ok());
+    seen = decisions;
+    return (*plan)->configs().at("tmatmul.0");
+  };
 
   // No records: the default.
-  auto e0 = apply_tuning(a4, d);
-  REQUIRE(e0.ok());
-  REQUIRE(e0->size() == 1);
-  CHECK((*e0)[0].decision.source == DecisionSource::Default);
-  CHECK(a4.metadata.at("tmatmul.0") == x86::default_config(probs[0].second, isa, 1).str());
+  CHECK(load(4) == s4.default_config());
+  REQUIRE(!seen.empty());
+  CHECK(seen.back().first.source == DecisionSource::Default);
 
   // A record for M = 4: exact for M = 4, nearest for M = 8.
   TuneResult r;
-  r.winner = x86::default_config(probs[0].second, isa, 1);
-  r.winner.k_unroll = 3;
+  x86::TMatMulConfig w = *x86::TMatMulConfig::parse(s4.default_config());
+  w.k_unroll = w.k_unroll == 1 ? 2 : 1;
+  r.winner = w.str();
   r.winner_m = Measurement{10, 10, 0, 1};
-  REQUIRE(store_result(**disk, probs[0].second, isa, 1, r).ok());
-  auto e1 = apply_tuning(a4, d);
-  REQUIRE(e1.ok());
-  CHECK((*e1)[0].decision.source == DecisionSource::Exact);
-  CHECK(a4.metadata.at("tmatmul.0") == r.winner.str());
-  targets::Artifact a8 = artifact_for(8);
-  auto e2 = apply_tuning(a8, d);
-  REQUIRE(e2.ok());
-  CHECK((*e2)[0].decision.source == DecisionSource::Nearest);
-  CHECK(a8.metadata.at("tmatmul.0") == r.winner.str());
-  // "off" leaves the artifact alone.
-  targets::Artifact a8b = artifact_for(8);
-  d.mode = "off";
-  REQUIRE(apply_tuning(a8b, d).ok());
-  CHECK(a8b.metadata.count("tmatmul.0") == 0);
-  // "tune": tunes the shape without an exact record, stores it, then it is exact.
-  targets::Artifact a2 = artifact_for(2);
-  d.mode = "tune";
+  REQUIRE(s4.valid(r.winner));
+  REQUIRE(store_result(**disk, s4.problem(), r).ok());
+  CHECK(load(4) == r.winner);
+  CHECK(seen.back().first.source == DecisionSource::Exact);
+  CHECK(load(8) == r.winner);
+  CHECK(seen.back().first.source == DecisionSource::Nearest);
+  // Off: the default, records or not.
+  d.mode = targets::TuningMode::Off;
+  CHECK(load(8) == x86::default_config(x86::TMatMulProblem{8, 128, 64, ElemKind::I8, ElemKind::F32, true, true, true},
+                                       *x86::parse_isa(target->compile(specialized(8), "L.forward", copts)->metadata.at("isa")),
+                                       1)
+                       .str());
+  // Tune: tunes the shape without an exact record, stores it, then it is exact.
+  d.mode = targets::TuningMode::Tune;
   d.tune_budget_s = 2;
   d.tune_max_trials = 6;
-  auto e3 = apply_tuning(a2, d);
-  REQUIRE(e3.ok());
-  CHECK((*e3)[0].tuned_now);
-  CHECK((*e3)[0].decision.source == DecisionSource::Exact);
-  d.mode = "cached";
-  targets::Artifact a2b = artifact_for(2);
-  auto e4 = apply_tuning(a2b, d);
-  REQUIRE(e4.ok());
-  CHECK((*e4)[0].decision.source == DecisionSource::Exact);
-  CHECK(a2b.metadata.at("tmatmul.0") == a2.metadata.at("tmatmul.0"));
+  const std::string tuned = load(2);
+  CHECK(seen.back().second);
+  CHECK(seen.back().first.source == DecisionSource::Exact);
+  d.mode = targets::TuningMode::Cached;
+  CHECK(load(2) == tuned);
+  CHECK(seen.back().first.source == DecisionSource::Exact);
+  CHECK(!seen.back().second);
 }

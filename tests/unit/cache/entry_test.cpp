@@ -54,7 +54,7 @@ TEST_CASE("entry: truncation and extension are detected, with a message") {
 
 TEST_CASE("artifact codec: round trip and bounds-checked decoding") {
   targets::Artifact a;
-  a.kind = targets::ArtifactKind::MachineCode;
+  a.kind = targets::ArtifactKind::Plan;
   a.bytes = {1, 2, 3, 0, 255};
   a.entry = "tgemv_f16_m1_k4096__avx512vnni";
   a.metadata = {{"isa", "avx512_vnni"}, {"tile", "m4n16"}};

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// tmatmul_bench.cpp - generating and timing x86 ternary matmul candidates (tmatmul_bench.h).
-#include "autotune/tmatmul_bench.h"
+// tmatmul_bench.cpp - generating and running x86 ternary matmul candidates (tmatmul_bench.h).
+#include "targets/x86/tmatmul_bench.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -11,9 +11,7 @@
 #include <random>
 #include <vector>
 
-namespace ternjit::autotune {
-
-namespace x86 = targets::x86;
+namespace ternjit::targets::x86 {
 
 namespace {
 
@@ -41,7 +39,7 @@ struct Buffer {
   std::uint8_t* data() { return storage.data() + offset; }
 };
 
-void run_on_arena(void* pool, x86::Parallel::TaskFn task, void* context, std::int64_t n) {
+void run_on_arena(void* pool, Parallel::TaskFn task, void* context, std::int64_t n) {
   static_cast<tbb::task_arena*>(pool)->execute([&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 1), [&](const tbb::blocked_range<std::int64_t>& r) {
       for (std::int64_t i = r.begin(); i < r.end(); ++i) task(context, i);
@@ -49,30 +47,58 @@ void run_on_arena(void* pool, x86::Parallel::TaskFn task, void* context, std::in
   });
 }
 
-class PreparedKernel final : public Prepared {
+}  // namespace
+
+struct TMatMulBench::Impl {
+  TMatMulProblem p;
+  int threads = 1;
+  TuningBenchOptions o;
+  mutable tbb::task_arena arena;
+  std::vector<std::int8_t> w;  // plain K*N
+  mutable std::vector<Buffer> xs, ys;  // rotated copies (the kernels write ys)
+  std::vector<float> x_scale, w_scale, bias;
+  mutable std::vector<Buffer> residual;
+  std::size_t copies = 1;
+
+  Impl(const TMatMulProblem& problem, int t, const TuningBenchOptions& options)
+      : p(problem), threads(std::max(1, t)), o(options), arena(std::max(1, t)) {}
+
+  [[nodiscard]] Parallel parallel() const {
+    Parallel par;
+    par.threads = threads;
+    par.run = &run_on_arena;
+    par.pool = &arena;
+    return par;
+  }
+};
+
+namespace {
+
+class PreparedKernel final : public TuningRun {
  public:
-  std::unique_ptr<x86::TMatMulKernel> kernel;
-  std::vector<x86::PackedWeights> packs;  // one per rotation
+  const TMatMulBench::Impl* bench = nullptr;
+  std::unique_ptr<TMatMulKernel> kernel;
+  std::vector<PackedWeights> packs;  // one per rotation
+
+  void run(int i) const override {
+    const TMatMulBench::Impl& s = *bench;
+    const std::size_t c = static_cast<std::size_t>(i) % s.copies;
+    TMatMulArgs a;
+    a.x = s.xs[c].data();
+    a.w = &packs[c];
+    a.x_scale = s.p.x_scale ? s.x_scale.data() : nullptr;
+    a.w_scale = s.p.w_scale ? s.w_scale.data() : nullptr;
+    a.bias = s.p.bias ? s.bias.data() : nullptr;
+    a.residual = s.p.residual ? s.residual[c].data() : nullptr;
+    a.y = s.ys[c].data();
+    kernel->run(a, s.parallel());
+  }
 };
 
 }  // namespace
 
-struct TMatMulEvaluator::Impl {
-  x86::TMatMulProblem p;
-  BenchOptions o;
-  mutable tbb::task_arena arena;
-  std::vector<std::int8_t> w;  // plain K*N
-  std::vector<Buffer> xs, ys;  // rotated copies
-  std::vector<float> x_scale, w_scale, bias;
-  std::vector<Buffer> residual;
-  std::size_t copies = 1;
-
-  Impl(const x86::TMatMulProblem& problem, const BenchOptions& options)
-      : p(problem), o(options), arena(std::max(1, options.threads)) {}
-};
-
-TMatMulEvaluator::TMatMulEvaluator(const x86::TMatMulProblem& p, const BenchOptions& o)
-    : impl_(std::make_unique<Impl>(p, o)) {
+TMatMulBench::TMatMulBench(const TMatMulProblem& p, int threads, const TuningBenchOptions& o)
+    : impl_(std::make_unique<Impl>(p, threads, o)) {
   Impl& s = *impl_;
   std::mt19937_64 rng(o.seed);
   const auto M = static_cast<std::size_t>(p.M), K = static_cast<std::size_t>(p.K), N = static_cast<std::size_t>(p.N);
@@ -125,26 +151,22 @@ TMatMulEvaluator::TMatMulEvaluator(const x86::TMatMulProblem& p, const BenchOpti
   std::fill(s.bias.begin(), s.bias.end(), 0.0f);
 }
 
-TMatMulEvaluator::~TMatMulEvaluator() = default;
+TMatMulBench::~TMatMulBench() = default;
 
-x86::Parallel TMatMulEvaluator::parallel() const {
-  x86::Parallel par;
-  par.threads = std::max(1, impl_->o.threads);
-  par.run = &run_on_arena;
-  par.pool = &impl_->arena;
-  return par;
-}
+Parallel TMatMulBench::parallel() const { return impl_->parallel(); }
 
-Result<std::unique_ptr<Prepared>> TMatMulEvaluator::prepare(const x86::TMatMulConfig& config) const {
-  if (config.threads > std::max(1, impl_->o.threads))
+Result<std::unique_ptr<TuningRun>> TMatMulBench::prepare(std::string_view text) const {
+  TERNJIT_TRY(TMatMulConfig config, TMatMulConfig::parse(text));
+  if (config.threads > impl_->threads)
     return make_error(ErrorCode::InvalidArgument, "t=" + std::to_string(config.threads) + " exceeds the pool's " +
-                                                      std::to_string(impl_->o.threads) + " threads");
+                                                      std::to_string(impl_->threads) + " threads");
   auto out = std::make_unique<PreparedKernel>();
-  TERNJIT_TRY(out->kernel, x86::TMatMulKernel::create(impl_->p, config));
-  TERNJIT_TRY(x86::PackedWeights first, out->kernel->pack(impl_->w));
+  out->bench = impl_.get();
+  TERNJIT_TRY(out->kernel, TMatMulKernel::create(impl_->p, config));
+  TERNJIT_TRY(PackedWeights first, out->kernel->pack(impl_->w));
   for (std::size_t c = 1; c < impl_->copies; ++c) {
     // A copy re-aligned to 64 bytes (a vector copy may move the alignment).
-    x86::PackedWeights copy;
+    PackedWeights copy;
     copy.signature = first.signature;
     copy.K = first.K;
     copy.N = first.N;
@@ -155,27 +177,7 @@ Result<std::unique_ptr<Prepared>> TMatMulEvaluator::prepare(const x86::TMatMulCo
     out->packs.push_back(std::move(copy));
   }
   out->packs.push_back(std::move(first));
-  return std::unique_ptr<Prepared>(std::move(out));
+  return std::unique_ptr<TuningRun>(std::move(out));
 }
 
-Result<Measurement> TMatMulEvaluator::measure(const Prepared& candidate, const MeasureOptions& options) const {
-  const auto& k = static_cast<const PreparedKernel&>(candidate);
-  Impl& s = *impl_;
-  const x86::Parallel par = parallel();
-  return autotune::measure(
-      [&](int i) {
-        const std::size_t c = static_cast<std::size_t>(i) % s.copies;
-        x86::TMatMulArgs a;
-        a.x = s.xs[c].data();
-        a.w = &k.packs[c];
-        a.x_scale = s.p.x_scale ? s.x_scale.data() : nullptr;
-        a.w_scale = s.p.w_scale ? s.w_scale.data() : nullptr;
-        a.bias = s.p.bias ? s.bias.data() : nullptr;
-        a.residual = s.p.residual ? s.residual[c].data() : nullptr;
-        a.y = s.ys[c].data();
-        k.kernel->run(a, par);
-      },
-      options);
-}
-
-}  // namespace ternjit::autotune
+}  // namespace ternjit::targets::x86

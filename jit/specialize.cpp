@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+// specialize.cpp - the compile flow of one (function, input shapes), as a list of stages.
+//
+// Program::Impl::specialize reads top to bottom as the stages, one line each:
+//   find the function -> fix every symbol from the weights and inputs (and freeze the
+//   weights) -> specialize_function -> disk cache or { pipeline -> choose the target (the
+//   one place the fallback is decided) -> Target::compile } -> Target::load (tuning
+//   decided there by the target) -> the kernel with its signature and trace line.
+// Each stage is a function of this file, callable alone.
+#include <algorithm>
+#include <map>
+
+#include "ir/bind.h"
+#include "jit/engine_internal.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
+
+namespace ternjit {
+
+namespace {
+
+using jit::Compiled;
+using jit::EngineShared;
+
+// "f32[4,64]" (compact, for trace lines).
+std::string compact_type(ElemKind k, std::span<const std::int64_t> s) {
+  std::string r(elem_name(k));
+  r += '[';
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + ']';
+}
+
+// The parameters `f` reads, directly or through the functions it calls.
+std::vector<std::string> params_used(const ir::Module& m, const ir::Function& f) {
+  std::vector<std::string> used;
+  std::vector<std::string> seen{f.name()};
+  std::vector<const ir::Function*> work{&f};
+  while (!work.empty()) {
+    const ir::Function* g = work.back();
+    work.pop_back();
+    for (ir::BlockId b : g->blocks())
+      for (ir::InstId i : g->insts(b)) {
+        const ir::InstData& inst = g->inst(i);
+        if (inst.op == ir::Op::Param) {
+          const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
+          if (std::find(used.begin(), used.end(), name) == used.end()) used.push_back(name);
+        }
+        if (inst.op == ir::Op::Call) {
+          const std::string& callee = std::get<ir::CallAttrs>(inst.attrs).callee;
+          const ir::Function* c = m.find_function(callee);
+          if (c && std::find(seen.begin(), seen.end(), callee) == seen.end()) {
+            seen.push_back(callee);
+            work.push_back(c);
+          }
+        }
+      }
+  }
+  return used;
+}
+
+// Stage 1: the function called `function`, taking `n_inputs` inputs.
+Result<const ir::Function*> find_entry(const ir::Module& module, std::string_view function, std::size_t n_inputs) {
+  const ir::Function* f = module.find_function(function);
+  if (!f) {
+    std::string have;
+    for (const ir::Function& g : module.functions()) have += (have.empty() ? "" : ", ") + g.name();
+    return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the program (functions: " +
+                                               (have.empty() ? "none" : have) + ")");
+  }
+  if (n_inputs != f->args().size())
+    return make_error(ErrorCode::InvalidArgument, "'" + f->name() + "' takes " + std::to_string(f->args().size()) +
+                                                      " input" + (f->args().size() == 1 ? "" : "s") + ", got " +
+                                                      std::to_string(n_inputs));
+  return f;
+}
+
+// Stage 2: every symbol's extent, from the bound parameters (`symbols`) and the inputs,
+// which must agree with each other and with the declarations.
+Result<std::map<std::string, std::int64_t>> bind_symbols(const ir::Function& f, std::span<const TensorView> inputs,
+                                                         const jit::Weights::SymbolMap& weight_symbols) {
+  std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
+  for (auto& [key, v] : weight_symbols) symbols.emplace(key, std::pair{v.first, "parameter '" + v.second + "'"});
+  const std::string_view layer = ir::layer_of(f.name());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Type& ty = f.type_of(f.args()[i]);
+    const std::string what = "input " + std::to_string(i) + " ('" + jit::arg_label(f, i) + "') of '" + f.name() + "'";
+    const std::string declared = ir::type_str(ty, f.symbols());
+    const TensorView& v = inputs[i];
+    if (v.kind != ty.elem)
+      return make_error(ErrorCode::InvalidArgument,
+                        what + " is " + std::string(elem_name(v.kind)) + " but is declared " + declared);
+    if (v.shape.size() != ty.rank())
+      return make_error(ErrorCode::InvalidArgument,
+                        what + " has shape " + jit::shape_str(v.shape) + " but is declared " + declared);
+    for (std::size_t d = 0; d < v.shape.size(); ++d) {
+      if (v.shape[d] < 0)
+        return make_error(ErrorCode::InvalidArgument,
+                          what + " has a negative extent in shape " + jit::shape_str(v.shape));
+      const ir::Dim& dim = ty.shape[d];
+      if (dim.is_static()) {
+        if (dim.extent != v.shape[d])
+          return make_error(ErrorCode::InvalidArgument,
+                            what + " has shape " + jit::shape_str(v.shape) + " but is declared " + declared);
+        continue;
+      }
+      const std::string& sym = f.symbol_name(dim.sym);
+      const std::string key = jit::symbol_key(layer, sym);
+      auto it = symbols.find(key);
+      if (it != symbols.end() && it->second.first != v.shape[d])
+        return make_error(ErrorCode::InvalidArgument,
+                          what + " has shape " + jit::shape_str(v.shape) + " (declared " + declared + "): '" + sym +
+                              "' is " + std::to_string(v.shape[d]) + " there but " + std::to_string(it->second.first) +
+                              " from " + it->second.second);
+      symbols.emplace(key, std::pair{v.shape[d], "input " + std::to_string(i) + " ('" + jit::arg_label(f, i) + "')"});
+    }
+  }
+  std::map<std::string, std::int64_t> bindings;
+  for (const auto& [key, v] : symbols) bindings.emplace(key, v.first);
+  return bindings;
+}
+
+// The one place the fallback is decided: the engine's target when it supports `f`;
+// otherwise, for `auto` engines, the reference target (said in the verbose trace, and
+// remembered in the artifact so a disk hit loads it the same way); a named target's
+// refusal is the error.
+Result<const targets::Target*> choose_target(const EngineShared& engine, const ir::Function& f, std::string* why) {
+  auto supported = engine.target->check_supported(f);
+  if (supported.ok()) return engine.target;
+  if (engine.fallback == nullptr) return std::move(supported).error();
+  *why = supported.error().message;
+  return engine.fallback;
+}
+
+void trace_fallback(const EngineShared& engine, const std::string& function, const std::string& why) {
+  if (engine.verbose())
+    engine.trace("ternjit_verbose,fallback,target=" + std::string(engine.target->name()) + ",fn=" + function +
+                 ",to=reference,why=" + why);
+}
+
+// Stage 4b (a disk miss): pipeline, target choice, compile.
+Result<targets::Artifact> compile_for_target(const EngineShared& engine, ir::Module& spec, const std::string& fname) {
+  passes::PipelineOptions popts;
+  popts.target = engine.target->info();
+  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine.typed.level, popts.target), popts));
+  const ir::Function* pf = spec.find_function(fname);
+  TERNJIT_CHECK(pf != nullptr, "specialize_function lost '" + fname + "'");
+  std::string fallback_why;
+  TERNJIT_TRY(const targets::Target* target, choose_target(engine, *pf, &fallback_why));
+  TERNJIT_TRY(targets::Artifact a, target->compile(spec, fname, engine.compile_options(*target)));
+  if (!fallback_why.empty()) {
+    trace_fallback(engine, fname, fallback_why);
+    a.metadata["fallback"] = fallback_why;
+  }
+  return a;
+}
+
+// Stage 4: the artifact from the disk cache (keyed before the pipeline: a hit skips the
+// pipeline and the target's compile), else compiled and stored.
+Result<Compiled> compile_cached(const EngineShared& engine, ir::Module& spec, const std::string& fname) {
+  Compiled c;
+  TERNJIT_TRY(c.artifact, engine.disk_cache->get_or_compile(
+                              spec, fname, [&] { return compile_for_target(engine, spec, fname); }, &c.disk));
+  auto fb = c.artifact.metadata.find("fallback");
+  c.target = fb != c.artifact.metadata.end() && engine.fallback ? engine.fallback : engine.target;
+  if (c.disk == jit::DiskState::Hit && c.target == engine.fallback) trace_fallback(engine, fname, fb->second);
+  return c;
+}
+
+// Stage 6: the kernel's signature (the caller's input kinds and shapes, the specialized
+// results) and its trace description.
+Result<std::unique_ptr<jit::KernelImpl>> make_kernel(const EngineShared& engine, const ir::Function& f,
+                                                     const ir::Module& spec, std::span<const TensorView> inputs,
+                                                     const Compiled& c, std::unique_ptr<jit::Trampoline> loaded) {
+  const ir::Function* sf = spec.find_function(f.name());
+  TERNJIT_CHECK(sf != nullptr, "specialize_function lost '" + f.name() + "'");
+  std::vector<std::string> names;
+  std::vector<TensorView> sig_in, sig_out;
+  std::string shape_desc;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back(jit::arg_label(f, i));
+    sig_in.push_back(TensorView{nullptr, inputs[i].kind, inputs[i].shape});
+    shape_desc += (i ? " " : "") + names.back() + ":" + compact_type(inputs[i].kind, inputs[i].shape);
+  }
+  for (const ir::Type& t : sf->result_types()) {
+    std::vector<std::int64_t> shape;
+    for (const ir::Dim& d : t.shape) {
+      TERNJIT_CHECK(d.is_static(), "specialized result of '" + f.name() + "' is not static");
+      shape.push_back(d.extent);
+    }
+    sig_out.push_back(TensorView{nullptr, t.elem, std::move(shape)});
+  }
+  const std::string desc = "target=" + std::string(c.target->name()) + ",isa=" + loaded->isa() + ",fn=" + f.name() +
+                           ",shape=" + shape_desc + ",config=" + std::string(passes::opt_level_name(engine.typed.level)) +
+                           ",disk=" + std::string(jit::disk_state_name(c.disk));
+  return std::make_unique<jit::KernelImpl>(f.name(), std::move(names), std::move(sig_in), std::move(sig_out),
+                                           std::move(loaded), desc);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize(std::string_view function,
+                                                                   std::span<const TensorView> inputs) {
+  TERNJIT_TRY(const ir::Function* f, find_entry(module, function, inputs.size()));
+  TERNJIT_TRY(auto bindings, bind_and_freeze(*f, inputs));
+  TERNJIT_TRY(ir::Module spec, passes::specialize_function(module, f->name(), bindings, /*require_static=*/true));
+  TERNJIT_TRY(Compiled compiled, compile_cached(*engine, spec, f->name()));
+  TERNJIT_TRY(auto loaded, load(compiled));
+  return make_kernel(*engine, *f, spec, inputs, compiled, std::move(loaded));
+}
+
+Result<std::map<std::string, std::int64_t>> Program::Impl::bind_and_freeze(const ir::Function& f,
+                                                                          std::span<const TensorView> inputs) {
+  // One critical section from reading the weights to freezing them, so a concurrent bind
+  // cannot slip in between.
+  std::lock_guard lock(weights_mu);
+  for (const std::string& p : params_used(module, f))
+    if (!weights.is_bound(p))
+      return make_error(ErrorCode::InvalidArgument, "parameter '" + p + "' of '" + f.name() +
+                                                        "' is not bound: call bind, bind_file or bind_random first");
+  TERNJIT_TRY(auto bindings, bind_symbols(f, inputs, weights.symbols()));
+  frozen = true;  // from here on kernels may hold the weights: no more binding
+  return bindings;
+}
+
+Result<std::unique_ptr<jit::Trampoline>> Program::Impl::load(const jit::Compiled& c) {
+  const bool primary = c.target == engine->target;
+  targets::LoadContext ctx;
+  ctx.params = &weights.values();  // frozen: immutable while kernels live
+  ctx.parallel = engine->parallel;
+  ctx.state = primary ? target_state.get() : fallback_state.get();
+  ctx.options = engine->compile_options(*c.target).target;
+  ctx.tuning = engine->typed.tuning;
+  ctx.tuning_source = engine->tuning.get();
+  TERNJIT_TRY(targets::LoadedKernel loaded, c.target->load(c.artifact, ctx));
+  return std::make_unique<jit::Trampoline>(std::move(loaded));
+}
+
+}  // namespace ternjit

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// target.cpp - what every target shares: option strings, the options' cache-key text, buffer sizes, artifact IR.
+#include "targets/target.h"
+
+#include "ir/parse.h"
+
+namespace ternjit::targets {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::string_view artifact_kind_name(ArtifactKind kind) {
+  switch (kind) {
+    case ArtifactKind::Interpreted: return "interpreted";
+    case ArtifactKind::Plan: return "plan";
+    case ArtifactKind::Object: return "object";
+    case ArtifactKind::Ptx: return "ptx";
+    case ArtifactKind::Hsaco: return "hsaco";
+    case ArtifactKind::Spirv: return "spirv";
+  }
+  TERNJIT_UNREACHABLE("bad ArtifactKind");
+}
+
+std::string_view target_kind_name(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::Interpreter: return "interpreter";
+    case TargetKind::Cpu: return "cpu";
+    case TargetKind::Gpu: return "gpu";
+  }
+  TERNJIT_UNREACHABLE("bad TargetKind");
+}
+
+std::string_view tuning_mode_name(TuningMode mode) {
+  switch (mode) {
+    case TuningMode::Off: return "off";
+    case TuningMode::Cached: return "cached";
+    case TuningMode::Tune: return "tune";
+  }
+  TERNJIT_UNREACHABLE("bad TuningMode");
+}
+
+std::optional<TuningMode> parse_tuning_mode(std::string_view text) {
+  for (TuningMode m : {TuningMode::Off, TuningMode::Cached, TuningMode::Tune})
+    if (tuning_mode_name(m) == text) return m;
+  return std::nullopt;
+}
+
+std::string TargetOptions::get(std::string_view name) const {
+  auto it = values.find(std::string(name));
+  return it == values.end() ? std::string() : it->second;
+}
+
+Result<std::map<std::string, TargetOptions>> split_target_options(std::string_view text) {
+  std::map<std::string, TargetOptions> out;
+  auto bad = [&](std::string_view entry, std::string_view why) {
+    return make_error(ErrorCode::InvalidArgument, "target option '" + std::string(entry) + "' " + std::string(why) +
+                                                      " (expected TARGET.NAME=VALUE entries separated by ';', "
+                                                      "e.g. x86.max_isa=avx2)");
+  };
+  while (!text.empty()) {
+    const std::size_t semi = text.find(';');
+    const std::string_view entry = trim(text.substr(0, semi));
+    text = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
+    if (entry.empty()) continue;
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) return bad(entry, "has no '='");
+    const std::string_view name = trim(entry.substr(0, eq));
+    const std::size_t dot = name.find('.');
+    if (dot == std::string_view::npos || dot == 0 || dot + 1 == name.size())
+      return bad(entry, "does not name a target and an option");
+    const std::string target(name.substr(0, dot)), option(name.substr(dot + 1));
+    if (!out[target].values.emplace(option, std::string(trim(entry.substr(eq + 1)))).second)
+      return bad(entry, "is given twice");
+  }
+  return out;
+}
+
+std::string compile_options_key(std::string_view target, const CompileOptions& options) {
+  std::string s = "opt=" + std::string(passes::opt_level_name(options.opt_level)) +
+                  ";threads=" + std::to_string(options.threads) +
+                  ";tuning=" + std::string(tuning_mode_name(options.tuning));
+  for (const auto& [name, value] : options.target.values) s += ";" + std::string(target) + "." + name + "=" + value;
+  return s;
+}
+
+Result<std::vector<std::unique_ptr<TuningSpace>>> Target::tuning_spaces(const ir::Module&, std::string_view,
+                                                                        const CompileOptions&) const {
+  return std::vector<std::unique_ptr<TuningSpace>>{};
+}
+
+Result<BufferSizes> buffer_sizes(const ir::Function& f) {
+  BufferSizes s;
+  auto add = [&](const ir::Type& t, std::vector<std::size_t>& to) -> Result<void> {
+    auto n = t.static_numel();
+    if (!n) return make_error(ErrorCode::InvalidInput, "'" + f.name() + "' is not fully static");
+    to.push_back(static_cast<std::size_t>(*n) * static_cast<std::size_t>(elem_bits(t.elem) / 8));
+    return success();
+  };
+  for (ir::ValueId v : f.args()) TERNJIT_TRY_VOID(add(f.type_of(v), s.in));
+  for (const ir::Type& t : f.result_types()) TERNJIT_TRY_VOID(add(t, s.out));
+  return s;
+}
+
+Result<ir::Module> parse_artifact_module(const Artifact& a) {
+  std::string_view text(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  TERNJIT_TRY(ir::Module m, ir::parse_module(text, "<artifact " + a.entry + ">"));
+  if (!m.find_function(a.entry))
+    return make_error(ErrorCode::InvalidInput, "artifact has no entry function '" + a.entry + "'");
+  return m;
+}
+
+}  // namespace ternjit::targets
