@@ -585,17 +585,20 @@ bool Parser::parse_attrs(std::vector<PAttr>& out) {
 bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, const std::vector<PAttr>& attrs) {
   const std::string opq = "'" + std::string(op_name(inst.op)) + "'";
   std::vector<std::string> fields;
-  switch (attrs_index_for(inst.op)) {
-    case 1: fields = {"value", "values"}; break;
-    case 4: fields = {"to"}; break;
-    case 5: fields = {"perm"}; break;
-    case 6: fields = {"axis", "keepdims"}; break;
-    case 7: fields = {"eps"}; break;
-    case 8: fields = {"threshold"}; break;
-    case 9: fields = {"x_scale", "w_scale", "bias", "residual", "act"}; break;
-    case 10: fields = {"steps"}; break;
-    case 11: fields = {"layout"}; break;
-    default: break;
+  const AttrsKind kind = attrs_kind(inst.op);
+  switch (kind) {
+    case AttrsKind::None: break;
+    case AttrsKind::Param: break;  // written as @name, already in inst.attrs
+    case AttrsKind::Call: break;   // written as @callee(...), already in inst.attrs
+    case AttrsKind::Const: fields = {"value", "values"}; break;
+    case AttrsKind::Cast: fields = {"to"}; break;
+    case AttrsKind::Perm: fields = {"perm"}; break;
+    case AttrsKind::Axis: fields = {"axis", "keepdims"}; break;
+    case AttrsKind::Eps: fields = {"eps"}; break;
+    case AttrsKind::Threshold: fields = {"threshold"}; break;
+    case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "bias", "residual", "act"}; break;
+    case AttrsKind::Ewise: fields = {"steps"}; break;
+    case AttrsKind::Layout: fields = {"layout"}; break;
   }
   if (fields.empty() && brace) return fail(*brace, opq + " takes no attributes");
   for (const PAttr& a : attrs) {
@@ -628,8 +631,14 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     return parse_double(*a.value.tok, v);
   };
 
-  switch (attrs_index_for(inst.op)) {
-    case 1: {
+  switch (kind) {
+    case AttrsKind::None:
+      inst.attrs = NoAttrs{};
+      return true;
+    case AttrsKind::Param:
+    case AttrsKind::Call:
+      return true;
+    case AttrsKind::Const: {
       const PAttr* one = find("value");
       const PAttr* many = find("values");
       if (one && many) return fail(*many->key, "'const' takes 'value' or 'values', not both");
@@ -651,7 +660,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = std::move(c);
       return true;
     }
-    case 4: {
+    case AttrsKind::Cast: {
       const PAttr* to = find("to");
       if (!to) return missing("to");
       auto k = to->value.kind == PAttrValue::Kind::Word ? parse_elem_kind(to->value.tok->text) : std::nullopt;
@@ -659,7 +668,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = CastAttrs{*k};
       return true;
     }
-    case 5: {
+    case AttrsKind::Perm: {
       const PAttr* perm = find("perm");
       if (!perm) return missing("perm");
       if (perm->value.kind != PAttrValue::Kind::List)
@@ -674,7 +683,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = std::move(p);
       return true;
     }
-    case 6: {
+    case AttrsKind::Axis: {
       AxisAttrs ax;
       const PAttr* axis = find("axis");
       if (!axis) return missing("axis");
@@ -690,7 +699,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = ax;
       return true;
     }
-    case 7: {
+    case AttrsKind::Eps: {
       const PAttr* eps = find("eps");
       if (!eps) return missing("eps");
       EpsAttrs e;
@@ -698,7 +707,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = e;
       return true;
     }
-    case 8: {
+    case AttrsKind::Threshold: {
       const PAttr* th = find("threshold");
       if (!th) return missing("threshold");
       ThresholdAttrs t;
@@ -706,7 +715,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = t;
       return true;
     }
-    case 9: {
+    case AttrsKind::TMatMul: {
       TMatMulAttrs t;
       auto get_bool = [&](const char* key, bool& out) {
         const PAttr* a = find(key);
@@ -730,7 +739,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = t;
       return true;
     }
-    case 10: {
+    case AttrsKind::Ewise: {
       const PAttr* steps = find("steps");
       if (!steps) return missing("steps");
       if (steps->value.kind != PAttrValue::Kind::List)
@@ -758,7 +767,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = std::move(e);
       return true;
     }
-    case 11: {
+    case AttrsKind::Layout: {
       const PAttr* layout = find("layout");
       if (!layout) return missing("layout");
       auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_ternary_layout(layout->value.tok->text)
@@ -769,10 +778,8 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       inst.attrs = LayoutAttrs{*l};
       return true;
     }
-    default:
-      inst.attrs = NoAttrs{};
-      return true;
   }
+  return true;
 }
 
 // [results '='] op operands [attrs] [':' types]
@@ -830,9 +837,7 @@ bool Parser::parse_inst(PInst& inst, const std::string& func, std::vector<std::s
   const Token* brace = peek().kind == Tok::LBrace ? &peek() : nullptr;
   std::vector<PAttr> attrs;
   if (brace && !parse_attrs(attrs)) return false;
-  if (inst.op != Op::Param && inst.op != Op::Call && !build_attrs(inst, op_tok, brace, attrs)) return false;
-  if (brace && (inst.op == Op::Param || inst.op == Op::Call))
-    return fail(*brace, "'" + std::string(op_name(inst.op)) + "' takes no attributes");
+  if (!build_attrs(inst, op_tok, brace, attrs)) return false;
 
   if (!inst.results.empty()) {
     if (peek().kind != Tok::Colon)
