@@ -264,7 +264,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
   if (want >= 0 && static_cast<int>(ops.size()) != want)
     return fail(q(op) + " takes " + std::to_string(want) + " operand" + (want == 1 ? "" : "s") +
                 ", got " + std::to_string(ops.size()));
-  if (attrs.index() != attrs_index_for(op))
+  if (!attrs_match(op, attrs))
     return fail(q(op) + " has the wrong kind of attributes");
 
   if (!reads_packed_layouts(op))

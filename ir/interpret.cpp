@@ -698,7 +698,7 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
   const int want_ops = op_num_operands(inst.op), want_res = op_num_results(inst.op);
   if ((want_ops >= 0 && inst.operands.size() != static_cast<std::size_t>(want_ops)) ||
       (want_res >= 0 && inst.results.size() != static_cast<std::size_t>(want_res)) ||
-      inst.attrs.index() != attrs_index_for(inst.op))
+      !attrs_match(inst.op, inst.attrs))
     return fail_at(inst.loc, "malformed " + q(inst.op) + " instruction (operand, result or attribute mismatch)");
   std::vector<const HostTensor*> ops;
   for (ValueId v : inst.operands) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <utility>
 
 namespace ternjit::ir {
@@ -17,20 +18,44 @@ struct OpInfo {
   int operands;
   int results;
   OpFlags flags;
+  AttrsKind attrs;
+  OpCategory category;
 };
 
 constexpr OpFlags Pure = OpFlags::Pure;
 constexpr OpFlags Effect = OpFlags::Effect;
 constexpr OpFlags Term = OpFlags::Term;
 
+// The AttrsKind of an attribute struct: its position in Attrs.
+template <class T, class... Alts>
+constexpr AttrsKind kind_in(const std::variant<Alts...>*) {
+  std::size_t i = 0;
+  (void)((std::is_same_v<T, Alts> || (++i, false)) || ...);
+  return static_cast<AttrsKind>(i);
+}
+template <class T>
+constexpr AttrsKind kAttrsKindOf = kind_in<T>(static_cast<const Attrs*>(nullptr));
+
+// The enumerators name the alternatives in order (code switching on AttrsKind then
+// std::get's the struct the enumerator names).
+static_assert(std::variant_size_v<Attrs> == static_cast<std::size_t>(AttrsKind::Layout) + 1);
+static_assert(kAttrsKindOf<NoAttrs> == AttrsKind::None && kAttrsKindOf<ConstAttrs> == AttrsKind::Const &&
+              kAttrsKindOf<ParamAttrs> == AttrsKind::Param && kAttrsKindOf<CallAttrs> == AttrsKind::Call &&
+              kAttrsKindOf<CastAttrs> == AttrsKind::Cast && kAttrsKindOf<PermAttrs> == AttrsKind::Perm &&
+              kAttrsKindOf<AxisAttrs> == AttrsKind::Axis && kAttrsKindOf<EpsAttrs> == AttrsKind::Eps &&
+              kAttrsKindOf<ThresholdAttrs> == AttrsKind::Threshold &&
+              kAttrsKindOf<TMatMulAttrs> == AttrsKind::TMatMul && kAttrsKindOf<EwiseAttrs> == AttrsKind::Ewise &&
+              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout);
+
 constexpr OpInfo kOpInfo[] = {
-#define TERNJIT_OP(name, mnemonic, nops, nres, flags) {mnemonic, nops, nres, flags},
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags, attrs, category) \
+  {mnemonic, nops, nres, flags, kAttrsKindOf<attrs>, OpCategory::category},
 #include "ir/ops.def"
 #undef TERNJIT_OP
 };
 
 constexpr Op kAllOps[] = {
-#define TERNJIT_OP(name, mnemonic, nops, nres, flags) Op::name,
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags, attrs, category) Op::name,
 #include "ir/ops.def"
 #undef TERNJIT_OP
 };
@@ -43,6 +68,8 @@ std::string_view op_name(Op op) { return info(op).name; }
 int op_num_operands(Op op) { return info(op).operands; }
 int op_num_results(Op op) { return info(op).results; }
 OpFlags op_flags(Op op) { return info(op).flags; }
+OpCategory op_category(Op op) { return info(op).category; }
+AttrsKind attrs_kind(Op op) { return info(op).attrs; }
 std::span<const Op> all_ops() { return kAllOps; }
 
 std::optional<Op> parse_op(std::string_view mnemonic) {
@@ -51,44 +78,12 @@ std::optional<Op> parse_op(std::string_view mnemonic) {
   return std::nullopt;
 }
 
-std::size_t attrs_index_for(Op op) {
-  switch (op) {
-    case Op::Const: return 1;
-    case Op::Param: return 2;
-    case Op::Call: return 3;
-    case Op::Cast: return 4;
-    case Op::Transpose: return 5;
-    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::Softmax: return 6;
-    case Op::RmsNorm: return 7;
-    case Op::Ternarize: return 8;
-    case Op::TMatMul: return 9;
-    case Op::Ewise: return 10;
-    case Op::TPack: return 11;
-    case Op::Ret: case Op::Br: case Op::CondBr: case Op::Add: case Op::Sub: case Op::Mul:
-    case Op::Div: case Op::Max: case Op::Min: case Op::Neg: case Op::Abs: case Op::Relu:
-    case Op::Sigmoid: case Op::Tanh: case Op::Gelu: case Op::Silu: case Op::Exp: case Op::Log:
-    case Op::Sqrt: case Op::Rsqrt: case Op::Reshape: case Op::Broadcast: case Op::MatMul:
-    case Op::QuantizeInt8: case Op::TernarizeAbsmean: case Op::Quantize: case Op::TQuantize:
-    case Op::Dequantize:
-      return 0;
-  }
-  return 0;
-}
-
 bool is_ewise_step_op(Op op) {
-  switch (op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
-    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
-    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt:
-      return true;
-    default:
-      return false;
-  }
+  const OpCategory c = op_category(op);
+  return c == OpCategory::Binary || c == OpCategory::Unary || c == OpCategory::Activation;
 }
 
-bool is_ewise_binary(Op op) {
-  return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Max || op == Op::Min;
-}
+bool is_ewise_binary(Op op) { return op_category(op) == OpCategory::Binary; }
 
 // ---------------------------------------------------------------- enums
 

@@ -89,7 +89,7 @@ enum class OpFlags : std::uint8_t { Pure, Effect, Term };
 
 /// Every op, generated from ops.def.
 enum class Op : std::uint8_t {
-#define TERNJIT_OP(name, mnemonic, nops, nres, flags) name,
+#define TERNJIT_OP(name, mnemonic, nops, nres, flags, attrs, category) name,
 #include "ir/ops.def"
 #undef TERNJIT_OP
 };
@@ -104,6 +104,26 @@ int op_num_operands(Op op);
 int op_num_results(Op op);
 /// Flags from ops.def.
 OpFlags op_flags(Op op);
+
+/// What kind of operation an op is (ops.def). Passes and targets ask for a category
+/// instead of keeping their own lists of ops.
+enum class OpCategory : std::uint8_t {
+  Source,         ///< const, param: a value from attributes or the module
+  Call,           ///< call
+  ControlFlow,    ///< ret, br, cond_br
+  Binary,         ///< elementwise with NumPy broadcasting: add sub mul div max min
+  Unary,          ///< elementwise math that is no activation: neg abs exp log sqrt rsqrt
+  Activation,     ///< elementwise activations, also tmatmul epilogues: relu sigmoid tanh gelu silu
+  Conversion,     ///< cast
+  DataMovement,   ///< transpose, reshape, broadcast
+  LinearAlgebra,  ///< matmul
+  Reduction,      ///< reduce_sum, reduce_mean, reduce_max
+  Normalization,  ///< softmax, rmsnorm
+  Quantization,   ///< quantize_int8, ternarize, ternarize_absmean, quantize, tquantize, dequantize
+  Kernel,         ///< tmatmul, ewise, tpack: what fusion and layout selection produce
+};
+/// The category from ops.def.
+OpCategory op_category(Op op);
 /// True for block terminators (ret, br, cond_br).
 inline bool is_terminator(Op op) { return op_flags(op) == OpFlags::Term; }
 /// All ops in ops.def order.
@@ -198,10 +218,9 @@ struct EwiseAttrs {
   std::vector<EwiseStep> steps;
   friend bool operator==(const EwiseAttrs&, const EwiseAttrs&) = default;
 };
-/// True for the ops an `ewise` step may be: add sub mul div max min (binary) and neg abs
-/// relu sigmoid tanh gelu silu exp log sqrt rsqrt (unary).
+/// True for the ops an `ewise` step may be: the Binary, Unary and Activation categories.
 bool is_ewise_step_op(Op op);
-/// True for the binary ones among is_ewise_step_op.
+/// True for the binary ones among is_ewise_step_op (the Binary category).
 bool is_ewise_binary(Op op);
 
 /// `tpack`: the layout the ternary weights are repacked into.
@@ -210,12 +229,20 @@ struct LayoutAttrs {
   friend bool operator==(const LayoutAttrs&, const LayoutAttrs&) = default;
 };
 
-/// Op-specific data; which alternative an op uses is fixed per op (attrs_index_for).
+/// Which attribute struct an instruction holds: one enumerator per alternative of Attrs,
+/// in the same order (NoAttrs, ConstAttrs, ..., LayoutAttrs).
+enum class AttrsKind : std::uint8_t { None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout };
+
+/// Op-specific data; which alternative an op uses is fixed per op in ops.def (attrs_kind).
 using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
                            AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs>;
 
-/// The attribute alternative index an op requires (index into Attrs).
-std::size_t attrs_index_for(Op op);
+/// The attribute struct every instruction of `op` carries (ops.def).
+AttrsKind attrs_kind(Op op);
+/// The attribute struct `attrs` holds.
+inline AttrsKind attrs_kind(const Attrs& attrs) { return static_cast<AttrsKind>(attrs.index()); }
+/// True when `attrs` holds the struct `op` carries; std::get of that struct is then safe.
+inline bool attrs_match(Op op, const Attrs& attrs) { return attrs_kind(attrs) == attrs_kind(op); }
 
 // ---------------------------------------------------------------- entities
 

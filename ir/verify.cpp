@@ -384,7 +384,7 @@ void FunctionVerifier::check_inst(int block_pos, int inst_pos, InstId i) {
                        std::to_string(d.results.size()));
     sound = false;
   }
-  if (d.attrs.index() != attrs_index_for(d.op)) {
+  if (!attrs_match(d.op, d.attrs)) {
     report_inst(i, q(d.op) + " has the wrong kind of attributes");
     sound = false;
   }

@@ -113,7 +113,7 @@ void append_u64(std::string& key, std::uint64_t v) {
 std::string key_of(const ir::Function& f, const ir::InstData& d) {
   std::string key;
   key += static_cast<char>(d.op);
-  key += static_cast<char>(d.attrs.index());
+  key += static_cast<char>(ir::attrs_kind(d.attrs));
   append_u64(key, d.operands.size());
   for (ir::ValueId v : d.operands) append_u64(key, v.index);
   append_u64(key, d.results.size());
@@ -131,7 +131,7 @@ std::string key_of(const ir::Function& f, const ir::InstData& d) {
 }
 
 bool same_attrs(const ir::Attrs& a, const ir::Attrs& b) {
-  if (a.index() != b.index()) return false;
+  if (ir::attrs_kind(a) != ir::attrs_kind(b)) return false;
   if (const auto* ca = std::get_if<ir::ConstAttrs>(&a)) {
     const auto& cb = std::get<ir::ConstAttrs>(b);
     if (ca->values.size() != cb.values.size()) return false;

@@ -5,172 +5,21 @@
 // parameters; (3) declare every function's signature, so calls can be typed in any
 // order; (4) reject call cycles; (5) lower each body through ir::Builder. A failed
 // expression yields no value and poisons what depends on it (a `let` bound to it, a
-// return), so each mistake is reported once.
+// return), so each mistake is reported once. Built-in functions are lowered in
+// lower_builtins.cpp.
 #include "ir/dsl/lower.h"
 
 #include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <set>
-#include <string>
 #include <utility>
 
-#include "ir/builder.h"
+#include "ir/dsl/lower_internal.h"
 #include "ir/print.h"
 
 namespace ternjit::dsl {
 
+namespace lower_detail {
+
 namespace {
-
-using ir::Op;
-using ir::ValueId;
-
-// ---------------------------------------------------------------- built-ins
-
-enum class BuiltinKind : std::uint8_t {
-  Unary,       // f(x)
-  Binary,      // f(a, b), literals typed like an operator's
-  Axis,        // f(x, axis): softmax and reductions
-  RmsNorm,     // rmsnorm(x, gamma, eps)
-  Transpose,   // transpose(x): reverse all dims
-  Ternarize,   // ternarize(x, threshold)
-  Dequantize,  // dequantize(q, scale) or dequantize(x) (identity on floats)
-  Cast,        // cast<T>(x)
-};
-
-struct Builtin {
-  std::string_view name;
-  BuiltinKind kind;
-  Op op;
-  int min_args;
-  int max_args;
-};
-
-constexpr Builtin kBuiltins[] = {
-    {"relu", BuiltinKind::Unary, Op::Relu, 1, 1},
-    {"sigmoid", BuiltinKind::Unary, Op::Sigmoid, 1, 1},
-    {"tanh", BuiltinKind::Unary, Op::Tanh, 1, 1},
-    {"gelu", BuiltinKind::Unary, Op::Gelu, 1, 1},
-    {"silu", BuiltinKind::Unary, Op::Silu, 1, 1},
-    {"exp", BuiltinKind::Unary, Op::Exp, 1, 1},
-    {"log", BuiltinKind::Unary, Op::Log, 1, 1},
-    {"sqrt", BuiltinKind::Unary, Op::Sqrt, 1, 1},
-    {"rsqrt", BuiltinKind::Unary, Op::Rsqrt, 1, 1},
-    {"abs", BuiltinKind::Unary, Op::Abs, 1, 1},
-    {"quantize_int8", BuiltinKind::Unary, Op::QuantizeInt8, 1, 1},
-    {"ternarize_absmean", BuiltinKind::Unary, Op::TernarizeAbsmean, 1, 1},
-    {"maximum", BuiltinKind::Binary, Op::Max, 2, 2},
-    {"minimum", BuiltinKind::Binary, Op::Min, 2, 2},
-    {"softmax", BuiltinKind::Axis, Op::Softmax, 2, 2},
-    {"sum", BuiltinKind::Axis, Op::ReduceSum, 2, 2},
-    {"mean", BuiltinKind::Axis, Op::ReduceMean, 2, 2},
-    {"max", BuiltinKind::Axis, Op::ReduceMax, 2, 2},
-    {"rmsnorm", BuiltinKind::RmsNorm, Op::RmsNorm, 3, 3},
-    {"transpose", BuiltinKind::Transpose, Op::Transpose, 1, 1},
-    {"ternarize", BuiltinKind::Ternarize, Op::Ternarize, 2, 2},
-    {"dequantize", BuiltinKind::Dequantize, Op::Dequantize, 1, 2},
-    {"cast", BuiltinKind::Cast, Op::Cast, 1, 1},
-};
-
-const Builtin* find_builtin(std::string_view name) {
-  for (const Builtin& b : kBuiltins)
-    if (b.name == name) return &b;
-  return nullptr;
-}
-
-std::string plural(std::size_t n, std::string_view word) {
-  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
-}
-
-// Element kinds a user may write: in Tensor<...> and in cast<...>.
-constexpr ElemKind kTensorKinds[] = {ElemKind::F16, ElemKind::BF16, ElemKind::F32, ElemKind::I8,
-                                     ElemKind::I32};
-constexpr ElemKind kCastKinds[] = {ElemKind::F16, ElemKind::BF16, ElemKind::F32,
-                                   ElemKind::I8,  ElemKind::I32,  ElemKind::T2};
-
-template <std::size_t N>
-std::optional<ElemKind> find_kind(const ElemKind (&kinds)[N], std::string_view s) {
-  for (ElemKind k : kinds)
-    if (elem_name(k) == s) return k;
-  return std::nullopt;
-}
-
-template <std::size_t N>
-std::string kind_list(const ElemKind (&kinds)[N]) {
-  std::string s;
-  for (std::size_t i = 0; i < N; ++i) s += (i ? ", " : "") + std::string(elem_name(kinds[i]));
-  return s;
-}
-
-// ---------------------------------------------------------------- lowering state
-
-// A checked name inside a function body.
-struct Binding {
-  enum class Kind : std::uint8_t { Value, Param, Literal, Poison };
-  Kind kind = Kind::Poison;
-  ValueId value;          // Value
-  std::string param;      // Param: the IR parameter name
-  double number = 0.0;    // Literal
-  bool is_int = false;    // Literal
-  std::string text;       // Literal: its spelling
-  Pos def;                // where the name was defined (for duplicate notes)
-};
-
-// The value of an expression: an IR value, or a literal not yet given a kind (a
-// literal takes the element kind of the operand it meets).
-struct Val {
-  bool literal = false;
-  ValueId id;
-  double number = 0.0;
-  bool is_int = false;
-  std::string text;
-  Pos pos;
-};
-
-// A compile-time number written in the source (a literal, a negated one, or a name
-// bound to one by `let`).
-struct ConstNumber {
-  double value = 0.0;
-  bool is_int = false;
-  std::string text;
-};
-
-struct ParamInfo {
-  std::string ir_name;
-  Pos pos;
-  bool ok = false;  // declared in the module
-};
-
-enum class ArgState : std::uint8_t { Ok, Duplicate, BadType };
-
-struct FnInfo {
-  const FnDecl* decl = nullptr;
-  std::string layer;
-  std::string ir_name;                 // "Layer.fn"
-  std::size_t func_index = SIZE_MAX;   // into module.functions(); SIZE_MAX: not lowered
-  bool usable = false;                 // signature fully valid: calls can be typed
-  std::vector<ArgState> args;
-  std::optional<ir::Type> result;
-};
-
-struct LayerInfo {
-  const LayerDecl* decl = nullptr;
-  std::set<std::string> symbols;             // unqualified dim names in its types
-  std::vector<std::string> param_order;      // first definitions, in source order
-  std::map<std::string, ParamInfo> params;
-  std::map<std::string, std::size_t> fns;    // name -> index into fns_
-};
-
-// Where a call goes.
-struct CallTarget {
-  enum class Kind : std::uint8_t { Fn, Builtin, Poison, Error } kind = Kind::Error;
-  std::size_t fn = SIZE_MAX;
-  const Builtin* builtin = nullptr;
-  Pos err_pos;
-  std::string err;
-};
 
 std::string qualify(const std::string& callee_layer, const std::string& sym,
                     const std::string& caller_layer) {
@@ -181,809 +30,587 @@ std::string qualify(const std::string& callee_layer, const std::string& sym,
   return q;
 }
 
-class Lowerer {
- public:
-  Lowerer(const File& file, std::string_view file_name, std::vector<Diagnostic>& diags)
-      : file_(file), file_name_(file_name), diags_(diags) {}
-
-  ir::Module run() {
-    declare_layers();
-    for (LayerInfo* l : layer_order_) declare_params(*l);
-    for (LayerInfo* l : layer_order_) declare_fns(*l);
-    check_cycles();
-    for (std::size_t i = 0; i < fns_.size(); ++i)
-      if (fns_[i].func_index != SIZE_MAX) lower_body(fns_[i]);
-    return std::move(module_);
-  }
-
- private:
-  // ---------------------------------------------------------------- diagnostics
-
-  [[nodiscard]] SourceLoc loc(Pos p) const { return SourceLoc{file_name_, p.line, p.col}; }
-
-  void error(Pos p, std::string msg, std::vector<Diagnostic> notes = {}) {
-    diags_.push_back(Diagnostic{loc(p), Severity::Error, std::move(msg), {}, std::move(notes)});
-  }
-
-  [[nodiscard]] Diagnostic note(Pos p, std::string msg) const {
-    return Diagnostic{loc(p), Severity::Note, std::move(msg), {}, {}};
-  }
-
-  // `what` is "layer", "parameter", ...; empty for a `let` name.
-  void duplicate(std::string_view what, const std::string& name, Pos at, Pos first) {
-    std::string kind = what.empty() ? std::string() : std::string(what) + " ";
-    error(at, "duplicate definition of " + kind + "'" + name + "'",
-          {note(first, "'" + name + "' first defined here")});
-  }
-
-  // Reports an error from the builder (that is, from ir::infer_types) at the DSL
-  // position of the operator or call; messages that do not name the op or callee
-  // get "in 'what': " in front so the user can tell which operation failed.
-  // A built-in whose op has another name (`sum` is reduce_sum) gets its own name back
-  // when the message starts with the op's.
-  void ir_error(Pos p, std::string_view what, const Error& e) {
-    std::string msg = e.diagnostics.empty() ? e.message : e.diagnostics.front().message;
-    if (const Builtin* b = find_builtin(what)) {
-      std::string ir_name = "'" + std::string(ir::op_name(b->op)) + "'";
-      if (msg.compare(0, ir_name.size(), ir_name) == 0)
-        msg = "'" + std::string(b->name) + "'" + msg.substr(ir_name.size());
-    }
-    if (msg.empty() || (msg.front() != '\'' && msg.front() != '@'))
-      msg = "in '" + std::string(what) + "': " + msg;
-    error(p, std::move(msg));
-  }
-
-  // ---------------------------------------------------------------- declarations
-
-  void declare_layers() {
-    for (const LayerDecl& l : file_.layers) {
-      // A declaration the parser could not read fully has had its one error, so it
-      // is not reported as a duplicate too (here and for parameters and functions).
-      auto it = layers_.find(l.name);
-      if (it != layers_.end()) {
-        if (l.ok) duplicate("layer", l.name, l.pos, it->second.decl->pos);
-        continue;
-      }
-      LayerInfo& info = layers_[l.name];
-      info.decl = &l;
-      auto add_syms = [&](const std::optional<TypeExpr>& t) {
-        if (!t) return;
-        for (const DimExpr& d : t->dims)
-          if (!d.symbol.empty() && d.symbol.find('.') == std::string::npos) info.symbols.insert(d.symbol);
-      };
-      for (const ParamDecl& p : l.params) add_syms(p.type);
-      for (const FnDecl& f : l.fns) {
-        for (const ArgDecl& a : f.args) add_syms(a.type);
-        add_syms(f.result);
-      }
-      layer_order_.push_back(&info);
-    }
-  }
-
-  // Resolves a written type; `sym` declares a (resolved) symbol name in the right
-  // table. Reports the first problem and returns nullopt.
-  template <class SymFn>
-  std::optional<ir::Type> resolve_type(const TypeExpr& t, const std::string& layer, SymFn&& sym) {
-    ir::Type out;
-    if (t.ternary) {
-      out.elem = ElemKind::T2;
-    } else if (!t.elem.empty()) {
-      auto k = find_kind(kTensorKinds, t.elem);
-      if (!k) {
-        error(t.elem_pos, "unknown element type '" + t.elem + "' (expected one of " +
-                              kind_list(kTensorKinds) + ")");
-        return std::nullopt;
-      }
-      out.elem = *k;
-    }
-    for (const DimExpr& d : t.dims) {
-      if (d.symbol.empty()) {
-        out.shape.push_back(ir::Dim::fixed(d.extent));
-        continue;
-      }
-      std::string name = d.symbol;
-      if (auto dot = name.find('.'); dot != std::string::npos) {
-        std::string owner = name.substr(0, dot), s = name.substr(dot + 1);
-        auto it = layers_.find(owner);
-        if (it == layers_.end()) {
-          error(d.pos, "unknown layer '" + owner + "' in dimension '" + name + "'");
-          return std::nullopt;
-        }
-        if (!it->second.symbols.count(s)) {
-          error(d.pos, "layer '" + owner + "' has no symbol '" + s + "'");
-          return std::nullopt;
-        }
-        // A layer naming its own symbol qualified means the plain symbol.
-        if (owner == layer) name = s;
-      }
-      out.shape.push_back(ir::Dim::symbolic(sym(name)));
-    }
-    return out;
-  }
-
-  void declare_params(LayerInfo& l) {
-    const std::string& lname = l.decl->name;
-    for (const ParamDecl& p : l.decl->params) {
-      if (auto it = l.params.find(p.name); it != l.params.end()) {
-        if (p.type) duplicate("parameter", p.name, p.pos, it->second.pos);
-        continue;
-      }
-      ParamInfo& info = l.params[p.name];
-      l.param_order.push_back(p.name);
-      info.ir_name = lname + "." + p.name;
-      info.pos = p.pos;
-      if (!p.type) continue;
-      std::vector<std::string> syms;
-      auto t = resolve_type(*p.type, lname, [&](const std::string& s) {
-        auto it = std::find(syms.begin(), syms.end(), s);
-        if (it == syms.end()) it = syms.insert(syms.end(), s);
-        return ir::SymbolId(static_cast<std::uint32_t>(it - syms.begin()));
-      });
-      if (!t) continue;
-      module_.params().push_back(ir::ParamDecl{info.ir_name, std::move(*t), std::move(syms), loc(p.pos)});
-      info.ok = true;
-    }
-  }
-
-  void declare_fns(LayerInfo& l) {
-    const std::string& lname = l.decl->name;
-    for (const FnDecl& fd : l.decl->fns) {
-      if (auto it = l.fns.find(fd.name); it != l.fns.end()) {
-        if (fd.header_ok) duplicate("function", fd.name, fd.pos, fns_[it->second].decl->pos);
-        continue;
-      }
-      l.fns[fd.name] = fns_.size();
-      FnInfo& info = fns_.emplace_back();
-      info.decl = &fd;
-      info.layer = lname;
-      info.ir_name = lname + "." + fd.name;
-      if (!fd.header_ok) continue;
-
-      ir::Function f(info.ir_name);
-      f.set_loc(loc(fd.pos));
-      ir::BlockId entry = f.add_block("entry");
-      bool ok = true;
-      std::map<std::string, Pos> seen;
-      for (const ArgDecl& a : fd.args) {
-        ArgState state = ArgState::Ok;
-        if (auto p = l.params.find(a.name); p != l.params.end()) {
-          duplicate("argument", a.name, a.pos, p->second.pos);
-          state = ArgState::Duplicate;
-        } else if (auto s = seen.find(a.name); s != seen.end()) {
-          duplicate("argument", a.name, a.pos, s->second);
-          state = ArgState::Duplicate;
-        }
-        seen.emplace(a.name, a.pos);
-        std::optional<ir::Type> t;
-        if (a.type) t = resolve_type(*a.type, lname, [&](const std::string& s) { return f.symbol(s); });
-        if (!t) {
-          state = ArgState::BadType;
-          ok = false;
-        }
-        // A broken argument still takes its slot (typed f32[]) so indices line up;
-        // the module is discarded anyway because an error was reported.
-        f.add_block_arg(entry, t ? *t : ir::Type{}, state == ArgState::Ok ? a.name : std::string());
-        info.args.push_back(state);
-      }
-      if (fd.result) info.result = resolve_type(*fd.result, lname, [&](const std::string& s) { return f.symbol(s); });
-      if (info.result) f.set_result_types({*info.result});
-      else ok = false;
-      info.usable = ok;
-      info.func_index = module_.functions().size();
-      module_.functions().push_back(std::move(f));
-    }
-  }
-
-  // ---------------------------------------------------------------- call resolution
-
-  // Resolves the callee of a Call expression made inside layer `current`. Plain
-  // names look for a function of the same layer, then a layer (its `forward`),
-  // then a built-in.
-  CallTarget resolve_call(const LayerInfo& current, const Expr& e) const {
-    CallTarget t;
-    auto in_layer = [&](const LayerInfo& l, const std::string& fn, Pos pos) {
-      if (!l.decl->ok) {
-        t.kind = CallTarget::Kind::Poison;
-        return;
-      }
-      auto it = l.fns.find(fn);
-      if (it == l.fns.end()) {
-        t.err_pos = pos;
-        t.err = "layer '" + l.decl->name + "' has no function '" + fn + "'";
-        return;
-      }
-      t.kind = CallTarget::Kind::Fn;
-      t.fn = it->second;
-    };
-    if (!e.member.empty()) {
-      auto it = layers_.find(e.name);
-      if (it == layers_.end()) {
-        t.err_pos = e.pos;
-        t.err = "unknown layer '" + e.name + "'";
-        return t;
-      }
-      in_layer(it->second, e.member, e.member_pos);
-      return t;
-    }
-    if (auto it = current.fns.find(e.name); it != current.fns.end()) {
-      t.kind = CallTarget::Kind::Fn;
-      t.fn = it->second;
-      return t;
-    }
-    if (auto it = layers_.find(e.name); it != layers_.end()) {
-      in_layer(it->second, "forward", e.pos);
-      return t;
-    }
-    if (const Builtin* b = find_builtin(e.name)) {
-      t.kind = CallTarget::Kind::Builtin;
-      t.builtin = b;
-      return t;
-    }
-    t.err_pos = e.pos;
-    t.err = "unknown function '" + e.name + "'";
-    return t;
-  }
-
-  // ---------------------------------------------------------------- call cycles
-
-  struct CallEdge {
-    std::size_t to;
-    Pos pos;
-  };
-
-  void collect_calls(const LayerInfo& l, const Expr& e, std::vector<CallEdge>& out) const {
-    if (e.kind == ExprKind::Call) {
-      CallTarget t = resolve_call(l, e);
-      if (t.kind == CallTarget::Kind::Fn) out.push_back({t.fn, e.pos});
-    }
-    for (const Expr& a : e.args) collect_calls(l, a, out);
-  }
-
-  // Depth-first search in source order; an edge back to a function on the current
-  // path closes a cycle, reported once at that call.
-  void check_cycles() {
-    std::vector<std::vector<CallEdge>> edges(fns_.size());
-    for (std::size_t i = 0; i < fns_.size(); ++i) {
-      if (!fns_[i].decl->header_ok) continue;
-      const LayerInfo& l = layers_.at(fns_[i].layer);
-      for (const Stmt& s : fns_[i].decl->body)
-        if (s.value) collect_calls(l, *s.value, edges[i]);
-    }
-    enum class Color : std::uint8_t { White, Gray, Black };
-    std::vector<Color> color(fns_.size(), Color::White);
-    std::vector<std::size_t> path;
-    auto dfs = [&](auto&& self, std::size_t n) -> void {
-      color[n] = Color::Gray;
-      path.push_back(n);
-      for (const CallEdge& e : edges[n]) {
-        if (color[e.to] == Color::Gray) {
-          std::string chain;
-          auto start = std::find(path.begin(), path.end(), e.to);
-          for (auto it = start; it != path.end(); ++it) chain += "'" + fns_[*it].ir_name + "' -> ";
-          chain += "'" + fns_[e.to].ir_name + "'";
-          error(e.pos, "recursive call: " + chain + " (recursion is not supported)");
-        } else if (color[e.to] == Color::White) {
-          self(self, e.to);
-        }
-      }
-      path.pop_back();
-      color[n] = Color::Black;
-    };
-    for (std::size_t i = 0; i < fns_.size(); ++i)
-      if (color[i] == Color::White) dfs(dfs, i);
-  }
-
-  // ---------------------------------------------------------------- bodies
-
-  void lower_body(const FnInfo& info) {
-    const FnDecl& fd = *info.decl;
-    const LayerInfo& layer = layers_.at(info.layer);
-    ir::Function& f = module_.functions()[info.func_index];
-    ir::Builder b(module_, f);
-    b.set_block(f.entry());
-    b_ = &b;
-    f_ = &f;
-    layer_ = &layer;
-    scope_.clear();
-
-    for (const std::string& name : layer.param_order) {
-      const ParamInfo& p = layer.params.at(name);
-      Binding bind;
-      bind.kind = p.ok ? Binding::Kind::Param : Binding::Kind::Poison;
-      bind.param = p.ir_name;
-      bind.def = p.pos;
-      scope_.emplace(name, bind);
-    }
-    for (std::size_t i = 0; i < fd.args.size(); ++i) {
-      if (info.args[i] == ArgState::Duplicate) continue;
-      Binding bind;
-      bind.kind = info.args[i] == ArgState::Ok ? Binding::Kind::Value : Binding::Kind::Poison;
-      bind.value = f.args()[i];
-      bind.def = fd.args[i].pos;
-      scope_.emplace(fd.args[i].name, bind);
-    }
-
-    bool returned = false;
-    for (const Stmt& s : fd.body) {
-      if (returned) {
-        if (!s.value) continue;  // already reported by the parser
-        error(s.pos, "unreachable statement after 'return' (the 'return' must be the last statement)");
-        break;
-      }
-      if (s.kind == StmtKind::Let) {
-        lower_let(s);
-        continue;
-      }
-      returned = true;
-      if (!s.value) continue;
-      auto v = lower_expr(*s.value);
-      if (!v || !info.result) continue;
-      std::optional<ValueId> id = v->literal ? materialize_like(*v, *info.result) : v->id;
-      if (!id) continue;
-      const ir::Type& got = f.type_of(*id);
-      if (!(got == *info.result)) {
-        error(s.pos, "return type mismatch: '" + fd.name + "' declares " +
-                         ir::type_str(*info.result, f.symbols()) + ", but the returned value is " +
-                         ir::type_str(got, f.symbols()));
-        continue;
-      }
-      auto r = b.create(Op::Ret, {*id}, ir::NoAttrs{}, {}, loc(s.pos));
-      if (!r.ok()) ir_error(s.pos, "return", r.error());
-    }
-    if (!returned && fd.body_ok)
-      error(fd.close_pos, "missing 'return' at the end of function '" + fd.name + "'");
-    b_ = nullptr;
-    f_ = nullptr;
-    layer_ = nullptr;
-  }
-
-  void lower_let(const Stmt& s) {
-    // A `let` that failed to parse has had its one error; its name (if new) stays
-    // poisoned so later uses are quiet.
-    if (!s.value) {
-      Binding poison;
-      poison.def = s.name_pos;
-      scope_.emplace(s.name, poison);
-      return;
-    }
-    if (auto it = scope_.find(s.name); it != scope_.end()) {
-      duplicate("", s.name, s.name_pos, it->second.def);
-      return;
-    }
-    Binding bind;
-    bind.def = s.name_pos;
-    std::optional<Val> v = lower_expr(*s.value);
-    if (v && v->literal) {
-      bind.kind = Binding::Kind::Literal;
-      bind.number = v->number;
-      bind.is_int = v->is_int;
-      bind.text = v->text;
-    } else if (v) {
-      bind.kind = Binding::Kind::Value;
-      bind.value = v->id;
-      // Name the value after the `let` unless it already has a name (`let a = x`
-      // makes `a` another name for %x).
-      ir::ValueData& vd = f_->value(v->id);
-      if (vd.name.empty()) vd.name = s.name;
-    }
-    scope_.emplace(s.name, bind);
-  }
-
-  std::optional<Val> lower_expr(const Expr& e) {
-    switch (e.kind) {
-      case ExprKind::Name: return lower_name(e);
-      case ExprKind::Number: {
-        Val v;
-        v.literal = true;
-        v.number = e.number;
-        v.is_int = e.is_int;
-        v.text = e.text;
-        v.pos = e.pos;
-        return v;
-      }
-      case ExprKind::Neg: {
-        auto x = lower_expr(e.args[0]);
-        if (!x) return std::nullopt;
-        if (x->literal) {
-          x->number = -x->number;
-          x->text = "-" + x->text;
-          x->pos = e.pos;
-          return x;
-        }
-        return value_or_error(b_->create1(Op::Neg, {x->id}, ir::NoAttrs{}, {}, loc(e.pos)), e.pos, "-");
-      }
-      case ExprKind::Binary: {
-        auto a = lower_expr(e.args[0]);
-        if (!a) return std::nullopt;
-        auto b = lower_expr(e.args[1]);
-        if (!b) return std::nullopt;
-        if (a->literal && b->literal) return fold(e, *a, *b);
-        static constexpr Op kOps[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::MatMul};
-        auto id = binary(kOps[static_cast<std::size_t>(e.op)], *a, *b, e.pos, binary_op_spelling(e.op));
-        if (!id) return std::nullopt;
-        return value(*id);
-      }
-      case ExprKind::Call: return lower_call(e);
-    }
-    return std::nullopt;
-  }
-
-  // Arithmetic on two literals is done here, in double, and gives a literal (so
-  // `1.0 - eps` still takes the kind of the tensor it meets). As in Python, integers
-  // stay integers except under `/`.
-  std::optional<Val> fold(const Expr& e, const Val& a, const Val& b) {
-    Val r;
-    r.literal = true;
-    r.pos = e.pos;
-    r.is_int = a.is_int && b.is_int && e.op != BinaryOp::Div;
-    switch (e.op) {
-      case BinaryOp::Add: r.number = a.number + b.number; break;
-      case BinaryOp::Sub: r.number = a.number - b.number; break;
-      case BinaryOp::Mul: r.number = a.number * b.number; break;
-      case BinaryOp::Div:
-        if (b.number == 0) {
-          error(e.pos, "division by zero in '" + a.text + " / " + b.text + "'");
-          return std::nullopt;
-        }
-        r.number = a.number / b.number;
-        break;
-      case BinaryOp::MatMul:
-        error(e.pos, "'@' needs tensor operands, got the numbers " + a.text + " and " + b.text);
-        return std::nullopt;
-    }
-    r.text = ir::format_double(r.number);
-    return r;
-  }
-
-  static Val value(ValueId id) {
-    Val v;
-    v.id = id;
-    return v;
-  }
-
-  std::optional<Val> value_or_error(Result<ValueId> r, Pos p, std::string_view what) {
-    if (!r.ok()) {
-      ir_error(p, what, r.error());
-      return std::nullopt;
-    }
-    return value(r.value());
-  }
-
-  std::optional<Val> lower_name(const Expr& e) {
-    auto it = scope_.find(e.name);
-    if (it == scope_.end()) {
-      error(e.pos, "unknown name '" + e.name + "'");
-      return std::nullopt;
-    }
-    const Binding& bind = it->second;
-    switch (bind.kind) {
-      case Binding::Kind::Value: return value(bind.value);
-      case Binding::Kind::Param:
-        // One `param` per use; CSE merges them later.
-        return value_or_error(b_->param(bind.param, loc(e.pos)), e.pos, e.name);
-      case Binding::Kind::Literal: {
-        Val v;
-        v.literal = true;
-        v.number = bind.number;
-        v.is_int = bind.is_int;
-        v.text = bind.text;
-        v.pos = e.pos;
-        return v;
-      }
-      case Binding::Kind::Poison: return std::nullopt;
-    }
-    return std::nullopt;
-  }
-
-  // A literal as a scalar `const` of kind `k`.
-  std::optional<ValueId> materialize(const Val& v, ElemKind k) {
-    if (!v.literal) return v.id;
-    auto r = b_->constant(ir::Type{k, {}}, {v.number}, loc(v.pos));
-    if (!r.ok()) {
-      ir_error(v.pos, "const", r.error());
-      return std::nullopt;
-    }
-    return r.value();
-  }
-
-  // A literal standing alone (the argument of a built-in) is an f32 scalar, so that
-  // `sqrt(2)` means what it says.
-  std::optional<ValueId> materialize_default(const Val& v) { return materialize(v, ElemKind::F32); }
-
-  // A literal meeting a value of type `other` (an operand, a declared argument or
-  // result type): see literal_kind.
-  std::optional<ValueId> materialize_like(const Val& v, const ir::Type& other) {
-    auto k = literal_kind(v, other);
-    if (!k) return std::nullopt;
-    return materialize(v, *k);
-  }
-
-  // The kind a literal takes next to an operand of type `other`: the operand's kind,
-  // except that t2 (and bool) operands meet i32 literals, since those kinds cannot
-  // hold most integers. A float literal next to an integer tensor, or an integer
-  // literal its kind cannot represent, is an error.
-  std::optional<ElemKind> literal_kind(const Val& lit, const ir::Type& other) {
-    ElemKind k = other.elem;
-    if (is_float(k)) return k;
-    if (!lit.is_int) {
-      error(lit.pos, "float literal " + lit.text + " used with an integer operand of type " +
-                         ir::type_str(other, f_->symbols()) + ": expected an integer literal");
-      return std::nullopt;
-    }
-    if (k == ElemKind::T2 || k == ElemKind::Bool) k = ElemKind::I32;
-    if (ir::round_to_kind(lit.number, k) != lit.number) {
-      error(lit.pos, "integer literal " + lit.text + " is out of range for " +
-                         std::string(elem_name(k)));
-      return std::nullopt;
-    }
-    return k;
-  }
-
-  // An elementwise or matmul op on two values, either of which may be a literal.
-  std::optional<ValueId> binary(Op op, const Val& a, const Val& b, Pos pos, std::string_view what) {
-    std::optional<ValueId> x, y;
-    if (a.literal && b.literal) {
-      // Only maximum/minimum get here (operators fold two literals): f32 scalars.
-      x = materialize_default(a);
-      if (x) y = materialize_default(b);
-    } else if (a.literal) {
-      x = materialize_like(a, f_->type_of(b.id));
-      y = b.id;
-    } else if (b.literal) {
-      x = a.id;
-      y = materialize_like(b, f_->type_of(a.id));
-    } else {
-      x = a.id;
-      y = b.id;
-    }
-    if (!x || !y) return std::nullopt;
-    auto r = b_->create1(op, {*x, *y}, ir::NoAttrs{}, {}, loc(pos));
-    if (!r.ok()) {
-      ir_error(pos, what, r.error());
-      return std::nullopt;
-    }
-    return r.value();
-  }
-
-  // A tensor argument: an expression, with a lone literal taking its default kind.
-  std::optional<ValueId> tensor_arg(const Expr& e) {
-    auto v = lower_expr(e);
-    if (!v) return std::nullopt;
-    return v->literal ? materialize_default(*v) : v->id;
-  }
-
-  std::optional<ConstNumber> const_number(const Expr& e) const {
-    if (e.kind == ExprKind::Number) return ConstNumber{e.number, e.is_int, e.text};
-    if (e.kind == ExprKind::Neg) {
-      auto c = const_number(e.args[0]);
-      if (c) {
-        c->value = -c->value;
-        c->text = "-" + c->text;
-      }
-      return c;
-    }
-    if (e.kind == ExprKind::Name) {
-      auto it = scope_.find(e.name);
-      if (it != scope_.end() && it->second.kind == Binding::Kind::Literal)
-        return ConstNumber{it->second.number, it->second.is_int, it->second.text};
-    }
-    return std::nullopt;
-  }
-
-  // A compile-time number argument of a built-in (axis, eps, threshold).
-  std::optional<ConstNumber> number_arg(const Builtin& bi, const Expr& e, std::string_view what,
-                                        bool need_int) {
-    auto c = const_number(e);
-    if (c && (!need_int || c->is_int)) return c;
-    std::string want = need_int ? "an integer literal" : "a number literal";
-    std::string got = c ? c->text : (e.kind == ExprKind::Name ? "'" + e.name + "'" : "an expression");
-    error(e.pos, "'" + std::string(bi.name) + "' " + std::string(what) + " must be " + want +
-                     ", got " + got);
-    return std::nullopt;
-  }
-
-  std::optional<Val> lower_call(const Expr& e) {
-    CallTarget t = resolve_call(*layer_, e);
-    switch (t.kind) {
-      case CallTarget::Kind::Error: error(t.err_pos, t.err); return std::nullopt;
-      case CallTarget::Kind::Poison: return std::nullopt;
-      case CallTarget::Kind::Builtin: return lower_builtin(*t.builtin, e);
-      case CallTarget::Kind::Fn: break;
-    }
-    const FnInfo& callee = fns_[t.fn];
-    std::string shown = e.member.empty() ? e.name : e.name + "." + e.member;
-    if (e.has_type_arg) {
-      error(e.type_arg_pos, "'" + shown + "' does not take an element type");
-      return std::nullopt;
-    }
-    if (!callee.usable) return std::nullopt;
-    const ir::Function& cf = module_.functions()[callee.func_index];
-    auto formals = cf.args();
-
-    std::vector<ValueId> args;
-    for (std::size_t i = 0; i < e.args.size(); ++i) {
-      auto v = lower_expr(e.args[i]);
-      if (!v) return std::nullopt;
-      std::optional<ValueId> id;
-      if (!v->literal) id = v->id;
-      else if (i < formals.size()) id = materialize_like(*v, cf.type_of(formals[i]));
-      else id = materialize_default(*v);
-      if (!id) return std::nullopt;
-      args.push_back(*id);
-    }
-
-    // Result types for infer_types: callee symbols bound by the arguments map to the
-    // caller's dims (first occurrence; infer_types checks the rest), and symbols the
-    // arguments do not bind (extents fixed by the callee's parameters) become caller
-    // symbols qualified by the callee's layer, e.g. `BitLinear.N`.
-    std::map<std::uint32_t, ir::Dim> bound;
-    for (std::size_t i = 0; i < std::min(formals.size(), args.size()); ++i) {
-      const ir::Type& ft = cf.type_of(formals[i]);
-      const ir::Type& at = f_->type_of(args[i]);
-      if (ft.rank() != at.rank()) continue;
-      for (std::size_t d = 0; d < ft.rank(); ++d)
-        if (!ft.shape[d].is_static()) bound.emplace(ft.shape[d].sym.index, at.shape[d]);
-    }
-    std::vector<ir::Type> declared;
-    for (const ir::Type& rt : cf.result_types()) {
-      ir::Type t2 = rt;
-      for (ir::Dim& d : t2.shape) {
-        if (d.is_static()) continue;
-        auto it = bound.find(d.sym.index);
-        if (it != bound.end()) d = it->second;
-        else d = ir::Dim::symbolic(f_->symbol(qualify(callee.layer, cf.symbol_name(d.sym), layer_->decl->name)));
-      }
-      declared.push_back(std::move(t2));
-    }
-    auto r = b_->create(Op::Call, std::move(args), ir::CallAttrs{callee.ir_name}, std::move(declared), loc(e.pos));
-    if (!r.ok()) {
-      ir_error(e.pos, shown, r.error());
-      return std::nullopt;
-    }
-    TERNJIT_CHECK(r.value().size() == 1, "a usable DSL function has exactly one result");
-    return value(r.value()[0]);
-  }
-
-  std::optional<Val> lower_builtin(const Builtin& bi, const Expr& e) {
-    const std::string name(bi.name);
-    const auto n = static_cast<int>(e.args.size());
-    if (n < bi.min_args || n > bi.max_args) {
-      std::string takes = bi.min_args == bi.max_args
-                              ? plural(static_cast<std::size_t>(bi.min_args), "argument")
-                              : std::to_string(bi.min_args) + " or " +
-                                    plural(static_cast<std::size_t>(bi.max_args), "argument");
-      error(e.pos, "'" + name + "' takes " + takes + ", got " + std::to_string(n));
-      return std::nullopt;
-    }
-    ElemKind cast_to = ElemKind::F32;
-    if (bi.kind == BuiltinKind::Cast) {
-      if (!e.has_type_arg) {
-        error(e.pos, "'cast' needs an element type: expected cast<T>(x) with T one of " +
-                         kind_list(kCastKinds));
-        return std::nullopt;
-      }
-      auto k = find_kind(kCastKinds, e.type_arg);
-      if (!k) {
-        error(e.type_arg_pos, "unknown element type '" + e.type_arg + "' (expected one of " +
-                                  kind_list(kCastKinds) + ")");
-        return std::nullopt;
-      }
-      cast_to = *k;
-    } else if (e.has_type_arg) {
-      error(e.type_arg_pos, "'" + name + "' does not take an element type");
-      return std::nullopt;
-    }
-
-    const SourceLoc at = loc(e.pos);
-    switch (bi.kind) {
-      case BuiltinKind::Unary: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        return value_or_error(b_->create1(bi.op, {*x}, ir::NoAttrs{}, {}, at), e.pos, name);
-      }
-      case BuiltinKind::Binary: {
-        auto a = lower_expr(e.args[0]);
-        if (!a) return std::nullopt;
-        auto b = lower_expr(e.args[1]);
-        if (!b) return std::nullopt;
-        auto id = binary(bi.op, *a, *b, e.pos, name);
-        if (!id) return std::nullopt;
-        return value(*id);
-      }
-      case BuiltinKind::Axis: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        auto axis = number_arg(bi, e.args[1], "axis", true);
-        if (!axis) return std::nullopt;
-        // A negative axis counts from the end. Out of range either way, infer_types
-        // reports it (with the axis as written) at the axis.
-        auto rank = static_cast<std::int64_t>(f_->type_of(*x).rank());
-        auto written = static_cast<std::int64_t>(axis->value);
-        std::int64_t normalized = written < 0 ? written + rank : written;
-        bool bad = normalized < 0 || normalized >= rank;
-        auto r = b_->create1(bi.op, {*x}, ir::AxisAttrs{bad ? written : normalized, false}, {}, at);
-        return value_or_error(std::move(r), bad ? e.args[1].pos : e.pos, name);
-      }
-      case BuiltinKind::RmsNorm: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        auto gamma = tensor_arg(e.args[1]);
-        if (!gamma) return std::nullopt;
-        auto eps = number_arg(bi, e.args[2], "eps", false);
-        if (!eps) return std::nullopt;
-        return value_or_error(b_->create1(Op::RmsNorm, {*x, *gamma}, ir::EpsAttrs{eps->value}, {}, at),
-                              e.pos, name);
-      }
-      case BuiltinKind::Transpose: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        ir::PermAttrs perm;
-        for (std::size_t i = f_->type_of(*x).rank(); i > 0; --i)
-          perm.perm.push_back(static_cast<std::int64_t>(i - 1));
-        return value_or_error(b_->create1(Op::Transpose, {*x}, std::move(perm), {}, at), e.pos, name);
-      }
-      case BuiltinKind::Ternarize: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        auto th = number_arg(bi, e.args[1], "threshold", false);
-        if (!th) return std::nullopt;
-        if (th->value < 0) {
-          error(e.args[1].pos, "'ternarize' threshold must be >= 0, got " + th->text);
-          return std::nullopt;
-        }
-        return value_or_error(b_->create1(Op::Ternarize, {*x}, ir::ThresholdAttrs{th->value}, {}, at),
-                              e.pos, name);
-      }
-      case BuiltinKind::Dequantize: {
-        if (n == 1) {
-          // dequantize(x) of a float tensor is the identity: the value is already real.
-          auto v = lower_expr(e.args[0]);
-          if (!v) return std::nullopt;
-          if (v->literal) return v;
-          const ir::Type& t = f_->type_of(v->id);
-          if (!is_float(t.elem)) {
-            error(e.pos, "'dequantize' with one argument needs a float tensor, got " +
-                             ir::type_str(t, f_->symbols()) + " (pass the scale: dequantize(q, scale))");
-            return std::nullopt;
-          }
-          return v;
-        }
-        auto q = tensor_arg(e.args[0]);
-        if (!q) return std::nullopt;
-        auto s = lower_expr(e.args[1]);
-        if (!s) return std::nullopt;
-        auto scale = s->literal ? materialize(*s, ElemKind::F32) : s->id;
-        if (!scale) return std::nullopt;
-        return value_or_error(b_->create1(Op::Dequantize, {*q, *scale}, ir::NoAttrs{}, {}, at), e.pos, name);
-      }
-      case BuiltinKind::Cast: {
-        auto x = tensor_arg(e.args[0]);
-        if (!x) return std::nullopt;
-        return value_or_error(b_->create1(Op::Cast, {*x}, ir::CastAttrs{cast_to}, {}, at), e.pos, name);
-      }
-    }
-    return std::nullopt;
-  }
-
-  const File& file_;
-  std::string file_name_;
-  std::vector<Diagnostic>& diags_;
-  ir::Module module_;
-  std::map<std::string, LayerInfo> layers_;
-  std::vector<LayerInfo*> layer_order_;  // first definitions, in source order
-  std::vector<FnInfo> fns_;              // first definitions, in source order
-
-  // The body being lowered.
-  ir::Builder* b_ = nullptr;
-  ir::Function* f_ = nullptr;
-  const LayerInfo* layer_ = nullptr;
-  std::map<std::string, Binding> scope_;
-};
-
 }  // namespace
 
+ir::Module Lowerer::run() {
+  declare_layers();
+  for (LayerInfo* l : layer_order_) declare_params(*l);
+  for (LayerInfo* l : layer_order_) declare_fns(*l);
+  check_cycles();
+  for (std::size_t i = 0; i < fns_.size(); ++i)
+    if (fns_[i].func_index != SIZE_MAX) lower_body(fns_[i]);
+  return std::move(module_);
+}
+
+// ---------------------------------------------------------------- diagnostics
+
+void Lowerer::error(Pos p, std::string msg, std::vector<Diagnostic> notes) {
+  diags_.push_back(Diagnostic{loc(p), Severity::Error, std::move(msg), {}, std::move(notes)});
+}
+
+Diagnostic Lowerer::note(Pos p, std::string msg) const {
+  return Diagnostic{loc(p), Severity::Note, std::move(msg), {}, {}};
+}
+
+void Lowerer::duplicate(std::string_view what, const std::string& name, Pos at, Pos first) {
+  std::string kind = what.empty() ? std::string() : std::string(what) + " ";
+  error(at, "duplicate definition of " + kind + "'" + name + "'",
+        {note(first, "'" + name + "' first defined here")});
+}
+
+void Lowerer::ir_error(Pos p, std::string_view what, const Error& e) {
+  std::string msg = e.diagnostics.empty() ? e.message : e.diagnostics.front().message;
+  if (const Builtin* b = find_builtin(what)) {
+    std::string ir_name = "'" + std::string(ir::op_name(b->op)) + "'";
+    if (msg.compare(0, ir_name.size(), ir_name) == 0)
+      msg = "'" + std::string(b->name) + "'" + msg.substr(ir_name.size());
+  }
+  if (msg.empty() || (msg.front() != '\'' && msg.front() != '@'))
+    msg = "in '" + std::string(what) + "': " + msg;
+  error(p, std::move(msg));
+}
+
+// ---------------------------------------------------------------- declarations
+
+void Lowerer::declare_layers() {
+  for (const LayerDecl& l : file_.layers) {
+    // A declaration the parser could not read fully has had its one error, so it
+    // is not reported as a duplicate too (here and for parameters and functions).
+    auto it = layers_.find(l.name);
+    if (it != layers_.end()) {
+      if (l.ok) duplicate("layer", l.name, l.pos, it->second.decl->pos);
+      continue;
+    }
+    LayerInfo& info = layers_[l.name];
+    info.decl = &l;
+    auto add_syms = [&](const std::optional<TypeExpr>& t) {
+      if (!t) return;
+      for (const DimExpr& d : t->dims)
+        if (!d.symbol.empty() && d.symbol.find('.') == std::string::npos) info.symbols.insert(d.symbol);
+    };
+    for (const ParamDecl& p : l.params) add_syms(p.type);
+    for (const FnDecl& f : l.fns) {
+      for (const ArgDecl& a : f.args) add_syms(a.type);
+      add_syms(f.result);
+    }
+    layer_order_.push_back(&info);
+  }
+}
+
+template <class SymFn>
+std::optional<ir::Type> Lowerer::resolve_type(const TypeExpr& t, const std::string& layer, SymFn&& sym) {
+  ir::Type out;
+  if (t.ternary) {
+    out.elem = ElemKind::T2;
+  } else if (!t.elem.empty()) {
+    auto k = find_kind(kTensorKinds, t.elem);
+    if (!k) {
+      error(t.elem_pos, "unknown element type '" + t.elem + "' (expected one of " +
+                            kind_list(kTensorKinds) + ")");
+      return std::nullopt;
+    }
+    out.elem = *k;
+  }
+  for (const DimExpr& d : t.dims) {
+    if (d.symbol.empty()) {
+      out.shape.push_back(ir::Dim::fixed(d.extent));
+      continue;
+    }
+    std::string name = d.symbol;
+    if (auto dot = name.find('.'); dot != std::string::npos) {
+      std::string owner = name.substr(0, dot), s = name.substr(dot + 1);
+      auto it = layers_.find(owner);
+      if (it == layers_.end()) {
+        error(d.pos, "unknown layer '" + owner + "' in dimension '" + name + "'");
+        return std::nullopt;
+      }
+      if (!it->second.symbols.count(s)) {
+        error(d.pos, "layer '" + owner + "' has no symbol '" + s + "'");
+        return std::nullopt;
+      }
+      // A layer naming its own symbol qualified means the plain symbol.
+      if (owner == layer) name = s;
+    }
+    out.shape.push_back(ir::Dim::symbolic(sym(name)));
+  }
+  return out;
+}
+
+void Lowerer::declare_params(LayerInfo& l) {
+  const std::string& lname = l.decl->name;
+  for (const ParamDecl& p : l.decl->params) {
+    if (auto it = l.params.find(p.name); it != l.params.end()) {
+      if (p.type) duplicate("parameter", p.name, p.pos, it->second.pos);
+      continue;
+    }
+    ParamInfo& info = l.params[p.name];
+    l.param_order.push_back(p.name);
+    info.ir_name = lname + "." + p.name;
+    info.pos = p.pos;
+    if (!p.type) continue;
+    std::vector<std::string> syms;
+    auto t = resolve_type(*p.type, lname, [&](const std::string& s) {
+      auto it = std::find(syms.begin(), syms.end(), s);
+      if (it == syms.end()) it = syms.insert(syms.end(), s);
+      return ir::SymbolId(static_cast<std::uint32_t>(it - syms.begin()));
+    });
+    if (!t) continue;
+    module_.params().push_back(ir::ParamDecl{info.ir_name, std::move(*t), std::move(syms), loc(p.pos)});
+    info.ok = true;
+  }
+}
+
+void Lowerer::declare_fns(LayerInfo& l) {
+  const std::string& lname = l.decl->name;
+  for (const FnDecl& fd : l.decl->fns) {
+    if (auto it = l.fns.find(fd.name); it != l.fns.end()) {
+      if (fd.header_ok) duplicate("function", fd.name, fd.pos, fns_[it->second].decl->pos);
+      continue;
+    }
+    l.fns[fd.name] = fns_.size();
+    FnInfo& info = fns_.emplace_back();
+    info.decl = &fd;
+    info.layer = lname;
+    info.ir_name = lname + "." + fd.name;
+    if (!fd.header_ok) continue;
+
+    ir::Function f(info.ir_name);
+    f.set_loc(loc(fd.pos));
+    ir::BlockId entry = f.add_block("entry");
+    bool ok = true;
+    std::map<std::string, Pos> seen;
+    for (const ArgDecl& a : fd.args) {
+      ArgState state = ArgState::Ok;
+      if (auto p = l.params.find(a.name); p != l.params.end()) {
+        duplicate("argument", a.name, a.pos, p->second.pos);
+        state = ArgState::Duplicate;
+      } else if (auto s = seen.find(a.name); s != seen.end()) {
+        duplicate("argument", a.name, a.pos, s->second);
+        state = ArgState::Duplicate;
+      }
+      seen.emplace(a.name, a.pos);
+      std::optional<ir::Type> t;
+      if (a.type) t = resolve_type(*a.type, lname, [&](const std::string& s) { return f.symbol(s); });
+      if (!t) {
+        state = ArgState::BadType;
+        ok = false;
+      }
+      // A broken argument still takes its slot (typed f32[]) so indices line up;
+      // the module is discarded anyway because an error was reported.
+      f.add_block_arg(entry, t ? *t : ir::Type{}, state == ArgState::Ok ? a.name : std::string());
+      info.args.push_back(state);
+    }
+    if (fd.result) info.result = resolve_type(*fd.result, lname, [&](const std::string& s) { return f.symbol(s); });
+    if (info.result) f.set_result_types({*info.result});
+    else ok = false;
+    info.usable = ok;
+    info.func_index = module_.functions().size();
+    module_.functions().push_back(std::move(f));
+  }
+}
+
+// ---------------------------------------------------------------- call resolution
+
+CallTarget Lowerer::resolve_call(const LayerInfo& current, const Expr& e) const {
+  CallTarget t;
+  auto in_layer = [&](const LayerInfo& l, const std::string& fn, Pos pos) {
+    if (!l.decl->ok) {
+      t.kind = CallTarget::Kind::Poison;
+      return;
+    }
+    auto it = l.fns.find(fn);
+    if (it == l.fns.end()) {
+      t.err_pos = pos;
+      t.err = "layer '" + l.decl->name + "' has no function '" + fn + "'";
+      return;
+    }
+    t.kind = CallTarget::Kind::Fn;
+    t.fn = it->second;
+  };
+  if (!e.member.empty()) {
+    auto it = layers_.find(e.name);
+    if (it == layers_.end()) {
+      t.err_pos = e.pos;
+      t.err = "unknown layer '" + e.name + "'";
+      return t;
+    }
+    in_layer(it->second, e.member, e.member_pos);
+    return t;
+  }
+  if (auto it = current.fns.find(e.name); it != current.fns.end()) {
+    t.kind = CallTarget::Kind::Fn;
+    t.fn = it->second;
+    return t;
+  }
+  if (auto it = layers_.find(e.name); it != layers_.end()) {
+    in_layer(it->second, "forward", e.pos);
+    return t;
+  }
+  if (const Builtin* b = find_builtin(e.name)) {
+    t.kind = CallTarget::Kind::Builtin;
+    t.builtin = b;
+    return t;
+  }
+  t.err_pos = e.pos;
+  t.err = "unknown function '" + e.name + "'";
+  return t;
+}
+
+// ---------------------------------------------------------------- call cycles
+
+void Lowerer::collect_calls(const LayerInfo& l, const Expr& e, std::vector<CallEdge>& out) const {
+  if (e.kind == ExprKind::Call) {
+    CallTarget t = resolve_call(l, e);
+    if (t.kind == CallTarget::Kind::Fn) out.push_back({t.fn, e.pos});
+  }
+  for (const Expr& a : e.args) collect_calls(l, a, out);
+}
+
+void Lowerer::check_cycles() {
+  std::vector<std::vector<CallEdge>> edges(fns_.size());
+  for (std::size_t i = 0; i < fns_.size(); ++i) {
+    if (!fns_[i].decl->header_ok) continue;
+    const LayerInfo& l = layers_.at(fns_[i].layer);
+    for (const Stmt& s : fns_[i].decl->body)
+      if (s.value) collect_calls(l, *s.value, edges[i]);
+  }
+  enum class Color : std::uint8_t { White, Gray, Black };
+  std::vector<Color> color(fns_.size(), Color::White);
+  std::vector<std::size_t> path;
+  auto dfs = [&](auto&& self, std::size_t n) -> void {
+    color[n] = Color::Gray;
+    path.push_back(n);
+    for (const CallEdge& e : edges[n]) {
+      if (color[e.to] == Color::Gray) {
+        std::string chain;
+        auto start = std::find(path.begin(), path.end(), e.to);
+        for (auto it = start; it != path.end(); ++it) chain += "'" + fns_[*it].ir_name + "' -> ";
+        chain += "'" + fns_[e.to].ir_name + "'";
+        error(e.pos, "recursive call: " + chain + " (recursion is not supported)");
+      } else if (color[e.to] == Color::White) {
+        self(self, e.to);
+      }
+    }
+    path.pop_back();
+    color[n] = Color::Black;
+  };
+  for (std::size_t i = 0; i < fns_.size(); ++i)
+    if (color[i] == Color::White) dfs(dfs, i);
+}
+
+// ---------------------------------------------------------------- bodies
+
+void Lowerer::lower_body(const FnInfo& info) {
+  const FnDecl& fd = *info.decl;
+  const LayerInfo& layer = layers_.at(info.layer);
+  ir::Function& f = module_.functions()[info.func_index];
+  ir::Builder b(module_, f);
+  b.set_block(f.entry());
+  b_ = &b;
+  f_ = &f;
+  layer_ = &layer;
+  scope_.clear();
+
+  for (const std::string& name : layer.param_order) {
+    const ParamInfo& p = layer.params.at(name);
+    Binding bind;
+    bind.kind = p.ok ? Binding::Kind::Param : Binding::Kind::Poison;
+    bind.param = p.ir_name;
+    bind.def = p.pos;
+    scope_.emplace(name, bind);
+  }
+  for (std::size_t i = 0; i < fd.args.size(); ++i) {
+    if (info.args[i] == ArgState::Duplicate) continue;
+    Binding bind;
+    bind.kind = info.args[i] == ArgState::Ok ? Binding::Kind::Value : Binding::Kind::Poison;
+    bind.value = f.args()[i];
+    bind.def = fd.args[i].pos;
+    scope_.emplace(fd.args[i].name, bind);
+  }
+
+  bool returned = false;
+  for (const Stmt& s : fd.body) {
+    if (returned) {
+      if (!s.value) continue;  // already reported by the parser
+      error(s.pos, "unreachable statement after 'return' (the 'return' must be the last statement)");
+      break;
+    }
+    if (s.kind == StmtKind::Let) {
+      lower_let(s);
+      continue;
+    }
+    returned = true;
+    if (!s.value) continue;
+    auto v = lower_expr(*s.value);
+    if (!v || !info.result) continue;
+    std::optional<ValueId> id = v->literal ? materialize_like(*v, *info.result) : v->id;
+    if (!id) continue;
+    const ir::Type& got = f.type_of(*id);
+    if (!(got == *info.result)) {
+      error(s.pos, "return type mismatch: '" + fd.name + "' declares " +
+                       ir::type_str(*info.result, f.symbols()) + ", but the returned value is " +
+                       ir::type_str(got, f.symbols()));
+      continue;
+    }
+    auto r = b.create(Op::Ret, {*id}, ir::NoAttrs{}, {}, loc(s.pos));
+    if (!r.ok()) ir_error(s.pos, "return", r.error());
+  }
+  if (!returned && fd.body_ok)
+    error(fd.close_pos, "missing 'return' at the end of function '" + fd.name + "'");
+  b_ = nullptr;
+  f_ = nullptr;
+  layer_ = nullptr;
+}
+
+void Lowerer::lower_let(const Stmt& s) {
+  // A `let` that failed to parse has had its one error; its name (if new) stays
+  // poisoned so later uses are quiet.
+  if (!s.value) {
+    Binding poison;
+    poison.def = s.name_pos;
+    scope_.emplace(s.name, poison);
+    return;
+  }
+  if (auto it = scope_.find(s.name); it != scope_.end()) {
+    duplicate("", s.name, s.name_pos, it->second.def);
+    return;
+  }
+  Binding bind;
+  bind.def = s.name_pos;
+  std::optional<Val> v = lower_expr(*s.value);
+  if (v && v->literal) {
+    bind.kind = Binding::Kind::Literal;
+    bind.number = v->number;
+    bind.is_int = v->is_int;
+    bind.text = v->text;
+  } else if (v) {
+    bind.kind = Binding::Kind::Value;
+    bind.value = v->id;
+    // Name the value after the `let` unless it already has a name (`let a = x`
+    // makes `a` another name for %x).
+    ir::ValueData& vd = f_->value(v->id);
+    if (vd.name.empty()) vd.name = s.name;
+  }
+  scope_.emplace(s.name, bind);
+}
+
+std::optional<Val> Lowerer::lower_expr(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Name: return lower_name(e);
+    case ExprKind::Number: return Val::literal_at(e.number, e.is_int, e.text, e.pos);
+    case ExprKind::Neg: {
+      auto x = lower_expr(e.args[0]);
+      if (!x) return std::nullopt;
+      if (x->literal) {
+        x->number = -x->number;
+        x->text = "-" + x->text;
+        x->pos = e.pos;
+        return x;
+      }
+      return value_or_error(b_->create1(Op::Neg, {x->id}, ir::NoAttrs{}, {}, loc(e.pos)), e.pos, "-");
+    }
+    case ExprKind::Binary: {
+      auto a = lower_expr(e.args[0]);
+      if (!a) return std::nullopt;
+      auto b = lower_expr(e.args[1]);
+      if (!b) return std::nullopt;
+      if (a->literal && b->literal) return fold(e, *a, *b);
+      static constexpr Op kOps[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::MatMul};
+      auto id = binary(kOps[static_cast<std::size_t>(e.op)], *a, *b, e.pos, binary_op_spelling(e.op));
+      if (!id) return std::nullopt;
+      return value(*id);
+    }
+    case ExprKind::Call: return lower_call(e);
+  }
+  return std::nullopt;
+}
+
+std::optional<Val> Lowerer::fold(const Expr& e, const Val& a, const Val& b) {
+  Val r;
+  r.literal = true;
+  r.pos = e.pos;
+  r.is_int = a.is_int && b.is_int && e.op != BinaryOp::Div;
+  switch (e.op) {
+    case BinaryOp::Add: r.number = a.number + b.number; break;
+    case BinaryOp::Sub: r.number = a.number - b.number; break;
+    case BinaryOp::Mul: r.number = a.number * b.number; break;
+    case BinaryOp::Div:
+      if (b.number == 0) {
+        error(e.pos, "division by zero in '" + a.text + " / " + b.text + "'");
+        return std::nullopt;
+      }
+      r.number = a.number / b.number;
+      break;
+    case BinaryOp::MatMul:
+      error(e.pos, "'@' needs tensor operands, got the numbers " + a.text + " and " + b.text);
+      return std::nullopt;
+  }
+  r.text = ir::format_double(r.number);
+  return r;
+}
+
+Val Lowerer::value(ValueId id) {
+  Val v;
+  v.id = id;
+  return v;
+}
+
+std::optional<Val> Lowerer::value_or_error(Result<ValueId> r, Pos p, std::string_view what) {
+  if (!r.ok()) {
+    ir_error(p, what, r.error());
+    return std::nullopt;
+  }
+  return value(r.value());
+}
+
+std::optional<Val> Lowerer::lower_name(const Expr& e) {
+  auto it = scope_.find(e.name);
+  if (it == scope_.end()) {
+    error(e.pos, "unknown name '" + e.name + "'");
+    return std::nullopt;
+  }
+  const Binding& bind = it->second;
+  switch (bind.kind) {
+    case Binding::Kind::Value: return value(bind.value);
+    case Binding::Kind::Param:
+      // One `param` per use; CSE merges them later.
+      return value_or_error(b_->param(bind.param, loc(e.pos)), e.pos, e.name);
+    case Binding::Kind::Literal: return Val::literal_at(bind.number, bind.is_int, bind.text, e.pos);
+    case Binding::Kind::Poison: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<ValueId> Lowerer::materialize(const Val& v, ElemKind k) {
+  if (!v.literal) return v.id;
+  auto r = b_->constant(ir::Type{k, {}}, {v.number}, loc(v.pos));
+  if (!r.ok()) {
+    ir_error(v.pos, "const", r.error());
+    return std::nullopt;
+  }
+  return r.value();
+}
+
+std::optional<ValueId> Lowerer::materialize_like(const Val& v, const ir::Type& other) {
+  auto k = literal_kind(v, other);
+  if (!k) return std::nullopt;
+  return materialize(v, *k);
+}
+
+std::optional<ElemKind> Lowerer::literal_kind(const Val& lit, const ir::Type& other) {
+  ElemKind k = other.elem;
+  if (is_float(k)) return k;
+  if (!lit.is_int) {
+    error(lit.pos, "float literal " + lit.text + " used with an integer operand of type " +
+                       ir::type_str(other, f_->symbols()) + ": expected an integer literal");
+    return std::nullopt;
+  }
+  if (k == ElemKind::T2 || k == ElemKind::Bool) k = ElemKind::I32;
+  if (ir::round_to_kind(lit.number, k) != lit.number) {
+    error(lit.pos, "integer literal " + lit.text + " is out of range for " +
+                       std::string(elem_name(k)));
+    return std::nullopt;
+  }
+  return k;
+}
+
+std::optional<ValueId> Lowerer::binary(Op op, const Val& a, const Val& b, Pos pos, std::string_view what) {
+  std::optional<ValueId> x, y;
+  if (a.literal && b.literal) {
+    // Only maximum/minimum get here (operators fold two literals): f32 scalars.
+    x = materialize_default(a);
+    if (x) y = materialize_default(b);
+  } else if (a.literal) {
+    x = materialize_like(a, f_->type_of(b.id));
+    y = b.id;
+  } else if (b.literal) {
+    x = a.id;
+    y = materialize_like(b, f_->type_of(a.id));
+  } else {
+    x = a.id;
+    y = b.id;
+  }
+  if (!x || !y) return std::nullopt;
+  auto r = b_->create1(op, {*x, *y}, ir::NoAttrs{}, {}, loc(pos));
+  if (!r.ok()) {
+    ir_error(pos, what, r.error());
+    return std::nullopt;
+  }
+  return r.value();
+}
+
+std::optional<ValueId> Lowerer::tensor_arg(const Expr& e) {
+  auto v = lower_expr(e);
+  if (!v) return std::nullopt;
+  return v->literal ? materialize_default(*v) : v->id;
+}
+
+std::optional<Val> Lowerer::lower_call(const Expr& e) {
+  CallTarget t = resolve_call(*layer_, e);
+  switch (t.kind) {
+    case CallTarget::Kind::Error: error(t.err_pos, t.err); return std::nullopt;
+    case CallTarget::Kind::Poison: return std::nullopt;
+    case CallTarget::Kind::Builtin: return lower_builtin(*t.builtin, e);
+    case CallTarget::Kind::Fn: break;
+  }
+  const FnInfo& callee = fns_[t.fn];
+  std::string shown = e.member.empty() ? e.name : e.name + "." + e.member;
+  if (e.has_type_arg) {
+    error(e.type_arg_pos, "'" + shown + "' does not take an element type");
+    return std::nullopt;
+  }
+  if (!callee.usable) return std::nullopt;
+  const ir::Function& cf = module_.functions()[callee.func_index];
+  auto formals = cf.args();
+
+  std::vector<ValueId> args;
+  for (std::size_t i = 0; i < e.args.size(); ++i) {
+    auto v = lower_expr(e.args[i]);
+    if (!v) return std::nullopt;
+    std::optional<ValueId> id;
+    if (!v->literal) id = v->id;
+    else if (i < formals.size()) id = materialize_like(*v, cf.type_of(formals[i]));
+    else id = materialize_default(*v);
+    if (!id) return std::nullopt;
+    args.push_back(*id);
+  }
+
+  // Result types for infer_types: callee symbols bound by the arguments map to the
+  // caller's dims (first occurrence; infer_types checks the rest), and symbols the
+  // arguments do not bind (extents fixed by the callee's parameters) become caller
+  // symbols qualified by the callee's layer, e.g. `BitLinear.N`.
+  std::map<std::uint32_t, ir::Dim> bound;
+  for (std::size_t i = 0; i < std::min(formals.size(), args.size()); ++i) {
+    const ir::Type& ft = cf.type_of(formals[i]);
+    const ir::Type& at = f_->type_of(args[i]);
+    if (ft.rank() != at.rank()) continue;
+    for (std::size_t d = 0; d < ft.rank(); ++d)
+      if (!ft.shape[d].is_static()) bound.emplace(ft.shape[d].sym.index, at.shape[d]);
+  }
+  std::vector<ir::Type> declared;
+  for (const ir::Type& rt : cf.result_types()) {
+    ir::Type t2 = rt;
+    for (ir::Dim& d : t2.shape) {
+      if (d.is_static()) continue;
+      auto it = bound.find(d.sym.index);
+      if (it != bound.end()) d = it->second;
+      else d = ir::Dim::symbolic(f_->symbol(qualify(callee.layer, cf.symbol_name(d.sym), layer_->decl->name)));
+    }
+    declared.push_back(std::move(t2));
+  }
+  auto r = b_->create(Op::Call, std::move(args), ir::CallAttrs{callee.ir_name}, std::move(declared), loc(e.pos));
+  if (!r.ok()) {
+    ir_error(e.pos, shown, r.error());
+    return std::nullopt;
+  }
+  TERNJIT_CHECK(r.value().size() == 1, "a usable DSL function has exactly one result");
+  return value(r.value()[0]);
+}
+
+}  // namespace lower_detail
+
 ir::Module lower_file(const File& file, std::string_view file_name, std::vector<Diagnostic>& diags) {
-  return Lowerer(file, file_name, diags).run();
+  return lower_detail::Lowerer(file, file_name, diags).run();
 }
 
 }  // namespace ternjit::dsl

@@ -24,15 +24,6 @@ std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
 
 Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, why); }
 
-bool is_elementwise(Op op) {
-  switch (op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
-    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
-    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 std::vector<std::int64_t> extents_of(const ir::Type& t) {
@@ -92,7 +83,7 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
       return success();
     default: break;
   }
-  if (is_elementwise(inst.op)) {
+  if (ir::is_ewise_step_op(inst.op)) {
     if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
     if (!views_ok(0)) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
     return success();

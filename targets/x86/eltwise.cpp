@@ -124,17 +124,17 @@ Result<Spec> analyze(const ir::Function& f, ir::InstId id) {
   Spec s;
   s.op = inst.op;
   const std::string name = "'" + std::string(ir::op_name(inst.op)) + "'";
-  switch (inst.op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
-    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
-    case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Ewise:
-      s.family = Family::Ewise;
-      break;
-    case Op::Quantize: case Op::QuantizeInt8: s.family = Family::Quantize; break;
-    case Op::RmsNorm: s.family = Family::RmsNorm; break;
-    case Op::Softmax: s.family = Family::Softmax; break;
-    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: s.family = Family::Reduce; break;
-    default: return unsupported("eltwise: " + name + " is not an eltwise op");
+  if (ir::is_ewise_step_op(inst.op) || inst.op == Op::Ewise) {
+    s.family = Family::Ewise;
+  } else if (ir::op_category(inst.op) == ir::OpCategory::Reduction) {
+    s.family = Family::Reduce;
+  } else {
+    switch (inst.op) {
+      case Op::Quantize: case Op::QuantizeInt8: s.family = Family::Quantize; break;
+      case Op::RmsNorm: s.family = Family::RmsNorm; break;
+      case Op::Softmax: s.family = Family::Softmax; break;
+      default: return unsupported("eltwise: " + name + " is not an eltwise op");
+    }
   }
   for (ir::ValueId v : inst.operands) {
     const ir::Type& t = f.type_of(v);

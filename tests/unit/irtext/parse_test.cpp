@@ -279,6 +279,8 @@ TEST_CASE("syntax errors: exact location and message") {
        "e.tir:3:22: unknown element kind 'f64' for 'to'"},
       {"attributes on an op without any", head + "  %0 = neg %x {axis = 0} : f32[4]\n  ret %0\n}\n",
        "e.tir:3:15: 'neg' takes no attributes"},
+      {"attributes on a call", head + "  %0 = call @f(%x) {axis = 0} : f32[4]\n  ret %0\n}\n",
+       "e.tir:3:20: 'call' takes no attributes"},
       {"duplicate attribute", head + "  %0 = softmax %x {axis = 0, axis = 0} : f32[4]\n  ret %0\n}\n",
        "e.tir:3:30: attribute 'axis' is given twice"},
       {"unterminated function", head + "  ret %x\n", "e.tir:1:1: function @f is missing its closing '}'"},

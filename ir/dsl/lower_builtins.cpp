@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// lower_builtins.cpp - the .tri built-in functions (relu, sum, rmsnorm, cast<T>, ...) and their lowering.
+#include <cstdint>
+#include <string>
+
+#include "ir/dsl/lower_internal.h"
+
+namespace ternjit::dsl::lower_detail {
+
+namespace {
+
+constexpr Builtin kBuiltins[] = {
+    {"relu", BuiltinKind::Unary, Op::Relu, 1, 1},
+    {"sigmoid", BuiltinKind::Unary, Op::Sigmoid, 1, 1},
+    {"tanh", BuiltinKind::Unary, Op::Tanh, 1, 1},
+    {"gelu", BuiltinKind::Unary, Op::Gelu, 1, 1},
+    {"silu", BuiltinKind::Unary, Op::Silu, 1, 1},
+    {"exp", BuiltinKind::Unary, Op::Exp, 1, 1},
+    {"log", BuiltinKind::Unary, Op::Log, 1, 1},
+    {"sqrt", BuiltinKind::Unary, Op::Sqrt, 1, 1},
+    {"rsqrt", BuiltinKind::Unary, Op::Rsqrt, 1, 1},
+    {"abs", BuiltinKind::Unary, Op::Abs, 1, 1},
+    {"quantize_int8", BuiltinKind::Unary, Op::QuantizeInt8, 1, 1},
+    {"ternarize_absmean", BuiltinKind::Unary, Op::TernarizeAbsmean, 1, 1},
+    {"maximum", BuiltinKind::Binary, Op::Max, 2, 2},
+    {"minimum", BuiltinKind::Binary, Op::Min, 2, 2},
+    {"softmax", BuiltinKind::Axis, Op::Softmax, 2, 2},
+    {"sum", BuiltinKind::Axis, Op::ReduceSum, 2, 2},
+    {"mean", BuiltinKind::Axis, Op::ReduceMean, 2, 2},
+    {"max", BuiltinKind::Axis, Op::ReduceMax, 2, 2},
+    {"rmsnorm", BuiltinKind::RmsNorm, Op::RmsNorm, 3, 3},
+    {"transpose", BuiltinKind::Transpose, Op::Transpose, 1, 1},
+    {"ternarize", BuiltinKind::Ternarize, Op::Ternarize, 2, 2},
+    {"dequantize", BuiltinKind::Dequantize, Op::Dequantize, 1, 2},
+    {"cast", BuiltinKind::Cast, Op::Cast, 1, 1},
+};
+
+std::string plural(std::size_t n, std::string_view word) {
+  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+const Builtin* find_builtin(std::string_view name) {
+  for (const Builtin& b : kBuiltins)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+std::optional<ConstNumber> Lowerer::const_number(const Expr& e) const {
+  if (e.kind == ExprKind::Number) return ConstNumber{e.number, e.is_int, e.text};
+  if (e.kind == ExprKind::Neg) {
+    auto c = const_number(e.args[0]);
+    if (c) {
+      c->value = -c->value;
+      c->text = "-" + c->text;
+    }
+    return c;
+  }
+  if (e.kind == ExprKind::Name) {
+    auto it = scope_.find(e.name);
+    if (it != scope_.end() && it->second.kind == Binding::Kind::Literal)
+      return ConstNumber{it->second.number, it->second.is_int, it->second.text};
+  }
+  return std::nullopt;
+}
+
+std::optional<ConstNumber> Lowerer::number_arg(const Builtin& bi, const Expr& e, std::string_view what, bool need_int) {
+  auto c = const_number(e);
+  if (c && (!need_int || c->is_int)) return c;
+  std::string want = need_int ? "an integer literal" : "a number literal";
+  std::string got = c ? c->text : (e.kind == ExprKind::Name ? "'" + e.name + "'" : "an expression");
+  error(e.pos, "'" + std::string(bi.name) + "' " + std::string(what) + " must be " + want +
+                   ", got " + got);
+  return std::nullopt;
+}
+
+std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
+  const std::string name(bi.name);
+  const auto n = static_cast<int>(e.args.size());
+  if (n < bi.min_args || n > bi.max_args) {
+    std::string takes = bi.min_args == bi.max_args
+                            ? plural(static_cast<std::size_t>(bi.min_args), "argument")
+                            : std::to_string(bi.min_args) + " or " +
+                                  plural(static_cast<std::size_t>(bi.max_args), "argument");
+    error(e.pos, "'" + name + "' takes " + takes + ", got " + std::to_string(n));
+    return std::nullopt;
+  }
+  ElemKind cast_to = ElemKind::F32;
+  if (bi.kind == BuiltinKind::Cast) {
+    if (!e.has_type_arg) {
+      error(e.pos, "'cast' needs an element type: expected cast<T>(x) with T one of " +
+                       kind_list(kCastKinds));
+      return std::nullopt;
+    }
+    auto k = find_kind(kCastKinds, e.type_arg);
+    if (!k) {
+      error(e.type_arg_pos, "unknown element type '" + e.type_arg + "' (expected one of " +
+                                kind_list(kCastKinds) + ")");
+      return std::nullopt;
+    }
+    cast_to = *k;
+  } else if (e.has_type_arg) {
+    error(e.type_arg_pos, "'" + name + "' does not take an element type");
+    return std::nullopt;
+  }
+
+  const SourceLoc at = loc(e.pos);
+  switch (bi.kind) {
+    case BuiltinKind::Unary: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      return value_or_error(b_->create1(bi.op, {*x}, ir::NoAttrs{}, {}, at), e.pos, name);
+    }
+    case BuiltinKind::Binary: {
+      auto a = lower_expr(e.args[0]);
+      if (!a) return std::nullopt;
+      auto b = lower_expr(e.args[1]);
+      if (!b) return std::nullopt;
+      auto id = binary(bi.op, *a, *b, e.pos, name);
+      if (!id) return std::nullopt;
+      return value(*id);
+    }
+    case BuiltinKind::Axis: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      auto axis = number_arg(bi, e.args[1], "axis", true);
+      if (!axis) return std::nullopt;
+      // A negative axis counts from the end. Out of range either way, infer_types
+      // reports it (with the axis as written) at the axis.
+      auto rank = static_cast<std::int64_t>(f_->type_of(*x).rank());
+      auto written = static_cast<std::int64_t>(axis->value);
+      std::int64_t normalized = written < 0 ? written + rank : written;
+      bool bad = normalized < 0 || normalized >= rank;
+      auto r = b_->create1(bi.op, {*x}, ir::AxisAttrs{bad ? written : normalized, false}, {}, at);
+      return value_or_error(std::move(r), bad ? e.args[1].pos : e.pos, name);
+    }
+    case BuiltinKind::RmsNorm: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      auto gamma = tensor_arg(e.args[1]);
+      if (!gamma) return std::nullopt;
+      auto eps = number_arg(bi, e.args[2], "eps", false);
+      if (!eps) return std::nullopt;
+      return value_or_error(b_->create1(Op::RmsNorm, {*x, *gamma}, ir::EpsAttrs{eps->value}, {}, at),
+                            e.pos, name);
+    }
+    case BuiltinKind::Transpose: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      ir::PermAttrs perm;
+      for (std::size_t i = f_->type_of(*x).rank(); i > 0; --i)
+        perm.perm.push_back(static_cast<std::int64_t>(i - 1));
+      return value_or_error(b_->create1(Op::Transpose, {*x}, std::move(perm), {}, at), e.pos, name);
+    }
+    case BuiltinKind::Ternarize: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      auto th = number_arg(bi, e.args[1], "threshold", false);
+      if (!th) return std::nullopt;
+      if (th->value < 0) {
+        error(e.args[1].pos, "'ternarize' threshold must be >= 0, got " + th->text);
+        return std::nullopt;
+      }
+      return value_or_error(b_->create1(Op::Ternarize, {*x}, ir::ThresholdAttrs{th->value}, {}, at),
+                            e.pos, name);
+    }
+    case BuiltinKind::Dequantize: {
+      if (n == 1) {
+        // dequantize(x) of a float tensor is the identity: the value is already real.
+        auto v = lower_expr(e.args[0]);
+        if (!v) return std::nullopt;
+        if (v->literal) return v;
+        const ir::Type& t = f_->type_of(v->id);
+        if (!is_float(t.elem)) {
+          error(e.pos, "'dequantize' with one argument needs a float tensor, got " +
+                           ir::type_str(t, f_->symbols()) + " (pass the scale: dequantize(q, scale))");
+          return std::nullopt;
+        }
+        return v;
+      }
+      auto q = tensor_arg(e.args[0]);
+      if (!q) return std::nullopt;
+      auto s = lower_expr(e.args[1]);
+      if (!s) return std::nullopt;
+      auto scale = s->literal ? materialize(*s, ElemKind::F32) : s->id;
+      if (!scale) return std::nullopt;
+      return value_or_error(b_->create1(Op::Dequantize, {*q, *scale}, ir::NoAttrs{}, {}, at), e.pos, name);
+    }
+    case BuiltinKind::Cast: {
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      return value_or_error(b_->create1(Op::Cast, {*x}, ir::CastAttrs{cast_to}, {}, at), e.pos, name);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace ternjit::dsl::lower_detail
