@@ -63,7 +63,7 @@ void KernelCache::warn(const std::string& message) const {
   }
 }
 
-cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view function) {
+cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view function, std::string_view tuning) {
   std::call_once(described_, [&] {
     const TargetDescription d = target_.describe();
     features_ = d.features;
@@ -78,6 +78,7 @@ cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view f
   in.device = device_;
   in.opt_level = config_.opt_level;
   in.compile_options = config_.compile_options;
+  in.tuning = std::string(tuning);
   in.version = config_.version;
   in.build_id = build_id_;
   return cache::artifact_key(in);
@@ -85,11 +86,11 @@ cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view f
 
 Result<targets::Artifact> KernelCache::get_or_compile(const ir::Module& specialized, std::string_view function,
                                                       const std::function<Result<targets::Artifact>()>& compile,
-                                                      DiskState* state) {
+                                                      DiskState* state, std::string_view tuning) {
   if (state) *state = DiskState::Off;
   cache::DiskCache* d = disk();
   if (!d) return compile();
-  const cache::Key key = key_of(specialized, function);
+  const cache::Key key = key_of(specialized, function, tuning);
   std::optional<targets::Artifact> compiled;
   cache::Outcome how = cache::Outcome::Miss;
   auto bytes = d->get_or_build(

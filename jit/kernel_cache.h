@@ -64,12 +64,14 @@ class KernelCache {
   /// the disk when a verified entry exists, else from `compile()` (which may modify
   /// `specialized`: the key is computed before it runs), stored afterwards. Errors only
   /// come from `compile`. `state` (optional) says which happened.
+  /// `tuning`: the compile-time tuning decisions (key field "tuning"; "" for targets that
+  /// decide at load).
   Result<targets::Artifact> get_or_compile(const ir::Module& specialized, std::string_view function,
                                            const std::function<Result<targets::Artifact>()>& compile,
-                                           DiskState* state = nullptr);
+                                           DiskState* state = nullptr, std::string_view tuning = {});
 
-  /// The key get_or_compile uses for `function` of `specialized`.
-  cache::Key key_of(const ir::Module& specialized, std::string_view function);
+  /// The key get_or_compile uses for `function` of `specialized` with `tuning` decisions.
+  cache::Key key_of(const ir::Module& specialized, std::string_view function, std::string_view tuning = {});
 
   /// The opened store, or null when the cache is off or its directory was refused.
   cache::DiskCache* disk();

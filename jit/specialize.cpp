@@ -137,16 +137,23 @@ void trace_fallback(const EngineShared& engine, const std::string& function, con
                  ",to=reference,why=" + why);
 }
 
-// Stage 4b (a disk miss): pipeline, target choice, compile.
-Result<targets::Artifact> compile_for_target(const EngineShared& engine, ir::Module& spec, const std::string& fname) {
+Result<void> run_pipeline(const EngineShared& engine, ir::Module& spec) {
   passes::PipelineOptions popts;
   popts.target = engine.target->info();
   TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine.typed.level, popts.target), popts));
+  return success();
+}
+
+// Target choice and compile of the optimized `spec`, with compile-time `decisions`.
+Result<targets::Artifact> compile_optimized(const EngineShared& engine, const ir::Module& spec,
+                                            const std::string& fname, std::vector<std::string> decisions) {
   const ir::Function* pf = spec.find_function(fname);
   TERNJIT_CHECK(pf != nullptr, "specialize_function lost '" + fname + "'");
   std::string fallback_why;
   TERNJIT_TRY(const targets::Target* target, choose_target(engine, *pf, &fallback_why));
-  TERNJIT_TRY(targets::Artifact a, target->compile(spec, fname, engine.compile_options(*target)));
+  targets::CompileOptions options = engine.compile_options(*target);
+  if (target == engine.target) options.decisions = std::move(decisions);
+  TERNJIT_TRY(targets::Artifact a, target->compile(spec, fname, options));
   if (!fallback_why.empty()) {
     trace_fallback(engine, fname, fallback_why);
     a.metadata["fallback"] = fallback_why;
@@ -154,12 +161,43 @@ Result<targets::Artifact> compile_for_target(const EngineShared& engine, ir::Mod
   return a;
 }
 
-// Stage 4: the artifact from the disk cache (keyed before the pipeline: a hit skips the
-// pipeline and the target's compile), else compiled and stored.
+// The tuning decisions of a target that decides at compile time, for the optimized
+// `spec` (none when the target cannot compile it: the fallback decides nothing), and
+// their key text.
+Result<std::vector<std::string>> decide_at_compile(const EngineShared& engine, const ir::Module& spec,
+                                                   const std::string& fname, std::string* key_text) {
+  std::vector<std::string> decisions;
+  const ir::Function* pf = spec.find_function(fname);
+  TERNJIT_CHECK(pf != nullptr, "specialize_function lost '" + fname + "'");
+  if (!engine.target->check_supported(*pf).ok()) return decisions;
+  TERNJIT_TRY(auto spaces, engine.target->tuning_spaces(spec, fname, engine.compile_options(*engine.target)));
+  for (const auto& space : spaces) {
+    decisions.push_back(engine.typed.tuning == targets::TuningMode::Off ? space->default_config()
+                                                                        : engine.tuning->decide(*space));
+    *key_text += space->problem().op + "=" + decisions.back() + ";";
+  }
+  return decisions;
+}
+
+// Stage 4: the artifact from the disk cache, else compiled and stored. Keyed before the
+// pipeline (a hit skips the pipeline and the target's compile), except for a target
+// that decides at compile time: its key holds the decisions, made after the pipeline.
 Result<Compiled> compile_cached(const EngineShared& engine, ir::Module& spec, const std::string& fname) {
   Compiled c;
-  TERNJIT_TRY(c.artifact, engine.disk_cache->get_or_compile(
-                              spec, fname, [&] { return compile_for_target(engine, spec, fname); }, &c.disk));
+  if (engine.target->decides_at_compile()) {
+    TERNJIT_TRY_VOID(run_pipeline(engine, spec));
+    std::string key_text;
+    TERNJIT_TRY(auto decisions, decide_at_compile(engine, spec, fname, &key_text));
+    TERNJIT_TRY(c.artifact, engine.disk_cache->get_or_compile(
+                                spec, fname, [&] { return compile_optimized(engine, spec, fname, decisions); },
+                                &c.disk, key_text));
+  } else {
+    auto compile = [&]() -> Result<targets::Artifact> {
+      TERNJIT_TRY_VOID(run_pipeline(engine, spec));
+      return compile_optimized(engine, spec, fname, {});
+    };
+    TERNJIT_TRY(c.artifact, engine.disk_cache->get_or_compile(spec, fname, compile, &c.disk));
+  }
   auto fb = c.artifact.metadata.find("fallback");
   c.target = fb != c.artifact.metadata.end() && engine.fallback ? engine.fallback : engine.target;
   if (c.disk == jit::DiskState::Hit && c.target == engine.fallback) trace_fallback(engine, fname, fb->second);

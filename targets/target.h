@@ -70,9 +70,13 @@ struct CompileOptions {
   int threads = 0;                                    ///< 0: the target's default
   TargetOptions target;                               ///< this target's own options (parsed by it)
   TuningMode tuning = TuningMode::Cached;             ///< how tuning sources are consulted
-  /// Where a target that decides configurations at compile time asks (may be null: its
-  /// defaults). Not part of the cache key: the decisions are (Artifact metadata "tuning.*").
+  /// Where a target asks for configurations it decides while compiling (may be null:
+  /// its defaults). Not part of the cache key; `decisions` are.
   const TuningSource* tuning_source = nullptr;
+  /// For a target that decides_at_compile(): the configuration of each of its
+  /// tuning_spaces(), in order, decided by the engine before compile() and part of the
+  /// disk-cache key (a new tuning record gives a new artifact, never a stale hit).
+  std::vector<std::string> decisions;
 };
 
 /// The one text of the options that change a compiled artifact ("opt=O2;threads=2;
@@ -158,6 +162,11 @@ class Target {
   /// for a parameter missing from context.params; Unavailable when this machine cannot
   /// run it (another CPU's ISA, no device).
   [[nodiscard]] virtual Result<LoadedKernel> load(const Artifact& artifact, const LoadContext& context) const = 0;
+  /// True when this target's tuning decisions shape the code compile() emits (GPU
+  /// tiles): the engine then runs the pipeline, asks the tuning source for every space
+  /// of tuning_spaces() and hands the answers to compile() in CompileOptions::decisions,
+  /// keying the disk cache by them. False (default): decisions are made at load.
+  [[nodiscard]] virtual bool decides_at_compile() const { return false; }
   /// The tunable kernel calls of `function` of `specialized` (pipeline already run), as
   /// load() or compile() would ask about them, in the same order. Default: none.
   [[nodiscard]] virtual Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(

@@ -346,5 +346,61 @@ TEST_CASE("a Program outlives its Engine") {
   CHECK(testing::bit_equal(run_layer(*p, x, kM, kK, kN), testing::oracle(w.params(), x, kM, kK)));
 }
 
+TEST_CASE("target options: each target validates its own; typos and contradictions are errors") {
+  auto create_error = [](EngineOptions o) {
+    o.cache_dir = "off";
+    auto e = Engine::create(o);
+    return e.ok() ? std::string() : e.error().message;
+  };
+  EngineOptions o;
+  o.target = "reference";
+  o.target_options = "x86.max_iza=avx2";
+  CHECK(create_error(o).find("unknown x86 option 'max_iza'") != std::string::npos);
+  o.target_options = "x86.max_isa=sse9";
+  CHECK(create_error(o).find("unknown x86 ISA 'sse9'") != std::string::npos);
+  o.target_options = "cuda9.arch=sm_90";
+  CHECK(create_error(o).find("unknown target 'cuda9'") != std::string::npos);
+  o.target_options = "max_isa=avx2";
+  CHECK(create_error(o).find("does not name a target and an option") != std::string::npos);
+  o.target_options = "llvm.cpu=znver4;llvm.cpu=znver3";
+  CHECK(create_error(o).find("is given twice") != std::string::npos);
+  o.target_options = "llvm.tripel=x";
+  CHECK(create_error(o).find("unknown llvm option 'tripel'") != std::string::npos);
+  o.target_options = "reference.anything=1";
+  CHECK(create_error(o).find("the reference target has no option 'anything'") != std::string::npos);
+  o.target_options = "x86.max_isa=avx512";
+  o.max_isa = "avx2";  // the older field is shorthand for x86.max_isa: they must agree
+  CHECK(create_error(o).find("contradicts") != std::string::npos);
+  o.max_isa = "avx512";
+  CHECK(create_error(o).empty());
+  o = {};
+  o.target = "reference";
+  o.target_options = " x86.max_isa = avx2 ; llvm.cpu=generic ;";  // spaces and empty entries are fine
+  CHECK(create_error(o).empty());
+}
+
+TEST_CASE("x86.max_isa reaches the x86 target: the kernel runs that code path") {
+  EngineOptions o;
+  o.target = "x86";
+  o.cache_dir = "off";
+  o.verbose = 1;
+  std::vector<std::string> lines;
+  o.trace = [&](std::string_view l) { lines.emplace_back(l); };
+  o.target_options = "x86.max_isa=avx2";
+  auto e = Engine::create(o);
+  if (!e.ok()) {
+    MESSAGE("skipped: " << e.error().message);
+    return;
+  }
+  Program p = testing::bitlinear(*e);
+  BitLinearWeights w(kK, kN, 5);
+  w.bind(p);
+  std::vector<float> x = testing::random_f32(kM * kK, 6);
+  CHECK(testing::close(testing::oracle(w.params(), x, kM, kK), run_layer(p, x, kM, kK, kN)));
+  bool seen = false;
+  for (const std::string& l : lines) seen = seen || l.find(",specialize,miss,target=x86,isa=avx2,") != std::string::npos;
+  CHECK(seen);
+}
+
 }  // namespace
 }  // namespace ternjit
