@@ -13,22 +13,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bitlinear_source.h"
 #include "ir/tensor.h"
 #include "ternjit/engine.h"
 
 namespace {
-
-constexpr const char* kBitLinear = R"(layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        return relu((q @ w) * w_scale)
-    }
-}
-)";
 
 constexpr std::int64_t kK = 64, kN = 16;
 
@@ -45,7 +34,7 @@ struct Fixture {
     o.target = "reference";
     auto e = ternjit::Engine::create(o);
     if (!e.ok()) std::abort();
-    auto p = e->compile(kBitLinear, "bitlinear.tri");
+    auto p = e->compile(ternjit::examples::kBitLinearSource, "bitlinear.tri");
     if (!p.ok()) std::abort();
     Fixture f{std::move(e.value()), std::move(p.value()), std::vector<float>(8 * kK), {}, {}, {}};
     f.gamma = ternjit::ir::HostTensor::random(ternjit::ElemKind::F32, {kK}, 1).to_f32();

@@ -22,7 +22,8 @@ import torch
 
 import ternjit
 
-#: The layer this module runs (the same text as tests/dsl/bitlinear.tri and the README).
+#: The layer this module runs: tests/dsl/bitlinear.tri without its comment lines (the module stands
+#: alone once installed; tests/unit/dsl/bitlinear_copies_test.cpp checks the copy).
 BITLINEAR_SOURCE = """\
 layer BitLinear {
     param gamma: Tensor[K]

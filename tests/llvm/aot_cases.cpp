@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bitlinear_source.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
@@ -21,19 +22,6 @@
 namespace {
 
 using namespace ternjit;
-
-constexpr const char* kBitLinear = R"(layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        let y = q @ w
-        return relu(y * w_scale)
-    }
-}
-)";
 
 bool write(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
@@ -94,7 +82,7 @@ int main(int argc, char** argv) {
     std::int64_t M, K, N;
   };
   for (const S& s : {S{1, 64, 16}, S{3, 63, 5}, S{8, 130, 67}}) {
-    auto m = dsl::compile_tri(kBitLinear, "bitlinear.tri");
+    auto m = dsl::compile_tri(examples::kBitLinearSource, "bitlinear.tri");
     if (!m.ok()) return 1;
     auto sp = passes::specialize_function(*m, "BitLinear.forward", {{"M", s.M}, {"K", s.K}, {"N", s.N}}, true);
     if (!sp.ok()) return 1;

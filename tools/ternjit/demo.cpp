@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bitlinear_source.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
@@ -18,20 +19,6 @@
 namespace ternjit::cli {
 
 namespace {
-
-constexpr const char* kDemoSource = R"(// demo.tri - a BitNet b1.58 BitLinear layer.
-layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        return relu((q @ w) * w_scale)
-    }
-}
-)";
 
 // The layer by hand: returns y[M, N].
 std::vector<double> by_hand(const ir::HostTensor& x, const ir::HostTensor& gamma, const ir::HostTensor& w,
@@ -64,8 +51,8 @@ std::vector<double> by_hand(const ir::HostTensor& x, const ir::HostTensor& gamma
 }  // namespace
 
 int cmd_demo() {
-  std::printf("== source (embedded demo.tri)\n%s\n", kDemoSource);
-  auto m = dsl::compile_tri(kDemoSource, "demo.tri");
+  std::printf("== source (tests/dsl/bitlinear.tri, embedded at build time)\n%s\n", examples::kBitLinearSource);
+  auto m = dsl::compile_tri(examples::kBitLinearSource, "bitlinear.tri");
   if (!m.ok()) return report(m.error());
   std::printf("== IR\n%s\n", ir::print_module(*m).c_str());
 

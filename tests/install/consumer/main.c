@@ -6,6 +6,8 @@
 
 #include <ternjit/ternjit.h>
 
+/* tests/dsl/bitlinear.tri without its comment lines: this program builds against an installed
+ * package only (tests/unit/dsl/bitlinear_copies_test.cpp checks the copy). */
 static const char kSource[] =
     "layer BitLinear {\n"
     "    param gamma: Tensor[K]\n"

@@ -7,6 +7,8 @@
 
 namespace {
 
+// tests/dsl/bitlinear.tri without its comment lines: this program builds against an installed
+// package only (tests/unit/dsl/bitlinear_copies_test.cpp checks the copy).
 constexpr const char* kSource = R"(layer BitLinear {
     param gamma: Tensor[K]
     param w: TernaryTensor[K, N]

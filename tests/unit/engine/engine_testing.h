@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bitlinear_source.h"
 #include "ir/dsl/dsl.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
@@ -22,19 +23,9 @@
 
 namespace ternjit::testing {
 
-/// The README's BitLinear layer (BitNet b1.58): rmsnorm, int8 activations, ternary weights.
-inline constexpr const char* kBitLinear = R"(layer BitLinear {
-    param gamma: Tensor[K]
-    param w: TernaryTensor[K, N]
-    param w_scale: Tensor[N]
-    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
-        let h = rmsnorm(x, gamma, 1e-5)
-        let q = quantize_int8(h)
-        let y = q @ w
-        return relu(y * w_scale)
-    }
-}
-)";
+/// The README's BitLinear layer (BitNet b1.58): rmsnorm, int8 activations, ternary weights
+/// (tests/dsl/bitlinear.tri, embedded at build time).
+inline constexpr const char* kBitLinear = examples::kBitLinearSource;
 
 /// Options for a quiet reference engine whose trace lines are collected in `lines`.
 struct TraceCapture {
