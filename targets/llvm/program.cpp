@@ -32,9 +32,7 @@ std::vector<std::int64_t> extents_of(const ir::Type& t) {
   return s;
 }
 
-std::size_t bytes_of(const ir::Type& t) {
-  return static_cast<std::size_t>(t.static_numel().value_or(0)) * static_cast<std::size_t>(elem_bits(t.elem) / 8);
-}
+std::size_t bytes_of(const ir::Type& t) { return static_bytes(t); }
 
 Result<void> lowerable(const ir::Function& f, InstId i) {
   const ir::InstData& inst = f.inst(i);
@@ -91,104 +89,41 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
   return unsupported("no LLVM generator for " + quote(inst.op));
 }
 
-Result<void> program_supported(const ir::Function& f) {
-  if (f.blocks().size() != 1)
-    return make_error(ErrorCode::Unsupported, "the llvm target compiles single-block functions; '" + f.name() +
-                                                  "' has " + std::to_string(f.blocks().size()) + " blocks");
-  for (InstId i : f.insts(f.entry())) {
-    const ir::InstData& inst = f.inst(i);
-    if (inst.op == Op::Call)
-      return make_error(ErrorCode::Unsupported, "the llvm target needs calls inlined; '" + f.name() + "' has a 'call'");
-    for (ValueId r : inst.results)
-      if (!f.type_of(r).static_numel())
-        return make_error(ErrorCode::Unsupported, "the llvm target needs static shapes; a result of " +
-                                                      quote(inst.op) + " in '" + f.name() + "' is not static");
-  }
-  for (ValueId a : f.args())
-    if (!f.type_of(a).static_numel())
-      return make_error(ErrorCode::Unsupported, "the llvm target needs static shapes; an argument of '" + f.name() +
-                                                    "' is not static");
-  return success();
-}
+Result<void> program_supported(const ir::Function& f) { return plannable(f, "llvm"); }
 
 Result<Program> analyze(const ir::Function& f, int group) {
   TERNJIT_TRY_VOID(program_supported(f));
+  // The shared walk decides slots, load-time values, aliases and copies; this adds the
+  // weight panels and column sums and decides what is lowered.
+  const StepPlan plan = plan_steps(f);
   Program p;
   p.group = group;
-  std::vector<Loc> loc(f.num_values());
-  std::vector<bool> set(f.num_values(), false), is_const(f.num_values(), false);
+  p.n_in = plan.in_bytes.size();
+  p.n_out = plan.out_bytes.size();
+  p.in_bytes = plan.in_bytes;
+  p.out_bytes = plan.out_bytes;
+  for (const LoadTimeValue& v : plan.load_time) p.consts.push_back({v.value, ConstSlot::Form::Value});
   std::map<std::uint32_t, std::size_t> panels;  // weight value -> const slot of its panel (column sums next)
-  auto put = [&](ValueId v, Loc l) {
-    loc[v.index] = l;
-    set[v.index] = true;
-    is_const[v.index] = l.kind == LocKind::Const;
-  };
-  const auto args = f.args();
-  p.n_in = args.size();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    put(args[i], {LocKind::Arg, i});
-    p.in_bytes.push_back(bytes_of(f.type_of(args[i])));
-  }
-  p.n_out = f.result_types().size();
-  for (const ir::Type& t : f.result_types()) p.out_bytes.push_back(bytes_of(t));
-  const auto insts = f.insts(f.entry());
-  TERNJIT_CHECK(!insts.empty() && f.inst(insts.back()).op == Op::Ret, "llvm: the block does not end in ret");
-  // The first ret operand j computed by a step is computed straight into output j.
-  std::map<std::uint32_t, std::size_t> claimed;
-  const ir::InstData& ret = f.inst(insts.back());
-  for (std::size_t j = 0; j < ret.operands.size(); ++j) {
-    const ValueId v = ret.operands[j];
-    const ir::ValueData& d = f.value(v);
-    if (d.def != ir::ValueDef::InstResult || claimed.count(v.index)) continue;
-    const Op op = f.inst(d.inst).op;
-    if (op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack) continue;
-    claimed.emplace(v.index, j);
-  }
-  std::size_t top = 0;
-  auto result_loc = [&](ValueId r) -> Loc {
-    auto it = claimed.find(r.index);
-    if (it != claimed.end()) return {LocKind::Out, it->second};
-    const std::size_t off = top;
-    top = align_up(top + bytes_of(f.type_of(r)));
-    return {LocKind::Scratch, off};
-  };
+  std::size_t top = plan.scratch_bytes;
   ir::FunctionNames names(f);
   int lowered = 0;
-  for (InstId i : insts) {
-    const ir::InstData& inst = f.inst(i);
-    if (inst.op == Op::Ret) {
-      for (std::size_t j = 0; j < inst.operands.size(); ++j) {
-        const Loc l = loc[inst.operands[j].index];
-        if (l.kind == LocKind::Out && l.index == j) continue;
-        ProgramStep s;
-        s.kind = ProgramStep::Kind::Copy;
-        s.in = {l};
-        s.out = {Loc{LocKind::Out, j}};
-        s.copy_bytes = p.out_bytes[j];
-        s.summary = "result " + std::to_string(j) + " = " + names.value(inst.operands[j]);
-        p.steps.push_back(std::move(s));
-      }
-      continue;
-    }
-    const bool all_const = std::all_of(inst.operands.begin(), inst.operands.end(),
-                                       [&](ValueId v) { return is_const[v.index]; });
-    if (inst.op == Op::Param || (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_const)) {
-      for (ValueId r : inst.results) {
-        p.consts.push_back({r, ConstSlot::Form::Value});
-        put(r, {LocKind::Const, p.consts.size() - 1});
-      }
-      continue;
-    }
-    if (inst.op == Op::TPack || inst.op == Op::Reshape) {
-      put(inst.results[0], loc[inst.operands[0].index]);
-      continue;
-    }
+  for (const PlannedStep& ps : plan.steps) {
     ProgramStep s;
-    s.inst = i;
-    s.summary = ir::print_inst(f, names, i);
-    bool lower = lowerable(f, i).ok();
-    if (inst.op == Op::TMatMul && !is_const[inst.operands[1].index]) lower = false;  // weights must be load-time
-    for (ValueId v : inst.operands) s.in.push_back(loc[v.index]);
+    s.in = ps.in;
+    s.out = ps.out;
+    if (ps.kind == PlannedStep::Kind::Copy) {
+      s.kind = ProgramStep::Kind::Copy;
+      s.copy_bytes = ps.bytes;
+      s.summary = "result " + std::to_string(ps.ret_index) + " = " +
+                  names.value(f.inst(f.insts(f.entry()).back()).operands[ps.ret_index]);
+      p.steps.push_back(std::move(s));
+      continue;
+    }
+    const ir::InstData& inst = f.inst(ps.inst);
+    s.inst = ps.inst;
+    s.summary = ir::print_inst(f, names, ps.inst);
+    bool lower = lowerable(f, ps.inst).ok();
+    if (inst.op == Op::TMatMul && !plan.is_load_time(inst.operands[1])) lower = false;  // weights must be load-time
     if (lower && inst.op == Op::TMatMul) {
       const ValueId w = inst.operands[1];
       auto it = panels.find(w.index);
@@ -199,10 +134,6 @@ Result<Program> analyze(const ir::Function& f, int group) {
       }
       s.in[1] = Loc{LocKind::Const, it->second};
       s.in.push_back(Loc{LocKind::Const, it->second + 1});
-    }
-    for (ValueId r : inst.results) {
-      put(r, result_loc(r));
-      s.out.push_back(loc[r.index]);
     }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
@@ -222,7 +153,6 @@ Result<Program> analyze(const ir::Function& f, int group) {
   p.scratch_bytes = top;
   return p;
 }
-
 
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // program.h - the LLVM target's plan of one specialized function (no LLVM types): slots and steps.
 //
-// analyze() walks a single-block, fully static function once, like the x86 plan:
+// analyze() builds on the walk every CPU target shares (targets/common/step_plan.h):
 //   - load-time values (param, const, and pure ops whose operands are all load-time)
 //     become const slots, evaluated when a kernel is loaded (or baked into an AOT
 //     object); a tmatmul weight [K, N] gets two extra const slots: its panel and its
@@ -25,18 +25,15 @@
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
+#include "targets/common/step_plan.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets::llvmjit {
 
-/// Where a value's bytes are during a call.
-enum class LocKind : std::uint8_t { Arg, Out, Scratch, Const };
-
-/// A value's location: buffer slot (Arg/Out), byte offset (Scratch) or const index.
-struct Loc {
-  LocKind kind = LocKind::Scratch;
-  std::size_t index = 0;
-};
+/// Where a value's bytes are during a call (the shared plan's slots; Const indexes the
+/// program's const slots: the load-time values in plan order, then panels and column sums).
+using LocKind = SlotKind;
+using Loc = Slot;
 
 /// Rows of a tmatmul weight panel are padded to a multiple of this many bytes.
 inline constexpr std::int64_t kKPad = 64;

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// step_plan.cpp - the shared walk of CPU targets (step_plan.h).
+#include "targets/common/step_plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace ternjit::targets {
+
+using ir::InstId;
+using ir::Op;
+using ir::ValueId;
+
+namespace {
+
+std::size_t align_up(std::size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
+
+// Ops whose result is never computed into an output buffer: load-time values and aliases.
+bool defines_no_bytes(Op op) { return op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack; }
+
+}  // namespace
+
+std::size_t static_bytes(const ir::Type& t) {
+  return static_cast<std::size_t>(t.static_numel().value_or(0)) * static_cast<std::size_t>(elem_bits(t.elem) / 8);
+}
+
+Result<void> plannable(const ir::Function& f, std::string_view target) {
+  const std::string who = "the " + std::string(target) + " target";
+  if (f.blocks().size() != 1)
+    return make_error(ErrorCode::Unsupported, who + " compiles single-block functions; '" + f.name() + "' has " +
+                                                  std::to_string(f.blocks().size()) +
+                                                  " blocks left after optimization (control flow)");
+  for (InstId i : f.insts(f.entry())) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Call)
+      return make_error(ErrorCode::Unsupported, who + " needs calls inlined; '" + f.name() + "' still has a " +
+                                                    quote(inst.op));
+    for (ValueId r : inst.results)
+      if (!f.type_of(r).static_numel())
+        return make_error(ErrorCode::Unsupported, who + " needs static shapes; a result of " + quote(inst.op) +
+                                                      " in '" + f.name() + "' is not static");
+  }
+  for (ValueId a : f.args())
+    if (!f.type_of(a).static_numel())
+      return make_error(ErrorCode::Unsupported,
+                        who + " needs static shapes; an argument of '" + f.name() + "' is not static");
+  return success();
+}
+
+StepPlan plan_steps(const ir::Function& f) {
+  StepPlan p;
+  p.slot_of.resize(f.num_values());
+  std::vector<bool> defined(f.num_values(), false);
+  auto put = [&](ValueId v, Slot s) {
+    p.slot_of[v.index] = s;
+    defined[v.index] = true;
+  };
+  const auto args = f.args();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    put(args[i], {SlotKind::Arg, i});
+    p.in_bytes.push_back(static_bytes(f.type_of(args[i])));
+  }
+  for (const ir::Type& t : f.result_types()) p.out_bytes.push_back(static_bytes(t));
+  const auto insts = f.insts(f.entry());
+  TERNJIT_CHECK(!insts.empty() && f.inst(insts.back()).op == Op::Ret, "plan_steps: the block does not end in ret");
+
+  // The first ret operand j computed by a step is computed straight into output j.
+  std::map<std::uint32_t, std::size_t> claimed;
+  const ir::InstData& ret = f.inst(insts.back());
+  for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+    const ValueId v = ret.operands[j];
+    const ir::ValueData& d = f.value(v);
+    if (d.def != ir::ValueDef::InstResult || claimed.count(v.index)) continue;
+    if (defines_no_bytes(f.inst(d.inst).op)) continue;
+    claimed.emplace(v.index, j);
+  }
+  auto result_slot = [&](ValueId r) -> Slot {
+    auto it = claimed.find(r.index);
+    if (it != claimed.end()) return {SlotKind::Out, it->second};
+    const std::size_t off = p.scratch_bytes;
+    p.scratch_bytes = align_up(p.scratch_bytes + static_bytes(f.type_of(r)));
+    return {SlotKind::Scratch, off};
+  };
+
+  for (InstId i : insts) {
+    const ir::InstData& inst = f.inst(i);
+    if (inst.op == Op::Ret) {
+      for (std::size_t j = 0; j < inst.operands.size(); ++j) {
+        const Slot s = p.slot(inst.operands[j]);
+        if (s.kind == SlotKind::Out && s.index == j) continue;
+        PlannedStep c;
+        c.kind = PlannedStep::Kind::Copy;
+        c.in = {s};
+        c.out = {Slot{SlotKind::Out, j}};
+        c.bytes = p.out_bytes[j];
+        c.ret_index = j;
+        p.steps.push_back(std::move(c));
+      }
+      continue;
+    }
+    for (ValueId v : inst.operands) TERNJIT_CHECK(defined[v.index], "plan_steps: a value is used before it is defined");
+    const bool all_load_time =
+        std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return p.is_load_time(v); });
+    if (inst.op == Op::Param || (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_load_time)) {
+      for (std::size_t j = 0; j < inst.results.size(); ++j) {
+        p.load_time.push_back({inst.results[j], i, j});
+        put(inst.results[j], {SlotKind::Const, p.load_time.size() - 1});
+      }
+      continue;
+    }
+    if (inst.op == Op::TPack || inst.op == Op::Reshape) {
+      put(inst.results[0], p.slot(inst.operands[0]));
+      continue;
+    }
+    PlannedStep s;
+    s.inst = i;
+    for (ValueId v : inst.operands) s.in.push_back(p.slot(v));
+    for (ValueId r : inst.results) {
+      put(r, result_slot(r));
+      s.out.push_back(p.slot(r));
+    }
+    p.steps.push_back(std::move(s));
+  }
+  return p;
+}
+
+}  // namespace ternjit::targets

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// step_plan.h - the one walk of a function that CPU targets share: support, load-time values, slots, aliases, copies.
+//
+// plan_steps() walks a single-block, fully static function once and decides, for every
+// value, where its bytes live during a call:
+//   - arguments are input buffers, and the first ret operand j computed by a step is
+//     computed straight into output buffer j;
+//   - load-time values (param, const, and pure ops whose operands are all load-time) are
+//     const slots, evaluated once when a kernel is loaded (or baked into an AOT object);
+//   - reshape and tpack of a computed value alias their operand (row-major data is
+//     unchanged; tpack is the identity on values);
+//   - every other result gets a 64-byte aligned region of the per-call scratch;
+//   - a returned value not computed in place is copied to its output.
+// What a target does with each computed instruction (generate a kernel, or run the
+// reference implementation of that one op) is the target's choice: the plan lists the
+// instructions in order with their operand and result slots. The x86 plan and the LLVM
+// program are both built on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "ternjit/result.h"
+
+namespace ternjit::targets {
+
+/// Where a value's bytes are during a call.
+enum class SlotKind : std::uint8_t { Arg, Out, Scratch, Const };
+
+/// A value's location: buffer index (Arg/Out), byte offset (Scratch) or load-time index (Const).
+struct Slot {
+  SlotKind kind = SlotKind::Scratch;
+  std::size_t index = 0;
+  friend bool operator==(const Slot&, const Slot&) = default;
+};
+
+/// One thing a call does, in order.
+struct PlannedStep {
+  enum class Kind : std::uint8_t {
+    Compute,  ///< instruction `inst`: the target lowers it (kernel or reference)
+    Copy,     ///< copy `bytes` from in[0] to out[0] (a returned value not computed in place)
+  };
+  Kind kind = Kind::Compute;
+  ir::InstId inst;           ///< Compute: the instruction
+  std::vector<Slot> in;      ///< operand slots (Compute) or the source (Copy)
+  std::vector<Slot> out;     ///< result slots (Compute) or the output (Copy)
+  std::size_t bytes = 0;     ///< Copy: bytes copied
+  std::size_t ret_index = 0; ///< Copy: which result
+};
+
+/// A load-time value: defined by `inst` (param, const or a pure op of load-time values).
+struct LoadTimeValue {
+  ir::ValueId value;
+  ir::InstId inst;
+  std::size_t result = 0;  ///< which result of `inst`
+};
+
+/// The plan of one function.
+struct StepPlan {
+  std::vector<std::size_t> in_bytes, out_bytes;  ///< buffer sizes, inputs then outputs
+  std::vector<LoadTimeValue> load_time;          ///< in definition order; Slot{Const, k} is load_time[k]
+  std::vector<PlannedStep> steps;                ///< in execution order
+  std::vector<Slot> slot_of;                     ///< by ValueId::index (meaningful for defined values)
+  std::size_t scratch_bytes = 0;                 ///< per-call scratch (a multiple of kScratchAlign)
+
+  /// The slot of `v`.
+  [[nodiscard]] Slot slot(ir::ValueId v) const { return slot_of[v.index]; }
+  /// True when `v` is a load-time value.
+  [[nodiscard]] bool is_load_time(ir::ValueId v) const { return slot_of[v.index].kind == SlotKind::Const; }
+};
+
+/// Scratch regions start at multiples of this many bytes.
+inline constexpr std::size_t kScratchAlign = 64;
+
+/// The byte size of a fully static type (0 when it is not static).
+std::size_t static_bytes(const ir::Type& t);
+
+/// Success when `f` can be planned: one block, no calls, static argument and result
+/// types. Otherwise Unsupported naming `target` and the first reason.
+Result<void> plannable(const ir::Function& f, std::string_view target);
+
+/// Plans `f` (see the file comment). Precondition: plannable(f).
+StepPlan plan_steps(const ir::Function& f);
+
+}  // namespace ternjit::targets
