@@ -80,7 +80,8 @@ class Lexer {
         out.push_back(number());
       } else if (is_alpha(c)) {
         std::size_t start = i_;
-        while (i_ < src_.size() && is_name_char(src_[i_])) ++i_;
+        // A '-' between letters joins a word ("tern2-sm", the one spelling of that format).
+        while (i_ < src_.size() && (is_name_char(src_[i_]) || (src_[i_] == '-' && is_alpha(peek(1))))) ++i_;
         Token t = make(Tok::Ident, start, i_ - start);
         t.value = std::string(t.text);
         out.push_back(std::move(t));
@@ -405,10 +406,10 @@ bool Parser::parse_type(Type& out, std::vector<std::string>& syms, bool may_decl
     // A packed ternary layout: t2<tern2>[K, N].
     const Token& lt = next();
     const Token& name = peek();
-    auto layout = name.kind == Tok::Ident ? parse_ternary_layout(name.text) : std::nullopt;
+    auto layout = name.kind == Tok::Ident ? parse_weight_format(name.text) : std::nullopt;
     if (!layout)
       return fail(name, "unknown ternary layout " + describe(name) +
-                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+                            " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
     if (*k != ElemKind::T2) return fail(lt, "only t2 takes a layout, got " + describe(kind));
     next();
     if (!expect(Tok::Greater, "'>' after the layout")) return false;
@@ -761,11 +762,11 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case 11: {
       const PAttr* layout = find("layout");
       if (!layout) return missing("layout");
-      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_ternary_layout(layout->value.tok->text)
+      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_weight_format(layout->value.tok->text)
                                                             : std::nullopt;
       if (!l)
         return fail(*layout->value.tok, "unknown ternary layout " + describe(*layout->value.tok) +
-                                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+                                            " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
       inst.attrs = LayoutAttrs{*l};
       return true;
     }

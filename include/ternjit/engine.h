@@ -72,9 +72,6 @@ struct TensorView {
   std::vector<std::int64_t> shape;
 };
 
-/// Storage format of weights handed to Program::bind.
-enum class WeightFormat : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
-
 /// The calling convention of a fetched kernel: `buffers` = input data pointers in
 /// argument order, then output data pointers in result order. Returns 0 or a
 /// ternjit_status code. Thread-safe.

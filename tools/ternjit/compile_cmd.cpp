@@ -15,9 +15,9 @@
 #include <optional>
 #include <string_view>
 
+#include "formats/safetensors.h"
 #include "ir/bind.h"
 #include "ir/print.h"
-#include "ir/safetensors.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
 #include "targets/llvm/llvm_target.h"
@@ -169,13 +169,13 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o, const LlvmEx
     return backend->render_asm(specialized, function, o);
 
   // llvm --emit llvm|obj (or asm for another triple/cpu): the weights are baked in.
-  std::optional<ir::StFile> weights;
+  std::optional<formats::StFile> weights;
   if (!llvm_extras.weights.empty()) {
-    TERNJIT_TRY(weights, ir::read_safetensors(llvm_extras.weights));
+    TERNJIT_TRY(weights, formats::read_safetensors(llvm_extras.weights));
   }
-  ir::PrepareOptions prep;
+  formats::PrepareOptions prep;
   prep.seed = llvm_extras.seed;
-  TERNJIT_TRY(ir::RunInputs run, ir::prepare_run(m, *m.find_function(function), nullptr, weights ? &*weights : nullptr,
+  TERNJIT_TRY(formats::RunInputs run, formats::prepare_run(m, *m.find_function(function), nullptr, weights ? &*weights : nullptr,
                                                  shapes, prep));
   targets::llvmjit::EmitRequest r;
   r.triple = llvm_extras.triple;

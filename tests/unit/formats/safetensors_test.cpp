@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // safetensors_test.cpp - safetensors round trips, golden bytes and one test per malformation.
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +17,7 @@
 namespace {
 
 using namespace ternjit;
-using namespace ternjit::ir;
+using namespace ternjit::formats;
 namespace fs = std::filesystem;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -35,6 +35,8 @@ std::vector<std::uint8_t> image(const std::string& header, const std::vector<std
 
 // Parses an image that must be rejected; returns the message after checking the code
 // and the display-name prefix.
+ir::SharedBytes bytes_of(std::vector<std::uint8_t> bytes) { return ir::SharedBytes::adopt(std::move(bytes)); }
+
 std::string parse_error(const std::vector<std::uint8_t>& bytes) {
   auto r = parse_safetensors(bytes, "w.st");
   REQUIRE_FALSE(r.ok());
@@ -86,8 +88,8 @@ StFile sample_file() {
   file.tensors.push_back(make_u8_tensor("layer.0.tern2", {3}, packed));
   file.tensors.push_back(make_f32_tensor("scalar", {}, std::vector<float>{42.0f}));
   file.tensors.push_back(make_f32_tensor("empty", {0, 3}, std::vector<float>{}));
-  StTensor half{"h", "F16", ElemKind::F16, {2}, {0x00, 0x3C, 0x00, 0xC0}};  // 1.0, -2.0
-  StTensor brain{"b", "BF16", ElemKind::BF16, {2}, {0x80, 0x3F, 0x49, 0x40}};  // 1.0, 3.140625
+  StTensor half{"h", "F16", ElemKind::F16, {2}, bytes_of({0x00, 0x3C, 0x00, 0xC0})};  // 1.0, -2.0
+  StTensor brain{"b", "BF16", ElemKind::BF16, {2}, bytes_of({0x80, 0x3F, 0x49, 0x40})};  // 1.0, 3.140625
   file.tensors.push_back(half);
   file.tensors.push_back(brain);
   file.metadata = {{"format", "pt"}, {"note", "quote \" and \\ and \xC3\xA9"}};
@@ -103,7 +105,7 @@ void check_same(const StFile& a, const StFile& b) {
     CHECK(u->dtype == t.dtype);
     CHECK(u->kind == t.kind);
     CHECK(u->shape == t.shape);
-    CHECK(u->bytes == t.bytes);
+    CHECK(std::ranges::equal(u->bytes.span(), t.bytes.span()));
   }
 }
 
@@ -164,7 +166,7 @@ TEST_CASE("safetensors: round trip through a file, written atomically") {
   auto again = read_safetensors(path);
   REQUIRE(again.ok());
   REQUIRE(again->tensors.size() == 1);
-  CHECK(again->tensors[0].bytes == std::vector<std::uint8_t>{0xF9});
+  CHECK(std::ranges::equal(again->tensors[0].bytes.span(), std::vector<std::uint8_t>{0xF9}));
   CHECK(again->metadata.empty());
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
 }
@@ -266,7 +268,7 @@ TEST_CASE("safetensors: write_safetensors rejects invalid files") {
   CHECK(write_error(misspelled) == "tensor 'a': dtype 'U8' does not spell element kind i8, expected I8");
 
   StFile ternary;
-  ternary.tensors.push_back(StTensor{"t", "", ElemKind::T2, {1}, {0}});
+  ternary.tensors.push_back(StTensor{"t", "", ElemKind::T2, {1}, bytes_of({0})});
   CHECK(contains(write_error(ternary), "element kind t2 has no safetensors dtype"));
 
   StFile negative;
