@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/mapped_file.h"
 #include "ir/numeric.h"
 
 namespace {
@@ -472,4 +473,47 @@ TEST_CASE("malformed: truncations and random corruption never crash") {
     }
   }
   CHECK(parsed > 0);  // flips in the data buffer leave the file valid
+}
+
+TEST_CASE("map_file and read_safetensors: tensors point into the mapping, never copied") {
+  ScratchDir dir("mapped");
+  const std::string path = dir.file("w.st");
+  const StFile file = sample_file();
+  REQUIRE(write_safetensors(path, file).ok());
+  auto image = map_file(path);
+  REQUIRE(image.ok());
+  CHECK(image->owned());
+  CHECK(std::ranges::equal(image->span(), serialize_safetensors(file)));
+
+  // Parsing an owned image shares its bytes; parsing caller memory copies them.
+  auto shared = parse_safetensors(*image, path);
+  REQUIRE(shared.ok());
+  check_same(file, *shared);
+  for (const StTensor& t : shared->tensors) {
+    if (t.bytes.empty()) continue;
+    CHECK(t.bytes.data() >= image->data());
+    CHECK(t.bytes.data() + t.bytes.size() <= image->data() + image->size());
+  }
+  auto copied = parse_safetensors(image->span(), path);
+  REQUIRE(copied.ok());
+  const StTensor* w = copied->find("layer.0.weight");
+  REQUIRE(w != nullptr);
+  CHECK((w->bytes.data() < image->data() || w->bytes.data() >= image->data() + image->size()));
+
+  // The tensors keep the mapping alive after the file and the image are gone.
+  auto read = read_safetensors(path);
+  REQUIRE(read.ok());
+  image = ir::SharedBytes();
+  fs::remove(path);
+  check_same(file, *read);
+
+  const std::string empty = dir.file("empty");
+  std::ofstream(empty).close();
+  auto none = map_file(empty);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  CHECK(map_file(dir.file("missing")).error().code == ErrorCode::NotFound);
+  auto directory = map_file(dir.file(""));
+  REQUIRE_FALSE(directory.ok());
+  CHECK(directory.error().code == ErrorCode::IoError);
 }

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -266,4 +267,54 @@ TEST_CASE("corrupting one element is reported at that element") {
     t16[bad / 5] = 243;
     CHECK(contains(unpack_error(WeightFormat::Tern16, t16, n), "byte " + std::to_string(bad / 5) + " "));
   }
+}
+
+TEST_CASE("store_packed: every format gives the same t2 values, block by block") {
+  // 3 blocks of transcoding and a ragged end; a shape that is not a multiple of any group.
+  const std::int64_t rows = 193, cols = 331;
+  const auto values = random_ternary(static_cast<std::size_t>(rows * cols), 5);
+  auto want = ir::StoredTensor::from_ternary({rows, cols}, values);
+  REQUIRE(want.ok());
+  for (WeightFormat format : kPackedFormats) {
+    CAPTURE(weight_format_name(format));
+    const ir::SharedBytes packed = ir::SharedBytes::adopt(pack_ok(format, values));
+    auto got = store_packed(format, {rows, cols}, packed);
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message));
+    CHECK(got->kind() == ElemKind::T2);
+    CHECK(got->shape() == std::vector<std::int64_t>{rows, cols});
+    CHECK(std::ranges::equal(got->bytes().span(), want->bytes().span()));
+    // tern2 data is the stored form itself: kept, not copied.
+    CHECK((got->bytes().data() == packed.data()) == (format == WeightFormat::Tern2));
+  }
+}
+
+TEST_CASE("store_packed: wrong byte counts and bad codes are errors naming the element") {
+  // A 10-byte slice bound as 64x16 is refused in every format, as is a longer buffer.
+  const std::vector<std::uint8_t> slice(10, 0x55);
+  for (WeightFormat format : kPackedFormats) {
+    auto r = store_packed(format, {64, 16}, ir::SharedBytes::borrow(slice));
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.error().message, "data for 1024 values needs"));
+    CHECK(contains(r.error().message, "got 10"));
+  }
+  CHECK(store_packed(WeightFormat::Tern2, {4}, ir::SharedBytes::borrow(std::vector<std::uint8_t>{0x55, 0x55}))
+            .error()
+            .message == "tern2 data for 4 values needs 1 byte, got 2");
+  CHECK(store_packed(WeightFormat::Plain, {4}, {}).error().code == ErrorCode::InvalidArgument);
+  CHECK(store_packed(WeightFormat::Tern2, {-4}, {}).error().message == "shape [-4] is negative or too large");
+  // A bad element in a later transcoding block is named by its index in the whole tensor.
+  const std::size_t n = 70000, bad = 65537;
+  auto values = random_ternary(n, 9);
+  auto plane = pack_ok(WeightFormat::Bitplane, values);
+  const std::size_t byte = (bad / 64) * 16 + (bad % 64) / 8;
+  plane[byte] |= static_cast<std::uint8_t>(1u << (bad % 8));
+  plane[byte + 8] |= static_cast<std::uint8_t>(1u << (bad % 8));
+  auto r = store_packed(WeightFormat::Bitplane, {static_cast<std::int64_t>(n)}, ir::SharedBytes::adopt(plane));
+  REQUIRE_FALSE(r.ok());
+  CHECK(contains(r.error().message, "bitplane element 65537 "));
+  auto t16 = pack_ok(WeightFormat::Tern16, values);
+  t16[bad / 5] = 250;
+  r = store_packed(WeightFormat::Tern16, {static_cast<std::int64_t>(n)}, ir::SharedBytes::adopt(t16));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "tern1.6 byte 13107 (elements 65535 to 65539) is 250, expected at most 242");
 }
