@@ -60,8 +60,8 @@ BENCHMARK(BM_LlvmCompile)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 
 ir::ParamValues weights(std::int64_t K, std::int64_t N) {
   ir::ParamValues pv;
-  pv.values.emplace("w", ir::HostTensor::random(ElemKind::T2, {K, N}, 1));
-  pv.values.emplace("ws", ir::HostTensor::random(ElemKind::F32, {N}, 2));
+  pv.set("w", ir::HostTensor::random(ElemKind::T2, {K, N}, 1));
+  pv.set("ws", ir::HostTensor::random(ElemKind::F32, {N}, 2));
   return pv;
 }
 

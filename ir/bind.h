@@ -1,17 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// bind.h - turn files, shape lists and seeds into the arguments and parameters of a run.
+// bind.h - shape bindings of symbolic dims, qualified names, and seeds derived per tensor.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ir/interpret.h"
-#include "ir/ir.h"
-#include "ir/safetensors.h"
-#include "ir/tensor.h"
+#include "ternjit/result.h"
 
 namespace ternjit::ir {
 
@@ -38,32 +36,5 @@ std::optional<std::vector<std::int64_t>> parse_dims(std::string_view text);
 /// A per-tensor seed derived from a user seed and a salt (splitmix64 finalizer), so the
 /// tensors drawn from one seed are decorrelated and stable across runs.
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t salt);
-
-/// The arguments and parameters of one run of a function.
-struct RunInputs {
-  std::vector<HostTensor> args;  ///< in argument order
-  ParamValues params;            ///< every parameter f reads (directly or via calls)
-  ShapeBindings shapes;          ///< every binding used (given, and derived from files)
-};
-
-/// Options of prepare_run.
-struct PrepareOptions {
-  std::uint64_t seed = 1;           ///< seed of random inputs and parameters
-  bool random_missing_inputs = true;  ///< else a missing input is an error
-  bool random_missing_params = true;  ///< else a missing parameter is an error
-};
-
-/// Prepares a run of `f` in `m`. Arguments come from `inputs` by argument name and
-/// parameters from `weights` ("Layer.p", or "p" for the run layer's own), converted to
-/// the declared kinds: float declarations take F32/F16/BF16 tensors, integer ones the
-/// same integer dtype, a t2 parameter takes I8 values in {-1, 0, 1} or a U8 tensor
-/// packed in the format named by metadata "<tensor>.format" (tern2, tern2-sm,
-/// tern1.6, bitplane). Symbolic dims bind from `shapes`, then from the files' shapes;
-/// a conflict or an unbound dim of a random tensor is an error naming it. Missing
-/// tensors are drawn from `seed` unless the options forbid it. `inputs`/`weights`
-/// may be null. Errors are InvalidInput with a message naming the tensor.
-Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* inputs,
-                              const StFile* weights, const ShapeBindings& shapes,
-                              const PrepareOptions& options);
 
 }  // namespace ternjit::ir

@@ -76,4 +76,21 @@ std::optional<ElemKind> parse_elem_kind(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Plain: return "plain";
+    case WeightFormat::Tern2: return "tern2";
+    case WeightFormat::Tern2SM: return "tern2-sm";
+    case WeightFormat::Tern16: return "tern1.6";
+    case WeightFormat::Bitplane: return "bitplane";
+  }
+  return "?";
+}
+
+std::optional<WeightFormat> parse_weight_format(std::string_view s) {
+  for (WeightFormat f : kAllWeightFormats)
+    if (weight_format_name(f) == s) return f;
+  return std::nullopt;
+}
+
 }  // namespace ternjit

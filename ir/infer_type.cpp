@@ -112,7 +112,7 @@ Result<std::vector<Type>> infer_tmatmul(std::span<const Type> ops, const TMatMul
   }
   if (a.w_scale) {
     const Type& s = ops[next];
-    const bool ok = s.elem == ElemKind::F32 && s.layout == TernaryLayout::Plain &&
+    const bool ok = s.elem == ElemKind::F32 && s.layout == WeightFormat::Plain &&
                     (s.rank() == 0 || (s.rank() == 1 && same_dim(s.shape[0], n)));
     if (!ok) return bad("w_scale", s, "f32[] or " + type_str(Type{ElemKind::F32, {n}}, syms));
     ++next;
@@ -269,11 +269,11 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
 
   if (!reads_packed_layouts(op))
     for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].layout != TernaryLayout::Plain)
+      if (ops[i].layout != WeightFormat::Plain)
         return fail(q(op) + " cannot read operand " + std::to_string(i + 1) + " of packed layout " +
                     type_str(ops[i], syms) + " (only 'tmatmul' and 'tpack' read packed weights)");
   for (const Type& t : declared)
-    if (t.layout != TernaryLayout::Plain && t.elem != ElemKind::T2)
+    if (t.layout != WeightFormat::Plain && t.elem != ElemKind::T2)
       return fail("type " + type_str(t, syms) + " has a ternary layout but is not t2");
 
   auto need_declared = [&](std::size_t n) -> Result<void> {

@@ -45,6 +45,7 @@
 //            the same code as the standalone op at the result kind.
 //   ewise    each step by the same code as the standalone op, on whole tensors.
 //   tpack    the identity (a layout changes storage, not values).
+//   param    the parameter's StoredTensor decoded to a HostTensor (exact, every kind).
 // "Rounded once" means one call of round_to_kind, which takes f16/bf16 through f32: a
 // double result within half an f32 ulp of an f16/bf16 rounding midpoint may land one
 // f16/bf16 ulp away from the directly rounded value (rare; targets compare f16/bf16
@@ -64,13 +65,19 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "ir/stored_tensor.h"
 #include "ir/tensor.h"
 
 namespace ternjit::ir {
 
-/// Values of module parameters, by ParamDecl name ("LinearClassifier.weights").
+/// Values of module parameters, by ParamDecl name ("LinearClassifier.weights"), kept in
+/// their own element type (StoredTensor); `param` decodes one when it is evaluated.
 struct ParamValues {
-  std::map<std::string, HostTensor> values;
+  std::map<std::string, StoredTensor> values;  ///< by parameter name
+
+  /// Stores `t` under `name`, replacing any value. Precondition (aborts otherwise):
+  /// validate(t) succeeds.
+  void set(const std::string& name, const HostTensor& t);
 };
 
 /// Limits that keep the interpreter from running away on bad IR.

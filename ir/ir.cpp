@@ -89,30 +89,12 @@ bool is_ewise_binary(Op op) { return op_category(op) == OpCategory::Binary; }
 
 namespace {
 
-constexpr std::pair<TernaryLayout, std::string_view> kLayoutNames[] = {
-    {TernaryLayout::Plain, "plain"},     {TernaryLayout::Tern2, "tern2"},
-    {TernaryLayout::Tern2SM, "tern2_sm"}, {TernaryLayout::Tern16, "tern1.6"},
-    {TernaryLayout::Bitplane, "bitplane"},
-};
-
 constexpr std::pair<Activation, std::string_view> kActivationNames[] = {
     {Activation::None, "none"}, {Activation::Relu, "relu"},       {Activation::Gelu, "gelu"},
     {Activation::Silu, "silu"}, {Activation::Sigmoid, "sigmoid"}, {Activation::Tanh, "tanh"},
 };
 
 }  // namespace
-
-std::string_view layout_name(TernaryLayout layout) {
-  for (const auto& [l, n] : kLayoutNames)
-    if (l == layout) return n;
-  return "?";
-}
-
-std::optional<TernaryLayout> parse_ternary_layout(std::string_view name) {
-  for (const auto& [l, n] : kLayoutNames)
-    if (n == name) return l;
-  return std::nullopt;
-}
 
 std::string_view activation_name(Activation act) {
   for (const auto& [a, n] : kActivationNames)
@@ -166,7 +148,7 @@ std::optional<std::int64_t> Type::static_numel() const {
 
 std::string type_str(const Type& t, std::span<const std::string> symbols) {
   std::string s(elem_name(t.elem));
-  if (t.layout != TernaryLayout::Plain) s += "<" + std::string(layout_name(t.layout)) + ">";
+  if (t.layout != WeightFormat::Plain) s += "<" + std::string(weight_format_name(t.layout)) + ">";
   s += '[';
   for (std::size_t i = 0; i < t.shape.size(); ++i) {
     if (i) s += ", ";

@@ -51,28 +51,15 @@ struct Dim {
   friend constexpr bool operator==(const Dim&, const Dim&) = default;
 };
 
-/// How a ternary (t2) tensor is stored. Plain is the logical row-major layout every
-/// op reads; the others are packed weight layouts (ir/ternary.h describes the bytes)
-/// that only `tpack` produces and only `tmatmul` (and ret/br/call) consume. The layout
-/// is part of the Type, so a pass cannot mix layouts silently. Only t2 may be non-Plain.
-enum class TernaryLayout : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
-
-/// All ternary layouts, in declaration order.
-inline constexpr TernaryLayout kAllTernaryLayouts[] = {TernaryLayout::Plain, TernaryLayout::Tern2,
-                                                       TernaryLayout::Tern2SM, TernaryLayout::Tern16,
-                                                       TernaryLayout::Bitplane};
-
-/// The spelling of a layout in types and attributes: "plain", "tern2", "tern2_sm",
-/// "tern1.6" or "bitplane".
-std::string_view layout_name(TernaryLayout layout);
-/// Parses a spelling produced by layout_name; nullopt if unknown.
-std::optional<TernaryLayout> parse_ternary_layout(std::string_view name);
-
 /// A tensor type: element kind, shape and (t2 only) storage layout. Rank 0 is a scalar.
+/// The layout is a WeightFormat (types.h, spelled by weight_format_name): Plain is the
+/// logical row-major layout every op reads; the packed ones only `tpack` produces and
+/// only `tmatmul` (and ret/br/call) consume. It is part of the Type, so a pass cannot mix
+/// layouts silently. Only t2 may be non-Plain.
 struct Type {
   ElemKind elem = ElemKind::F32;
   std::vector<Dim> shape;
-  TernaryLayout layout = TernaryLayout::Plain;  ///< non-Plain only for t2 (printed t2<tern2>[...])
+  WeightFormat layout = WeightFormat::Plain;  ///< non-Plain only for t2 (printed t2<tern2>[...])
 
   [[nodiscard]] std::size_t rank() const { return shape.size(); }
   /// True when every dim is static.
@@ -225,7 +212,7 @@ bool is_ewise_binary(Op op);
 
 /// `tpack`: the layout the ternary weights are repacked into.
 struct LayoutAttrs {
-  TernaryLayout layout = TernaryLayout::Plain;
+  WeightFormat layout = WeightFormat::Plain;
   friend bool operator==(const LayoutAttrs&, const LayoutAttrs&) = default;
 };
 

@@ -89,10 +89,10 @@ bool Parser::parse_type(Type& out, std::vector<std::string>& syms, bool may_decl
     // A packed ternary layout: t2<tern2>[K, N].
     const Token& lt = next();
     const Token& name = peek();
-    auto layout = name.kind == Tok::Ident ? parse_ternary_layout(name.text) : std::nullopt;
+    auto layout = name.kind == Tok::Ident ? parse_weight_format(name.text) : std::nullopt;
     if (!layout)
       return fail(name, "unknown ternary layout " + describe(name) +
-                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+                            " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
     if (*k != ElemKind::T2) return fail(lt, "only t2 takes a layout, got " + describe(kind));
     next();
     if (!expect(Tok::Greater, "'>' after the layout")) return false;

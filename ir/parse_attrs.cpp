@@ -256,11 +256,11 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case AttrsKind::Layout: {
       const PAttr* layout = find("layout");
       if (!layout) return missing("layout");
-      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_ternary_layout(layout->value.tok->text)
+      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_weight_format(layout->value.tok->text)
                                                             : std::nullopt;
       if (!l)
         return fail(*layout->value.tok, "unknown ternary layout " + describe(*layout->value.tok) +
-                                            " (expected plain, tern2, tern2_sm, tern1.6 or bitplane)");
+                                            " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
       inst.attrs = LayoutAttrs{*l};
       return true;
     }

@@ -44,7 +44,8 @@ class Lexer {
         out.push_back(number());
       } else if (is_alpha(c)) {
         std::size_t start = i_;
-        while (i_ < src_.size() && is_name_char(src_[i_])) ++i_;
+        // A '-' between letters joins a word ("tern2-sm", the one spelling of that format).
+        while (i_ < src_.size() && (is_name_char(src_[i_]) || (src_[i_] == '-' && is_alpha(peek(1))))) ++i_;
         Token t = make(Tok::Ident, start, i_ - start);
         t.value = std::string(t.text);
         out.push_back(std::move(t));

@@ -139,7 +139,7 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
       return s + "]}";
     }
     std::string operator()(const LayoutAttrs& l) const {
-      return "{layout = " + std::string(layout_name(l.layout)) + "}";
+      return "{layout = " + std::string(weight_format_name(l.layout)) + "}";
     }
   };
   return std::visit(Visitor{d, const_kind}, d.attrs);

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "ir/builder.h"
 #include "ir/ir.h"
@@ -27,32 +26,10 @@ std::string num_str(double v) {
 
 std::string shape_str(std::span<const std::int64_t> shape) { return index_str(shape); }
 
-// Product of extents, or nullopt when an extent is negative or the product overflows.
-std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) {
-  std::int64_t n = 1;
-  for (std::int64_t e : shape) {
-    if (e < 0) return std::nullopt;
-    if (e != 0 && n > std::numeric_limits<std::int64_t>::max() / e) return std::nullopt;
-    n *= e;
-  }
-  return n;
-}
-
 std::int64_t numel_or_die(std::span<const std::int64_t> shape) {
   auto n = checked_numel(shape);
   TERNJIT_CHECK(n.has_value(), "HostTensor shape " + shape_str(shape) + " is negative or too large");
   return *n;
-}
-
-// The multi-index of flat element `flat` in a row-major `shape`.
-std::vector<std::int64_t> unflatten(std::int64_t flat, std::span<const std::int64_t> shape) {
-  std::vector<std::int64_t> idx(shape.size(), 0);
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] == 0) break;
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
 }
 
 bool representable(double v, ElemKind k) {
@@ -66,11 +43,75 @@ std::uint32_t load_le(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-void store_le(std::vector<std::uint8_t>& out, std::uint32_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+void store_le(std::uint8_t* p, std::uint32_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
 }  // namespace
+
+std::vector<std::int64_t> multi_index(std::int64_t flat, std::span<const std::int64_t> shape) {
+  std::vector<std::int64_t> idx(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) break;
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (std::int64_t e : shape) {
+    if (e < 0) return std::nullopt;
+    if (e != 0 && n > std::numeric_limits<std::int64_t>::max() / e) return std::nullopt;
+    n *= e;
+  }
+  return n;
+}
+
+double decode_element(ElemKind kind, const std::uint8_t* p) {
+  switch (kind) {
+    case ElemKind::F32: return std::bit_cast<float>(load_le(p, 4));
+    case ElemKind::F16: return f16_bits_to_f32(static_cast<std::uint16_t>(load_le(p, 2)));
+    case ElemKind::BF16: return bf16_bits_to_f32(static_cast<std::uint16_t>(load_le(p, 2)));
+    case ElemKind::I32: return static_cast<std::int32_t>(load_le(p, 4));
+    case ElemKind::I8: case ElemKind::T2: return static_cast<std::int8_t>(*p);
+    case ElemKind::U8: case ElemKind::Bool: return *p;
+  }
+  return 0;
+}
+
+void encode_element(ElemKind kind, double v, std::uint8_t* p) {
+  switch (kind) {
+    case ElemKind::F32: store_le(p, std::bit_cast<std::uint32_t>(static_cast<float>(v)), 4); break;
+    case ElemKind::F16: store_le(p, f32_to_f16_bits(static_cast<float>(v)), 2); break;
+    case ElemKind::BF16: store_le(p, f32_to_bf16_bits(static_cast<float>(v)), 2); break;
+    case ElemKind::I32: store_le(p, static_cast<std::uint32_t>(static_cast<std::int32_t>(round_to_kind(v, kind))), 4); break;
+    case ElemKind::I8: case ElemKind::T2:
+      *p = static_cast<std::uint8_t>(static_cast<std::int8_t>(round_to_kind(v, kind)));
+      break;
+    case ElemKind::U8: case ElemKind::Bool: *p = static_cast<std::uint8_t>(round_to_kind(v, kind)); break;
+  }
+}
+
+double RandomValues::next(ElemKind kind) {
+  auto int_in = [&](std::int64_t lo, std::int64_t hi) {
+    const auto range = static_cast<std::uint64_t>(hi - lo + 1);
+    return static_cast<double>(lo + static_cast<std::int64_t>(gen_() % range));
+  };
+  switch (kind) {
+    case ElemKind::F32: case ElemKind::F16: case ElemKind::BF16: {
+      const double u = static_cast<double>(gen_() >> 11) * 0x1p-53;
+      return round_to_kind(2.0 * u - 1.0, kind);
+    }
+    case ElemKind::I8: return int_in(-127, 127);
+    case ElemKind::U8: return int_in(0, 255);
+    case ElemKind::I32: return int_in(-1000, 1000);
+    case ElemKind::T2: return int_in(-1, 1);
+    case ElemKind::Bool: return int_in(0, 1);
+  }
+  return 0;
+}
 
 std::int64_t HostTensor::numel() const {
   std::int64_t n = 1;
@@ -129,27 +170,13 @@ Result<HostTensor> HostTensor::from_bytes(ElemKind kind, std::vector<std::int64_
   t.data.reserve(static_cast<std::size_t>(*n));
   const std::uint8_t* p = bytes.data();
   for (std::int64_t i = 0; i < *n; ++i, p += width) {
-    double v = 0;
-    switch (kind) {
-      case ElemKind::F32: v = std::bit_cast<float>(load_le(p, 4)); break;
-      case ElemKind::F16: v = f16_bits_to_f32(static_cast<std::uint16_t>(load_le(p, 2))); break;
-      case ElemKind::BF16: v = bf16_bits_to_f32(static_cast<std::uint16_t>(load_le(p, 2))); break;
-      case ElemKind::I32: v = static_cast<std::int32_t>(load_le(p, 4)); break;
-      case ElemKind::I8: v = static_cast<std::int8_t>(*p); break;
-      case ElemKind::U8: v = *p; break;
-      case ElemKind::T2:
-        v = static_cast<std::int8_t>(*p);
-        if (v < -1 || v > 1)
-          return fail("t2 element " + index_str(unflatten(i, t.shape)) + " (byte " + std::to_string(i) +
-                      ") is " + num_str(v) + ", expected -1, 0 or 1");
-        break;
-      case ElemKind::Bool:
-        v = *p;
-        if (v > 1)
-          return fail("bool element " + index_str(unflatten(i, t.shape)) + " (byte " + std::to_string(i) +
-                      ") is " + num_str(v) + ", expected 0 or 1");
-        break;
-    }
+    const double v = decode_element(kind, p);
+    if (kind == ElemKind::T2 && (v < -1 || v > 1))
+      return fail("t2 element " + index_str(multi_index(i, t.shape)) + " (byte " + std::to_string(i) + ") is " +
+                  num_str(v) + ", expected -1, 0 or 1");
+    if (kind == ElemKind::Bool && v > 1)
+      return fail("bool element " + index_str(multi_index(i, t.shape)) + " (byte " + std::to_string(i) + ") is " +
+                  num_str(v) + ", expected 0 or 1");
     t.data.push_back(v);
   }
   return t;
@@ -157,25 +184,8 @@ Result<HostTensor> HostTensor::from_bytes(ElemKind kind, std::vector<std::int64_
 
 HostTensor HostTensor::random(ElemKind kind, std::vector<std::int64_t> shape, std::uint64_t seed) {
   HostTensor t = zeros(kind, std::move(shape));
-  std::mt19937_64 gen(seed);
-  auto int_in = [&](std::int64_t lo, std::int64_t hi) {
-    const auto range = static_cast<std::uint64_t>(hi - lo + 1);
-    return static_cast<double>(lo + static_cast<std::int64_t>(gen() % range));
-  };
-  for (double& v : t.data) {
-    switch (kind) {
-      case ElemKind::F32: case ElemKind::F16: case ElemKind::BF16: {
-        const double u = static_cast<double>(gen() >> 11) * 0x1p-53;
-        v = round_to_kind(2.0 * u - 1.0, kind);
-        break;
-      }
-      case ElemKind::I8: v = int_in(-127, 127); break;
-      case ElemKind::U8: v = int_in(0, 255); break;
-      case ElemKind::I32: v = int_in(-1000, 1000); break;
-      case ElemKind::T2: v = int_in(-1, 1); break;
-      case ElemKind::Bool: v = int_in(0, 1); break;
-    }
-  }
+  RandomValues gen(seed);
+  for (double& v : t.data) v = gen.next(kind);
   return t;
 }
 
@@ -201,24 +211,9 @@ std::vector<std::int32_t> HostTensor::to_i32() const {
 }
 
 std::vector<std::uint8_t> HostTensor::to_bytes() const {
-  std::vector<std::uint8_t> out;
-  out.reserve(data.size() * static_cast<std::size_t>(elem_bits(kind) / 8));
-  for (double v : data) {
-    switch (kind) {
-      case ElemKind::F32: store_le(out, std::bit_cast<std::uint32_t>(static_cast<float>(v)), 4); break;
-      case ElemKind::F16: store_le(out, f32_to_f16_bits(static_cast<float>(v)), 2); break;
-      case ElemKind::BF16: store_le(out, f32_to_bf16_bits(static_cast<float>(v)), 2); break;
-      case ElemKind::I32:
-        store_le(out, static_cast<std::uint32_t>(static_cast<std::int32_t>(round_to_kind(v, kind))), 4);
-        break;
-      case ElemKind::I8: case ElemKind::T2:
-        out.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(round_to_kind(v, kind))));
-        break;
-      case ElemKind::U8: case ElemKind::Bool:
-        out.push_back(static_cast<std::uint8_t>(round_to_kind(v, kind)));
-        break;
-    }
-  }
+  const auto width = static_cast<std::size_t>(elem_bits(kind) / 8);
+  std::vector<std::uint8_t> out(data.size() * width);
+  for (std::size_t i = 0; i < data.size(); ++i) encode_element(kind, data[i], out.data() + i * width);
   return out;
 }
 
@@ -242,7 +237,7 @@ Result<void> validate(const HostTensor& t, std::string_view what) {
   for (std::size_t i = 0; i < t.data.size(); ++i) {
     if (!representable(t.data[i], t.kind))
       return fail(std::string(what) + " element " +
-                  index_str(unflatten(static_cast<std::int64_t>(i), t.shape)) + " is " + num_str(t.data[i]) +
+                  index_str(multi_index(static_cast<std::int64_t>(i), t.shape)) + " is " + num_str(t.data[i]) +
                   ", which is not a " + std::string(elem_name(t.kind)) + " value");
   }
   return success();
@@ -265,7 +260,7 @@ std::optional<Mismatch> compare(const HostTensor& expected, const HostTensor& ac
     const double a = actual.data[i];
     if (e == a || (std::isnan(e) && std::isnan(a))) continue;
     if (std::isfinite(e) && std::isfinite(a) && std::fabs(a - e) <= atol + rtol * std::fabs(e)) continue;
-    auto idx = unflatten(static_cast<std::int64_t>(i), expected.shape);
+    auto idx = multi_index(static_cast<std::int64_t>(i), expected.shape);
     std::string msg = "element " + index_str(idx) + ": expected " + num_str(e) + ", got " + num_str(a);
     if (rtol != 0 || atol != 0)
       msg += " (|diff| " + num_str(std::fabs(a - e)) + " > atol " + num_str(atol) + " + rtol " +

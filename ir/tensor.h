@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,6 +84,35 @@ struct HostTensor {
 /// count that overflows, data.size() != numel(), or a value not representable in the
 /// kind (the message names the multi-index and the value).
 Result<void> validate(const HostTensor& t, std::string_view what);
+
+/// The product of `shape`'s extents (1 for a scalar), or nullopt when an extent is
+/// negative or the product overflows int64.
+std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape);
+
+/// The value of one little-endian element of `kind` at `p`, in the from_bytes layout
+/// (t2 as a signed byte; t2 and bool values are not range-checked here).
+double decode_element(ElemKind kind, const std::uint8_t* p);
+
+/// Writes `v` (representable in `kind`) at `p` as one little-endian element in the
+/// to_bytes layout (elem_bits(kind) / 8 bytes).
+void encode_element(ElemKind kind, double v, std::uint8_t* p);
+
+/// The value stream behind HostTensor::random: one std::mt19937_64 draw per element,
+/// mapped as that function documents. Anything drawing from the same seed in the same
+/// order gets the same values.
+class RandomValues {
+ public:
+  /// A stream seeded with `seed`.
+  explicit RandomValues(std::uint64_t seed) : gen_(seed) {}
+  /// The next value, for an element of `kind`.
+  double next(ElemKind kind);
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+/// The row-major multi-index of flat element `flat` of `shape` (all zeros when a dim is 0).
+std::vector<std::int64_t> multi_index(std::int64_t flat, std::span<const std::int64_t> shape);
 
 /// A row-major multi-index as text: "[1, 2]"; a scalar's is "[]".
 std::string index_str(std::span<const std::int64_t> index);

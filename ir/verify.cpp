@@ -43,7 +43,7 @@ bool symbols_in_range(const Type& t, std::size_t nsyms) {
 }
 
 // Only t2 has storage layouts; any other kind must be Plain.
-bool layout_ok(const Type& t) { return t.layout == TernaryLayout::Plain || t.elem == ElemKind::T2; }
+bool layout_ok(const Type& t) { return t.layout == WeightFormat::Plain || t.elem == ElemKind::T2; }
 
 Diagnostic error_at(SourceLoc loc, std::string msg) {
   return Diagnostic{std::move(loc), Severity::Error, std::move(msg), {}, {}};

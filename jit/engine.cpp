@@ -17,9 +17,9 @@
 #include <exception>
 #include <mutex>
 
+#include "formats/safetensors.h"
 #include "ir/dsl/dsl.h"
 #include "ir/module_impl.h"
-#include "ir/safetensors.h"
 #include "jit/engine_internal.h"
 
 namespace ternjit {
@@ -190,7 +190,7 @@ Result<void> Program::bind(std::string_view name, const TensorView& value, Weigh
 
 Result<void> Program::bind_file(const std::string& safetensors_path) {
   return guarded([&]() -> Result<void> {
-    TERNJIT_TRY(ir::StFile file, ir::read_safetensors(safetensors_path));
+    TERNJIT_TRY(formats::StFile file, formats::read_safetensors(safetensors_path));
     std::lock_guard lock(impl_->weights_mu);
     TERNJIT_TRY_VOID(impl_->check_not_frozen("bind_file '" + safetensors_path + "'"));
     return impl_->weights.bind_file(file, safetensors_path);

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // weights.h - a program's parameter values: conversion from caller buffers, files and seeds.
 //
-// Weights are kept as interpreter HostTensors in the declared element kind (ternary
-// values unpacked to {-1, 0, 1}): the layout the reference target reads. A target that
-// wants a packed layout gets it from the select-layout pass (`tpack` of a parameter),
-// which its code runs once at load, never per call.
+// Weights are kept as ir::StoredTensors in the declared element kind: ternary values at
+// 2 bits each (tern2 codes), other kinds as their raw bytes. Bound from a mapped file,
+// they point into the mapping instead of copying it. The interpreter decodes a value
+// when a `param` reads it; a target packs its own layout from the stored form once, at
+// load, never per call.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 
@@ -38,7 +39,8 @@ class Weights {
   /// Weights for the parameters declared in `module` (which must outlive this object).
   explicit Weights(const ir::Module& module) : module_(&module) {}
 
-  /// Binds parameter `name` from a caller buffer (copied). Plain: the declared kind
+  /// Binds parameter `name` from a caller buffer (copied once, in its stored form: 2 bits
+  /// a value for ternary parameters, which are never widened). Plain: the declared kind
   /// (float parameters also take any float kind, rounded; ternary ones take T2 or I8
   /// values in {-1, 0, 1}); packed formats: U8 bytes of a ternary parameter, `shape`
   /// being the logical shape. Errors (InvalidInput unless noted): NotFound for an unknown
@@ -53,11 +55,12 @@ class Weights {
   /// ir::prepare_run (U8 + "<tensor>.format" metadata for packed ternary data, logical
   /// shape from "<tensor>.shape" metadata or the declaration). Errors: as bind, naming
   /// the file and tensor; InvalidInput when the file holds none of the parameters. All or
-  /// nothing.
-  Result<void> bind_file(const ir::StFile& file, std::string_view display_name);
+  /// nothing. Tensors stored as they are in the file share its bytes (a mapping stays
+  /// alive while bound parameters point into it).
+  Result<void> bind_file(const formats::StFile& file, std::string_view display_name);
 
-  /// Binds every unbound parameter to HostTensor::random values (seed mixed with the
-  /// parameter's declaration index). Errors (InvalidArgument): a parameter whose shape
+  /// Binds every unbound parameter to HostTensor::random's values (seed mixed with the
+  /// parameter's declaration index), drawn straight into the stored form. Errors (InvalidArgument): a parameter whose shape
   /// has a symbol no bound parameter fixes (naming both). All or nothing.
   Result<void> bind_random(std::uint64_t seed);
 

@@ -38,7 +38,7 @@ constexpr std::int64_t kMaxFoldElements = 4096;
 // Plain layout only: a packed weight layout is not something a `const` can hold.
 bool small_static(const ir::Type& t) {
   auto n = t.static_numel();
-  return n && *n <= kMaxFoldElements && t.layout == ir::TernaryLayout::Plain;
+  return n && *n <= kMaxFoldElements && t.layout == WeightFormat::Plain;
 }
 
 // The `const` instruction defining `v`, or nullptr (block argument, other op).

@@ -96,7 +96,7 @@ InstId insert_after(ir::Function& f, InstId anchor, Op op, std::vector<ValueId> 
 }
 
 bool is_plain_t2_matrix(const ir::Type& t) {
-  return t.elem == ElemKind::T2 && t.rank() == 2 && t.layout == ir::TernaryLayout::Plain;
+  return t.elem == ElemKind::T2 && t.rank() == 2 && t.layout == WeightFormat::Plain;
 }
 
 class Fuser {

@@ -43,7 +43,7 @@ bool is_load_time_weight(const ir::Function& f, ValueId w) {
 }  // namespace
 
 void select_layout(ir::Function& f, const TargetInfo& target) {
-  if (target.weight_layout == ir::TernaryLayout::Plain) return;
+  if (target.weight_layout == WeightFormat::Plain) return;
   std::map<std::uint32_t, ValueId> packed;  // weight value index -> its tpack result
   for (ir::BlockId b : std::vector<ir::BlockId>(f.blocks().begin(), f.blocks().end())) {
     const std::vector<InstId> insts(f.insts(b).begin(), f.insts(b).end());
@@ -51,7 +51,7 @@ void select_layout(ir::Function& f, const TargetInfo& target) {
       if (f.inst(i).op != ir::Op::TMatMul) continue;
       const ValueId w = f.inst(i).operands[1];
       const ir::Type wt = f.type_of(w);
-      if (wt.layout != ir::TernaryLayout::Plain || !is_load_time_weight(f, w)) continue;
+      if (wt.layout != WeightFormat::Plain || !is_load_time_weight(f, w)) continue;
       auto it = packed.find(w.index);
       if (it == packed.end()) {
         // Right after the definition, which dominates every use of the weight.

@@ -15,7 +15,7 @@ struct TargetInfo {
   bool int8_dot = false;           ///< has fast int8 x int8 dot products (prefer integer kernels)
   /// The packed layout its tmatmul kernels read ternary weights in; select-layout repacks
   /// every parameter weight to it once. Plain: the target reads t2 as is (no repack).
-  ir::TernaryLayout weight_layout = ir::TernaryLayout::Plain;
+  WeightFormat weight_layout = WeightFormat::Plain;
 };
 
 }  // namespace ternjit::passes

@@ -76,9 +76,6 @@ struct TensorView {
   std::vector<std::int64_t> shape;
 };
 
-/// Storage format of weights handed to Program::bind.
-enum class WeightFormat : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
-
 /// The calling convention of a fetched kernel: `buffers` = input data pointers in
 /// argument order, then output data pointers in result order. Returns 0 or a
 /// ternjit_status code. Thread-safe.
@@ -107,9 +104,14 @@ class Program {
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;
 
-  /// Binds parameter `name` ("Layer.param") from memory (copied; repacked for the target once).
+  /// Binds parameter `name` ("Layer.param") from memory (copied once in its stored form:
+  /// ternary values at 2 bits each; repacked for the target once). `value.data` must hold
+  /// exactly the bytes `value.shape` needs in `format` (ternjit_bind_weight lists them).
   Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format = WeightFormat::Plain);
-  /// Binds every parameter found in a safetensors file.
+  /// Binds every parameter found in a safetensors file. The file is memory-mapped: tensors
+  /// usable as they are (tern2-packed ternary, floats of the declared kind) are not copied,
+  /// and the mapping lives while they are bound, so the file must not be modified in place
+  /// meanwhile (replacing it by rename is safe).
   Result<void> bind_file(const std::string& safetensors_path);
   /// Binds every still-unbound parameter to random values drawn from `seed`.
   Result<void> bind_random(std::uint64_t seed);

@@ -105,7 +105,10 @@ void ternjit_program_destroy(ternjit_program* program);
 
 /** Binds parameter `name` ("Layer.param") from caller memory (copied; repacked once). Plain
  *  float/int parameters take their declared dtype; ternary ones take TERNJIT_T2/TERNJIT_I8
- *  values in {-1,0,1} with TERNJIT_FORMAT_PLAIN, or U8 bytes in a packed format. */
+ *  values in {-1,0,1} with TERNJIT_FORMAT_PLAIN, or U8 bytes in a packed format. `data`
+ *  must hold exactly the bytes `shape` needs (plain: elements * dtype size; tern2 and
+ *  tern2-sm ceil(n/4), tern1.6 ceil(n/5), bitplane 16*ceil(n/64) for n elements): that
+ *  many are read. */
 ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
                                    ternjit_format format, const int64_t* shape, int32_t rank);
 /** Binds every parameter found in a safetensors file ("Layer.param" or "param"). */

@@ -41,6 +41,24 @@ constexpr int elem_bits(ElemKind k) {
   return 0;
 }
 
+/// How weights are stored: `Plain` is one element per value in the declared kind, row-major
+/// (the layout every op reads); the others pack ternary values (formats/ternary.h gives the
+/// bytes). One enum names the concept everywhere: Program::bind's buffers, the
+/// "<tensor>.format" metadata of safetensors files, and the storage layout of a t2 type
+/// in the IR (`t2<tern2>[K, N]`).
+enum class WeightFormat : std::uint8_t { Plain, Tern2, Tern2SM, Tern16, Bitplane };
+
+/// All weight formats, in declaration order.
+inline constexpr WeightFormat kAllWeightFormats[] = {WeightFormat::Plain, WeightFormat::Tern2, WeightFormat::Tern2SM,
+                                                     WeightFormat::Tern16, WeightFormat::Bitplane};
+
+/// The one spelling of a format, in IR text, file metadata and CLI flags alike:
+/// "plain", "tern2", "tern2-sm", "tern1.6" or "bitplane".
+std::string_view weight_format_name(WeightFormat f);
+
+/// Parses a spelling produced by weight_format_name (exact, case-sensitive); nullopt if unknown.
+std::optional<WeightFormat> parse_weight_format(std::string_view s);
+
 /// One dimension as a user writes it: a static extent or a symbol name ("N").
 struct Dim {
   std::int64_t extent = -1;  ///< >= 0 when static

@@ -403,6 +403,15 @@ _FORMATS = {
 }
 
 
+def _packed_bytes(fmt, n):
+    """Bytes a packed format needs for n values (formats/ternary.h in the C++ tree)."""
+    if fmt in (_capi.FORMAT_TERN2, _capi.FORMAT_TERN2_SM):
+        return (n + 3) // 4
+    if fmt == _capi.FORMAT_TERN1_6:
+        return (n + 4) // 5
+    return 16 * ((n + 63) // 64)
+
+
 class Program:
     """A compiled module with its bound weights; made by :meth:`Engine.compile`.
 
@@ -455,6 +464,13 @@ class Program:
             arr = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
             code, logical = _capi.U8, shape
         logical, buf = _shape_array(logical)
+        if fmt != _capi.FORMAT_PLAIN and all(d >= 0 for d in logical):
+            # The library reads exactly the bytes the shape needs; it cannot see the array's
+            # length, so a short (or long) buffer is refused here.
+            need = _packed_bytes(fmt, int(np.prod(logical, dtype=object)))
+            if arr.nbytes != need:
+                raise _misuse("%s: format '%s' data for shape %s needs %d bytes, got %d"
+                              % (what, format, logical, need, arr.nbytes))
         _check(self._lib, self._lib.ternjit_bind_weight(
             self._live_handle(), name.encode(), arr.ctypes.data, code, fmt,
             ctypes.cast(buf, ctypes.POINTER(ctypes.c_int64)), len(logical)))

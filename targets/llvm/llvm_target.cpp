@@ -45,7 +45,7 @@ class LlvmTarget final : public Target {
     passes::TargetInfo t;
     t.name = "llvm";
     t.int8_dot = true;
-    t.weight_layout = ir::TernaryLayout::Plain;
+    t.weight_layout = WeightFormat::Plain;
     return t;
   }
   [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ir/print.h"
+#include "targets/load_value.h"
 #include "targets/llvm/view2d.h"
 
 namespace ternjit::targets::llvmjit {
@@ -156,9 +157,8 @@ Result<Program> analyze(const ir::Function& f, int group) {
 
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing) {
-  // Parameters are borrowed (they outlive this call); computed values are owned.
-  std::map<std::uint32_t, const ir::HostTensor*> vals;
-  std::map<std::uint32_t, ir::HostTensor> owned;
+  // Parameters stay in their stored form (sharing the bound bytes); computed values are owned.
+  std::map<std::uint32_t, LoadValue> vals;
   // Evaluate every load-time instruction in order (the same rule as analyze()).
   std::vector<bool> is_const(f.num_values(), false);
   for (InstId i : f.insts(f.entry())) {
@@ -168,64 +168,53 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
                                        [&](ValueId v) { return is_const[v.index]; });
     if (inst.op == Op::Param) {
       const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
-      const ir::Type& t = f.type_of(inst.results[0]);
-      auto it = params.values.find(name);
-      if (it == params.values.end()) {
-        if (!zeros_for_missing) return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' has no value");
-        owned[inst.results[0].index] = ir::HostTensor::zeros(t.elem, extents_of(t));
-        vals[inst.results[0].index] = &owned[inst.results[0].index];
-      } else {
-        if (it->second.kind != t.elem || it->second.shape != extents_of(t))
-          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' is " + it->second.describe() +
-                                                         " but the function reads it as " + ir::type_str(t, f.symbols()));
-        vals[inst.results[0].index] = &it->second;
-      }
+      TERNJIT_TRY(vals[inst.results[0].index],
+                  LoadValue::param(params, name, f, f.type_of(inst.results[0]), zeros_for_missing));
       is_const[inst.results[0].index] = true;
       continue;
     }
     if (ir::op_flags(inst.op) != ir::OpFlags::Pure || !all_const) continue;
     const ir::Module sm = ir::single_inst_module(f, inst);
     std::vector<ir::HostTensor> args;
-    for (ValueId v : inst.operands) args.push_back(*vals.at(v.index));
+    for (ValueId v : inst.operands) args.push_back(vals.at(v.index).tensor());
     TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
     TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
     for (std::size_t j = 0; j < outs.size(); ++j) {
-      owned[inst.results[j].index] = std::move(outs[j]);
-      vals[inst.results[j].index] = &owned[inst.results[j].index];
+      vals[inst.results[j].index].computed = std::move(outs[j]);
       is_const[inst.results[j].index] = true;
     }
   }
   std::vector<std::vector<std::uint8_t>> out;
   for (const ConstSlot& c : p.consts) {
-    const ir::HostTensor& t = *vals.at(c.value.index);
-    std::vector<std::uint8_t> b;
+    const LoadValue& t = vals.at(c.value.index);
     if (c.form == ConstSlot::Form::Value) {
-      b = t.to_bytes();
-    } else {  // a t2/i8 weight: its int8 values straight from the tensor (no to_bytes pass)
-      b.resize(t.data.size());
-      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(t.data[i]));
-      const auto K = static_cast<std::size_t>(t.shape[0]), N = static_cast<std::size_t>(t.shape[1]);
-      const std::int64_t Kp = padded_k(t.shape[0]);
-      const auto Np = static_cast<std::size_t>(padded_n(t.shape[1], p.group));
-      if (c.form == ConstSlot::Form::Panel) {
-        std::vector<std::uint8_t> tb(Np * static_cast<std::size_t>(Kp), 0);
-        std::vector<std::size_t> col(N);  // panel_index(0, n), then + the k part
-        for (std::size_t n = 0; n < N; ++n)
-          col[n] = static_cast<std::size_t>(panel_index(0, static_cast<std::int64_t>(n), Kp, p.group));
-        for (std::size_t k = 0; k < K; ++k) {
-          const auto kpart = static_cast<std::size_t>(panel_index(static_cast<std::int64_t>(k), 0, Kp, p.group));
-          const std::uint8_t* row = b.data() + k * N;
-          for (std::size_t n = 0; n < N; ++n) tb[col[n] + kpart] = row[n];
-        }
-        b = std::move(tb);
-      } else {
-        std::vector<std::int32_t> sum(Np, 0);
-        for (std::size_t k = 0; k < K; ++k)
-          for (std::size_t n = 0; n < N; ++n) sum[n] += static_cast<std::int8_t>(b[k * N + n]);
-        std::vector<std::uint8_t> sb(Np * 4);
-        std::memcpy(sb.data(), sum.data(), sb.size());
-        b = std::move(sb);
+      out.push_back(t.encoded());
+      continue;
+    }
+    // A t2/i8 weight [K, N]: decoded a row at a time from its stored form.
+    const auto K = static_cast<std::size_t>(t.shape()[0]), N = static_cast<std::size_t>(t.shape()[1]);
+    const std::int64_t Kp = padded_k(t.shape()[0]);
+    const auto Np = static_cast<std::size_t>(padded_n(t.shape()[1], p.group));
+    std::vector<std::int8_t> row(N);
+    std::vector<std::uint8_t> b;
+    if (c.form == ConstSlot::Form::Panel) {
+      b.assign(Np * static_cast<std::size_t>(Kp), 0);
+      std::vector<std::size_t> col(N);  // panel_index(0, n), then + the k part
+      for (std::size_t n = 0; n < N; ++n)
+        col[n] = static_cast<std::size_t>(panel_index(0, static_cast<std::int64_t>(n), Kp, p.group));
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto kpart = static_cast<std::size_t>(panel_index(static_cast<std::int64_t>(k), 0, Kp, p.group));
+        t.read_int8(k * N, row);
+        for (std::size_t n = 0; n < N; ++n) b[col[n] + kpart] = static_cast<std::uint8_t>(row[n]);
       }
+    } else {
+      std::vector<std::int32_t> sum(Np, 0);
+      for (std::size_t k = 0; k < K; ++k) {
+        t.read_int8(k * N, row);
+        for (std::size_t n = 0; n < N; ++n) sum[n] += row[n];
+      }
+      b.resize(Np * 4);
+      std::memcpy(b.data(), sum.data(), b.size());
     }
     out.push_back(std::move(b));
   }

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "ir/print.h"
 #include "targets/cpu_buffers.h"
+#include "targets/load_value.h"
 #include "targets/x86/eltwise.h"
 #include "targets/x86/tmatmul_space.h"
 
@@ -60,15 +62,14 @@ struct Loc {
   std::size_t index = 0;  // Arg/Out: buffer slot; Scratch: byte offset; Const: const table index
 };
 
-// A load-time value: a parameter (borrowed from the ParamValues, which outlive the
-// plan) or a value computed at build time (owned), and its bytes when a kernel reads it.
+// A load-time value (a parameter in its stored form, or computed at build time) and
+// its bytes when a kernel reads it.
 struct ConstValue {
-  const ir::HostTensor* borrowed = nullptr;
-  ir::HostTensor owned;
+  LoadValue value;
   std::string expr;  // "param @L.w", "tquantize.0(param @L.w)": identifies it for packing
   std::vector<std::uint8_t> bytes;
   bool has_bytes = false;
-  [[nodiscard]] const ir::HostTensor& tensor() const { return borrowed ? *borrowed : owned; }
+  [[nodiscard]] ir::HostTensor tensor() const { return value.tensor(); }
 };
 
 // What a running step can see.
@@ -350,7 +351,7 @@ class Builder {
   Loc const_bytes(ValueId v) {
     ConstValue& c = impl_->consts[loc_[v.index].index];
     if (!c.has_bytes) {
-      c.bytes = c.tensor().to_bytes();
+      c.bytes = c.value.encoded();
       c.has_bytes = true;
     }
     return loc_[v.index];
@@ -372,17 +373,8 @@ class Builder {
       const ir::Type& t = f_.type_of(inst.results[0]);
       ConstValue c;
       c.expr = "param @" + name;
-      auto it = params_.values.find(name);
-      if (it == params_.values.end()) {
-        if (!o_.allow_foreign_isa)
-          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' has no value");
-        c.owned = ir::HostTensor::zeros(t.elem, extents(t));  // describe-only plans
-      } else {
-        if (it->second.kind != t.elem || it->second.shape != extents(t))
-          return make_error(ErrorCode::InvalidInput, "parameter '" + name + "' is " + it->second.describe() +
-                                                         " but the function reads it as " + ir::type_str(t, f_.symbols()));
-        c.borrowed = &it->second;
-      }
+      // Describe-only plans (foreign ISA) read an unbound parameter as zeros.
+      TERNJIT_TRY(c.value, LoadValue::param(params_, name, f_, t, o_.allow_foreign_isa));
       set(inst.results[0], {LocKind::Const, add_const(std::move(c))});
       return success();
     }
@@ -452,7 +444,7 @@ class Builder {
     TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
     for (std::size_t j = 0; j < outs.size(); ++j) {
       ConstValue c;
-      c.owned = std::move(outs[j]);
+      c.value.computed = std::move(outs[j]);
       c.expr = expr + "#" + std::to_string(j);
       set(inst.results[j], {LocKind::Const, add_const(std::move(c))});
     }
@@ -501,10 +493,12 @@ class Builder {
     const ConstValue& wc = cval(inst.operands[1]);
     const std::string pack_key = wc.expr + "|" + kernel->pack_signature();
     auto do_pack = [&]() -> Result<PackedWeights> {
-      const ir::HostTensor& w = wc.tensor();
-      std::vector<std::int8_t> plain(w.data.size());
-      for (std::size_t k = 0; k < plain.size(); ++k) plain[k] = static_cast<std::int8_t>(w.data[k]);
-      return kernel->pack(plain);
+      // A bound ternary weight is packed straight from its 2-bit codes; a computed one
+      // (a load-time tquantize, say) from its values.
+      const std::optional<ir::StoredTensor>& stored = wc.value.stored;
+      if (stored && stored->kind() == ElemKind::T2)
+        return kernel->pack(TernaryWeights::tern2(stored->bytes().span(), static_cast<std::size_t>(stored->numel())));
+      return kernel->pack(wc.tensor().to_i8());
     };
     std::shared_ptr<const PackedWeights> packed;
     if (packs_) {

@@ -209,7 +209,7 @@ Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProble
 
 namespace ternjit::targets::x86::detail {
 
-Result<PackedWeights> start_pack(std::span<const std::int8_t> w, const TMatMulProblem& problem, std::string signature,
+Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& problem, std::string signature,
                                  std::size_t size, std::size_t slack) {
   const std::int64_t K = problem.K, N = problem.N;
   if (static_cast<std::int64_t>(w.size()) != K * N)

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/stored_tensor.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/parallel.h"
 #include "ternjit/result.h"
@@ -82,6 +83,33 @@ struct PackedWeights {
   [[nodiscard]] const std::uint8_t* data() const { return storage.data() + offset; }
 };
 
+/// The K*N ternary weights pack() reads, row-major: int8 values (pack checks that each
+/// is -1, 0 or 1) or 2-bit tern2 codes (ir::StoredTensor's t2 form), read where they are,
+/// so packing a bound weight never widens it to one byte (or a double) per value.
+class TernaryWeights {
+ public:
+  /// Int8 values; implicit so a span or vector of values can be passed directly.
+  TernaryWeights(std::span<const std::int8_t> values) : values_(values.data()), size_(values.size()) {}  // NOLINT
+  /// Int8 values (the vector must outlive this view).
+  TernaryWeights(const std::vector<std::int8_t>& values) : TernaryWeights(std::span<const std::int8_t>(values)) {}  // NOLINT
+  /// `count` values in tern2 codes. Precondition: codes.size() == ir::tern2_size(count).
+  static TernaryWeights tern2(std::span<const std::uint8_t> codes, std::size_t count) {
+    TernaryWeights w(std::span<const std::int8_t>{});
+    w.codes_ = codes.data();
+    w.size_ = count;
+    return w;
+  }
+  /// The number of values.
+  [[nodiscard]] std::size_t size() const { return size_; }
+  /// Value i (from int8 values as given; from tern2 codes -1, 0, 1, or 2 for code 0b11).
+  [[nodiscard]] int operator[](std::size_t i) const { return codes_ ? ir::tern2_at(codes_, i) : values_[i]; }
+
+ private:
+  const std::int8_t* values_ = nullptr;
+  const std::uint8_t* codes_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 /// Pointers of one call. x: M*K of x_kind; y: M*N of out_kind; optional operands null
 /// when the problem has none.
 struct TMatMulArgs {
@@ -108,9 +136,9 @@ class TMatMulKernel {
   [[nodiscard]] virtual const TMatMulConfig& config() const = 0;
   /// Identifies the packed layout this kernel reads (kernels with equal signatures share packs).
   [[nodiscard]] virtual std::string pack_signature() const = 0;
-  /// Repacks w (K*N int8 row-major, values in {-1, 0, 1}; InvalidArgument naming the
+  /// Repacks w (K*N values row-major, each in {-1, 0, 1}; InvalidArgument naming the
   /// first other value). Called once per weight, at load time, never per call.
-  [[nodiscard]] virtual Result<PackedWeights> pack(std::span<const std::int8_t> w) const = 0;
+  [[nodiscard]] virtual Result<PackedWeights> pack(const TernaryWeights& w) const = 0;
   /// Runs the kernel; splits the work over `parallel` (N first, then M, then split-K).
   /// Precondition: args match the problem and args.w->signature == pack_signature().
   virtual void run(const TMatMulArgs& args, const Parallel& parallel) const = 0;

@@ -504,13 +504,13 @@ class AmxKernel final : public TMatMulKernel {
   [[nodiscard]] const TMatMulConfig& config() const override { return c_; }
   [[nodiscard]] std::string pack_signature() const override { return "tern2.amx.nb" + std::to_string(g_.nb); }
 
-  [[nodiscard]] Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
+  [[nodiscard]] Result<PackedWeights> pack(const TernaryWeights& w) const override {
     TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
                                                      static_cast<std::size_t>(g_.nblocks * g_.block_packed)));
     std::uint8_t* out = pw.storage.data() + pw.offset;
     for (std::int64_t k = 0; k < p_.K; ++k) {
       for (std::int64_t n = 0; n < p_.N; ++n) {
-        const std::int8_t v = w[static_cast<std::size_t>(k * p_.N + n)];
+        const int v = w[static_cast<std::size_t>(k * p_.N + n)];
         if (v == 0) continue;
         const std::int64_t block = n / g_.nb, t = (n % g_.nb) / 16, col = n % 16;
         const std::int64_t chunk = k / 64, r = (k % 64) / 4;

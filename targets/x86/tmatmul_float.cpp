@@ -521,14 +521,14 @@ class FloatKernel final : public TMatMulKernel {
   [[nodiscard]] const TMatMulConfig& config() const override { return c_; }
   [[nodiscard]] std::string pack_signature() const override { return "tern2.float.nb" + std::to_string(g_.nb); }
 
-  [[nodiscard]] Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
+  [[nodiscard]] Result<PackedWeights> pack(const TernaryWeights& w) const override {
     // 64 bytes of slack: the decode reads a dword at the end of a row (ymm: 2 bytes past it).
     TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
                                                      static_cast<std::size_t>(g_.panels * g_.panel_bytes), 64));
     std::uint8_t* out = pw.storage.data() + pw.offset;
     for (std::int64_t k = 0; k < p_.K; ++k) {
       for (std::int64_t n = 0; n < p_.N; ++n) {
-        const std::int8_t v = w[static_cast<std::size_t>(k * p_.N + n)];
+        const int v = w[static_cast<std::size_t>(k * p_.N + n)];
         if (v == 0) continue;
         const std::int64_t panel = n / g_.nb, c = n % g_.nb;
         const unsigned code = v > 0 ? 1u : 3u;

@@ -386,7 +386,7 @@ class Int8Kernel final : public TMatMulKernel {
            ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
   }
 
-  Result<PackedWeights> pack(std::span<const std::int8_t> w) const override {
+  Result<PackedWeights> pack(const TernaryWeights& w) const override {
     const std::int64_t K = p_.K, N = p_.N;
     TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
                                                      panel_bytes_ * static_cast<std::size_t>(panels_)));

@@ -15,7 +15,7 @@ namespace ternjit::targets::x86::detail {
 /// (InvalidArgument naming the count, or the first bad value with its index, k and n)
 /// and returns PackedWeights of `size` zeroed bytes starting 64-byte aligned, followed by
 /// `slack` more zeroed bytes a kernel may read past the end.
-Result<PackedWeights> start_pack(std::span<const std::int8_t> w, const TMatMulProblem& problem, std::string signature,
+Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& problem, std::string signature,
                                  std::size_t size, std::size_t slack = 0);
 
 // tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni).

@@ -101,7 +101,7 @@ class X86Target final : public Target {
     passes::TargetInfo t;
     t.name = "x86";
     t.int8_dot = true;
-    t.weight_layout = ir::TernaryLayout::Plain;
+    t.weight_layout = WeightFormat::Plain;
     return t;
   }
 

@@ -1141,8 +1141,8 @@ class FuncGen {
     ValueId w = rng_.chance(0.8) ? param(static_type(ElemKind::T2, {k, n}))
                                  : make(Op::TQuantize, {param(static_type(ElemKind::F32, {k, n}))})[0];
     if (rng_.chance(0.4)) {
-      ir::TernaryLayout l = rng_.pick({ir::TernaryLayout::Plain, ir::TernaryLayout::Tern2, ir::TernaryLayout::Tern2SM,
-                                       ir::TernaryLayout::Tern16, ir::TernaryLayout::Bitplane});
+      WeightFormat l = rng_.pick({WeightFormat::Plain, WeightFormat::Tern2, WeightFormat::Tern2SM,
+                                       WeightFormat::Tern16, WeightFormat::Bitplane});
       w = make1(Op::TPack, {w}, ir::LayoutAttrs{l});
     }
     ir::TMatMulAttrs a;
@@ -1456,7 +1456,7 @@ Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
   for (const ir::ParamDecl& p : m.params()) {
     std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
     for (char c : p.name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-    in.params.values[p.name] = ir::HostTensor::random(p.type.elem, dims(p.type), mix(seed, h));
+    in.params.set(p.name, ir::HostTensor::random(p.type.elem, dims(p.type), mix(seed, h)));
   }
   return in;
 }

@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
     po.target = targets::make_llvm_target()->info();
     if (!passes::run_pipeline(*sp, passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok()) return 1;
     ir::ParamValues pv;
-    pv.values.emplace("BitLinear.gamma", rnd(ElemKind::F32, {s.K}, 1));
-    pv.values.emplace("BitLinear.w", rnd(ElemKind::T2, {s.K, s.N}, 2));
-    pv.values.emplace("BitLinear.w_scale", rnd(ElemKind::F32, {s.N}, 3));
+    pv.set("BitLinear.gamma", rnd(ElemKind::F32, {s.K}, 1));
+    pv.set("BitLinear.w", rnd(ElemKind::T2, {s.K, s.N}, 2));
+    pv.set("BitLinear.w_scale", rnd(ElemKind::F32, {s.N}, 3));
     ok = emit_case(dir, "bitlinear_" + std::to_string(n++), *sp, "BitLinear.forward",
                    {rnd(ElemKind::F32, {s.M, s.K}, 4)}, pv, triple, cpu) && ok;
   }
@@ -130,8 +130,8 @@ func @ew(%a: f32[4, 9], %b: f32[1, 9], %c: f32[4, 1]) -> f32[4, 9] {
     return 1;
   }
   ir::ParamValues pv;
-  pv.values.emplace("w", rnd(ElemKind::T2, {77, 19}, 5));
-  pv.values.emplace("ws", rnd(ElemKind::F32, {19}, 6));
+  pv.set("w", rnd(ElemKind::T2, {77, 19}, 5));
+  pv.set("ws", rnd(ElemKind::F32, {19}, 6));
   ok = emit_case(dir, "tmm", *m, "tmm",
                  {rnd(ElemKind::I8, {5, 77}, 7), rnd(ElemKind::F32, {5, 1}, 8), rnd(ElemKind::F32, {19}, 9),
                   rnd(ElemKind::F32, {5, 19}, 10)},

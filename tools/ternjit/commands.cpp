@@ -9,13 +9,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "formats/safetensors.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
 #include "ir/module_impl.h"
 #include "ir/parse.h"
 #include "ir/print.h"
-#include "ir/safetensors.h"
 #include "ir/verify.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
@@ -50,30 +50,27 @@ void print_tensor(const std::string& name, const ir::HostTensor& t) {
   }
 }
 
-ir::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
-  ir::StTensor s;
-  s.name = name;
-  s.kind = t.kind == ElemKind::T2 || t.kind == ElemKind::Bool ? ElemKind::I8 : t.kind;
-  s.dtype = std::string(ir::st_dtype_name(s.kind));
-  s.shape = t.shape;
-  ir::HostTensor copy = t;
-  copy.kind = s.kind;
-  s.bytes = copy.to_bytes();
-  return s;
+formats::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
+  // Ternary and bool outputs are written as I8 (safetensors has no 2-bit or bool dtype here).
+  const ElemKind kind = t.kind == ElemKind::T2 || t.kind == ElemKind::Bool ? ElemKind::I8 : t.kind;
+  return formats::StTensor{name, std::string(formats::st_dtype_name(kind)), kind, t.shape,
+                           ir::SharedBytes::adopt(t.to_bytes())};
 }
 
 }  // namespace
 
 Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
-                                                  const std::string& fname, const ir::RunInputs& prepared) {
+                                                  const std::string& fname, const formats::RunInputs& prepared) {
   // The environment sets the rest (TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
   TERNJIT_TRY(EngineOptions options, EngineOptions::from_env());
   options.target = target;
   TERNJIT_TRY(Engine engine, Engine::create(options));
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
+  // Bind copies each stored value once as it is: ternary weights as 2-bit tern2 codes.
   for (const auto& [name, t] : prepared.params.values) {
-    std::vector<std::uint8_t> bytes = t.to_bytes();  // bind copies
-    TERNJIT_TRY_VOID(program.bind(name, TensorView{bytes.data(), t.kind, t.shape}));
+    const bool ternary = t.kind() == ElemKind::T2;
+    const TensorView view{const_cast<std::uint8_t*>(t.bytes().data()), ternary ? ElemKind::U8 : t.kind(), t.shape()};
+    TERNJIT_TRY_VOID(program.bind(name, view, ternary ? WeightFormat::Tern2 : WeightFormat::Plain));
   }
   std::vector<std::vector<std::uint8_t>> arg_bytes;
   std::vector<TensorView> inputs;
@@ -138,11 +135,11 @@ int cmd_opt(const OptOptions& o) {
     return report(make_error(ErrorCode::InvalidArgument, "give either --passes or -O, not both"));
   // Until targets land (issue 4 on), the target is described by its weight layout alone.
   passes::TargetInfo target;
-  auto layout = ir::parse_ternary_layout(o.weight_layout);
+  auto layout = parse_weight_format(o.weight_layout);
   if (!layout)
     return report(make_error(ErrorCode::InvalidArgument,
                              "unknown weight layout '" + o.weight_layout +
-                                 "' (expected plain, tern2, tern2_sm, tern1.6 or bitplane)"));
+                                 "' (expected plain, tern2, tern2-sm, tern1.6 or bitplane)"));
   target.weight_layout = *layout;
   std::vector<const passes::PassInfo*> pipeline;
   if (o.passes_given) {
@@ -197,20 +194,20 @@ int cmd_run(const RunOptions& o) {
   }
   auto shapes = ir::parse_shape_list(o.shapes);
   if (!shapes.ok()) return report(shapes.error());
-  std::optional<ir::StFile> weights, inputs;
+  std::optional<formats::StFile> weights, inputs;
   if (!o.weights.empty()) {
-    auto w = ir::read_safetensors(o.weights);
+    auto w = formats::read_safetensors(o.weights);
     if (!w.ok()) return report(w.error());
     weights = std::move(w.value());
   }
   if (!o.input.empty()) {
-    auto in = ir::read_safetensors(o.input);
+    auto in = formats::read_safetensors(o.input);
     if (!in.ok()) return report(in.error());
     inputs = std::move(in.value());
   }
-  ir::PrepareOptions popts;
+  formats::PrepareOptions popts;
   popts.seed = o.seed;
-  auto prepared = ir::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
+  auto prepared = formats::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());
   auto out = run_on_engine(o.target, *m, fname, *prepared);
@@ -221,11 +218,11 @@ int cmd_run(const RunOptions& o) {
       print_tensor(out->size() == 1 ? "output" : "output" + std::to_string(i), (*out)[i]);
     return 0;
   }
-  ir::StFile file;
+  formats::StFile file;
   for (std::size_t i = 0; i < out->size(); ++i)
     file.tensors.push_back(to_st(out->size() == 1 ? "output" : "output" + std::to_string(i), (*out)[i]));
   file.metadata["ternjit.layer"] = fname;
-  auto w = ir::write_safetensors(o.output, file);
+  auto w = formats::write_safetensors(o.output, file);
   if (!w.ok()) return report(w.error());
   std::printf("wrote %zu tensor%s to %s\n", out->size(), out->size() == 1 ? "" : "s", o.output.c_str());
   return 0;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/run_inputs.h"
 #include "ir/bind.h"
 #include "ir/ir.h"
 #include "ir/tensor.h"
@@ -65,7 +66,7 @@ int cmd_info();
 /// weights and inputs are bound as caller buffers, the engine specializes, optimizes and
 /// compiles for their shapes, and the outputs come back as HostTensors.
 Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
-                                                  const std::string& function, const ir::RunInputs& prepared);
+                                                  const std::string& function, const formats::RunInputs& prepared);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);

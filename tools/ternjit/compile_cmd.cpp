@@ -15,9 +15,10 @@
 #include <optional>
 #include <string_view>
 
+#include "formats/run_inputs.h"
+#include "formats/safetensors.h"
 #include "ir/bind.h"
 #include "ir/print.h"
-#include "ir/safetensors.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
 #include "targets/registry.h"
@@ -113,13 +114,13 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
     e.text = ir::print_module(specialized);
   } else {
     // Weights for forms that bake them in: from --weights, else random from --seed.
-    std::optional<ir::StFile> weights;
+    std::optional<formats::StFile> weights;
     if (!o.weights.empty()) {
-      TERNJIT_TRY(weights, ir::read_safetensors(o.weights));
+      TERNJIT_TRY(weights, formats::read_safetensors(o.weights));
     }
-    ir::PrepareOptions prep;
+    formats::PrepareOptions prep;
     prep.seed = o.seed;
-    TERNJIT_TRY(ir::RunInputs run, ir::prepare_run(m, *m.find_function(function), nullptr,
+    TERNJIT_TRY(formats::RunInputs run, formats::prepare_run(m, *m.find_function(function), nullptr,
                                                    weights ? &*weights : nullptr, shapes, prep));
     TERNJIT_TRY(e, target->emit(specialized, function, o.emit, copts, &run.params));
   }

@@ -60,7 +60,7 @@ int cmd_demo() {
   const ir::Function* f = m->find_function("BitLinear.forward");
   auto shapes = ir::parse_shape_list("M=3,K=64,N=8");
   if (!f || !shapes.ok()) return report(make_error(ErrorCode::Internal, "demo layer missing"));
-  auto run = ir::prepare_run(*m, *f, nullptr, nullptr, shapes.value(), ir::PrepareOptions{});
+  auto run = formats::prepare_run(*m, *f, nullptr, nullptr, shapes.value(), formats::PrepareOptions{});
   if (!run.ok()) return report(run.error());
   // What the engine compiles: the layer specialized for these shapes after the O2 pipeline.
   auto spec = passes::specialize_function(*m, "BitLinear.forward", shapes->values, /*require_static=*/true);
@@ -72,8 +72,8 @@ int cmd_demo() {
   if (!out.ok()) return report(out.error());
 
   const auto& p = run->params.values;
-  std::vector<double> want = by_hand(run->args[0], p.at("BitLinear.gamma"), p.at("BitLinear.w"),
-                                     p.at("BitLinear.w_scale"), M, K, N);
+  std::vector<double> want = by_hand(run->args[0], p.at("BitLinear.gamma").to_host(), p.at("BitLinear.w").to_host(),
+                                     p.at("BitLinear.w_scale").to_host(), M, K, N);
   const ir::HostTensor& got = (*out)[0];
   double max_err = 0;
   for (std::size_t i = 0; i < want.size(); ++i)

@@ -449,8 +449,8 @@ TEST_CASE("dispatch: the x86 target asks the record source for each tmatmul at l
   // Loads the kernel for M through the target with a RecordSource of `d`; returns the
   // configuration the plan used.
   ir::ParamValues params;
-  params.values.emplace("L.w", ir::HostTensor::random(ElemKind::T2, {128, 64}, 1));
-  params.values.emplace("L.w_scale", ir::HostTensor::random(ElemKind::F32, {64}, 2));
+  params.values.emplace("L.w", ir::StoredTensor::random(ElemKind::T2, {128, 64}, 1));
+  params.values.emplace("L.w_scale", ir::StoredTensor::random(ElemKind::F32, {64}, 2));
   auto load = [&](std::int64_t M) {
     const ir::Module spec = specialized(M);
     auto a = target->compile(spec, "L.forward", copts);

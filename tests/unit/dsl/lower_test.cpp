@@ -126,8 +126,8 @@ TEST_CASE("lower: LinearClassifier computes x @ W + b on the interpreter") {
   for (std::int64_t i = 0; i < c; ++i) b[i] = 0.25 * static_cast<double>(i) - 1.0;
   std::vector<ir::HostTensor> args{ir::HostTensor::from_values(ElemKind::F32, {n, k}, x)};
   ir::ParamValues params;
-  params.values["LinearClassifier.weights"] = ir::HostTensor::from_values(ElemKind::T2, {k, c}, w);
-  params.values["LinearClassifier.bias"] = ir::HostTensor::from_values(ElemKind::F32, {c}, b);
+  params.set("LinearClassifier.weights", ir::HostTensor::from_values(ElemKind::T2, {k, c}, w));
+  params.set("LinearClassifier.bias", ir::HostTensor::from_values(ElemKind::F32, {c}, b));
   auto out = ir::interpret(m, "LinearClassifier.forward", args, params);
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? std::string() : render(out.error())));
   REQUIRE(out->size() == 1);
@@ -208,13 +208,13 @@ TEST_CASE("lower: MLP composition calls BitLinear.forward twice with different b
   // Run it: the composition must equal the callee's outputs combined by hand.
   const std::int64_t B = 2, T = 3, K = 8, N = 4, C = 10;
   ir::ParamValues params;
-  params.values["BitLinear.gamma"] = ir::HostTensor::from_values(ElemKind::F32, {K}, values(K, 1.0));
+  params.set("BitLinear.gamma", ir::HostTensor::from_values(ElemKind::F32, {K}, values(K, 1.0)));
   std::vector<double> w = values(K * N, 2.0);
   for (double& v : w) v = std::round(v);
-  params.values["BitLinear.w"] = ir::HostTensor::from_values(ElemKind::T2, {K, N}, w);
-  params.values["BitLinear.w_scale"] = ir::HostTensor::from_values(ElemKind::F32, {N}, values(N, 3.0));
+  params.set("BitLinear.w", ir::HostTensor::from_values(ElemKind::T2, {K, N}, w));
+  params.set("BitLinear.w_scale", ir::HostTensor::from_values(ElemKind::F32, {N}, values(N, 3.0)));
   std::vector<double> wo = values(N * C, 4.0);
-  params.values["MLP.w_out"] = ir::HostTensor::from_values(ElemKind::F32, {N, C}, wo);
+  params.set("MLP.w_out", ir::HostTensor::from_values(ElemKind::F32, {N, C}, wo));
   ir::HostTensor x = ir::HostTensor::from_values(ElemKind::F32, {B, K}, values(B * K, 5.0));
   ir::HostTensor ctx = ir::HostTensor::from_values(ElemKind::F32, {T, K}, values(T * K, 6.0));
 

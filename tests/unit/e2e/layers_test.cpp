@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "formats/run_inputs.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/interpret.h"
@@ -13,6 +14,7 @@
 
 using namespace ternjit;
 using namespace ternjit::ir;
+using namespace ternjit::formats;
 
 namespace {
 
@@ -45,8 +47,8 @@ TEST_CASE("LinearClassifier: parse, print, round-trip, run against an independen
     auto out = interpret(m, *f, run->args, run->params);
     REQUIRE(out.ok());
     const HostTensor& x = run->args[0];
-    const HostTensor& w = run->params.values.at("LinearClassifier.weights");
-    const HostTensor& b = run->params.values.at("LinearClassifier.bias");
+    const HostTensor w = run->params.values.at("LinearClassifier.weights").to_host();
+    const HostTensor b = run->params.values.at("LinearClassifier.bias").to_host();
     const HostTensor& y = out.value()[0];
     REQUIRE(y.shape == std::vector<std::int64_t>{n, 10});
     for (std::int64_t i = 0; i < n; ++i)
@@ -72,8 +74,8 @@ TEST_CASE("LinearClassifier: hand-computed numbers") {
   w[1 * 10 + 3] = 1;
   std::vector<float> bias(10, 0.5f);
   ParamValues p;
-  p.values.emplace("LinearClassifier.weights", HostTensor::from_values(ElemKind::T2, {784, 10}, std::vector<double>(w.begin(), w.end())));
-  p.values.emplace("LinearClassifier.bias", HostTensor::from_f32({10}, bias));
+  p.set("LinearClassifier.weights", HostTensor::from_values(ElemKind::T2, {784, 10}, std::vector<double>(w.begin(), w.end())));
+  p.set("LinearClassifier.bias", HostTensor::from_f32({10}, bias));
   std::vector<HostTensor> args{HostTensor::from_f32({1, 784}, x)};
   auto out = interpret(m, *f, args, p);
   REQUIRE(out.ok());
@@ -91,9 +93,9 @@ TEST_CASE("BitLinear: rmsnorm -> quantize_int8 -> ternary matmul -> scale -> rel
   // eps, h = x / sqrt(1 + 1e-5). absmax quantization: s = max|h| / 127, q = +-127, so
   // the fake-quantized row is +-127 * s = +-h[0] (exactly h's magnitude in f32).
   ParamValues p;
-  p.values.emplace("BitLinear.gamma", HostTensor::from_f32({4}, std::vector<float>{1, 1, 1, 1}));
-  p.values.emplace("BitLinear.w", HostTensor::from_values(ElemKind::T2, {4, 2}, std::vector<double>{1, 1, -1, 0, 1, 0, 0, -1}));
-  p.values.emplace("BitLinear.w_scale", HostTensor::from_f32({2}, std::vector<float>{0.5f, 2.0f}));
+  p.set("BitLinear.gamma", HostTensor::from_f32({4}, std::vector<float>{1, 1, 1, 1}));
+  p.set("BitLinear.w", HostTensor::from_values(ElemKind::T2, {4, 2}, std::vector<double>{1, 1, -1, 0, 1, 0, 0, -1}));
+  p.set("BitLinear.w_scale", HostTensor::from_f32({2}, std::vector<float>{0.5f, 2.0f}));
   std::vector<HostTensor> args{HostTensor::from_f32({1, 4}, std::vector<float>{1, -1, 1, -1})};
   auto out = interpret(m, *f, args, p);
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : render(out.error())));
@@ -106,7 +108,7 @@ TEST_CASE("BitLinear: rmsnorm -> quantize_int8 -> ternary matmul -> scale -> rel
   CHECK(y[0] == doctest::Approx(static_cast<float>(3.0 * qv) * 0.5f).epsilon(1e-7));
   CHECK(y[1] == doctest::Approx(static_cast<float>(2.0 * qv) * 2.0f).epsilon(1e-7));
   // relu: flip the scale's sign and the output is clamped to zero.
-  p.values.at("BitLinear.w_scale") = HostTensor::from_f32({2}, std::vector<float>{-0.5f, 2.0f});
+  p.set("BitLinear.w_scale", HostTensor::from_f32({2}, std::vector<float>{-0.5f, 2.0f}));
   auto out2 = interpret(m, *f, args, p);
   REQUIRE(out2.ok());
   CHECK(out2.value()[0].data[0] == 0.0);
@@ -135,7 +137,7 @@ TEST_CASE("BitLinear: non-ternary weights in a safetensors file are rejected by 
   packed.metadata["w.shape"] = "3,2";
   auto run2 = prepare_run(m, *f, nullptr, &packed, shapes, PrepareOptions{});
   REQUIRE_MESSAGE(run2.ok(), (run2.ok() ? "" : run2.error().message));
-  const HostTensor& t = run2->params.values.at("BitLinear.w");
+  const HostTensor t = run2->params.values.at("BitLinear.w").to_host();
   CHECK(t.shape == std::vector<std::int64_t>{3, 2});
   for (std::size_t i = 0; i < good.size(); ++i) CHECK(t.data[i] == good[i]);
 }

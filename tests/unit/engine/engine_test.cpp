@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "ir/numeric.h"
-#include "ir/safetensors.h"
-#include "ir/ternary.h"
+#include "formats/safetensors.h"
+#include "formats/ternary.h"
 #include "tests/unit/engine/engine_testing.h"
 
 namespace ternjit {
@@ -88,19 +88,13 @@ TEST_CASE("bind: every packed ternary format and an i8 buffer give the plain res
   std::vector<float> x = testing::random_f32(kM * kK, 32);
   const std::vector<float> want = testing::oracle(w.params(), x, kM, kK);
   Engine e = testing::reference_engine();
-  struct Case {
-    WeightFormat format;
-    ir::TernaryFormat ir_format;
-  };
-  for (Case c : {Case{WeightFormat::Tern2, ir::TernaryFormat::Tern2}, Case{WeightFormat::Tern2SM, ir::TernaryFormat::Tern2SM},
-                 Case{WeightFormat::Tern16, ir::TernaryFormat::Tern16},
-                 Case{WeightFormat::Bitplane, ir::TernaryFormat::Bitplane}}) {
-    CAPTURE(ir::format_name(c.ir_format));
+  for (WeightFormat format : formats::kPackedFormats) {
+    CAPTURE(weight_format_name(format));
     Program p = testing::bitlinear(e);
     w.bind(p);  // plain first; the packed bind replaces w
-    auto packed = ir::pack_ternary(c.ir_format, w.w);
+    auto packed = formats::pack_ternary(format, w.w);
     REQUIRE(packed.ok());
-    auto r = p.bind("BitLinear.w", view(*packed, {kK, kN}), c.format);
+    auto r = p.bind("BitLinear.w", view(*packed, {kK, kN}), format);
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
     CHECK(testing::bit_equal(run_layer(p, x, kM, kK, kN), want));
   }
@@ -131,19 +125,19 @@ TEST_CASE("bind_file: safetensors with full and short names, packed with and wit
   BitLinearWeights w(kK, kN, 51);
   std::vector<float> x = testing::random_f32(kM * kK, 52);
   const std::vector<float> want = testing::oracle(w.params(), x, kM, kK);
-  auto packed = ir::pack_ternary(ir::TernaryFormat::Tern16, w.w);
+  auto packed = formats::pack_ternary(WeightFormat::Tern16, w.w);
   REQUIRE(packed.ok());
   for (bool with_shape : {false, true}) {
     CAPTURE(with_shape);
-    ir::StFile f;
-    f.tensors.push_back(ir::make_f32_tensor("gamma", {kK}, w.gamma));  // short name
-    f.tensors.push_back(ir::make_u8_tensor("BitLinear.w", {static_cast<std::int64_t>(packed->size())}, *packed));
-    f.tensors.push_back(ir::make_f32_tensor("BitLinear.w_scale", {kN}, w.w_scale));
-    f.tensors.push_back(ir::make_f32_tensor("unrelated", {1}, std::vector<float>{1.0f}));
+    formats::StFile f;
+    f.tensors.push_back(formats::make_f32_tensor("gamma", {kK}, w.gamma));  // short name
+    f.tensors.push_back(formats::make_u8_tensor("BitLinear.w", {static_cast<std::int64_t>(packed->size())}, *packed));
+    f.tensors.push_back(formats::make_f32_tensor("BitLinear.w_scale", {kN}, w.w_scale));
+    f.tensors.push_back(formats::make_f32_tensor("unrelated", {1}, std::vector<float>{1.0f}));
     f.metadata["BitLinear.w.format"] = "tern1.6";
     if (with_shape) f.metadata["BitLinear.w.shape"] = std::to_string(kK) + "," + std::to_string(kN);
     const std::string path = (dir.path / "weights.safetensors").string();
-    REQUIRE(ir::write_safetensors(path, f).ok());
+    REQUIRE(formats::write_safetensors(path, f).ok());
 
     Engine e = testing::reference_engine();
     Program p = testing::bitlinear(e);
@@ -160,28 +154,28 @@ TEST_CASE("bind_file: errors name the file and tensor") {
   auto missing = p.bind_file((dir.path / "nope.safetensors").string());
   CHECK(missing.error().code == ErrorCode::NotFound);
 
-  ir::StFile none;
-  none.tensors.push_back(ir::make_f32_tensor("other", {2}, std::vector<float>{1, 2}));
+  formats::StFile none;
+  none.tensors.push_back(formats::make_f32_tensor("other", {2}, std::vector<float>{1, 2}));
   const std::string none_path = (dir.path / "none.safetensors").string();
-  REQUIRE(ir::write_safetensors(none_path, none).ok());
+  REQUIRE(formats::write_safetensors(none_path, none).ok());
   CHECK(error_of(p.bind_file(none_path)).find("holds none of the program's parameters") != std::string::npos);
 
   // A ternary parameter stored as f32 is refused (it needs i8 values or packed u8 bytes).
-  ir::StFile wrong;
-  wrong.tensors.push_back(ir::make_f32_tensor("w", {2, 2}, std::vector<float>{1, 0, -1, 0}));
+  formats::StFile wrong;
+  wrong.tensors.push_back(formats::make_f32_tensor("w", {2, 2}, std::vector<float>{1, 0, -1, 0}));
   const std::string wrong_path = (dir.path / "wrong.safetensors").string();
-  REQUIRE(ir::write_safetensors(wrong_path, wrong).ok());
+  REQUIRE(formats::write_safetensors(wrong_path, wrong).ok());
   std::string msg = error_of(p.bind_file(wrong_path));
   CHECK(msg.find("tensor 'w' (parameter 'BitLinear.w')") != std::string::npos);
   CHECK(msg.find("is ternary") != std::string::npos);
 
   // A packed tensor whose logical shape nothing fixes.
-  ir::StFile shapeless;
+  formats::StFile shapeless;
   std::vector<std::uint8_t> bytes(4, 0x55);
-  shapeless.tensors.push_back(ir::make_u8_tensor("w", {4}, bytes));
+  shapeless.tensors.push_back(formats::make_u8_tensor("w", {4}, bytes));
   shapeless.metadata["w.format"] = "tern2";
   const std::string shapeless_path = (dir.path / "shapeless.safetensors").string();
-  REQUIRE(ir::write_safetensors(shapeless_path, shapeless).ok());
+  REQUIRE(formats::write_safetensors(shapeless_path, shapeless).ok());
   CHECK(error_of(p.bind_file(shapeless_path)).find("needs a 'w.shape' metadata entry") != std::string::npos);
 }
 
@@ -256,7 +250,7 @@ TEST_CASE("errors: compile, binding and calls name what is wrong") {
     CHECK(msg.find("(byte 5) is 2") != std::string::npos);
   }
   SUBCASE("invalid packed code, named by element") {
-    std::vector<std::uint8_t> bytes(ir::packed_size(ir::TernaryFormat::Tern2, kK * kN), 0x55);
+    std::vector<std::uint8_t> bytes(formats::packed_size(WeightFormat::Tern2, kK * kN), 0x55);
     bytes[3] = 0xFF;
     std::string msg = error_of(p.bind("BitLinear.w", view(bytes, {kK, kN}), WeightFormat::Tern2));
     CHECK(msg.find("tern2 element 12") != std::string::npos);

@@ -110,11 +110,11 @@ struct BitLinearWeights {
   /// The same values as interpreter parameters.
   [[nodiscard]] ir::ParamValues params() const {
     ir::ParamValues pv;
-    pv.values.emplace("BitLinear.gamma", ir::HostTensor::from_f32({K}, gamma));
+    pv.set("BitLinear.gamma", ir::HostTensor::from_f32({K}, gamma));
     ir::HostTensor wt = ir::HostTensor::from_i8({K, N}, w);
     wt.kind = ElemKind::T2;
-    pv.values.emplace("BitLinear.w", std::move(wt));
-    pv.values.emplace("BitLinear.w_scale", ir::HostTensor::from_f32({N}, w_scale));
+    pv.set("BitLinear.w", std::move(wt));
+    pv.set("BitLinear.w_scale", ir::HostTensor::from_f32({N}, w_scale));
     return pv;
   }
 };
@@ -131,7 +131,7 @@ inline std::vector<float> oracle(const ir::ParamValues& params, const std::vecto
   const ir::Module* run_on = &m.value();
   std::optional<ir::Module> spec;
   if (level) {
-    const std::int64_t N = params.values.at("BitLinear.w_scale").shape.at(0);
+    const std::int64_t N = params.values.at("BitLinear.w_scale").shape().at(0);
     auto s = passes::specialize_function(*m, "BitLinear.forward",
                                          {{"BitLinear.M", M}, {"BitLinear.K", K}, {"BitLinear.N", N}}, true);
     REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // safetensors_test.cpp - safetensors round trips, golden bytes and one test per malformation.
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <doctest/doctest.h>
 
@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "formats/mapped_file.h"
 #include "ir/numeric.h"
 
 namespace {
 
 using namespace ternjit;
-using namespace ternjit::ir;
+using namespace ternjit::formats;
 namespace fs = std::filesystem;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -35,6 +36,8 @@ std::vector<std::uint8_t> image(const std::string& header, const std::vector<std
 
 // Parses an image that must be rejected; returns the message after checking the code
 // and the display-name prefix.
+ir::SharedBytes bytes_of(std::vector<std::uint8_t> bytes) { return ir::SharedBytes::adopt(std::move(bytes)); }
+
 std::string parse_error(const std::vector<std::uint8_t>& bytes) {
   auto r = parse_safetensors(bytes, "w.st");
   REQUIRE_FALSE(r.ok());
@@ -86,8 +89,8 @@ StFile sample_file() {
   file.tensors.push_back(make_u8_tensor("layer.0.tern2", {3}, packed));
   file.tensors.push_back(make_f32_tensor("scalar", {}, std::vector<float>{42.0f}));
   file.tensors.push_back(make_f32_tensor("empty", {0, 3}, std::vector<float>{}));
-  StTensor half{"h", "F16", ElemKind::F16, {2}, {0x00, 0x3C, 0x00, 0xC0}};  // 1.0, -2.0
-  StTensor brain{"b", "BF16", ElemKind::BF16, {2}, {0x80, 0x3F, 0x49, 0x40}};  // 1.0, 3.140625
+  StTensor half{"h", "F16", ElemKind::F16, {2}, bytes_of({0x00, 0x3C, 0x00, 0xC0})};  // 1.0, -2.0
+  StTensor brain{"b", "BF16", ElemKind::BF16, {2}, bytes_of({0x80, 0x3F, 0x49, 0x40})};  // 1.0, 3.140625
   file.tensors.push_back(half);
   file.tensors.push_back(brain);
   file.metadata = {{"format", "pt"}, {"note", "quote \" and \\ and \xC3\xA9"}};
@@ -103,7 +106,7 @@ void check_same(const StFile& a, const StFile& b) {
     CHECK(u->dtype == t.dtype);
     CHECK(u->kind == t.kind);
     CHECK(u->shape == t.shape);
-    CHECK(u->bytes == t.bytes);
+    CHECK(std::ranges::equal(u->bytes.span(), t.bytes.span()));
   }
 }
 
@@ -164,7 +167,7 @@ TEST_CASE("safetensors: round trip through a file, written atomically") {
   auto again = read_safetensors(path);
   REQUIRE(again.ok());
   REQUIRE(again->tensors.size() == 1);
-  CHECK(again->tensors[0].bytes == std::vector<std::uint8_t>{0xF9});
+  CHECK(std::ranges::equal(again->tensors[0].bytes.span(), std::vector<std::uint8_t>{0xF9}));
   CHECK(again->metadata.empty());
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
 }
@@ -266,7 +269,7 @@ TEST_CASE("safetensors: write_safetensors rejects invalid files") {
   CHECK(write_error(misspelled) == "tensor 'a': dtype 'U8' does not spell element kind i8, expected I8");
 
   StFile ternary;
-  ternary.tensors.push_back(StTensor{"t", "", ElemKind::T2, {1}, {0}});
+  ternary.tensors.push_back(StTensor{"t", "", ElemKind::T2, {1}, bytes_of({0})});
   CHECK(contains(write_error(ternary), "element kind t2 has no safetensors dtype"));
 
   StFile negative;
@@ -470,4 +473,47 @@ TEST_CASE("malformed: truncations and random corruption never crash") {
     }
   }
   CHECK(parsed > 0);  // flips in the data buffer leave the file valid
+}
+
+TEST_CASE("map_file and read_safetensors: tensors point into the mapping, never copied") {
+  ScratchDir dir("mapped");
+  const std::string path = dir.file("w.st");
+  const StFile file = sample_file();
+  REQUIRE(write_safetensors(path, file).ok());
+  auto image = map_file(path);
+  REQUIRE(image.ok());
+  CHECK(image->owned());
+  CHECK(std::ranges::equal(image->span(), serialize_safetensors(file)));
+
+  // Parsing an owned image shares its bytes; parsing caller memory copies them.
+  auto shared = parse_safetensors(*image, path);
+  REQUIRE(shared.ok());
+  check_same(file, *shared);
+  for (const StTensor& t : shared->tensors) {
+    if (t.bytes.empty()) continue;
+    CHECK(t.bytes.data() >= image->data());
+    CHECK(t.bytes.data() + t.bytes.size() <= image->data() + image->size());
+  }
+  auto copied = parse_safetensors(image->span(), path);
+  REQUIRE(copied.ok());
+  const StTensor* w = copied->find("layer.0.weight");
+  REQUIRE(w != nullptr);
+  CHECK((w->bytes.data() < image->data() || w->bytes.data() >= image->data() + image->size()));
+
+  // The tensors keep the mapping alive after the file and the image are gone.
+  auto read = read_safetensors(path);
+  REQUIRE(read.ok());
+  image = ir::SharedBytes();
+  fs::remove(path);
+  check_same(file, *read);
+
+  const std::string empty = dir.file("empty");
+  std::ofstream(empty).close();
+  auto none = map_file(empty);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  CHECK(map_file(dir.file("missing")).error().code == ErrorCode::NotFound);
+  auto directory = map_file(dir.file(""));
+  REQUIRE_FALSE(directory.ok());
+  CHECK(directory.error().code == ErrorCode::IoError);
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/run_inputs.h"
 #include "ir/bind.h"
 #include "ir/interpret.h"
 #include "ir/print.h"
@@ -44,9 +45,9 @@ inline int check_same_results(const ir::Module& before, const ir::Module& after,
   int compared = 0;
   for (const ir::Function& f : before.functions()) {
     INFO("@", f.name(), " seed ", seed);
-    ir::PrepareOptions po;
+    formats::PrepareOptions po;
     po.seed = seed;
-    auto inputs = ir::prepare_run(before, f, nullptr, nullptr, small_shapes(before, f), po);
+    auto inputs = formats::prepare_run(before, f, nullptr, nullptr, small_shapes(before, f), po);
     REQUIRE_MESSAGE(inputs.ok(), (inputs.ok() ? "" : render(inputs.error())));
     const ir::Function* g = after.find_function(f.name());
     REQUIRE(g != nullptr);

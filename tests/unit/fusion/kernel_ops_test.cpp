@@ -66,10 +66,10 @@ TEST_CASE("layouts: only t2 has one, only kernels read one, and types compare it
             .find("is declared t2<tern2>[3]") != std::string::npos);
   ir::Type a{ElemKind::T2, {ir::Dim::fixed(3)}};
   ir::Type b = a;
-  b.layout = ir::TernaryLayout::Tern16;
+  b.layout = WeightFormat::Tern16;
   CHECK_FALSE(a == b);
   CHECK(ir::type_str(b, {}) == "t2<tern1.6>[3]");
-  for (ir::TernaryLayout l : ir::kAllTernaryLayouts) CHECK(ir::parse_ternary_layout(ir::layout_name(l)) == l);
+  for (WeightFormat l : kAllWeightFormats) CHECK(parse_weight_format(weight_format_name(l)) == l);
 }
 
 TEST_CASE("ewise type rule: steps read earlier slots, keep the kind, and read every operand") {

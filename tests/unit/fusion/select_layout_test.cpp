@@ -28,7 +28,7 @@ func @f(%x: f32[2, 8], %q: i8[2, 8], %s: f32[2, 1], %v: t2[8, 4]) -> (f32[2, 4],
 }
 )";
 
-passes::TargetInfo target(ir::TernaryLayout layout) {
+passes::TargetInfo target(WeightFormat layout) {
   passes::TargetInfo t;
   t.weight_layout = layout;
   return t;
@@ -38,11 +38,11 @@ passes::TargetInfo target(ir::TernaryLayout layout) {
 
 TEST_CASE("select-layout: each load-time weight is packed once, and values are unchanged") {
   const ir::Module before = testing::parse_ok(kText);
-  for (ir::TernaryLayout layout : ir::kAllTernaryLayouts) {
-    CAPTURE(std::string(ir::layout_name(layout)));
+  for (WeightFormat layout : kAllWeightFormats) {
+    CAPTURE(std::string(weight_format_name(layout)));
     const passes::TargetInfo t = target(layout);
     const ir::Module after = apply(before, [&](ir::Function& f) { passes::select_layout(f, t); });
-    if (layout == ir::TernaryLayout::Plain) {
+    if (layout == WeightFormat::Plain) {
       CHECK(ir::print_module(after) == ir::print_module(before));
       continue;
     }
@@ -53,7 +53,7 @@ TEST_CASE("select-layout: each load-time weight is packed once, and values are u
       const ir::InstData& d = f.inst(i);
       if (d.op != ir::Op::TMatMul) continue;
       const bool from_arg = f.value(d.operands[1]).def == ir::ValueDef::BlockArg;
-      CHECK(f.type_of(d.operands[1]).layout == (from_arg ? ir::TernaryLayout::Plain : layout));
+      CHECK(f.type_of(d.operands[1]).layout == (from_arg ? WeightFormat::Plain : layout));
     }
     CHECK(ir::print_module(apply(after, [&](ir::Function& g) { passes::select_layout(g, t); })) ==
           ir::print_module(after));
@@ -71,7 +71,7 @@ func @f(%x: f32[1, 16]) -> f32[1, 2] {
   ret %y
 }
 )");
-  const passes::TargetInfo t = target(ir::TernaryLayout::Bitplane);
+  const passes::TargetInfo t = target(WeightFormat::Bitplane);
   const ir::Module after = apply(before, [&](ir::Function& f) { passes::select_layout(f, t); });
   CHECK(ir::print_module(after) == R"(param @w : t2[16, 2]
 

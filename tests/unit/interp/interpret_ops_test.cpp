@@ -496,7 +496,7 @@ void run_tiny(Op op) {
       REQUIRE(p.ok());
       REQUIRE(bld.create(Op::Ret, {*p}).ok());
       ParamValues pv;
-      pv.values["p"] = v2;
+      pv.set("p", v2);
       auto r = interpret(m, f, {}, pv);
       REQUIRE(r.ok());
       expect_eq(v2, r->front());
@@ -607,7 +607,7 @@ void run_tiny(Op op) {
     case Op::Ewise:  // neg(mul(a, b))
       expect_eq(T(F32, {2}, {-1, -16}), run1(op, {v2, v2}, EwiseAttrs{{{Op::Mul, 0, 1}, {Op::Neg, 2, -1}}}));
       return;
-    case Op::TPack: expect_eq(T(T2, {2}, {-1, 1}), run1(op, {T(T2, {2}, {-1, 1})}, LayoutAttrs{TernaryLayout::Tern2})); return;
+    case Op::TPack: expect_eq(T(T2, {2}, {-1, 1}), run1(op, {T(T2, {2}, {-1, 1})}, LayoutAttrs{WeightFormat::Tern2})); return;
   }
   FAIL("op not covered");
 }

@@ -125,21 +125,21 @@ TEST_CASE("parameters bind symbols and are checked by name") {
   LinearModule lm;
   HostTensor x = tensor(ElemKind::F32, {4}, {1, 2, 3, 4});
   ParamValues pv;
-  pv.values["w"] = tensor(ElemKind::F32, {4, 2}, {1, 0, 0, 1, 1, 0, 0, 1});
+  pv.set("w", tensor(ElemKind::F32, {4, 2}, {1, 0, 0, 1, 1, 0, 0, 1}));
   auto r = ok(interpret(lm.m, "lin", std::vector<HostTensor>{x}, pv));
   expect_eq(tensor(ElemKind::F32, {2}, {4, 6}), r[0]);  // N = 2 comes from the parameter only
 
   CHECK(error_of(interpret(lm.m, "lin", std::vector<HostTensor>{x}, {})) == "no value given for parameter @w");
   ParamValues wrong_kind;
-  wrong_kind.values["w"] = HostTensor::zeros(ElemKind::T2, {4, 2});
+  wrong_kind.set("w", HostTensor::zeros(ElemKind::T2, {4, 2}));
   CHECK(error_of(interpret(lm.m, "lin", std::vector<HostTensor>{x}, wrong_kind)) ==
         "parameter @w must be f32[K, N], got t2[4, 2]");
   ParamValues wrong_shape;
-  wrong_shape.values["w"] = HostTensor::zeros(ElemKind::F32, {8, 2});
+  wrong_shape.set("w", HostTensor::zeros(ElemKind::F32, {8, 2}));
   CHECK(error_of(interpret(lm.m, "lin", std::vector<HostTensor>{x}, wrong_shape)) ==
         "symbol 'K' is 4 from argument %x but 8 from parameter @w");
   ParamValues wrong_rank;
-  wrong_rank.values["w"] = HostTensor::zeros(ElemKind::F32, {8});
+  wrong_rank.set("w", HostTensor::zeros(ElemKind::F32, {8}));
   CHECK(error_of(interpret(lm.m, "lin", std::vector<HostTensor>{x}, wrong_rank)) ==
         "parameter @w must be f32[K, N], got f32[8]");
 }
@@ -147,7 +147,7 @@ TEST_CASE("parameters bind symbols and are checked by name") {
 TEST_CASE("function constraints are checked on the bound symbols") {
   LinearModule lm;
   ParamValues pv;
-  pv.values["w"] = HostTensor::zeros(ElemKind::F32, {6, 2});
+  pv.set("w", HostTensor::zeros(ElemKind::F32, {6, 2}));
   CHECK(error_of(interpret(lm.m, "lin", std::vector<HostTensor>{HostTensor::zeros(ElemKind::F32, {6})}, pv)) ==
         "symbol 'K' is 6 (from argument %x) but @lin requires K % 4 == 0");
 }
@@ -391,8 +391,8 @@ TEST_CASE("the interpreter is deterministic: the same inputs give bit-identical 
   REQUIRE(verify_module(m).empty());
 
   ParamValues pv;
-  pv.values["w"] = HostTensor::random(ElemKind::T2, {16, 8}, 11);
-  pv.values["g"] = HostTensor::random(ElemKind::F32, {8}, 12);
+  pv.set("w", HostTensor::random(ElemKind::T2, {16, 8}, 11));
+  pv.set("g", HostTensor::random(ElemKind::F32, {8}, 12));
   const std::vector<HostTensor> args{HostTensor::random(ElemKind::F32, {4, 16}, 13)};
   auto r1 = ok(interpret(m, f, args, pv));
   auto r2 = ok(interpret(m, f, args, pv));

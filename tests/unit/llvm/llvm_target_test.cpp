@@ -96,8 +96,8 @@ TEST_CASE("llvm: int8 tmatmul with every epilogue and activation, odd shapes") {
                               "\n  %y = tmatmul %q, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, "
                               "residual = true, act = " + act + "} : f32" + y + "\n  ret %y\n}\n";
       ir::ParamValues pv;
-      pv.values.emplace("w", rnd(ElemKind::T2, {s.K, s.N}, seed++));
-      pv.values.emplace("ws", rnd(ElemKind::F32, {s.N}, seed++));
+      pv.set("w", rnd(ElemKind::T2, {s.K, s.N}, seed++));
+      pv.set("ws", rnd(ElemKind::F32, {s.N}, seed++));
       check(tir, "f",
             {rnd(ElemKind::I8, {s.M, s.K}, seed), rnd(ElemKind::F32, {s.M, 1}, seed + 1),
              rnd(ElemKind::F32, {s.N}, seed + 2), rnd(ElemKind::F32, {s.M, s.N}, seed + 3)},
@@ -114,8 +114,8 @@ TEST_CASE("llvm: tmatmul with f32 activations, per-tensor scale, no epilogue; i8
       "  %y = tmatmul %x, %w, %s {x_scale = false, w_scale = true, bias = false, residual = false, act = none} : f32[5, 9]\n"
       "  ret %y\n}\n";
   ir::ParamValues pv;
-  pv.values.emplace("w", rnd(ElemKind::T2, {37, 9}, 3));
-  pv.values.emplace("s", rnd(ElemKind::F32, {}, 4));
+  pv.set("w", rnd(ElemKind::T2, {37, 9}, 3));
+  pv.set("s", rnd(ElemKind::F32, {}, 4));
   check(tir, "f", {rnd(ElemKind::F32, {5, 37}, 5)}, pv);
   const std::string plain =
       "func @g(%x: i8[3, 300], %w: t2[300, 7]) -> f32[3, 7] {\n^entry:\n"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/run_inputs.h"
 #include "ir/interpret.h"
 #include "ir/print.h"
 #include "passes/pipeline.h"
@@ -31,7 +32,7 @@ double rtol_for(ElemKind k) {
 struct Run {
   std::string function;
   std::vector<ir::HostTensor> outputs;
-  ir::RunInputs inputs;
+  formats::RunInputs inputs;
 };
 
 // Runs every function of `m` that runs on small random inputs (one whose reference
@@ -39,9 +40,9 @@ struct Run {
 std::vector<Run> run_all(const ir::Module& m, std::uint64_t seed) {
   std::vector<Run> runs;
   for (const ir::Function& f : m.functions()) {
-    ir::PrepareOptions po;
+    formats::PrepareOptions po;
     po.seed = seed;
-    auto inputs = ir::prepare_run(m, f, nullptr, nullptr, testing::small_shapes(m, f), po);
+    auto inputs = formats::prepare_run(m, f, nullptr, nullptr, testing::small_shapes(m, f), po);
     if (!inputs.ok()) continue;
     auto out = ir::interpret(m, f, inputs->args, inputs->params, testing::test_interpret_options());
     if (!out.ok()) continue;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/run_inputs.h"
 #include "ir/bind.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
@@ -33,9 +34,9 @@ inline void check_same_outputs(const ir::Module& before, const ir::Module& after
                                const std::string& shapes, std::uint64_t seed) {
   auto sb = ir::parse_shape_list(shapes);
   REQUIRE(sb.ok());
-  ir::PrepareOptions popts;
+  formats::PrepareOptions popts;
   popts.seed = seed;
-  auto run = ir::prepare_run(before, *before.find_function(func), nullptr, nullptr, sb.value(), popts);
+  auto run = formats::prepare_run(before, *before.find_function(func), nullptr, nullptr, sb.value(), popts);
   REQUIRE_MESSAGE(run.ok(), (run.ok() ? std::string() : render(run.error())));
   auto want = ir::interpret(before, func, run->args, run->params);
   REQUIRE_MESSAGE(want.ok(), (want.ok() ? std::string() : render(want.error())));

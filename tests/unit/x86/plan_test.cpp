@@ -155,8 +155,8 @@ func @L.forward(%x: i8[3, 40], %xs: f32[3, 1]) -> f32[3, 24] {
   auto m = ir::parse_module(text, "pack.tir");
   REQUIRE(m.ok());
   ir::ParamValues params;
-  params.values["L.w"] = ir::HostTensor::random(ElemKind::T2, {40, 24}, 1);
-  params.values["L.s"] = ir::HostTensor::random(ElemKind::F32, {24}, 2);
+  params.set("L.w", ir::HostTensor::random(ElemKind::T2, {40, 24}, 1));
+  params.set("L.s", ir::HostTensor::random(ElemKind::F32, {24}, 2));
   targets::x86::PackCache packs;
   targets::x86::PlanOptions o;
   o.isa = *targets::x86::best_isa(targets::x86::host_isas());

@@ -14,20 +14,23 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/stored_tensor.h"
 #include "ternjit/result.h"
 #include "ternjit/types.h"
 
-namespace ternjit::ir {
+namespace ternjit::formats {
 
 /// One tensor of a safetensors file. `kind` is authoritative; `dtype` is its safetensors
 /// spelling ("F32", "F16", "BF16", "I8", "U8", "I32"). `bytes` holds the raw
-/// little-endian elements, row-major, product(shape) * element size bytes.
+/// little-endian elements, row-major, product(shape) * element size bytes; in a file
+/// read by read_safetensors they are a region of the file's memory mapping (shared, not
+/// copied: they stay valid as long as any copy of them lives).
 struct StTensor {
   std::string name;                 ///< the header key; never "__metadata__"
   std::string dtype;                ///< "F32", "F16", "BF16", "I8", "U8" or "I32"
   ElemKind kind = ElemKind::F32;    ///< the same dtype as an element kind
   std::vector<std::int64_t> shape;  ///< row-major dims; empty for a scalar
-  std::vector<std::uint8_t> bytes;  ///< little-endian elements
+  ir::SharedBytes bytes;            ///< little-endian elements (owned)
 };
 
 /// A whole safetensors file: tensors (sorted by name when produced by the parser) and
@@ -53,12 +56,19 @@ std::string_view st_dtype_name(ElemKind kind);
 /// an element or byte count over 2^63 - 1; offsets out of the data buffer or begin >
 /// end; a byte length != product(shape) * element size; two tensors whose byte ranges
 /// overlap; a "__metadata__" that is not an object of strings. Gaps and trailing bytes
-/// in the data buffer are allowed. Tensors of the result are sorted by name.
-Result<StFile> parse_safetensors(std::span<const std::uint8_t> data, std::string_view display_name);
+/// in the data buffer are allowed. Tensors of the result are sorted by name. The
+/// tensors' bytes are regions of `data` when it is owned (SharedBytes::owned), else
+/// copies of those regions.
+Result<StFile> parse_safetensors(const ir::SharedBytes& data, std::string_view display_name);
 
-/// Reads and parses the file at `path`, using the path as display name.
-/// Errors: NotFound if it does not exist, IoError if it cannot be read, otherwise as
-/// parse_safetensors.
+/// parse_safetensors of caller memory (each tensor's bytes are copied).
+inline Result<StFile> parse_safetensors(std::span<const std::uint8_t> data, std::string_view display_name) {
+  return parse_safetensors(ir::SharedBytes::borrow(data), display_name);
+}
+
+/// Maps the file at `path` (map_file) and parses it, using the path as display name: the
+/// tensors' bytes point into the mapping, nothing is copied. Errors: NotFound if it does
+/// not exist, IoError if it cannot be read, otherwise as parse_safetensors.
 Result<StFile> read_safetensors(const std::string& path);
 
 /// Serializes `file` deterministically: the header is `{"__metadata__":{...},"name":
@@ -101,4 +111,4 @@ StTensor make_u8_tensor(std::string name, std::vector<std::int64_t> shape, std::
 /// An I32 tensor holding `values` (little-endian). Precondition as make_f32_tensor.
 StTensor make_i32_tensor(std::string name, std::vector<std::int64_t> shape, std::span<const std::int32_t> values);
 
-}  // namespace ternjit::ir
+}  // namespace ternjit::formats

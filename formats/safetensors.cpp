@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // safetensors.cpp - safetensors parsing with full validation, deterministic serialization, atomic writes.
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,9 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/mapped_file.h"
 #include "ir/numeric.h"
 
-namespace ternjit::ir {
+namespace ternjit::formats {
 
 namespace {
 
@@ -332,7 +333,8 @@ std::string_view st_dtype_name(ElemKind kind) {
   return dtype != nullptr ? dtype->name : std::string_view{};
 }
 
-Result<StFile> parse_safetensors(std::span<const std::uint8_t> data, std::string_view display_name) {
+Result<StFile> parse_safetensors(const ir::SharedBytes& image, std::string_view display_name) {
+  const std::span<const std::uint8_t> data = image.span();
   const auto fail = [&](const std::string& message) {
     return make_error(ErrorCode::InvalidInput, std::string(display_name) + ": " + message);
   };
@@ -388,28 +390,16 @@ Result<StFile> parse_safetensors(std::span<const std::uint8_t> data, std::string
     t.dtype = std::string(e.dtype->name);
     t.kind = e.dtype->kind;
     t.shape = std::move(e.shape);
-    t.bytes.assign(buffer.begin() + static_cast<std::ptrdiff_t>(e.begin),
-                   buffer.begin() + static_cast<std::ptrdiff_t>(e.end));
+    // A region of the image: shared with a mapped or owned image, copied from a borrowed one.
+    t.bytes = image.slice(8 + header_size + e.begin, e.end - e.begin).keep();
     file.tensors.push_back(std::move(t));
   }
   return file;
 }
 
 Result<StFile> read_safetensors(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return io_error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::IoError, "open", path, err);
-  }
-  std::vector<std::uint8_t> data;
-  std::uint8_t chunk[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) data.insert(data.end(), chunk, chunk + n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return io_error(ErrorCode::IoError, "read", path, err != 0 ? err : EIO);
-  return parse_safetensors(data, path);
+  TERNJIT_TRY(ir::SharedBytes image, map_file(path));
+  return parse_safetensors(image, path);
 }
 
 std::vector<std::uint8_t> serialize_safetensors(const StFile& file) {
@@ -452,7 +442,7 @@ std::vector<std::uint8_t> serialize_safetensors(const StFile& file) {
   out.reserve(8 + header.size() + offset);
   for (int k = 0; k < 8; ++k) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * k)));
   out.insert(out.end(), header.begin(), header.end());
-  for (const StTensor* t : order) out.insert(out.end(), t->bytes.begin(), t->bytes.end());
+  for (const StTensor* t : order) out.insert(out.end(), t->bytes.span().begin(), t->bytes.span().end());
   return out;
 }
 
@@ -513,10 +503,10 @@ Result<std::vector<float>> to_f32(const StTensor& tensor) {
     switch (tensor.kind) {
       case ElemKind::F32: out[i] = std::bit_cast<float>(load_le32(p + 4 * i)); break;
       case ElemKind::F16:
-        out[i] = f16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+        out[i] = ir::f16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
         break;
       case ElemKind::BF16:
-        out[i] = bf16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+        out[i] = ir::bf16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
         break;
       case ElemKind::I8: out[i] = static_cast<float>(static_cast<std::int8_t>(p[i])); break;
       case ElemKind::U8: out[i] = static_cast<float>(p[i]); break;
@@ -548,7 +538,7 @@ Result<std::vector<std::int8_t>> to_i8(const StTensor& tensor) {
   TERNJIT_TRY_VOID(checked_dtype(tensor, ErrorCode::InvalidInput));
   std::vector<std::int8_t> out(tensor.bytes.size());
   for (std::size_t i = 0; i < tensor.bytes.size(); ++i) {
-    const std::uint8_t b = tensor.bytes[i];
+    const std::uint8_t b = tensor.bytes.data()[i];
     if (tensor.kind == ElemKind::U8 && b > 127) {
       return make_error(ErrorCode::InvalidInput, "tensor " + for_message(tensor.name) + ": U8 value " +
                                                      std::to_string(b) + " at index " + std::to_string(i) +
@@ -560,27 +550,26 @@ Result<std::vector<std::int8_t>> to_i8(const StTensor& tensor) {
 }
 
 StTensor make_f32_tensor(std::string name, std::vector<std::int64_t> shape, std::span<const float> values) {
-  StTensor t{std::move(name), "F32", ElemKind::F32, std::move(shape), {}};
-  t.bytes.reserve(values.size() * 4);
-  for (float v : values) append_le32(t.bytes, std::bit_cast<std::uint32_t>(v));
-  return t;
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(values.size() * 4);
+  for (float v : values) append_le32(bytes, std::bit_cast<std::uint32_t>(v));
+  return StTensor{std::move(name), "F32", ElemKind::F32, std::move(shape), ir::SharedBytes::adopt(std::move(bytes))};
 }
 
 StTensor make_i8_tensor(std::string name, std::vector<std::int64_t> shape, std::span<const std::int8_t> values) {
-  StTensor t{std::move(name), "I8", ElemKind::I8, std::move(shape), {}};
-  for (std::int8_t v : values) t.bytes.push_back(static_cast<std::uint8_t>(v));
-  return t;
+  const auto* p = reinterpret_cast<const std::uint8_t*>(values.data());
+  return StTensor{std::move(name), "I8", ElemKind::I8, std::move(shape), ir::SharedBytes::copy_of({p, values.size()})};
 }
 
 StTensor make_u8_tensor(std::string name, std::vector<std::int64_t> shape, std::span<const std::uint8_t> values) {
-  return StTensor{std::move(name), "U8", ElemKind::U8, std::move(shape), {values.begin(), values.end()}};
+  return StTensor{std::move(name), "U8", ElemKind::U8, std::move(shape), ir::SharedBytes::copy_of(values)};
 }
 
 StTensor make_i32_tensor(std::string name, std::vector<std::int64_t> shape, std::span<const std::int32_t> values) {
-  StTensor t{std::move(name), "I32", ElemKind::I32, std::move(shape), {}};
-  t.bytes.reserve(values.size() * 4);
-  for (std::int32_t v : values) append_le32(t.bytes, static_cast<std::uint32_t>(v));
-  return t;
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(values.size() * 4);
+  for (std::int32_t v : values) append_le32(bytes, static_cast<std::uint32_t>(v));
+  return StTensor{std::move(name), "I32", ElemKind::I32, std::move(shape), ir::SharedBytes::adopt(std::move(bytes))};
 }
 
-}  // namespace ternjit::ir
+}  // namespace ternjit::formats

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// mapped_file.h - a whole file as shared read-only bytes, memory-mapped where the system allows.
+#pragma once
+
+#include <string>
+
+#include "ir/stored_tensor.h"
+#include "ternjit/result.h"
+
+namespace ternjit::formats {
+
+/// The bytes of the file at `path`. A regular, non-empty file is mapped read-only
+/// (a private mapping: pages are read on first touch and shared with the page cache);
+/// anything else (an empty file, a pipe, a file system without mmap) is read into
+/// memory. The mapping is released when the last SharedBytes sharing it is destroyed.
+/// The file must not be truncated or rewritten in place while mapped (a read of a
+/// vanished page faults, as with any mapping); write_safetensors replaces files by
+/// rename, which leaves existing mappings intact.
+/// Errors: NotFound when the file does not exist, IoError when it cannot be opened,
+/// examined or read ("cannot read 'w.st': Is a directory").
+Result<ir::SharedBytes> map_file(const std::string& path);
+
+}  // namespace ternjit::formats

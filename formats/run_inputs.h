@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// run_inputs.h - the arguments and parameters of one run, from safetensors files, shapes and seeds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "formats/safetensors.h"
+#include "ir/bind.h"
+#include "ir/interpret.h"
+#include "ir/ir.h"
+#include "ir/tensor.h"
+
+namespace ternjit::formats {
+
+/// The arguments and parameters of one run of a function.
+struct RunInputs {
+  std::vector<ir::HostTensor> args;  ///< in argument order
+  ir::ParamValues params;        ///< every parameter f reads (directly or via calls), in their own types
+  ir::ShapeBindings shapes;         ///< every binding used (given, and derived from files)
+};
+
+/// Options of prepare_run.
+struct PrepareOptions {
+  std::uint64_t seed = 1;           ///< seed of random inputs and parameters
+  bool random_missing_inputs = true;  ///< else a missing input is an error
+  bool random_missing_params = true;  ///< else a missing parameter is an error
+};
+
+/// Prepares a run of `f` in `m`. Arguments come from `inputs` by argument name and
+/// parameters from `weights` ("Layer.p", or "p" for the run layer's own), converted to
+/// the declared kinds: float declarations take F32/F16/BF16 tensors, integer ones the
+/// same integer dtype, a t2 parameter takes I8 values in {-1, 0, 1} or a U8 tensor
+/// packed in the format named by metadata "<tensor>.format" (tern2, tern2-sm,
+/// tern1.6, bitplane; "plain" means not packed). Parameters are kept in their own element
+/// type (formats::store_weight): data of the declared kind stays in `weights`'s buffers
+/// (for a mapped file, its mapping), not copied. Symbolic dims bind from `shapes`, then from the files' shapes;
+/// a conflict or an unbound dim of a random tensor is an error naming it. Missing
+/// tensors are drawn from `seed` unless the options forbid it. `inputs`/`weights`
+/// may be null. Errors are InvalidInput with a message naming the tensor.
+Result<RunInputs> prepare_run(const ir::Module& m, const ir::Function& f, const StFile* inputs,
+                              const StFile* weights, const ir::ShapeBindings& shapes,
+                              const PrepareOptions& options);
+
+}  // namespace ternjit::formats

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// interpret_internal.h - the reference numerics interpret.cpp's op switch calls (interpret_ops.cpp).
+//
+// Private to ir/: each function computes one op family exactly as interpret.h states, on
+// whole HostTensors whose shapes the verifier and the interpreter's binding made
+// consistent (a disagreement is our bug and aborts).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "ir/tensor.h"
+
+namespace ternjit::ir::interp {
+
+/// Concrete row-major extents.
+using Extents = std::vector<std::int64_t>;
+
+/// An InvalidInput error, located at `loc` when it is known.
+Error fail_at(const SourceLoc& loc, std::string msg);
+/// An op's mnemonic in quotes: "'tmatmul'".
+std::string q(Op op);
+/// A concrete type as text: "f32[2, 3]".
+std::string extents_str(ElemKind k, const Extents& s);
+/// The product of the extents (1 for a scalar). Precondition: no overflow.
+std::int64_t numel(const Extents& s);
+
+/// One elementwise op (binary: add sub mul div max min; unary: neg abs relu sigmoid tanh
+/// gelu silu exp log sqrt rsqrt) at result kind `kind`; `b` is null for unary ops. The
+/// standalone ops, `ewise` steps and the `tmatmul` epilogue all compute through it.
+/// Errors: integer division by zero, naming the element.
+Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind);
+/// `cast`: each value rounded with round_to_kind to `to`.
+HostTensor cast(const HostTensor& t, ElemKind to);
+/// `transpose` by a valid permutation of t's dims.
+HostTensor transpose(const HostTensor& t, const std::vector<std::int64_t>& perm);
+/// `broadcast` to `shape` (NumPy stretch; precondition: compatible).
+HostTensor broadcast_to(const HostTensor& t, const Extents& shape);
+/// `matmul` (numpy.matmul) at result kind `kind`.
+HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind);
+/// reduce_sum / reduce_mean / reduce_max (inst.op) over `axis`. Errors: reduce_max of an
+/// empty axis.
+Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t axis, bool keepdims, ElemKind kind);
+/// `softmax` over `axis`.
+HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind);
+/// `rmsnorm` over the last axis.
+HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind);
+/// `dequantize`: float(q) * float(s) in f32, broadcast. Precondition: `kind` is a float kind.
+Result<HostTensor> dequantize(const InstData& inst, const HostTensor& q, const HostTensor& s, ElemKind kind);
+/// quantize_int8, ternarize, ternarize_absmean, quantize and tquantize (inst.op) of `x`,
+/// with result kinds `kinds` (one per result), exactly quant.h on the f32 values.
+std::vector<HostTensor> quantization(const InstData& inst, const HostTensor& x, std::span<const ElemKind> kinds);
+/// `tmatmul`: accumulation, then the epilogue operands present and the activation.
+Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std::span<const HostTensor* const> ops,
+                           ElemKind kind);
+/// `ewise`: each step as the standalone op on whole tensors; the last step's result.
+Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::span<const HostTensor* const> ops,
+                         ElemKind kind);
+
+}  // namespace ternjit::ir::interp
