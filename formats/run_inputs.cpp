@@ -63,8 +63,8 @@ Result<void> bind_shape(const Type& type, std::span<const std::string> symbols, 
 
 // The concrete shape of a declared type, or an error naming the unbound symbol.
 Result<std::vector<std::int64_t>> concrete(const Type& type, std::span<const std::string> symbols,
-                                           std::string_view layer, const ShapeBindings& b,
-                                           const std::string& what) {
+                                           std::string_view layer, const ShapeBindings& b, const std::string& what,
+                                           std::int64_t max_elements) {
   std::vector<std::int64_t> out;
   for (const Dim& d : type.shape) {
     if (d.is_static()) { out.push_back(d.extent); continue; }
@@ -74,6 +74,9 @@ Result<std::vector<std::int64_t>> concrete(const Type& type, std::span<const std
                   symbols[d.sym.index] + "=<n> or provide the tensor");
     out.push_back(*v);
   }
+  const auto n = ir::checked_numel(out);
+  if (!n || *n > max_elements)
+    return fail(what + " of shape " + index_str(out) + " has more than " + std::to_string(max_elements) + " elements");
   return out;
 }
 
@@ -169,7 +172,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     const std::string& name = f.value(a).name;
     const std::string what = "input '" + name + "'";
     const StTensor* t = inputs ? inputs->find(name) : nullptr;
-    TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what));
+    TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
     if (t) {
       TERNJIT_TRY(auto stored, convert(*t, f.type_of(a).elem, shape, inputs->metadata, what));
       run.args.push_back(stored.to_host());
@@ -185,7 +188,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     if (!used.count(p.name)) continue;
     const std::string what = "parameter '" + p.name + "'";
     const StTensor* t = find_param(p);
-    TERNJIT_TRY(auto shape, concrete(p.type, p.symbols, layer_of(p.name), run.shapes, what));
+    TERNJIT_TRY(auto shape, concrete(p.type, p.symbols, layer_of(p.name), run.shapes, what, options.max_elements));
     if (t) {
       TERNJIT_TRY(auto stored, convert(*t, p.type.elem, shape, weights->metadata, what));
       run.params.values.insert_or_assign(p.name, std::move(stored));

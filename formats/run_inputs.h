@@ -25,6 +25,9 @@ struct PrepareOptions {
   std::uint64_t seed = 1;           ///< seed of random inputs and parameters
   bool random_missing_inputs = true;  ///< else a missing input is an error
   bool random_missing_params = true;  ///< else a missing parameter is an error
+  /// Most elements in one tensor: a larger (or overflowing) shape is an error, so a typo
+  /// in a shape binding cannot exhaust memory.
+  std::int64_t max_elements = std::int64_t{1} << 31;
 };
 
 /// Prepares a run of `f` in `m`. Arguments come from `inputs` by argument name and

@@ -244,6 +244,7 @@ Result<void> Weights::bind_random(std::uint64_t seed) {
                         sym + "': bind a tensor that fixes it first");
       shape.push_back(it->second.first);
     }
+    TERNJIT_TRY_VOID(count_of(shape, "bind_random: parameter '" + d.name + "'"));
     staged.emplace(d.name, ir::StoredTensor::random(d.type.elem, shape, ir::derive_seed(seed, salt)));
   }
   for (auto& [name, t] : staged) values_.values.insert_or_assign(name, std::move(t));

@@ -228,6 +228,9 @@ def test_wrong_shapes_and_names_are_clear():
     expect_error(lambda: fresh.bind("BitLinear.w", ref.pack_tern2(w), format="tern2"), ternjit.INVALID_ARGUMENT,
                  "shape")
     expect_error(lambda: fresh.bind("BitLinear.w", w, format="tern3"), ternjit.INVALID_ARGUMENT, "tern3")
+    # A packed buffer shorter (or longer) than the shape needs is refused, never read past.
+    expect_error(lambda: fresh.bind("BitLinear.w", ref.pack_tern2(w)[:10], format="tern2", shape=(k, n)),
+                 ternjit.INVALID_ARGUMENT, "got 10")
     expect_error(lambda: fresh.bind("BitLinear.w", w.astype(np.int64) * 200, dtype="t2"),
                  ternjit.INVALID_ARGUMENT, "do not fit")
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "formats/run_inputs.h"
 #include "ir/bind.h"
@@ -140,4 +141,22 @@ TEST_CASE("BitLinear: non-ternary weights in a safetensors file are rejected by 
   const HostTensor t = run2->params.values.at("BitLinear.w").to_host();
   CHECK(t.shape == std::vector<std::int64_t>{3, 2});
   for (std::size_t i = 0; i < good.size(); ++i) CHECK(t.data[i] == good[i]);
+}
+
+TEST_CASE("BitLinear: a shape too large or overflowing is an error, not a crash") {
+  Module m = compile(kBitLinear);
+  const Function* f = m.find_function("BitLinear.forward");
+  auto shapes = parse_shape_list("M=1,K=4294967296,N=4294967296");
+  REQUIRE(shapes.ok());
+  auto run = prepare_run(m, *f, nullptr, nullptr, *shapes, PrepareOptions{});
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().message == "input 'x' of shape [1, 4294967296] has more than 2147483648 elements");
+  PrepareOptions big;
+  big.max_elements = std::numeric_limits<std::int64_t>::max();
+  shapes->values["M"] = std::int64_t{1} << 62;  // x is [2^62, 4]: 2^64 elements overflow
+  shapes->values["K"] = 4;
+  shapes->values["N"] = 4;
+  run = prepare_run(m, *f, nullptr, nullptr, *shapes, big);
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().message == "input 'x' of shape [4611686018427387904, 4] has more than 9223372036854775807 elements");
 }
