@@ -101,6 +101,12 @@ StepPlan plan_steps(const ir::Function& f) {
       continue;
     }
     for (ValueId v : inst.operands) TERNJIT_CHECK(defined[v.index], "plan_steps: a value is used before it is defined");
+    // tpack is the identity on values (a target packs weights into its own layout): it
+    // aliases its operand, a load-time one included, so a bound weight is never copied.
+    if (inst.op == Op::TPack) {
+      put(inst.results[0], p.slot(inst.operands[0]));
+      continue;
+    }
     const bool all_load_time =
         std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return p.is_load_time(v); });
     if (inst.op == Op::Param || (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_load_time)) {
@@ -110,7 +116,7 @@ StepPlan plan_steps(const ir::Function& f) {
       }
       continue;
     }
-    if (inst.op == Op::TPack || inst.op == Op::Reshape) {
+    if (inst.op == Op::Reshape) {
       put(inst.results[0], p.slot(inst.operands[0]));
       continue;
     }

@@ -7,8 +7,8 @@
 //     computed straight into output buffer j;
 //   - load-time values (param, const, and pure ops whose operands are all load-time) are
 //     const slots, evaluated once when a kernel is loaded (or baked into an AOT object);
-//   - reshape and tpack of a computed value alias their operand (row-major data is
-//     unchanged; tpack is the identity on values);
+//   - reshape of a computed value aliases its operand (row-major data is unchanged);
+//     tpack always does (the identity on values: a target packs weights itself);
 //   - every other result gets a 64-byte aligned region of the per-call scratch;
 //   - a returned value not computed in place is copied to its output.
 // What a target does with each computed instruction (generate a kernel, or run the

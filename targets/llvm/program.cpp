@@ -126,7 +126,8 @@ Result<Program> analyze(const ir::Function& f, int group) {
     bool lower = lowerable(f, ps.inst).ok();
     if (inst.op == Op::TMatMul && !plan.is_load_time(inst.operands[1])) lower = false;  // weights must be load-time
     if (lower && inst.op == Op::TMatMul) {
-      const ValueId w = inst.operands[1];
+      // The weight's load-time value (through a tpack alias, if any).
+      const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
       auto it = panels.find(w.index);
       if (it == panels.end()) {
         p.consts.push_back({w, ConstSlot::Form::Panel});

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ir/print.h"
+#include "targets/common/step_plan.h"
 #include "targets/cpu_buffers.h"
 #include "targets/load_value.h"
 #include "targets/x86/eltwise.h"
@@ -41,9 +42,6 @@ using ir::InstId;
 using ir::Op;
 using ir::ValueId;
 
-constexpr std::size_t kAlign = 64;
-
-std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::vector<std::int64_t> extents(const ir::Type& t) {
   std::vector<std::int64_t> s;
@@ -51,16 +49,9 @@ std::vector<std::int64_t> extents(const ir::Type& t) {
   return s;
 }
 
-std::size_t byte_size(const ir::Type& t) {
-  return static_cast<std::size_t>(t.static_numel().value_or(0)) * static_cast<std::size_t>(elem_bits(t.elem) / 8);
-}
-
-// Where a value's bytes are during a call.
-enum class LocKind : std::uint8_t { Arg, Out, Scratch, Const };
-struct Loc {
-  LocKind kind = LocKind::Scratch;
-  std::size_t index = 0;  // Arg/Out: buffer slot; Scratch: byte offset; Const: const table index
-};
+// Where a value's bytes are during a call: the shared plan's slots (Const: the const table).
+using LocKind = SlotKind;
+using Loc = Slot;
 
 // A load-time value (a parameter in its stored form, or computed at build time) and
 // its bytes when a kernel reads it.
@@ -184,7 +175,7 @@ class ReferenceStep final : public Step {
       }
       const auto* p = static_cast<const std::uint8_t*>(fr.ptr(in_[i]));
       TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(in_types_[i].elem, extents(in_types_[i]),
-                                                              {p, byte_size(in_types_[i])}));
+                                                              {p, static_bytes(in_types_[i])}));
       args.push_back(std::move(t));
     }
     TERNJIT_TRY(auto outs, ir::interpret(module_, module_.functions()[0], args, ir::ParamValues{}));
@@ -225,32 +216,10 @@ class CopyStep final : public Step {
   std::string summary_;
 };
 
-std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
-
 
 }  // namespace
 
-Result<void> plan_supported(const ir::Function& f) {
-  if (f.blocks().size() != 1)
-    return make_error(ErrorCode::Unsupported, "the x86 target compiles single-block functions; '" + f.name() +
-                                                  "' has " + std::to_string(f.blocks().size()) +
-                                                  " blocks left after optimization (control flow)");
-  for (InstId i : f.insts(f.entry())) {
-    const ir::InstData& inst = f.inst(i);
-    if (inst.op == Op::Call)
-      return make_error(ErrorCode::Unsupported, "the x86 target needs calls inlined; '" + f.name() + "' still has a " +
-                                                    quote(inst.op));
-    for (ValueId r : inst.results)
-      if (!f.type_of(r).static_numel())
-        return make_error(ErrorCode::Unsupported, "the x86 target needs static shapes; a result of " + quote(inst.op) +
-                                                      " in '" + f.name() + "' is not static");
-  }
-  for (ValueId a : f.args())
-    if (!f.type_of(a).static_numel())
-      return make_error(ErrorCode::Unsupported, "the x86 target needs static shapes; an argument of '" + f.name() +
-                                                    "' is not static");
-  return success();
-}
+Result<void> plan_supported(const ir::Function& f) { return plannable(f, "x86"); }
 
 // ---------------------------------------------------------------- Plan
 
@@ -287,113 +256,75 @@ Result<void> Plan::run(void* const* buffers, const Parallel& parallel) const {
 
 namespace {
 
-// Builds a Plan::Impl: one pass over the instructions in order.
+// Builds a Plan::Impl on the shared walk (targets/common/step_plan.h): evaluates the
+// load-time values, then lowers each planned step in order.
 class Builder {
  public:
-  Builder(const ir::Function& f, const ir::ParamValues& params, const PlanOptions& o,
-          PackCache* packs)
-      : f_(f), params_(params), o_(o), packs_(packs), names_(f), loc_(f.num_values()), is_set_(f.num_values()) {}
+  Builder(const ir::Function& f, const ir::ParamValues& params, const PlanOptions& o, PackCache* packs)
+      : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {}
 
   Result<std::unique_ptr<Plan::Impl>> build() {
     impl_ = std::make_unique<Plan::Impl>();
-    const auto args = f_.args();
-    impl_->n_in = args.size();
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      set(args[i], {LocKind::Arg, i});
-      impl_->in_bytes.push_back(byte_size(f_.type_of(args[i])));
-    }
-    impl_->n_out = f_.result_types().size();
-    for (const ir::Type& t : f_.result_types()) impl_->out_bytes.push_back(byte_size(t));
-    const auto insts = f_.insts(f_.entry());
-    TERNJIT_CHECK(!insts.empty() && f_.inst(insts.back()).op == Op::Ret, "plan: the block does not end in ret");
-    claim_outputs(f_.inst(insts.back()));
-    for (InstId i : insts) {
-      const ir::InstData& inst = f_.inst(i);
-      if (inst.op == Op::Ret) {
-        TERNJIT_TRY_VOID(emit_ret(inst));
+    impl_->n_in = plan_.in_bytes.size();
+    impl_->n_out = plan_.out_bytes.size();
+    impl_->in_bytes = plan_.in_bytes;
+    impl_->out_bytes = plan_.out_bytes;
+    // Load-time values in definition order: Slot{Const, k} is consts[k]. The results of
+    // one instruction are consecutive, evaluated together.
+    for (const LoadTimeValue& v : plan_.load_time)
+      if (v.result == 0) TERNJIT_TRY_VOID(eval_load_time(v.inst, f_.inst(v.inst)));
+    TERNJIT_CHECK(impl_->consts.size() == plan_.load_time.size(), "plan: load-time values out of step");
+    for (const PlannedStep& s : plan_.steps) {
+      if (s.kind == PlannedStep::Kind::Copy) {
+        const ValueId v = f_.inst(f_.insts(f_.entry()).back()).operands[s.ret_index];
+        impl_->steps.push_back(std::make_unique<CopyStep>(operand_loc(v), s.out[0], s.bytes,
+                                                          "result " + std::to_string(s.ret_index) + " = " +
+                                                              names_.value(v)));
         continue;
       }
-      TERNJIT_TRY_VOID(lower(i, inst));
+      TERNJIT_TRY_VOID(lower(s.inst, f_.inst(s.inst)));
     }
-    impl_->scratch_bytes = scratch_top_;
+    impl_->scratch_bytes = plan_.scratch_bytes;
     return std::move(impl_);
   }
 
  private:
-  void set(ValueId v, Loc l) {
-    loc_[v.index] = l;
-    is_set_[v.index] = true;
-  }
-  [[nodiscard]] bool is_const(ValueId v) const { return is_set_[v.index] && loc_[v.index].kind == LocKind::Const; }
-  [[nodiscard]] const ConstValue& cval(ValueId v) const { return impl_->consts[loc_[v.index].index]; }
-
-  // The first ret operand j produced by a step is computed straight into output j.
-  void claim_outputs(const ir::InstData& ret) {
-    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
-      const ValueId v = ret.operands[j];
-      const ir::ValueData& d = f_.value(v);
-      if (d.def != ir::ValueDef::InstResult || claimed_.count(v.index)) continue;
-      const Op op = f_.inst(d.inst).op;
-      if (op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack) continue;
-      claimed_.emplace(v.index, j);
-    }
-  }
-
-  Loc result_loc(ValueId r) {
-    auto it = claimed_.find(r.index);
-    if (it != claimed_.end()) return {LocKind::Out, it->second};
-    const std::size_t off = scratch_top_;
-    scratch_top_ = align_up(scratch_top_ + byte_size(f_.type_of(r)));
-    return {LocKind::Scratch, off};
-  }
+  [[nodiscard]] bool is_const(ValueId v) const { return plan_.is_load_time(v); }
+  [[nodiscard]] const ConstValue& cval(ValueId v) const { return impl_->consts[plan_.slot(v).index]; }
 
   // Loc of a const operand that a kernel reads as raw bytes (encoded on first use).
   Loc const_bytes(ValueId v) {
-    ConstValue& c = impl_->consts[loc_[v.index].index];
+    ConstValue& c = impl_->consts[plan_.slot(v).index];
     if (!c.has_bytes) {
       c.bytes = c.value.encoded();
       c.has_bytes = true;
     }
-    return loc_[v.index];
+    return plan_.slot(v);
   }
 
-  Loc operand_loc(ValueId v) { return is_const(v) ? const_bytes(v) : loc_[v.index]; }
-
-  std::size_t add_const(ConstValue c) {
-    impl_->consts.push_back(std::move(c));
-    return impl_->consts.size() - 1;
-  }
+  Loc operand_loc(ValueId v) { return is_const(v) ? const_bytes(v) : plan_.slot(v); }
 
   std::string summary(InstId i) const { return ir::print_inst(f_, names_, i); }
 
-  Result<void> lower(InstId i, const ir::InstData& inst) {
-    // Load-time values.
+  // A load-time instruction: a parameter (in its stored form) or a pure op of load-time
+  // values, evaluated once here.
+  Result<void> eval_load_time(InstId i, const ir::InstData& inst) {
     if (inst.op == Op::Param) {
       const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
-      const ir::Type& t = f_.type_of(inst.results[0]);
       ConstValue c;
       c.expr = "param @" + name;
       // Describe-only plans (foreign ISA) read an unbound parameter as zeros.
-      TERNJIT_TRY(c.value, LoadValue::param(params_, name, f_, t, o_.allow_foreign_isa));
-      set(inst.results[0], {LocKind::Const, add_const(std::move(c))});
+      TERNJIT_TRY(c.value, LoadValue::param(params_, name, f_, f_.type_of(inst.results[0]), o_.allow_foreign_isa));
+      impl_->consts.push_back(std::move(c));
       return success();
     }
-    if (inst.op == Op::TPack) {
-      // The identity on values; the tmatmul kernel packs into its own layout.
-      set(inst.results[0], loc_[inst.operands[0].index]);
-      return success();
-    }
-    const bool all_const =
-        std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return is_const(v); });
-    if (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_const) return eval_at_load(i, inst);
+    return eval_at_load(i, inst);
+  }
 
-    if (inst.op == Op::Reshape && !is_const(inst.operands[0])) {
-      set(inst.results[0], loc_[inst.operands[0].index]);
-      return success();
-    }
+  Result<void> lower(InstId i, const ir::InstData& inst) {
     if (inst.op == Op::TMatMul) {
-      // Every tmatmul is numbered in order, whether it gets a kernel or not, so a
-      // configuration key ("tmatmul.0") names the same instruction for the tuner.
+      // Every tmatmul step is numbered in order, whether it gets a kernel or not, so a
+      // configuration key ("tmatmul.0") names the same instruction every time.
       const std::string key = "tmatmul." + std::to_string(tmatmul_count_++);
       if (is_const(inst.operands[1])) return lower_tmatmul(i, inst, key);
     }
@@ -401,10 +332,7 @@ class Builder {
       TERNJIT_TRY(auto k, generate_eltwise(f_, i, o_.isa, o_.allow_foreign_isa));
       std::vector<Loc> in, out;
       for (ValueId v : inst.operands) in.push_back(operand_loc(v));
-      for (ValueId r : inst.results) {
-        set(r, result_loc(r));
-        out.push_back(loc_[r.index]);
-      }
+      for (ValueId r : inst.results) out.push_back(plan_.slot(r));
       impl_->steps.push_back(std::make_unique<EltwiseStep>(std::string(ir::op_name(inst.op)), std::move(k),
                                                            std::move(in), std::move(out), summary(i)));
       return success();
@@ -417,13 +345,12 @@ class Builder {
     std::vector<ir::Type> in_types;
     std::vector<std::size_t> out_bytes;
     for (ValueId v : inst.operands) {
-      in.push_back(loc_[v.index]);  // consts are passed as tensors, not bytes
+      in.push_back(plan_.slot(v));  // consts are passed as tensors, not bytes
       in_types.push_back(f_.type_of(v));
     }
     for (ValueId r : inst.results) {
-      set(r, result_loc(r));
-      out.push_back(loc_[r.index]);
-      out_bytes.push_back(byte_size(f_.type_of(r)));
+      out.push_back(plan_.slot(r));
+      out_bytes.push_back(static_bytes(f_.type_of(r)));
     }
     impl_->steps.push_back(std::make_unique<ReferenceStep>(ir::single_inst_module(f_, inst), std::move(in),
                                                            std::move(in_types), std::move(out), std::move(out_bytes),
@@ -446,7 +373,7 @@ class Builder {
       ConstValue c;
       c.value.computed = std::move(outs[j]);
       c.expr = expr + "#" + std::to_string(j);
-      set(inst.results[j], {LocKind::Const, add_const(std::move(c))});
+      impl_->consts.push_back(std::move(c));
     }
     return success();
   }
@@ -512,8 +439,7 @@ class Builder {
     locs.push_back(operand_loc(inst.operands[0]));
     for (std::size_t k = 2; k < inst.operands.size(); ++k) locs.push_back(operand_loc(inst.operands[k]));
     const ValueId y = inst.results[0];
-    set(y, result_loc(y));
-    locs.push_back(loc_[y.index]);
+    locs.push_back(plan_.slot(y));
     impl_->steps.push_back(std::make_unique<TMatMulStep>(std::move(kernel), std::move(packed), locs, summary(i)));
 
     // An activation the kernel does not apply runs in place right after it.
@@ -523,21 +449,9 @@ class Builder {
       TERNJIT_TRY(auto k, generate_activation(*act, yt.elem, yt.static_numel().value_or(0), o_.isa,
                                               o_.allow_foreign_isa));
       impl_->steps.push_back(std::make_unique<EltwiseStep>(std::string(ir::activation_name(a.act)), std::move(k),
-                                                           std::vector<Loc>{loc_[y.index]},
-                                                           std::vector<Loc>{loc_[y.index]},
+                                                           std::vector<Loc>{plan_.slot(y)},
+                                                           std::vector<Loc>{plan_.slot(y)},
                                                            "epilogue activation of " + names_.value(y)));
-    }
-    return success();
-  }
-
-  Result<void> emit_ret(const ir::InstData& ret) {
-    TERNJIT_CHECK(ret.operands.size() == impl_->n_out, "plan: ret arity differs from the result types");
-    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
-      const ValueId v = ret.operands[j];
-      const Loc l = operand_loc(v);
-      if (l.kind == LocKind::Out && l.index == j) continue;
-      impl_->steps.push_back(std::make_unique<CopyStep>(l, Loc{LocKind::Out, j}, impl_->out_bytes[j],
-                                                        "result " + std::to_string(j) + " = " + names_.value(v)));
     }
     return success();
   }
@@ -547,11 +461,8 @@ class Builder {
   const PlanOptions& o_;
   PackCache* packs_;
   ir::FunctionNames names_;
-  std::vector<Loc> loc_;
-  std::vector<bool> is_set_;
-  std::map<std::uint32_t, std::size_t> claimed_;  // value index -> output slot
+  StepPlan plan_;
   std::unique_ptr<Plan::Impl> impl_;
-  std::size_t scratch_top_ = 0;
   int tmatmul_count_ = 0;
 };
 
