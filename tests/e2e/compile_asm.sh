@@ -54,6 +54,13 @@ else
   expect_ok "asm amx M=64" 'config: .*isa=amx,variant=amx' 'tdpbssd' 'ldtilecfg' -- \
     "$bin" compile "$tri" --layer BitLinear --shape M=64,K=64,N=16 --target x86 --emit asm --max-isa amx
 fi
+# The same cap as a target option, the form every target's options take.
+expect_ok "asm x86.max_isa=avx2" 'config: .*isa=avx2' 'vpmaddubsw' -- \
+  "$bin" compile "${base[@]}" --emit asm --target-options x86.max_isa=avx2
+# What a target emits is the target's business: llvm writes an object and its C header.
+expect_ok "llvm obj" 'wrote l\.o and l\.h' -- \
+  "$bin" compile "$tri" --layer BitLinear --shape M=1,K=64,N=16 --target llvm --emit obj -o l.o
+expect_ok "llvm header" 'void BitLinear_forward\(void\* const\* buffers, void\* scratch\)' -- cat l.h
 # Default ISA (the host's best) and --function instead of --layer.
 expect_ok "asm default" '^step [0-9]+: ' 'config: .*isa=' -- \
   "$bin" compile "$tri" --function BitLinear.forward --shape M=1,K=64,N=16 --emit asm
@@ -65,7 +72,13 @@ expect_ok "emit ir" 'func @BitLinear.forward' 'tmatmul' '\[1, 16\]' -- \
 expect_fail "unknown layer" "no function 'Nope.forward'" "$bin" compile "$tri" --layer Nope --shape M=1,K=64,N=16
 expect_fail "unknown isa" "unknown x86 ISA 'sse9'" "$bin" compile "${base[@]}" --max-isa sse9
 expect_fail "unknown target" "unknown --target 'cuda9'" "$bin" compile "$tri" --layer BitLinear --shape M=1,K=64,N=16 --target cuda9
-expect_fail "unknown emit" "unknown --emit 'obj'" "$bin" compile "${base[@]}" --emit obj
+expect_fail "unknown emit" "unknown --emit 'obj' for target 'x86' \\(it emits: ir, asm\\)" "$bin" compile "${base[@]}" --emit obj
+expect_fail "binary to a terminal" "is binary: give -o FILE" \
+  "$bin" compile "$tri" --layer BitLinear --shape M=1,K=64,N=16 --target llvm --emit obj
+expect_fail "option of another target" "option 'llvm.triple' is for target 'llvm', not 'x86'" \
+  "$bin" compile "${base[@]}" --triple aarch64-linux-gnu
+expect_fail "unknown target option" "unknown x86 option 'max_iza'" \
+  "$bin" compile "${base[@]}" --target-options x86.max_iza=avx2
 expect_fail "bad shape" "shape|positive|integer" "$bin" compile "$tri" --layer BitLinear --shape M=x
 expect_fail "unbound symbol" "not fully static" "$bin" compile "$tri" --layer BitLinear --shape M=1
 expect_fail "bad level" "unknown optimization level" "$bin" compile "${base[@]}" -O 7
