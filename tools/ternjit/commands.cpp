@@ -228,4 +228,34 @@ int cmd_run(const RunOptions& o) {
   return 0;
 }
 
+Result<std::string> pick_function(const ir::Module& m, const std::string& file, const std::string& layer,
+                                  const std::string& fn, const std::string& function) {
+  std::string name = !function.empty() ? function : !layer.empty() ? layer + "." + fn : std::string();
+  if (name.empty() && m.functions().size() == 1) name = m.functions().front().name();
+  if (!name.empty() && m.find_function(name)) return name;
+  std::string have;
+  for (const ir::Function& f : m.functions()) have += (have.empty() ? "" : ", ") + f.name();
+  if (name.empty())
+    return make_error(ErrorCode::InvalidArgument,
+                      file + " has several functions: choose one with --layer or --function (it has: " + have + ")");
+  return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + file + " (it has: " + have + ")");
+}
+
+Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
+                                                      const std::string& max_isa, const std::string& triple,
+                                                      const std::string& cpu) {
+  std::string all = text;
+  for (const auto& [name, value] : {std::pair<std::string, std::string>{"x86.max_isa", max_isa},
+                                    {"llvm.triple", triple},
+                                    {"llvm.cpu", cpu}})
+    if (!value.empty()) all += ";" + name + "=" + value;
+  TERNJIT_TRY(auto split, targets::split_target_options(all));
+  for (const auto& [name, opts] : split)
+    if (name != target.name())
+      return make_error(ErrorCode::InvalidArgument, "option '" + name + "." + opts.values.begin()->first +
+                                                        "' is for target '" + name + "', not '" +
+                                                        std::string(target.name()) + "'");
+  return target.parse_options(split[std::string(target.name())]);
+}
+
 }  // namespace ternjit::cli

@@ -10,6 +10,7 @@
 #include "ir/bind.h"
 #include "ir/ir.h"
 #include "ir/tensor.h"
+#include "targets/target.h"
 
 namespace ternjit::cli {
 
@@ -43,6 +44,19 @@ struct OptOptions {
 Result<std::string> read_text_file(const std::string& path);
 /// Loads a `.tri` (DSL) or `.tir` (IR text) file into a verified module.
 Result<ir::Module> load_module(const std::string& path);
+
+/// The function a command names: `function` (a full name), else "<layer>.<fn>", else the
+/// module's only function. Errors: InvalidArgument when several functions exist and none
+/// is named; NotFound naming the function and listing the module's (`file` names it).
+Result<std::string> pick_function(const ir::Module& m, const std::string& file, const std::string& layer,
+                                  const std::string& fn, const std::string& function);
+
+/// `target`'s options from a command's --target-options text plus the shorthands
+/// --max-isa (x86.max_isa), --triple (llvm.triple) and --cpu (llvm.cpu), validated by the
+/// target. An option of another target is an error (it would be silently ignored).
+Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
+                                                      const std::string& max_isa, const std::string& triple = {},
+                                                      const std::string& cpu = {});
 
 /// `ternjit check FILE`: 0 when the file is valid, else prints diagnostics, 1.
 int cmd_check(const std::string& file);

@@ -28,36 +28,6 @@ namespace ternjit::cli {
 
 namespace {
 
-// The function the options name: --function F, --layer L (L.<fn>), or the only one.
-Result<std::string> pick_function(const ir::Module& m, const CompileCommandOptions& o) {
-  std::string name = !o.function.empty() ? o.function : !o.layer.empty() ? o.layer + "." + o.fn : std::string();
-  if (name.empty() && m.functions().size() == 1) name = m.functions().front().name();
-  if (!name.empty() && m.find_function(name)) return name;
-  std::string have;
-  for (const ir::Function& f : m.functions()) have += (have.empty() ? "" : ", ") + f.name();
-  if (name.empty())
-    return make_error(ErrorCode::InvalidArgument,
-                      o.file + " has several functions: choose one with --layer or --function (it has: " + have + ")");
-  return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + o.file + " (it has: " + have + ")");
-}
-
-// The target's options: --target-options plus the shorthands, validated by the target;
-// an option of another target is an error (it would be silently ignored otherwise).
-Result<targets::TargetOptions> target_options(const targets::Target& target, const CompileCommandOptions& o) {
-  std::string text = o.target_options;
-  for (const auto& [name, value] : {std::pair<std::string, std::string>{"x86.max_isa", o.max_isa},
-                                    {"llvm.triple", o.triple},
-                                    {"llvm.cpu", o.cpu}})
-    if (!value.empty()) text += ";" + name + "=" + value;
-  TERNJIT_TRY(auto split, targets::split_target_options(text));
-  for (const auto& [name, opts] : split)
-    if (name != target.name())
-      return make_error(ErrorCode::InvalidArgument, "option '" + name + "." + opts.values.begin()->first +
-                                                        "' is for target '" + name + "', not '" +
-                                                        std::string(target.name()) + "'");
-  return target.parse_options(split[std::string(target.name())]);
-}
-
 // Writes `bytes` to `path` (binary).
 Result<void> write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
@@ -96,13 +66,13 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   copts.opt_level = *level;
   copts.threads = o.threads;
   copts.tuning = targets::TuningMode::Off;
-  TERNJIT_TRY(copts.target, target_options(*target, o));
+  TERNJIT_TRY(copts.target, command_target_options(*target, o.target_options, o.max_isa, o.triple, o.cpu));
 
   std::string joined;
   for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
   TERNJIT_TRY(ir::ShapeBindings shapes, ir::parse_shape_list(joined));
   TERNJIT_TRY(ir::Module m, load_module(o.file));
-  TERNJIT_TRY(std::string function, pick_function(m, o));
+  TERNJIT_TRY(std::string function, pick_function(m, o.file, o.layer, o.fn, o.function));
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
 
   passes::PipelineOptions popts;

@@ -99,17 +99,6 @@ std::string shape_text(const std::map<std::string, std::int64_t>& s) {
   return t.empty() ? "-" : t;
 }
 
-Result<std::string> pick_function(const ir::Module& m, const TuneCommandOptions& o) {
-  std::string name = !o.function.empty() ? o.function : !o.layer.empty() ? o.layer + "." + o.fn : std::string();
-  if (name.empty() && m.functions().size() == 1) name = m.functions().front().name();
-  if (!name.empty() && m.find_function(name)) return name;
-  std::string have;
-  for (const ir::Function& f : m.functions()) have += (have.empty() ? "" : ", ") + f.name();
-  if (name.empty())
-    return bad(o.file + " has several functions: choose one with --layer or --function (it has: " + have + ")");
-  return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + o.file + " (it has: " + have + ")");
-}
-
 // Progress on stderr: one rewritten line on a terminal, plain lines otherwise.
 struct ProgressPrinter {
   bool tty = isatty(2) != 0;
@@ -155,20 +144,14 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   targets::CompileOptions copts;
   copts.opt_level = *level;
   copts.threads = o.threads;
-  {
-    std::string text = o.target_options;
-    if (!o.max_isa.empty()) text += ";x86.max_isa=" + o.max_isa;
-    auto split = targets::split_target_options(text);
-    if (!split.ok()) return fail(split.error());
-    auto parsed = target->parse_options((*split)[o.target]);
-    if (!parsed.ok()) return fail(parsed.error());
-    copts.target = std::move(*parsed);
-  }
+  auto options = command_target_options(*target, o.target_options, o.max_isa);
+  if (!options.ok()) return fail(options.error());
+  copts.target = std::move(*options);
   auto shapes = parse_shapes(o.shapes);
   if (!shapes.ok()) return fail(shapes.error());
   auto m = load_module(o.file);
   if (!m.ok()) return fail(m.error());
-  auto function = pick_function(*m, o);
+  auto function = pick_function(*m, o.file, o.layer, o.fn, o.function);
   if (!function.ok()) return fail(function.error());
 
   // Every shape's tunable kernels, as the target declares them, before any tuning (the
