@@ -218,6 +218,10 @@ ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::Engin
     out->cache_max_bytes = c->cache_max_bytes;
     out->cache_shared_group = c->cache_shared_group != 0;
   }
+  if (has(offsetof(ternjit_engine_options, tuning) + sizeof c->tuning)) {
+    if (c->target_options != nullptr) out->target_options = c->target_options;
+    if (c->tuning != nullptr && *c->tuning != '\0') out->tuning = c->tuning;
+  }
   return TERNJIT_OK;
 }
 
@@ -275,6 +279,8 @@ void ternjit_engine_options_init(ternjit_engine_options* options) {
   options->parallel_pool = nullptr;
   options->cache_max_bytes = 0;
   options->cache_shared_group = 0;
+  options->target_options = nullptr;
+  options->tuning = nullptr;
 }
 
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out) {

@@ -75,6 +75,11 @@ typedef struct ternjit_engine_options {
   void* parallel_pool;   /**< first argument of parallel_for */
   uint64_t cache_max_bytes;   /**< cap on the disk cache's artifacts (LRU); 0: the default (1 GiB) */
   int32_t cache_shared_group; /**< 1: accept a cache directory shared by a Unix group (cache/README.md) */
+  /** NULL/"": none; else each target's own options, "TARGET.NAME=VALUE;..." ("x86.max_isa=avx2",
+   *  "llvm.cpu=znver4"), validated by the targets (an unknown one is TERNJIT_INVALID_ARGUMENT).
+   *  max_isa above is shorthand for x86.max_isa; the two must agree. */
+  const char* target_options;
+  const char* tuning; /**< NULL/"": "off"; "cached" (use tuning records) or "tune" (tune at first call) */
 } ternjit_engine_options;
 
 /** The ABI version this library was built with (TERNJIT_ABI_VERSION). */
@@ -87,12 +92,12 @@ int ternjit_has_feature(const char* name);
 const char* ternjit_last_error(void);
 
 /** Sets defaults: target "auto", opt_level 2, threads 0, cache_dir NULL, verbose 0, max_isa NULL,
- *  parallel_for NULL, cache_max_bytes 0, cache_shared_group 0. */
+ *  parallel_for NULL, cache_max_bytes 0, cache_shared_group 0, target_options NULL, tuning NULL. */
 void ternjit_engine_options_init(ternjit_engine_options* options);
 /** Creates an engine from explicit options (NULL: defaults). */
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out);
 /** Creates an engine from the environment (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, TERNJIT_THREADS,
- *  TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR, TERNJIT_VERBOSE). */
+ *  TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR, TERNJIT_TUNING, TERNJIT_VERBOSE). */
 ternjit_status ternjit_engine_create_from_env(ternjit_engine** out);
 /** Destroys an engine; programs made from it must be destroyed first. NULL is a no-op. */
 void ternjit_engine_destroy(ternjit_engine* engine);

@@ -289,12 +289,16 @@ def from_bf16(array):
 class Engine:
     """Compiles ``.tri`` source into programs. Thread-safe; engines share nothing.
 
-    ``Engine(target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None)``
-    or :meth:`from_env` (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, ...). An unknown or
-    unavailable target raises :class:`Error` saying why.
+    ``Engine(target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None,
+    target_options=None, tuning=None)`` or :meth:`from_env` (TERNJIT_TARGET,
+    TERNJIT_OPT_LEVEL, ...). ``target_options`` is each target's own options as
+    ``"x86.max_isa=avx2;llvm.cpu=znver4"``; ``tuning`` is "off", "cached" or "tune". An
+    unknown or unavailable target, or an option a target does not take, raises
+    :class:`Error` saying why.
     """
 
-    def __init__(self, target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None):
+    def __init__(self, target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None,
+                 target_options=None, tuning=None):
         lib = _lib()
         opts = _capi.EngineOptions()
         lib.ternjit_engine_options_init(ctypes.byref(opts))
@@ -304,10 +308,15 @@ class Engine:
         opts.verbose = 1 if verbose else 0
         if cache_dir is not None:
             opts.cache_dir = str(cache_dir).encode()
+        if target_options is not None:
+            opts.target_options = str(target_options).encode()
+        if tuning is not None:
+            opts.tuning = str(tuning).encode()
         handle = ctypes.c_void_p()
         _check(lib, lib.ternjit_engine_create(ctypes.byref(opts), ctypes.byref(handle)))
         self._init(lib, handle, dict(target=str(target), opt_level=int(opt_level), threads=int(threads),
-                                     verbose=bool(verbose), cache_dir=cache_dir))
+                                     verbose=bool(verbose), cache_dir=cache_dir, target_options=target_options,
+                                     tuning=tuning))
 
     @classmethod
     def from_env(cls):

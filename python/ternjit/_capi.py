@@ -78,6 +78,8 @@ class EngineOptions(ctypes.Structure):
         ("parallel_pool", ctypes.c_void_p),
         ("cache_max_bytes", ctypes.c_uint64),
         ("cache_shared_group", ctypes.c_int32),
+        ("target_options", ctypes.c_char_p),
+        ("tuning", ctypes.c_char_p),
     ]
 
 

@@ -353,6 +353,22 @@ static void check_errors(const char* source, size_t len) {
   expect_error("engine_create(opt_level=9)", ternjit_engine_create(&opts, &none), TERNJIT_INVALID_ARGUMENT,
                "opt_level");
   opts.opt_level = 2;
+  /* Target options: each target validates its own; a typo names the target and the option. */
+  opts.target_options = "x86.max_iza=avx2";
+  expect_error("engine_create(target_options typo)", ternjit_engine_create(&opts, &none), TERNJIT_INVALID_ARGUMENT,
+               "unknown x86 option 'max_iza'");
+  opts.target_options = "x86.max_isa=avx2;llvm.cpu=generic";
+  opts.tuning = "sometimes";
+  expect_error("engine_create(tuning=sometimes)", ternjit_engine_create(&opts, &none), TERNJIT_INVALID_ARGUMENT,
+               "tuning");
+  opts.tuning = "cached";
+  {
+    ternjit_engine* ok_engine = NULL;
+    CHECK(ternjit_engine_create(&opts, &ok_engine) == TERNJIT_OK && ok_engine != NULL);
+    ternjit_engine_destroy(ok_engine);
+  }
+  opts.target_options = NULL;
+  opts.tuning = NULL;
   opts.struct_size = 4;
   expect_error("engine_create(struct_size=4)", ternjit_engine_create(&opts, &none), TERNJIT_INVALID_ARGUMENT,
                "struct_size");

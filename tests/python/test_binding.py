@@ -237,6 +237,11 @@ def test_wrong_shapes_and_names_are_clear():
 
 def test_engine_options_and_lifetime():
     expect_error(lambda: ternjit.Engine(target="no-such-target"), None, "no-such-target")
+    expect_error(lambda: ternjit.Engine(target="reference", cache_dir="off", target_options="x86.max_iza=avx2"),
+                 ternjit.INVALID_ARGUMENT, "unknown x86 option 'max_iza'")
+    expect_error(lambda: ternjit.Engine(target="reference", cache_dir="off", tuning="sometimes"),
+                 ternjit.INVALID_ARGUMENT, "tuning")
+    ternjit.Engine(target="reference", cache_dir="off", target_options="x86.max_isa=avx2", tuning="cached").close()
     saved = {v: os.environ.get(v) for v in ("TERNJIT_TARGET", "TERNJIT_OPT_LEVEL")}
     try:
         os.environ["TERNJIT_TARGET"] = "reference"
