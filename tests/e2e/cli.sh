@@ -85,5 +85,19 @@ expect_fail "unknown target" "unknown target 'nope'" "$bin" run two.tri --layer 
 check "--target reference gives the same numbers as auto" $?
 expect_fail "bad --shape" "bad shape binding" "$bin" run two.tri --layer Lin --shape M=-1
 
+# --version names the version, the build and the targets.
+"$bin" --version > version.txt 2>&1
+grep -qE '^ternjit [0-9]+\.[0-9]+\.[0-9]+' version.txt && grep -q '^build ' version.txt && grep -q 'reference (available)' version.txt
+check "--version" $?
+# A flag overrides its variable, the variable the default (TERNJIT_TARGET, TERNJIT_TARGET_OPTIONS).
+TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by run" "unknown target 'nope'" \
+  "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2
+TERNJIT_TARGET=nope "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target reference > /dev/null 2>&1
+check "--target overrides TERNJIT_TARGET" $?
+TERNJIT_TARGET_OPTIONS=x86.max_iza=1 expect_fail "TERNJIT_TARGET_OPTIONS is validated" "unknown x86 option 'max_iza'" \
+  "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2
+expect_fail "--target-options is validated" "unknown llvm option 'tripel'" \
+  "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target-options llvm.tripel=x
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cache/key.h"
 #include "formats/safetensors.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
@@ -19,6 +20,7 @@
 #include "ir/verify.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
+#include "targets/registry.h"
 #include "ternjit/engine.h"
 
 namespace ternjit::cli {
@@ -59,11 +61,14 @@ formats::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
 
 }  // namespace
 
-Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
-                                                  const std::string& fname, const formats::RunInputs& prepared) {
-  // The environment sets the rest (TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
+Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
+                                                  const ir::Module& m, const std::string& fname,
+                                                  const formats::RunInputs& prepared) {
+  // A flag overrides its variable; the environment sets the rest (TERNJIT_TARGET,
+  // TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
   TERNJIT_TRY(EngineOptions options, EngineOptions::from_env());
-  options.target = target;
+  if (!target.empty()) options.target = target;
+  if (!target_options.empty()) options.target_options = target_options;
   TERNJIT_TRY(Engine engine, Engine::create(options));
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
   // Bind copies each stored value once as it is: ternary weights as 2-bit tern2 codes.
@@ -210,7 +215,7 @@ int cmd_run(const RunOptions& o) {
   auto prepared = formats::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());
-  auto out = run_on_engine(o.target, *m, fname, *prepared);
+  auto out = run_on_engine(o.target, o.target_options, *m, fname, *prepared);
   if (!out.ok()) return report(out.error());
 
   if (o.output.empty()) {
@@ -256,6 +261,16 @@ Result<targets::TargetOptions> command_target_options(const targets::Target& tar
                                                         "' is for target '" + name + "', not '" +
                                                         std::string(target.name()) + "'");
   return target.parse_options(split[std::string(target.name())]);
+}
+
+std::string version_text() {
+  std::string s = "ternjit " + std::string(cache::ternjit_version()) + "\nbuild " + cache::build_id() + "\ntargets:";
+  const targets::TargetRegistry registry = targets::TargetRegistry::create();
+  for (const auto& t : registry.all()) {
+    auto ok = t->available();
+    s += "\n  " + std::string(t->name()) + (ok.ok() ? " (available)" : " (unavailable: " + ok.error().message + ")");
+  }
+  return s;
 }
 
 }  // namespace ternjit::cli

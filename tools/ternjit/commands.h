@@ -20,7 +20,8 @@ struct RunOptions {
   std::string layer;
   std::string fn = "forward";
   std::string shapes;       ///< "M=4,K=64"
-  std::string target = "auto";
+  std::string target;       ///< --target; empty: TERNJIT_TARGET, else "auto" (flag > variable > default)
+  std::string target_options;  ///< --target-options; empty: TERNJIT_TARGET_OPTIONS
   std::string weights;      ///< safetensors path or empty
   std::string input;        ///< safetensors path or empty
   std::string output;       ///< safetensors path or empty (then print)
@@ -79,7 +80,11 @@ int cmd_info();
 /// Runs `function` of `m` through an Engine on `target` ("auto" or a name): the prepared
 /// weights and inputs are bound as caller buffers, the engine specializes, optimizes and
 /// compiles for their shapes, and the outputs come back as HostTensors.
-Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const ir::Module& m,
+/// `ternjit --version`: the version, the build id and every target with its availability.
+std::string version_text();
+
+Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
+                                                  const ir::Module& m,
                                                   const std::string& function, const formats::RunInputs& prepared);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.

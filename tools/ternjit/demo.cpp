@@ -68,7 +68,7 @@ int cmd_demo() {
   auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, {}), {});
   if (!optimized.ok()) return report(optimized.error());
   std::printf("== specialized for M=3 K=64 N=8 and optimized at O2\n%s\n", ir::print_module(*spec).c_str());
-  auto out = run_on_engine("auto", *m, "BitLinear.forward", *run);
+  auto out = run_on_engine("auto", "", *m, "BitLinear.forward", *run);
   if (!out.ok()) return report(out.error());
 
   const auto& p = run->params.values;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   using namespace ternjit::cli;
   CLI::App app{"ternjit - a JIT compiler for ternary-weight neural-network kernels"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return version_text(); }, "print the version, the build id and the targets");
 
   std::string file;
   auto* check = app.add_subcommand("check", "parse and type-check a .tri or .tir file");
@@ -55,7 +56,10 @@ int main(int argc, char** argv) {
   run->add_option("--layer", run_opts.layer, "the layer to run")->required();
   run->add_option("--fn", run_opts.fn, "the layer's function (default forward)");
   run->add_option("--shape", run_opts.shapes, "symbol values, e.g. M=4,K=64 (or Layer.K=64)");
-  run->add_option("--target", run_opts.target, "where to run: auto (default) or a target from `ternjit info`");
+  run->add_option("--target", run_opts.target,
+                  "where to run: auto or a target from `ternjit info` (default: TERNJIT_TARGET, else auto)");
+  run->add_option("--target-options", run_opts.target_options,
+                  "the targets' options, TARGET.NAME=VALUE;... (default: TERNJIT_TARGET_OPTIONS)");
   run->add_option("--weights", run_opts.weights, "safetensors file with the parameters");
   run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
