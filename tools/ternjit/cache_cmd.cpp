@@ -52,7 +52,14 @@ std::string describe(const cache::Key& key) {
   if (key.kind() == "record") {
     auto kernel = cache::Key::parse(key.field("kernel"));
     std::string s = "config=" + std::string(key.field("config"));
-    if (kernel) s += " kernel=" + kernel->hex().substr(0, 12) + " fn=" + std::string(kernel->field("function"));
+    if (kernel) {
+      s += " kernel=" + kernel->hex().substr(0, 12);
+      // A tuning family (autotune/records.h) names its op and family; an artifact key its function.
+      if (!kernel->field("op").empty())
+        s += " op=" + std::string(kernel->field("op")) + " family=" + std::string(kernel->field("family"));
+      else
+        s += " fn=" + std::string(kernel->field("function"));
+    }
     return s;
   }
   std::string s;

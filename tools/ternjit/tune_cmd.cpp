@@ -181,10 +181,17 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     return fail(make_error(ErrorCode::NotFound, *function + " has no kernel with knobs to tune on target '" +
                                                     o.target + "'"));
 
+  // --cache-dir, else TERNJIT_CACHE_DIR (the engine's and `cache ls`'s), else the default.
+  std::string cache_dir = o.cache_dir;
+  if (cache_dir.empty()) {
+    auto env = EngineOptions::from_env();
+    if (!env.ok()) return fail(env.error());
+    cache_dir = env->cache_dir;
+  }
   std::unique_ptr<cache::DiskCache> disk;
-  if (o.cache_dir != "off") {
+  if (cache_dir != "off") {
     cache::CacheOptions co;
-    co.dir = o.cache_dir.empty() ? jit::default_cache_dir() : o.cache_dir;
+    co.dir = cache_dir.empty() ? jit::default_cache_dir() : cache_dir;
     if (co.dir.empty())
       return fail(make_error(ErrorCode::IoError, "no cache directory: pass --cache-dir DIR (or off)"));
     auto d = cache::DiskCache::open(co);
