@@ -37,15 +37,13 @@ Result<std::int64_t> check_axis(Op op, std::int64_t axis, const Type& t,
 
 // Product signature of a shape: static product and sorted symbol list. Two shapes
 // hold the same number of elements for every binding iff their signatures match.
-std::pair<std::int64_t, std::vector<std::uint32_t>> numel_signature(const std::vector<Dim>& s) {
-  std::int64_t p = 1;
+// The product is checked (ir.h kMaxElements) by the caller.
+std::pair<std::int64_t, std::vector<std::uint32_t>> numel_signature(const Type& t) {
   std::vector<std::uint32_t> syms;
-  for (const Dim& d : s) {
-    if (d.is_static()) p *= d.extent;
-    else syms.push_back(d.sym.index);
-  }
+  for (const Dim& d : t.shape)
+    if (!d.is_static()) syms.push_back(d.sym.index);
   std::sort(syms.begin(), syms.end());
-  return {p, syms};
+  return {static_dims_product(t).value_or(-1), syms};
 }
 
 Result<std::vector<Type>> infer_matmul(const Type& a, const Type& b,
@@ -289,6 +287,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     case Op::Const: {
       TERNJIT_TRY_VOID(need_declared(1));
       const auto& c = std::get<ConstAttrs>(attrs);
+      if (std::string big = too_large(declared[0], syms); !big.empty()) return fail("'const' " + big);
       auto n = declared[0].static_numel();
       if (c.values.empty()) return fail("'const' needs at least one value");
       if (c.values.size() != 1 && (!n || static_cast<std::size_t>(*n) != c.values.size()))
@@ -389,7 +388,9 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
       TERNJIT_TRY_VOID(need_declared(1));
       if (declared[0].elem != ops[0].elem || declared[0].layout != ops[0].layout)
         return fail("'reshape' cannot change the element kind");
-      if (numel_signature(declared[0].shape) != numel_signature(ops[0].shape))
+      for (const Type* t : {&ops[0], &declared[0]})
+        if (std::string big = too_large(*t, syms); !big.empty()) return fail("'reshape' " + big);
+      if (numel_signature(declared[0]) != numel_signature(ops[0]))
         return fail("'reshape' from " + type_str(ops[0], syms) + " to " +
                     type_str(declared[0], syms) + " changes the number of elements");
       return std::vector<Type>(declared.begin(), declared.end());

@@ -138,12 +138,30 @@ bool Type::is_static() const {
 }
 
 std::optional<std::int64_t> Type::static_numel() const {
+  if (!is_static()) return std::nullopt;
+  return static_dims_product(*this);
+}
+
+std::optional<std::int64_t> mul_extents(std::int64_t a, std::int64_t b) {
+  std::int64_t p = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p) || p > kMaxElements) return std::nullopt;
+  return p;
+}
+
+std::optional<std::int64_t> static_dims_product(const Type& t) {
   std::int64_t n = 1;
-  for (const Dim& d : shape) {
-    if (!d.is_static()) return std::nullopt;
-    n *= d.extent;
+  for (const Dim& d : t.shape) {
+    if (!d.is_static()) continue;
+    auto p = mul_extents(n, d.extent);
+    if (!p) return std::nullopt;
+    n = *p;
   }
   return n;
+}
+
+std::string too_large(const Type& t, std::span<const std::string> symbols) {
+  if (static_dims_product(t)) return {};
+  return "type " + type_str(t, symbols) + " has more than 2^60 elements";
 }
 
 std::string type_str(const Type& t, std::span<const std::string> symbols) {
@@ -223,6 +241,11 @@ SymbolId Function::symbol(std::string_view name) {
   return SymbolId(static_cast<std::uint32_t>(symbols_.size() - 1));
 }
 
+SymbolId Function::add_symbol(std::string name) {
+  symbols_.push_back(std::move(name));
+  return SymbolId(static_cast<std::uint32_t>(symbols_.size() - 1));
+}
+
 std::span<const ValueId> Function::args() const {
   if (layout_.empty()) return {};
   return blocks_.at(layout_[0].index).args;
@@ -294,9 +317,31 @@ void Function::erase_inst(InstId i) {
   d.block = BlockId{};
 }
 
+void Function::erase_insts(std::span<const InstId> insts) {
+  std::vector<BlockId> touched;
+  for (InstId i : insts) {
+    InstData& d = insts_.at(i.index);
+    if (d.erased) continue;
+    touched.push_back(d.block);
+    d.erased = true;
+    d.block = BlockId{};
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (BlockId b : touched) {
+    auto& order = blocks_.at(b.index).insts;
+    order.erase(std::remove_if(order.begin(), order.end(), [&](InstId i) { return insts_[i.index].erased; }),
+                order.end());
+  }
+}
+
 void Function::erase_block(BlockId b) {
   TERNJIT_CHECK(!layout_.empty() && layout_[0] != b, "erase_block: cannot erase the entry block");
-  for (InstId i : std::vector<InstId>(blocks_.at(b.index).insts)) erase_inst(i);
+  for (InstId i : blocks_.at(b.index).insts) {
+    insts_.at(i.index).erased = true;
+    insts_.at(i.index).block = BlockId{};
+  }
+  blocks_.at(b.index).insts.clear();
   layout_.erase(std::remove(layout_.begin(), layout_.end(), b), layout_.end());
 }
 
@@ -308,6 +353,19 @@ void Function::replace_all_uses(ValueId from, ValueId to) {
     for (BlockCall& c : d.targets)
       for (ValueId& v : c.args)
         if (v == from) v = to;
+  }
+}
+
+void Function::replace_uses(std::span<const ValueId> with) {
+  auto resolve = [&](ValueId v) {
+    while (v.index < with.size() && with[v.index].valid()) v = with[v.index];
+    return v;
+  };
+  for (InstData& d : insts_) {
+    if (d.erased) continue;
+    for (ValueId& v : d.operands) v = resolve(v);
+    for (BlockCall& c : d.targets)
+      for (ValueId& v : c.args) v = resolve(v);
   }
 }
 

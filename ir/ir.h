@@ -64,10 +64,28 @@ struct Type {
   [[nodiscard]] std::size_t rank() const { return shape.size(); }
   /// True when every dim is static.
   [[nodiscard]] bool is_static() const;
-  /// Product of the dims; nullopt when any dim is symbolic.
+  /// Product of the dims; nullopt when any dim is symbolic or the product exceeds
+  /// kMaxElements (the verifier rejects such a type).
   [[nodiscard]] std::optional<std::int64_t> static_numel() const;
   friend bool operator==(const Type&, const Type&) = default;
 };
+
+/// The most elements a tensor type may have (2^60). The verifier, the DSL and
+/// specialize_shapes enforce it, so a byte count computed from a valid type (at most 4
+/// bytes an element) never overflows int64.
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 60;
+
+/// `a * b` for non-negative extents, or nullopt when it exceeds kMaxElements. The one
+/// way extents are multiplied, so no shape product overflows.
+std::optional<std::int64_t> mul_extents(std::int64_t a, std::int64_t b);
+
+/// Product of the static dims of `t` (a symbolic dim counts as 1), or nullopt when it
+/// exceeds kMaxElements: then no binding of the symbols gives a valid type.
+std::optional<std::int64_t> static_dims_product(const Type& t);
+
+/// "type f32[4294967296, 4294967296] has more than 2^60 elements" when
+/// static_dims_product(t) fails, else empty. `symbols` names t's symbols.
+std::string too_large(const Type& t, std::span<const std::string> symbols);
 
 // ---------------------------------------------------------------- ops
 
@@ -303,8 +321,10 @@ class Function {
   [[nodiscard]] const std::vector<std::string>& symbols() const { return symbols_; }
   /// Finds a symbol by name.
   [[nodiscard]] std::optional<SymbolId> find_symbol(std::string_view name) const;
-  /// Finds or declares a symbol.
+  /// Finds or declares a symbol (a search of the table: declare many with add_symbol).
   SymbolId symbol(std::string_view name);
+  /// Declares a symbol without searching. Precondition: `name` is not declared yet.
+  SymbolId add_symbol(std::string name);
   [[nodiscard]] const std::string& symbol_name(SymbolId s) const { return symbols_.at(s.index); }
   /// Replaces the symbol table; the caller remaps every SymbolId in use (specialization).
   void set_symbols(std::vector<std::string> s) { symbols_ = std::move(s); }
@@ -348,12 +368,21 @@ class Function {
   InstId insert_inst_before(InstId before, Op op, std::vector<ValueId> operands,
                             std::vector<Type> result_types, Attrs attrs = NoAttrs{}, SourceLoc loc = {});
   /// Removes an instruction from the layout. Its results must be unused afterwards.
+  /// Costs a pass over its block: erase many with erase_insts.
   void erase_inst(InstId i);
+  /// Removes several instructions from the layout with one pass over each block they
+  /// are in. Their results must be unused afterwards.
+  void erase_insts(std::span<const InstId> insts);
   /// Removes a block from the layout and erases its instructions. Precondition: it is
   /// not the entry block, and no remaining instruction uses its values or branches to it.
   void erase_block(BlockId b);
-  /// Replaces every use of `from` (operands and block-call args) by `to`.
+  /// Replaces every use of `from` (operands and block-call args) by `to`. Costs a pass
+  /// over the function: replace many with replace_uses.
   void replace_all_uses(ValueId from, ValueId to);
+  /// Replaces, in one pass, every use of each value v with `with[v.index]` where that is
+  /// valid (followed transitively: a replacement may itself be replaced). Values past
+  /// the end of `with` stay. Precondition: the replacements form no cycle.
+  void replace_uses(std::span<const ValueId> with);
   /// The terminator of a block, if its last instruction is one.
   [[nodiscard]] std::optional<InstId> terminator(BlockId b) const;
 

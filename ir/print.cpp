@@ -35,22 +35,6 @@ std::string sanitize(std::string_view name, bool is_value) {
 
 // Hands out unique spellings: the first request for a base gets it, later ones get
 // base_1, base_2, ... skipping spellings already taken.
-class UniqueNames {
- public:
-  std::string take(const std::string& base) {
-    if (used_.insert(base).second) return base;
-    int& next = next_[base];
-    for (;;) {
-      std::string cand = base + "_" + std::to_string(++next);
-      if (used_.insert(cand).second) return cand;
-    }
-  }
-
- private:
-  std::set<std::string> used_;
-  std::map<std::string, int> next_;
-};
-
 std::string escape(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +49,29 @@ class FunctionNames {
  private:
   std::vector<std::string> values_;  ///< by ValueId index, empty when undefined
   std::vector<std::string> blocks_;  ///< by BlockId index, empty when not laid out
+};
+
+/// Names in use, handing out fresh ones: `base` if unused, else `base_1`, `base_2`, ...
+/// The last suffix handed out is kept per base, so the 10,000th `%h` does not try the
+/// 9,999 taken names first.
+class UniqueNames {
+ public:
+  /// Marks `name` used.
+  void insert(const std::string& name) { used_.insert(name); }
+  /// Marks `name` free again (its suffix counter stays: freed suffixes are not reused).
+  void erase(const std::string& name) { used_.erase(name); }
+  /// `base` or the next free `base_<k>`, now marked used.
+  std::string take(const std::string& base) {
+    if (used_.insert(base).second) return base;
+    for (int& k = next_[base];;) {
+      std::string n = base + "_" + std::to_string(++k);
+      if (used_.insert(n).second) return n;
+    }
+  }
+
+ private:
+  std::set<std::string> used_;
+  std::map<std::string, int> next_;  ///< base -> the last suffix handed out
 };
 
 /// Prints one instruction the way print_function does, without indentation or

@@ -106,6 +106,7 @@ class FunctionVerifier {
   std::vector<int> pos_of_block_;    // block index -> layout position, -1 when not laid out
   std::vector<Def> defs_;            // by value index
   std::vector<int> idom_;            // by layout position; -1 when unreachable
+  std::vector<int> enter_, leave_;   // by layout position: dominator-tree pre/post numbers
   std::vector<std::vector<int>> succs_;
 };
 
@@ -240,6 +241,14 @@ void FunctionVerifier::check_signature() {
   for (std::size_t r = 0; r < f_.result_types().size(); ++r)
     if (!layout_ok(f_.result_types()[r]))
       report_func("result type " + std::to_string(r + 1) + " of @" + f_.name() + " has a ternary layout but is not t2");
+  for (std::size_t r = 0; r < f_.result_types().size(); ++r)
+    if (std::string big = too_large(f_.result_types()[r], f_.symbols()); !big.empty())
+      report_func("result " + std::to_string(r + 1) + " of @" + f_.name() + ": " + big);
+  for (BlockId b : layout_)
+    for (ValueId v : f_.block(b).args)
+      if (v.valid() && v.index < f_.num_values())
+        if (std::string big = too_large(f_.type_of(v), f_.symbols()); !big.empty())
+          report_func("argument " + names().value(v) + " of block " + names().block(b) + ": " + big);
 }
 
 void FunctionVerifier::check_value_names() {
@@ -324,14 +333,34 @@ void FunctionVerifier::compute_dominators() {
       }
     }
   }
+
+  // Number the dominator tree in pre- and post-order (an explicit stack: a chain of
+  // blocks makes the tree as deep as the function is long), so that dominates() is two
+  // comparisons instead of a walk up the tree per use.
+  std::vector<std::vector<int>> children(n);
+  for (std::size_t k = 1; k < order.size(); ++k) children[idom_[order[k]]].push_back(order[k]);
+  enter_.assign(n, -1);
+  leave_.assign(n, -1);
+  int clock = 0;
+  std::vector<std::pair<int, std::size_t>> walk{{0, 0}};
+  enter_[0] = clock++;
+  while (!walk.empty()) {
+    auto& [node, next] = walk.back();
+    if (next < children[node].size()) {
+      const int c = children[node][next++];
+      enter_[c] = clock++;
+      walk.emplace_back(c, 0);
+    } else {
+      leave_[node] = clock++;
+      walk.pop_back();
+    }
+  }
 }
 
 bool FunctionVerifier::dominates(int a, int b) const {
-  if (idom_[b] < 0) return true;  // everything dominates unreachable code
-  for (int x = b;; x = idom_[x]) {
-    if (x == a) return true;
-    if (x == 0) return false;
-  }
+  if (idom_[b] < 0) return true;   // everything dominates unreachable code
+  if (idom_[a] < 0) return false;  // unreachable code dominates nothing reachable
+  return enter_[a] <= enter_[b] && leave_[b] <= leave_[a];
 }
 
 void FunctionVerifier::check_block(int pos) {
@@ -402,8 +431,15 @@ void FunctionVerifier::check_inst(int block_pos, int inst_pos, InstId i) {
                          f_.name());
       sound = false;
     }
+  for (ValueId v : d.results)
+    if (v.valid() && v.index < f_.num_values())
+      if (std::string big = too_large(f_.type_of(v), f_.symbols()); !big.empty()) {
+        report_inst(i, "result " + names().value(v) + ": " + big);
+        sound = false;
+      }
   for (ValueId v : d.operands)
-    if (v.valid() && v.index < f_.num_values() && !symbols_in_range(f_.type_of(v), f_.symbols().size()))
+    if (v.valid() && v.index < f_.num_values() &&
+        (!symbols_in_range(f_.type_of(v), f_.symbols().size()) || !static_dims_product(f_.type_of(v))))
       sound = false;  // reported where the value is defined
   check_targets(i);
   if (d.op == Op::Const && sound) check_const(i);
@@ -535,6 +571,8 @@ std::vector<Diagnostic> verify_module(const Module& m) {
     if (!symbols_in_range(p.type, p.symbols.size()))
       report(p.loc, "parameter @" + p.name + " has a type that uses a symbol outside its table (" +
                         plural(p.symbols.size(), "symbol") + ")");
+    else if (std::string big = too_large(p.type, p.symbols); !big.empty())
+      report(p.loc, "parameter @" + p.name + ": " + big);
   }
 
   std::map<std::string, const Function*> funcs;

@@ -18,6 +18,7 @@
 //   %1 = add %x, %y : f32[4]                  %2 = mul %0, %0 : f32[4]
 //   %2 = mul %0, %1 : f32[4]
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -107,9 +108,11 @@ void append_u64(std::string& key, std::uint64_t v) {
   for (int k = 0; k < 8; ++k) key += static_cast<char>((v >> (8 * k)) & 0xff);
 }
 
-// Everything but the attributes' contents, as bytes: op, operands, result types and
-// which attribute alternative. Instructions with equal keys are then compared with
-// same_attrs.
+// Op, operands, result types, which attribute alternative, and the contents of the
+// attributes a function may hold many different ones of (const values, param names),
+// as bytes; instructions with equal keys are then compared with same_attrs. Keying
+// those contents keeps the candidates per key few: 100,000 distinct constants must not
+// be compared with each other.
 std::string key_of(const ir::Function& f, const ir::InstData& d) {
   std::string key;
   key += static_cast<char>(d.op);
@@ -127,6 +130,9 @@ std::string key_of(const ir::Function& f, const ir::InstData& d) {
       append_u64(key, dim.sym.index);
     }
   }
+  if (const auto* c = std::get_if<ir::ConstAttrs>(&d.attrs))
+    for (double v : c->values) append_u64(key, std::bit_cast<std::uint64_t>(v));
+  if (const auto* p = std::get_if<ir::ParamAttrs>(&d.attrs)) key += p->name;
   return key;
 }
 
@@ -146,15 +152,54 @@ bool same_attrs(const ir::Attrs& a, const ir::Attrs& b) {
 
 class Eliminator {
  public:
-  explicit Eliminator(ir::Function& f) : f_(f) {}
+  explicit Eliminator(ir::Function& f) : f_(f), replaced_(f.num_values()) {}
 
-  // Processes `b` and, recursively, the blocks it dominates, with the instructions of
-  // `b`'s dominators in the table; removes `b`'s entries on the way out.
-  void visit(ir::BlockId b, const DomTree& tree) {
+  // Visits `root` and the blocks it dominates in preorder, each with the instructions
+  // of its dominators in the table. An explicit stack, not recursion: a chain of
+  // blocks makes the dominator tree as deep as the function is long.
+  void visit_tree(ir::BlockId root, const DomTree& tree) {
+    struct Frame {
+      ir::BlockId block;
+      std::size_t next_child = 0;
+      std::vector<std::string> added;  // keys this block put in the table
+    };
+    std::vector<Frame> stack;
+    stack.push_back(Frame{root, 0, visit(root)});
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      const auto& children = tree.children[top.block.index];
+      if (top.next_child < children.size()) {
+        const ir::BlockId c = children[top.next_child++];
+        stack.push_back(Frame{c, 0, visit(c)});
+        continue;
+      }
+      for (const std::string& key : top.added) table_[key].pop_back();
+      stack.pop_back();
+    }
+  }
+
+  // Erases the shared instructions and redirects their uses, once at the end, so that
+  // sharing N instructions costs one pass over the function, not N.
+  void finish() {
+    f_.erase_insts(erased_);
+    f_.replace_uses(replaced_);
+  }
+
+ private:
+  // The value `v` stands for after the replacements so far (one step: a replacement is
+  // an instruction kept in the table, never itself replaced).
+  [[nodiscard]] ir::ValueId resolve(ir::ValueId v) const {
+    return v.index < replaced_.size() && replaced_[v.index].valid() ? replaced_[v.index] : v;
+  }
+
+  // Shares `b`'s instructions with equal ones in the table (or adds them); returns the
+  // keys it added. Operands are resolved first: they are defined in `b` or in a block
+  // that dominates it, so their replacements are already known.
+  std::vector<std::string> visit(ir::BlockId b) {
     std::vector<std::string> added;
-    const std::vector<ir::InstId> insts(f_.insts(b).begin(), f_.insts(b).end());
-    for (ir::InstId i : insts) {
-      const ir::InstData& d = f_.inst(i);
+    for (ir::InstId i : f_.insts(b)) {
+      ir::InstData& d = f_.inst(i);
+      for (ir::ValueId& v : d.operands) v = resolve(v);
       if (ir::op_flags(d.op) != ir::OpFlags::Pure) continue;
       std::string key = key_of(f_, d);
       std::vector<ir::InstId>& same_key = table_[key];
@@ -166,18 +211,16 @@ class Eliminator {
         added.push_back(std::move(key));
         continue;
       }
-      const std::vector<ir::ValueId> results = d.results;
-      for (std::size_t r = 0; r < results.size(); ++r)
-        f_.replace_all_uses(results[r], f_.inst(*earlier).results[r]);
-      f_.erase_inst(i);
+      for (std::size_t r = 0; r < d.results.size(); ++r) replaced_[d.results[r].index] = f_.inst(*earlier).results[r];
+      erased_.push_back(i);
     }
-    for (ir::BlockId c : tree.children[b.index]) visit(c, tree);
-    for (const std::string& key : added) table_[key].pop_back();
+    return added;
   }
 
- private:
   ir::Function& f_;
   std::map<std::string, std::vector<ir::InstId>> table_;
+  std::vector<ir::ValueId> replaced_;  // by value index: the value it was replaced by
+  std::vector<ir::InstId> erased_;     // shared instructions, erased by finish()
 };
 
 }  // namespace
@@ -185,10 +228,11 @@ class Eliminator {
 void eliminate_common_subexpressions(ir::Function& f) {
   const DomTree tree = dom_tree(f);
   Eliminator eliminator(f);
-  eliminator.visit(f.entry(), tree);
+  eliminator.visit_tree(f.entry(), tree);
   const std::vector<ir::BlockId> layout(f.blocks().begin(), f.blocks().end());
   for (ir::BlockId b : layout)
-    if (!tree.reachable[b.index]) eliminator.visit(b, tree);  // no children: block-local
+    if (!tree.reachable[b.index]) eliminator.visit_tree(b, tree);  // no children: block-local
+  eliminator.finish();
 }
 
 }  // namespace ternjit::passes

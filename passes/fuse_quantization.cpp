@@ -31,6 +31,7 @@
 //   %y = matmul %a, %v : f32[N, 10]             %y = tmatmul %q, %t, %s, %g {x_scale = true,
 //                                                 w_scale = true, bias = false, residual = false,
 //                                                 act = none} : f32[N, 10]
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <vector>
@@ -72,16 +73,21 @@ bool used(const ir::Function& f, ValueId v) {
   return false;
 }
 
-// Erases `i` when it is pure and all its results are unused, then its producers likewise.
-void erase_if_dead(ir::Function& f, InstId i) {
-  const ir::InstData& d = f.inst(i);
-  if (d.erased || ir::op_flags(d.op) != ir::OpFlags::Pure) return;
-  for (ValueId r : d.results)
-    if (used(f, r)) return;
-  const std::vector<ValueId> operands = d.operands;
-  f.erase_inst(i);
-  for (ValueId v : operands)
-    if (auto p = def_of(f, v)) erase_if_dead(f, *p);
+// Erases `i` when it is pure and all its results are unused, then its producers likewise
+// (a worklist, not recursion: the chain of producers is as long as the input makes it).
+void erase_if_dead(ir::Function& f, InstId first) {
+  std::vector<InstId> work{first};
+  while (!work.empty()) {
+    const InstId i = work.back();
+    work.pop_back();
+    const ir::InstData& d = f.inst(i);
+    if (d.erased || ir::op_flags(d.op) != ir::OpFlags::Pure) continue;
+    if (std::any_of(d.results.begin(), d.results.end(), [&](ValueId r) { return used(f, r); })) continue;
+    const std::vector<ValueId> operands = d.operands;
+    f.erase_inst(i);
+    for (auto v = operands.rbegin(); v != operands.rend(); ++v)
+      if (auto p = def_of(f, *v)) work.push_back(*p);
+  }
 }
 
 // Inserts an instruction right after `anchor` (never a terminator: it has a result).

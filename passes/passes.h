@@ -32,8 +32,9 @@ void eliminate_dead_code(ir::Function& f);
 void eliminate_common_subexpressions(ir::Function& f);
 /// Local algebraic rewrites from simplify_rules.cpp (x*1, x+0, transpose(transpose(x)), ...).
 void simplify(ir::Function& f);
-/// Replaces every `call` by a copy of the callee's body (symbols unified per call site).
-void inline_calls(ir::Module& m);
+/// Replaces every `call` by a copy of the callee's body (symbols unified per call site);
+/// an error (InvalidInput, at the call) when a function would grow past 65,536 instructions.
+Result<void> inline_calls(ir::Module& m);
 /// Quantize/ternarize chains and matmuls with a ternary weight -> `tmatmul` kernels (int8 path, scales).
 void fuse_quantization(ir::Function& f);
 /// Folds the per-row/per-channel scale, bias, residual and activation after a `tmatmul` into it.
@@ -48,9 +49,11 @@ void select_layout(ir::Function& f, const TargetInfo& target);
 /// What a pass operates on.
 using FunctionPass = void (*)(ir::Function&);
 using ModulePass = void (*)(ir::Module&);
+/// A module pass that can fail on user input (e.g. a call tree too large to inline).
+using FallibleModulePass = Result<void> (*)(ir::Module&);
 /// A function pass that needs to know the target (e.g. its preferred weight layout).
 using TargetPass = void (*)(ir::Function&, const TargetInfo&);
-using PassFn = std::variant<FunctionPass, ModulePass, TargetPass>;
+using PassFn = std::variant<FunctionPass, ModulePass, FallibleModulePass, TargetPass>;
 
 /// One registered pass: kebab-case name (the file stem), entry point, one-line summary.
 struct PassInfo {

@@ -93,18 +93,22 @@ std::string verify_failure(const ir::Module& m, std::string_view pass, const std
   return msg;
 }
 
-void run_one(ir::Module& m, const PassInfo& pass, const TargetInfo& target) {
+Result<void> run_one(ir::Module& m, const PassInfo& pass, const TargetInfo& target) {
   if (const auto* fn = std::get_if<FunctionPass>(&pass.fn)) {
     TERNJIT_CHECK(*fn != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
     for (ir::Function& f : m.functions()) (*fn)(f);
   } else if (const auto* tp = std::get_if<TargetPass>(&pass.fn)) {
     TERNJIT_CHECK(*tp != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
     for (ir::Function& f : m.functions()) (*tp)(f, target);
+  } else if (const auto* fp = std::get_if<FallibleModulePass>(&pass.fn)) {
+    TERNJIT_CHECK(*fp != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
+    return (*fp)(m);
   } else {
     const ModulePass mp = std::get<ModulePass>(pass.fn);
     TERNJIT_CHECK(mp != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
     mp(m);
   }
+  return success();
 }
 
 std::string timing_table(const std::vector<const PassInfo*>& pipeline, const std::vector<double>& ms) {
@@ -161,7 +165,7 @@ Result<PipelineReport> run_pipeline(ir::Module& m, const std::vector<const PassI
   for (std::size_t k = 0; k < pipeline.size(); ++k) {
     const PassInfo& pass = *pipeline[k];
     const auto start = std::chrono::steady_clock::now();
-    run_one(m, pass, options.target);
+    TERNJIT_TRY_VOID(run_one(m, pass, options.target));
     ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
     if (options.verify_each) {

@@ -249,7 +249,7 @@ Result<ir::Module> specialize_function(const ir::Module& m, std::string_view fun
   const std::string name = f->name();
   ir::Module out = m;
   keep_only(out, reachable(out, name));
-  inline_calls(out);
+  TERNJIT_TRY_VOID(inline_calls(out));
   keep_only(out, reachable(out, name));
   TERNJIT_TRY_VOID(specialize_shapes(out, bindings));
   if (require_static) {

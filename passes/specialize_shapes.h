@@ -43,7 +43,8 @@ Result<void> specialize_shapes(ir::Module& m, const std::map<std::string, std::i
 /// (past the inlining depth limit) are kept too. The result verifies; its canonical text
 /// (ir::print_module) is the cache key material: the same inputs give the same text.
 ///
-/// Errors: NotFound when there is no such function; those of specialize_shapes; with
+/// Errors: NotFound when there is no such function; those of inline_calls (a call tree
+/// too large to inline) and of specialize_shapes; with
 /// `require_static`, InvalidInput listing the function's unbound symbols
 /// ("@f is not fully static: bind 'B', 'T'").
 Result<ir::Module> specialize_function(const ir::Module& m, std::string_view function,

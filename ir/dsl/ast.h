@@ -78,6 +78,9 @@ struct Expr {
   bool is_int = false;  ///< Number: written without '.' or exponent
   BinaryOp op = BinaryOp::Add;  ///< Binary: the operator
   std::vector<Expr> args;       ///< operands (Neg: 1, Binary: 2) or call arguments
+  /// Nodes on the longest path from here to a leaf (a leaf is 1). The parser bounds it,
+  /// so every recursion over the tree (lowering, destruction) stays off the stack limit.
+  int height = 1;
 };
 
 /// Statement kinds: `let name = value` and `return value`.

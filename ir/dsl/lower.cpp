@@ -133,6 +133,11 @@ std::optional<ir::Type> Lowerer::resolve_type(const TypeExpr& t, const std::stri
     }
     out.shape.push_back(ir::Dim::symbolic(sym(name)));
   }
+  if (!ir::static_dims_product(out)) {
+    // Symbols print as '?' here (they are not all in one table yet); the dims are the user's.
+    error(t.pos, "type has more than 2^60 elements: the product of its extents is too large");
+    return std::nullopt;
+  }
   return out;
 }
 
@@ -274,28 +279,35 @@ void Lowerer::check_cycles() {
     for (const Stmt& s : fns_[i].decl->body)
       if (s.value) collect_calls(l, *s.value, edges[i]);
   }
-  enum class Color : std::uint8_t { White, Gray, Black };
-  std::vector<Color> color(fns_.size(), Color::White);
-  std::vector<std::size_t> path;
-  auto dfs = [&](auto&& self, std::size_t n) -> void {
-    color[n] = Color::Gray;
-    path.push_back(n);
-    for (const CallEdge& e : edges[n]) {
-      if (color[e.to] == Color::Gray) {
+  // A depth-first search with an explicit stack (a chain of calls is as long as the
+  // file makes it); `path` holds the functions on the stack with their next edge.
+  enum Color : char { White, Gray, Black };
+  std::vector<char> color(fns_.size(), White);
+  std::vector<std::pair<std::size_t, std::size_t>> path;
+  for (std::size_t root = 0; root < fns_.size(); ++root) {
+    if (color[root] != White) continue;
+    color[root] = Gray;
+    path.emplace_back(root, 0);
+    while (!path.empty()) {
+      auto& [n, next] = path.back();
+      if (next == edges[n].size()) {
+        color[n] = Black;
+        path.pop_back();
+        continue;
+      }
+      const CallEdge& e = edges[n][next++];
+      if (color[e.to] == Gray) {
         std::string chain;
-        auto start = std::find(path.begin(), path.end(), e.to);
-        for (auto it = start; it != path.end(); ++it) chain += "'" + fns_[*it].ir_name + "' -> ";
+        auto start = std::find_if(path.begin(), path.end(), [&](const auto& p) { return p.first == e.to; });
+        for (auto it = start; it != path.end(); ++it) chain += "'" + fns_[it->first].ir_name + "' -> ";
         chain += "'" + fns_[e.to].ir_name + "'";
         error(e.pos, "recursive call: " + chain + " (recursion is not supported)");
-      } else if (color[e.to] == Color::White) {
-        self(self, e.to);
+      } else if (color[e.to] == White) {
+        color[e.to] = Gray;
+        path.emplace_back(e.to, 0);
       }
     }
-    path.pop_back();
-    color[n] = Color::Black;
-  };
-  for (std::size_t i = 0; i < fns_.size(); ++i)
-    if (color[i] == Color::White) dfs(dfs, i);
+  }
 }
 
 // ---------------------------------------------------------------- bodies

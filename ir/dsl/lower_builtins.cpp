@@ -126,14 +126,18 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
       if (!x) return std::nullopt;
       auto axis = number_arg(bi, e.args[1], "axis", true);
       if (!axis) return std::nullopt;
-      // A negative axis counts from the end. Out of range either way, infer_types
-      // reports it (with the axis as written) at the axis.
-      auto rank = static_cast<std::int64_t>(f_->type_of(*x).rank());
-      auto written = static_cast<std::int64_t>(axis->value);
-      std::int64_t normalized = written < 0 ? written + rank : written;
-      bool bad = normalized < 0 || normalized >= rank;
-      auto r = b_->create1(bi.op, {*x}, ir::AxisAttrs{bad ? written : normalized, false}, {}, at);
-      return value_or_error(std::move(r), bad ? e.args[1].pos : e.pos, name);
+      // A negative axis counts from the end. The range is checked on the literal's
+      // double value: converting one outside int64 (a folded or huge literal) is UB.
+      const ir::Type& xt = f_->type_of(*x);
+      const auto rank = static_cast<std::int64_t>(xt.rank());
+      if (!(axis->value >= static_cast<double>(-rank) && axis->value < static_cast<double>(rank))) {
+        error(e.args[1].pos, "'" + name + "' axis " + axis->text + " is out of range for " +
+                                 ir::type_str(xt, f_->symbols()) + " (rank " + std::to_string(rank) + ")");
+        return std::nullopt;
+      }
+      const auto written = static_cast<std::int64_t>(axis->value);
+      const std::int64_t normalized = written < 0 ? written + rank : written;
+      return value_or_error(b_->create1(bi.op, {*x}, ir::AxisAttrs{normalized, false}, {}, at), e.pos, name);
     }
     case BuiltinKind::RmsNorm: {
       auto x = tensor_arg(e.args[0]);

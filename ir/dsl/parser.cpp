@@ -29,6 +29,9 @@ namespace {
 // Deeper nesting than this is almost certainly generated garbage; refusing it keeps
 // the recursive descent far from the stack limit.
 constexpr int kMaxNesting = 256;
+// The most nodes on one path of an expression tree. Nesting alone does not bound it:
+// `x + x + ... + x` is flat to parse but as deep as it is long to lower.
+constexpr int kMaxHeight = 1024;
 
 class Parser {
  public:
@@ -381,14 +384,28 @@ class Parser {
   // or we are inside parentheses.
   [[nodiscard]] bool continues() const { return nesting_ > 0 || peek().line == prev().line; }
 
-  static Expr binary(BinaryOp op, Pos pos, Expr lhs, Expr rhs) {
+  // `e` with its height set from its operands, or an error at `e` when the tree gets
+  // taller than kMaxHeight.
+  std::optional<Expr> sized(Expr e) {
+    for (const Expr& a : e.args) e.height = std::max(e.height, a.height + 1);
+    if (e.height <= kMaxHeight) return e;
+    Token at_tok = peek();
+    at_tok.line = e.pos.line;
+    at_tok.col = e.pos.col;
+    at_tok.kind = TokenKind::Eof;  // a position, not an invalid token
+    error(at_tok, "expression is too deep (more than " + std::to_string(kMaxHeight) +
+                      " levels of operators and calls): split it with 'let'");
+    return std::nullopt;
+  }
+
+  std::optional<Expr> binary(BinaryOp op, Pos pos, Expr lhs, Expr rhs) {
     Expr e;
     e.kind = ExprKind::Binary;
     e.op = op;
     e.pos = pos;
     e.args.push_back(std::move(lhs));
     e.args.push_back(std::move(rhs));
-    return e;
+    return sized(std::move(e));
   }
 
   std::optional<Expr> parse_expr() {
@@ -400,6 +417,7 @@ class Parser {
       auto rhs = parse_mul();
       if (!rhs) return std::nullopt;
       lhs = binary(op, p, std::move(*lhs), std::move(*rhs));
+      if (!lhs) return std::nullopt;
     }
     return lhs;
   }
@@ -415,6 +433,7 @@ class Parser {
       auto rhs = parse_unary();
       if (!rhs) return std::nullopt;
       lhs = binary(op, p, std::move(*lhs), std::move(*rhs));
+      if (!lhs) return std::nullopt;
     }
     return lhs;
   }
@@ -433,7 +452,7 @@ class Parser {
       auto operand = parse_unary();
       if (operand) {
         e.args.push_back(std::move(*operand));
-        r = std::move(e);
+        r = sized(std::move(e));
       }
     } else {
       r = parse_primary();
@@ -525,7 +544,7 @@ class Parser {
     }
     advance();  // ')'
     --nesting_;
-    return e;
+    return sized(std::move(e));
   }
 
   std::vector<Token> toks_;

@@ -238,5 +238,29 @@ TEST_CASE("parser: deeply nested input is refused, not a stack overflow") {
   CHECK(p.diagnostics[0].message.find("nested too deeply") != std::string::npos);
 }
 
+// `x + x + ... + x` parses flat but is a tree as tall as it is long; lowering it
+// recursed once per operand and overflowed the stack at 20,000 operands.
+TEST_CASE("parser: a long operator chain is refused at its height limit, whatever the associativity") {
+  std::string chain = "x";
+  for (int k = 1; k < 20000; ++k) chain += k % 3 == 0 ? " * x" : " + x";
+  std::string src = "layer L {\n fn f(x: Tensor[]) -> Tensor[] {\n  return " + chain + "\n }\n}\n";
+  auto r = compile_tri(src, "chain.tri");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.error().diagnostics.size() == 1);
+  const Diagnostic& d = r.error().diagnostics[0];
+  CHECK(d.message.find("expression is too deep (more than 1024 levels") != std::string::npos);
+  CHECK(d.loc.line == 3);
+  // The same chain split by `let` every 1000 operands lowers.
+  std::string split = "layer L {\n fn f(x: Tensor[]) -> Tensor[] {\n";
+  for (int part = 0; part < 20; ++part) {
+    split += "  let p" + std::to_string(part) + " = " + (part ? "p" + std::to_string(part - 1) : "x");
+    for (int k = 0; k < 1000; ++k) split += " + x";
+    split += "\n";
+  }
+  split += "  return p19\n }\n}\n";
+  auto ok = compile_tri(split, "split.tri");
+  CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : render(ok.error())));
+}
+
 }  // namespace
 }  // namespace ternjit::dsl

@@ -445,3 +445,30 @@ TEST_CASE("malformed layouts are reported, not crashed on") {
   er.f().inst(j).erased = true;  // erased but still listed
   check_one(er, "erased instruction is still in block ^entry");
 }
+
+// Dominance was a walk up the dominator tree per use: 100,000 blocks in a chain, each
+// using an entry value, took 13.6 s. With pre/post numbers each use is two comparisons.
+TEST_CASE("verify: a 100,000-block chain whose blocks use an entry value") {
+  constexpr std::uint32_t kBlocks = 100000;
+  Function f("chain");
+  std::vector<BlockId> blocks{f.add_block("entry")};
+  const ValueId x = f.add_block_arg(blocks[0], f32({4}), "x");
+  for (std::uint32_t k = 1; k <= kBlocks; ++k) blocks.push_back(f.add_block());
+  for (std::uint32_t k = 0; k < kBlocks; ++k) {
+    f.append_inst(blocks[k], Op::Relu, {x}, {f32({4})});
+    f.append_inst(blocks[k], Op::Br, {}, {}, NoAttrs{}, {}, {BlockCall{blocks[k + 1], {}}});
+  }
+  const ValueId last = f.inst(f.insts(blocks[kBlocks - 1])[0]).results[0];
+  f.append_inst(blocks[kBlocks], Op::Ret, {last}, {});
+  f.set_result_types({f32({4})});
+  CHECK(verify_function(nullptr, f).empty());
+  // A use in a block the definition does not dominate is still found: the last block
+  // uses a value of a block that is not on its path (a side branch).
+  const BlockId side = f.add_block();
+  const InstId side_relu = f.append_inst(side, Op::Relu, {x}, {f32({4})});
+  f.append_inst(side, Op::Ret, {f.inst(side_relu).results[0]}, {});
+  f.inst(f.insts(blocks[kBlocks])[0]).operands[0] = f.inst(side_relu).results[0];
+  auto diags = verify_function(nullptr, f);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].message.find("does not dominate") != std::string::npos);
+}

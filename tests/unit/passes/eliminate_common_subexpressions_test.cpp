@@ -91,3 +91,44 @@ TEST_CASE("constants are compared bit for bit and with their types") {
 )", "eliminate-common-subexpressions");
   CHECK(out.find("ret %a, %b, %a, %d, %e, %e") != std::string::npos);
 }
+
+// A chain of blocks makes the dominator tree as deep as the function is long: the walk
+// recursed once per block and overflowed the stack at 30,000 blocks.
+TEST_CASE("30,000 blocks chained by br: every block's duplicate is shared, without recursion") {
+  constexpr int kBlocks = 30000;
+  std::string text = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  %e0 = exp %x : f32[4]\n  br ^b1\n";
+  for (int k = 1; k < kBlocks; ++k)
+    text += "^b" + std::to_string(k) + ":\n  %e" + std::to_string(k) + " = exp %x : f32[4]\n  br ^b" +
+            std::to_string(k + 1) + "\n";
+  text += "^b" + std::to_string(kBlocks) + ":\n  %s = add %e" + std::to_string(kBlocks - 1) + ", %e1 : f32[4]\n  ret %s\n}\n";
+  ir::Module m = testing::parse_ok(text);
+  testing::run_list(m, {passes::find_pass("eliminate-common-subexpressions")});
+  const ir::Function& f = m.functions()[0];
+  int exps = 0;
+  for (ir::BlockId b : f.blocks())
+    for (ir::InstId i : f.insts(b)) exps += f.inst(i).op == ir::Op::Exp;
+  CHECK(exps == 1);
+  const ir::InstData& add = f.inst(f.insts(f.blocks().back())[0]);
+  REQUIRE(add.op == ir::Op::Add);
+  CHECK(add.operands[0] == add.operands[1]);
+}
+
+// Many distinct constants of one type share a key without their values: each was
+// compared with all the others before (quadratic).
+TEST_CASE("distinct constants are told apart by their key; equal ones are shared") {
+  std::string text = "func @f(%x: f32[]) -> f32[] {\n^entry:\n";
+  std::string acc = "%x";
+  for (int k = 0; k < 2000; ++k) {
+    const std::string c = "%c" + std::to_string(k), d = "%d" + std::to_string(k), s = "%s" + std::to_string(k);
+    text += "  " + c + " = const {value = " + std::to_string(k) + "} : f32[]\n";
+    text += "  " + d + " = const {value = " + std::to_string(k) + "} : f32[]\n";
+    text += "  " + s + " = add " + c + ", " + d + " : f32[]\n";
+  }
+  text += "  ret %s1999\n}\n";
+  ir::Module m = testing::parse_ok(text);
+  testing::run_list(m, {passes::find_pass("eliminate-common-subexpressions")});
+  const ir::Function& f = m.functions()[0];
+  int consts = 0;
+  for (ir::InstId i : f.insts(f.entry())) consts += f.inst(i).op == ir::Op::Const;
+  CHECK(consts == 2000);
+}

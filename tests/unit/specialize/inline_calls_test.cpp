@@ -16,6 +16,8 @@
 #include "ir/print.h"
 #include "ir/verify.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
 
 namespace ternjit::passes {
 namespace {
@@ -51,7 +53,7 @@ func @f(%a: f32[4], %b: f32[6]) -> f32[6] {
 }
 )");
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   CHECK(printed(m, "f") == R"(func @f(%a: f32[4], %b: f32[6]) -> f32[6] {
 ^entry:
@@ -68,7 +70,7 @@ func @f(%a: f32[4], %b: f32[6]) -> f32[6] {
 
   // Safe to run twice: nothing is left to inline.
   const std::string once = ir::print_module(m);
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   CHECK(ir::print_module(m) == once);
 }
 
@@ -95,7 +97,7 @@ func @f(%c: bool[], %x: f32[3]) -> f32[3] {
 }
 )");
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   CHECK(count_calls(*m.find_function("f")) == 0);
   CHECK(printed(m, "f") == R"(func @f(%c: bool[], %x: f32[3]) -> f32[3] {
@@ -140,7 +142,7 @@ func @h<C>(%x: f32[C]) -> f32[C] {
 }
 )");
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   for (const ir::Function& f : m.functions()) CHECK(count_calls(f) == 0);
   CHECK(printed(m, "h") == R"(func @h<C>(%x: f32[C]) -> f32[C] {
@@ -159,7 +161,7 @@ TEST_CASE("each call site binds the callee's symbols to its own dims (mlp_compos
   REQUIRE_MESSAGE(compiled.ok(), (compiled.ok() ? std::string() : render(compiled.error())));
   ir::Module m = std::move(compiled).value();
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   const ir::Function& mlp = *m.find_function("MLP.forward");
   CHECK(count_calls(mlp) == 0);
@@ -195,7 +197,7 @@ func @Top.f<N>(%x: f32[N], %z: f32[6]) -> f32[N] {
 }
 )");
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   CHECK(printed(m, "Top.f") == R"(func @Top.f<N, Lay.H, Lay.H_1>(%x: f32[N], %z: f32[6]) -> f32[N] where N % 2 == 0, Lay.H >= 1, Lay.H_1 >= 1 {
 ^entry:
@@ -225,7 +227,7 @@ func @f(%x: f32[3], %z: f32[4]) -> f32[4] {
   ret %b
 }
 )");
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   CHECK(printed(m, "f") == R"(func @f(%x: f32[3], %z: f32[4]) -> f32[4] {
 ^entry:
@@ -251,7 +253,7 @@ TEST_CASE("recursion stops at the depth limit and leaves a call") {
 }
 )");
   const ir::Module before = m;
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   verify_ok(m);
   CHECK(count_calls(m.functions()[0]) == 1);
   // The original call and 7 nested copies were inlined (8 levels), adding %z_1..%z_8.
@@ -269,6 +271,60 @@ TEST_CASE("recursion stops at the depth limit and leaves a call") {
   }
 }
 
+// `layers` functions @l0 .. @l<layers-1>, each calling the next `fanout` times in a
+// chain (the last applies relu): fanout^(layers-1) leaf copies when inlined.
+std::string call_tree(int layers, int fanout) {
+  std::string text;
+  for (int l = 0; l < layers; ++l) {
+    text += "func @l" + std::to_string(l) + "(%x: f32[4]) -> f32[4] {\n^entry:\n";
+    if (l + 1 == layers) {
+      text += "  %y = relu %x : f32[4]\n  ret %y\n}\n\n";
+      continue;
+    }
+    std::string prev = "%x";
+    for (int k = 0; k < fanout; ++k) {
+      const std::string v = "%c" + std::to_string(k);
+      text += "  " + v + " = call @l" + std::to_string(l + 1) + "(" + prev + ") : f32[4]\n";
+      prev = v;
+    }
+    text += "  ret " + prev + "\n}\n\n";
+  }
+  return text;
+}
+
+// 9 layers each calling the next 4 times would inline 4^8 copies; `opt -O2` hung.
+TEST_CASE("a call tree too large to inline is an error naming the size") {
+  ir::Module m = parse_ok(call_tree(9, 4));
+  auto r = inline_calls(m);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::InvalidInput);
+  CHECK(r.error().message.find("inlining @l") != std::string::npos);
+  CHECK(r.error().message.find("would grow it past 65536 instructions") != std::string::npos);
+  REQUIRE(r.error().diagnostics.size() == 1);
+  CHECK(r.error().diagnostics[0].loc.line > 0);  // at the call
+}
+
+// 20 layers each calling the next twice: specialize_function inlines 8 levels (2^8
+// calls stay), and the pipeline's inline-calls used to start afresh from there.
+TEST_CASE("the size bound holds across specialize_function and the pipeline") {
+  ir::Module m = parse_ok(call_tree(20, 2));
+  auto spec = specialize_function(m, "l0", {}, /*require_static=*/true);
+  REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? std::string() : render(spec.error())));
+  const auto& pipeline = default_pipeline(OptLevel::O2, TargetInfo{});
+  auto r = run_pipeline(*spec, pipeline, PipelineOptions{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("would grow it past 65536 instructions") != std::string::npos);
+}
+
+TEST_CASE("a call tree within the bound inlines completely and computes the same") {
+  ir::Module m = parse_ok(call_tree(7, 4));  // 4^6 = 4096 leaves
+  const ir::Module before = m;
+  REQUIRE(inline_calls(m).ok());
+  verify_ok(m);
+  CHECK(count_calls(*m.find_function("l0")) == 0);
+  check_same_outputs(before, m, "l0", "", 3);
+}
+
 TEST_CASE("a module without calls is unchanged") {
   const std::string text = R"(func @f<N>(%x: f32[N]) -> f32[N] {
 ^entry:
@@ -277,7 +333,7 @@ TEST_CASE("a module without calls is unchanged") {
 }
 )";
   ir::Module m = parse_ok(text);
-  inline_calls(m);
+  REQUIRE(inline_calls(m).ok());
   CHECK(ir::print_module(m) == text);
 }
 
