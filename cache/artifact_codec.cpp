@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "ir/parse.h"
+
 namespace ternjit::cache {
 
 namespace {
@@ -87,6 +89,64 @@ Result<targets::Artifact> decode_artifact(std::string_view bytes) {
   }
   if (!r.done()) return bad("trailing bytes");
   return a;
+}
+
+namespace {
+
+// "f32[2, 64]; f32[64]" for messages.
+std::string types_str(const ir::Function& f, const std::vector<ir::Type>& types) {
+  std::string out;
+  for (const ir::Type& t : types) out += (out.empty() ? "" : "; ") + ir::type_str(t, f.symbols());
+  return out.empty() ? "none" : out;
+}
+
+std::vector<ir::Type> arg_types(const ir::Function& f) {
+  std::vector<ir::Type> out;
+  for (ir::ValueId v : f.args()) out.push_back(f.type_of(v));
+  return out;
+}
+
+bool same_types(const ir::Function& a, const std::vector<ir::Type>& ta, const ir::Function& b,
+                const std::vector<ir::Type>& tb) {
+  if (ta.size() != tb.size()) return false;
+  for (std::size_t i = 0; i < ta.size(); ++i)
+    if (!ir::same_type(ta[i], a.symbols(), tb[i], b.symbols())) return false;
+  return true;
+}
+
+}  // namespace
+
+Result<void> check_artifact_signature(const targets::Artifact& artifact, const ir::Module& specialized,
+                                      std::string_view function) {
+  const ir::Function* want = specialized.find_function(function);
+  if (!want) return bad("no function '" + std::string(function) + "' in the specialized module");
+  std::string_view text;
+  if (artifact.kind == targets::ArtifactKind::Interpreted || artifact.kind == targets::ArtifactKind::Plan) {
+    text = std::string_view(reinterpret_cast<const char*>(artifact.bytes.data()), artifact.bytes.size());
+  } else if (auto it = artifact.metadata.find("ir"); it != artifact.metadata.end()) {
+    text = it->second;
+  } else {
+    return success();  // nothing to compare
+  }
+  auto m = ir::parse_module(text, "<stored artifact>");
+  if (!m.ok()) return bad("its IR does not parse: " + m.error().message);
+  const ir::Function* have = m->find_function(function);
+  if (!have) return bad("its IR has no function '" + std::string(function) + "'");
+  const auto want_args = arg_types(*want), have_args = arg_types(*have);
+  if (!same_types(*want, want_args, *have, have_args))
+    return bad("'" + std::string(function) + "' takes " + types_str(*have, have_args) + " there, but " +
+               types_str(*want, want_args) + " was asked for");
+  if (!same_types(*want, want->result_types(), *have, have->result_types()))
+    return bad("'" + std::string(function) + "' returns " + types_str(*have, have->result_types()) +
+               " there, but " + types_str(*want, want->result_types()) + " was asked for");
+  return success();
+}
+
+Result<void> check_artifact_entry(const targets::Artifact& artifact, std::string_view key_ir,
+                                  std::string_view function) {
+  auto specialized = ir::parse_module(key_ir, "<cache key>");
+  if (!specialized.ok()) return bad("its key's IR does not parse: " + specialized.error().message);
+  return check_artifact_signature(artifact, *specialized, function);
 }
 
 }  // namespace ternjit::cache

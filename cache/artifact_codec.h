@@ -28,4 +28,20 @@ std::string encode_artifact(const targets::Artifact& artifact);
 /// version, an unknown kind, a length past the end, or trailing bytes.
 Result<targets::Artifact> decode_artifact(std::string_view bytes);
 
+/// Checks that `artifact` is a kernel of `function` as `specialized` declares it: the IR
+/// the artifact carries (Interpreted / Plan: its bytes; other kinds: metadata "ir") must
+/// parse and declare `function` with the same argument and result types. A checksum
+/// only says the entry is what was written; a loader trusting another signature would
+/// read and write out of bounds. An artifact that carries no IR (a GPU kind without
+/// metadata "ir") has nothing to compare and passes.
+/// Errors (InvalidInput): what does not parse or which type differs.
+Result<void> check_artifact_signature(const targets::Artifact& artifact, const ir::Module& specialized,
+                                      std::string_view function);
+
+/// check_artifact_signature against the specialized IR and function named by the
+/// fields "ir" and "function" of an artifact entry's key (what `ternjit cache verify`
+/// can check without compiling anything).
+Result<void> check_artifact_entry(const targets::Artifact& artifact, std::string_view key_ir,
+                                  std::string_view function);
+
 }  // namespace ternjit::cache

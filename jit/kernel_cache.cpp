@@ -107,14 +107,17 @@ Result<targets::Artifact> KernelCache::get_or_compile(const ir::Module& speciali
     if (state) *state = DiskState::Miss;
     return std::move(*compiled);
   }
+  // The entry verified, but its payload must still decode and describe this kernel (a
+  // codec bug or change, or an entry written for another signature): else drop it and
+  // compile as if it had not been there.
   auto artifact = cache::decode_artifact(*bytes);
-  if (artifact.ok()) {
+  Result<void> usable = artifact.ok() ? cache::check_artifact_signature(*artifact, specialized, function)
+                                      : Result<void>(artifact.error());
+  if (usable.ok()) {
     if (state) *state = DiskState::Hit;
     return artifact;
   }
-  // The entry verified but its payload does not decode (a codec bug or change): drop it
-  // and compile as if it had not been there.
-  d->remove(key, artifact.error().message);
+  d->remove(key, usable.error().message);
   if (state) *state = DiskState::Miss;
   TERNJIT_TRY(targets::Artifact a, compile());
   if (auto stored = d->put(key, cache::encode_artifact(a)); !stored.ok())

@@ -3,9 +3,10 @@
 //
 // Program::Impl::specialize reads top to bottom as the stages, one line each:
 //   find the function -> fix every symbol from the weights and inputs (and freeze the
-//   weights) -> specialize_function -> disk cache or { pipeline -> choose the target (the
-//   one place the fallback is decided) -> Target::compile } -> Target::load (tuning
-//   decided there by the target) -> the kernel with its signature and trace line.
+//   weights) -> specialize_function -> check the tensor sizes -> disk cache or { pipeline
+//   -> choose the target (the one place the fallback is decided) -> Target::compile } ->
+//   Target::load (tuning decided there by the target) -> the kernel with its signature
+//   and trace line.
 // Each stage is a function of this file, callable alone.
 #include <algorithm>
 #include <map>
@@ -241,6 +242,7 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize(std::string_v
   TERNJIT_TRY(const ir::Function* f, find_entry(module, function, inputs.size()));
   TERNJIT_TRY(auto bindings, bind_and_freeze(*f, inputs));
   TERNJIT_TRY(ir::Module spec, passes::specialize_function(module, f->name(), bindings, /*require_static=*/true));
+  TERNJIT_TRY_VOID(passes::check_tensor_bytes(spec, f->name()));
   TERNJIT_TRY(Compiled compiled, compile_cached(*engine, spec, f->name()));
   TERNJIT_TRY(auto loaded, load(compiled));
   return make_kernel(*engine, *f, spec, inputs, compiled, std::move(loaded));

@@ -29,6 +29,7 @@
 
 #include "ir/bind.h"
 #include "ir/infer_type.h"
+#include "ir/print.h"
 #include "passes/passes.h"
 
 namespace ternjit::passes {
@@ -98,6 +99,26 @@ void fold_identity_shapes(ir::Function& f) {
   }
 }
 
+// After binding, every value must still hold at most ir::kMaxElements elements: bindings
+// that make one larger (M = K = 2^32 for an [M, K] input) are the user's error, reported
+// at the first such value's definition. False when one was found.
+bool check_sizes(const ir::Function& f, std::vector<Diagnostic>& out) {
+  for (ir::BlockId b : f.blocks()) {
+    auto check = [&](ir::ValueId v, const SourceLoc& loc) {
+      std::string big = ir::too_large(f.type_of(v), f.symbols());
+      if (big.empty()) return true;
+      out.push_back(error_in(f, loc, "after binding, " + ir::FunctionNames(f).value(v) + ": " + big));
+      return false;
+    };
+    for (ir::ValueId v : f.block(b).args)
+      if (!check(v, f.loc())) return false;
+    for (ir::InstId i : f.insts(b))
+      for (ir::ValueId v : f.inst(i).results)
+        if (!check(v, f.inst(i).loc)) return false;
+  }
+  return true;
+}
+
 // Binds, checks and rewrites one function; diagnostics of violated constraints go to `out`.
 void specialize_one(ir::Function& f, const ir::ShapeBindings& bindings, std::vector<Diagnostic>& out) {
   const std::string_view layer = ir::layer_of(f.name());
@@ -129,13 +150,14 @@ void specialize_one(ir::Function& f, const ir::ShapeBindings& bindings, std::vec
     for (ir::Constraint& c : kept_constraints) c.sym = plan.map.at(c.sym.index).sym;
     f.set_constraints(std::move(kept_constraints));
     f.set_symbols(plan.kept);
+    if (!check_sizes(f, out)) return;
   }
   fold_identity_shapes(f);
 }
 
 // A declaration's symbol takes the static extent all its `param` uses agree on; with no
-// use, the bound value.
-void specialize_decls(ir::Module& m, const ir::ShapeBindings& bindings) {
+// use, the bound value. A declaration bound past ir::kMaxElements is reported in `out`.
+void specialize_decls(ir::Module& m, const ir::ShapeBindings& bindings, std::vector<Diagnostic>& out) {
   for (ir::ParamDecl& p : m.params()) {
     const std::size_t n = p.symbols.size();
     std::vector<std::vector<ir::Dim>> uses(n);  // per declared symbol, every dim using it
@@ -167,6 +189,8 @@ void specialize_decls(ir::Module& m, const ir::ShapeBindings& bindings) {
     const SymbolPlan plan = plan_symbols(p.symbols, value);
     substitute(p.type, plan.map);
     p.symbols = plan.kept;
+    if (std::string big = ir::too_large(p.type, p.symbols); !big.empty())
+      out.push_back(Diagnostic{p.loc, Severity::Error, "after binding, parameter @" + p.name + ": " + big, {}, {}});
   }
 }
 
@@ -235,7 +259,7 @@ Result<void> specialize_shapes(ir::Module& m, const Bindings& bindings) {
   std::vector<Diagnostic> problems;
   for (ir::Function& f : out.functions()) specialize_one(f, shapes, problems);
   if (!problems.empty()) return errors(std::move(problems));
-  specialize_decls(out, shapes);
+  specialize_decls(out, shapes, problems);
   recheck_calls(out, problems);
   if (!problems.empty()) return errors(std::move(problems));
   m = std::move(out);
@@ -261,6 +285,43 @@ Result<ir::Module> specialize_function(const ir::Module& m, std::string_view fun
     }
   }
   return out;
+}
+
+namespace {
+
+// The bytes of a static type within ir::kMaxElements (no overflow: at most 4 bytes an
+// element).
+std::int64_t bytes_of(const ir::Type& t) {
+  const auto n = t.static_numel();
+  TERNJIT_CHECK(n.has_value(), "check_tensor_bytes: a type is not static or too large: " + ir::type_str(t, {}));
+  return (*n * elem_bits(t.elem) + 7) / 8;
+}
+
+Error too_many_bytes(std::string_view function, const std::string& what, const ir::Type& t, std::int64_t bytes) {
+  return make_error(ErrorCode::InvalidArgument, "'" + std::string(function) + "' with these shapes needs " + what +
+                                                    " : " + ir::type_str(t, {}) + ", " + std::to_string(bytes) +
+                                                    " bytes: more than one tensor may take (" +
+                                                    std::to_string(kMaxTensorBytes) + " bytes)");
+}
+
+}  // namespace
+
+Result<void> check_tensor_bytes(const ir::Module& m, std::string_view function) {
+  const ir::Function* f = m.find_function(function);
+  if (!f) return make_error(ErrorCode::NotFound, "no function @" + std::string(function) + " in the module");
+  for (const ir::ParamDecl& p : m.params()) {
+    if (!p.type.is_static()) continue;  // not read by `function` (specialize_function keeps only those)
+    if (const std::int64_t bytes = bytes_of(p.type); bytes > kMaxTensorBytes)
+      return too_many_bytes(function, "parameter @" + p.name, p.type, bytes);
+  }
+  for (ir::BlockId b : f->blocks()) {
+    std::vector<ir::ValueId> values(f->block(b).args.begin(), f->block(b).args.end());
+    for (ir::InstId i : f->insts(b)) values.insert(values.end(), f->inst(i).results.begin(), f->inst(i).results.end());
+    for (ir::ValueId v : values)
+      if (const std::int64_t bytes = bytes_of(f->type_of(v)); bytes > kMaxTensorBytes)
+        return too_many_bytes(function, ir::FunctionNames(*f).value(v), f->type_of(v), bytes);
+  }
+  return success();
 }
 
 }  // namespace ternjit::passes

@@ -33,8 +33,10 @@ namespace ternjit::passes {
 ///
 /// Errors (InvalidInput; `m` is unchanged): a negative value ("shape binding 'N' = -1
 /// is negative"); a violated constraint, one located diagnostic per violation at the
-/// function ("symbol 'K' = 100 violates K % 128 == 0"); a call whose callee was bound
-/// inconsistently with the caller (the call no longer type-checks).
+/// function ("symbol 'K' = 100 violates K % 128 == 0"); a value or parameter whose
+/// bound type has more than ir::kMaxElements elements, at its definition ("after binding,
+/// %x: type f32[4294967296, 4294967296] has more than 2^60 elements"); a call whose
+/// callee was bound inconsistently with the caller (the call no longer type-checks).
 Result<void> specialize_shapes(ir::Module& m, const std::map<std::string, std::int64_t>& bindings);
 
 /// The module holding only `function` of `m`, specialized: calls are inlined first
@@ -50,5 +52,16 @@ Result<void> specialize_shapes(ir::Module& m, const std::map<std::string, std::i
 Result<ir::Module> specialize_function(const ir::Module& m, std::string_view function,
                                        const std::map<std::string, std::int64_t>& bindings,
                                        bool require_static);
+
+/// The most bytes one tensor may take when a specialized function runs (1 TiB).
+inline constexpr std::int64_t kMaxTensorBytes = std::int64_t{1} << 40;
+
+/// Checks, before anything is allocated, that every argument, value and parameter of
+/// `function` in the specialized module `m` (all static: specialize_function with
+/// `require_static`) takes at most kMaxTensorBytes. Past it an allocation would throw
+/// std::bad_alloc or the OOM killer would strike.
+///
+/// Errors: InvalidArgument naming the first tensor too large, its type and byte count.
+Result<void> check_tensor_bytes(const ir::Module& m, std::string_view function);
 
 }  // namespace ternjit::passes

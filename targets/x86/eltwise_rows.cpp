@@ -134,21 +134,74 @@ void emit_rows(JitCode& c, VecAsm& va, const Spec& s) {
       break;
     }
     case Family::RmsNorm: {
+      // The sum of squares is accumulated in f32, which overflows once the row's
+      // magnitude passes about sqrt(FLT_MAX / cols) (2.9e17 for 4096 columns; the
+      // reference sums in double). Pass 1 also finds m = max |x|. Rows with m < 2^32
+      // cannot overflow (cols * 2^64 < FLT_MAX) and use the sum as is, bit for bit as
+      // before. Larger finite rows are summed again scaled by the power of two
+      // s = 2^(16 - exponent(m)) (exact; the scaled max lies in [2^16, 2^17)), and
+      //   y = x * s / sqrt(sum((x s)^2) / cols + eps s^2) * g.
+      // An infinite m keeps the unscaled path, whose inf sum gives the reference's 0s
+      // (NaN where x is inf); NaN lanes are skipped by the max and poison the sum.
       const ElemKind gk = s.in_kinds[1];
-      for (int u = 0; u < 4; ++u) c.vxorps(va.v(u), va.v(u), va.v(u));
+      const Xmm x5 = Xmm(5), x7 = Xmm(7);
+      const std::uint32_t kScaleFrom = (127u + 32u) << 23;  // bits of 2^32
+      const std::uint32_t kInfBits = 0x7F80'0000u;
+      for (int u = 0; u < 4; ++u) {
+        c.vxorps(va.v(u), va.v(u), va.v(u));
+        c.vxorps(va.v(5 + u), va.v(5 + u), va.v(5 + u));
+      }
       for_vectors(c, va, cols, 4, [&](int u, std::int64_t off, bool t) {
         load_x(v4, off, t);
         c.vfmadd231ps(va.v(u), v4, v4);
+        c.vandps(v4, v4, va.cb(0x7FFF'FFFFu));
+        c.vmaxps(va.v(5 + u), v4, va.v(5 + u));
       });
-      c.vaddps(v0, v0, v1);
-      c.vaddps(v2, v2, v3);
-      c.vaddps(v0, v0, v2);
-      va.horizontal(VecAsm::Horizontal::Sum, 0, 5, 6, 7);
+      c.vmaxps(v5, v5, v6);
+      c.vmaxps(v7, v7, v8);
+      c.vmaxps(v5, v5, v7);
+      va.horizontal(VecAsm::Horizontal::Max, 5, 6, 7, 8);
+      auto sum_to_x0 = [&] {
+        c.vaddps(v0, v0, v1);
+        c.vaddps(v2, v2, v3);
+        c.vaddps(v0, v0, v2);
+        va.horizontal(VecAsm::Horizontal::Sum, 0, 6, 7, 8);
+      };
+      sum_to_x0();
+      Xbyak::Label unscaled, normalize;
+      c.vmovd(c.r10d, x5);
+      c.cmp(c.r10d, kScaleFrom);
+      c.jb(unscaled);
+      c.cmp(c.r10d, kInfBits);
+      c.jae(unscaled);
+      // s = 2^(16 - (e - 127)): biased exponent 270 - e, in [16, 111] for e in [159, 254].
+      c.shr(c.r10d, 23);
+      c.mov(c.r11d, 270);
+      c.sub(c.r11d, c.r10d);
+      c.shl(c.r11d, 23);
+      c.vmovd(x5, c.r11d);
+      c.vbroadcastss(v5, x5);
+      for (int u = 0; u < 4; ++u) c.vxorps(va.v(u), va.v(u), va.v(u));
+      for_vectors(c, va, cols, 4, [&](int u, std::int64_t off, bool t) {
+        load_x(v4, off, t);
+        c.vmulps(v4, v4, v5);
+        c.vfmadd231ps(va.v(u), v4, v4);
+      });
+      sum_to_x0();
+      c.vdivss(x0, x0, va.c(static_cast<float>(cols)));
+      c.vmulss(x7, x5, x5);
+      c.vmulss(x7, x7, va.c(static_cast<float>(s.eps)));
+      c.vaddss(x0, x0, x7);
+      c.vsqrtss(x0, x0, x0);
+      c.vdivss(x1, x5, x0);
+      c.jmp(normalize);
+      c.L(unscaled);
       c.vdivss(x0, x0, va.c(static_cast<float>(cols)));
       c.vaddss(x0, x0, va.c(static_cast<float>(s.eps)));
       c.vsqrtss(x0, x0, x0);
       c.vmovss(x1, va.c(1.0f));
       c.vdivss(x1, x1, x0);
+      c.L(normalize);
       c.vbroadcastss(v1, x1);
       for_vectors(c, va, cols, 2, [&](int u, std::int64_t off, bool t) {
         const Xmm x = va.v(4 + 3 * u), g = va.v(5 + 3 * u), tmp = va.v(6 + 3 * u);

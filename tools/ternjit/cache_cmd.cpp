@@ -110,10 +110,11 @@ int cmd_cache(const CacheCommandOptions& o) {
     return 0;
   }
   if (o.action == "verify") {
-    auto r = c.verify(o.remove_bad, [](const cache::Key&, std::string_view payload) -> Result<void> {
+    // Beyond the checksum: the artifact decodes and declares the signature its key's
+    // specialized IR asks for.
+    auto r = c.verify(o.remove_bad, [](const cache::Key& key, std::string_view payload) -> Result<void> {
       TERNJIT_TRY(targets::Artifact a, cache::decode_artifact(payload));
-      (void)a;
-      return success();
+      return cache::check_artifact_entry(a, key.field("ir"), key.field("function"));
     });
     if (!r.ok()) return fail(r.error().message);
     for (const std::string& p : r->problems) std::printf("BAD %s\n", p.c_str());

@@ -74,6 +74,7 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   TERNJIT_TRY(ir::Module m, load_module(o.file));
   TERNJIT_TRY(std::string function, pick_function(m, o.file, o.layer, o.fn, o.function));
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
+  TERNJIT_TRY_VOID(passes::check_tensor_bytes(specialized, function));  // before prepare_run allocates
 
   passes::PipelineOptions popts;
   popts.target = target->info();

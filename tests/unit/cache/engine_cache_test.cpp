@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cache/artifact_codec.h"
+#include "cache/entry.h"
 #include "ir/module_impl.h"
 #include "ir/parse.h"
 #include "jit/kernel_cache.h"
@@ -146,6 +148,64 @@ TEST_CASE("a corrupt entry on disk is logged, removed and rebuilt; the result st
   CHECK(testing::bit_equal(a.y, b.y));
   const Run c = run_bitlinear(with_dir(tmp.path()));
   CHECK(c.count(",disk=hit") == 1);
+}
+
+// Runs L.forward (relu) of a 4x32 input on a reference engine with a disk cache in
+// `dir`; returns the trace.
+Run run_relu(const std::string& dir) {
+  Run run;
+  auto lines = std::make_shared<std::vector<std::string>>();
+  EngineOptions o = with_dir(dir);
+  o.target = "reference";
+  o.verbose = 1;
+  o.trace = [lines](std::string_view l) { lines->emplace_back(l); };
+  Engine e = testing::reference_engine(o);
+  auto p = e.compile("layer L {\n  fn forward(x: Tensor[M, K]) -> Tensor[M, K] {\n    return relu(x)\n  }\n}\n", "relu.tri");
+  REQUIRE(p.ok());
+  std::vector<float> x = testing::random_f32(4 * 32, 5);
+  run.y.assign(x.size(), 0.0f);
+  TensorView in[] = {testing::view(x, {4, 32})};
+  TensorView out[] = {testing::view(run.y, {4, 32})};
+  auto r = p->run("L.forward", in, out);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(run.y[i] == std::max(x[i], 0.0f));
+  run.trace = *lines;
+  return run;
+}
+
+// A checksum says an entry is what was written, not that it is this kernel: an artifact
+// whose IR declares x: f32[4, 32, 32] for a kernel specialized on f32[4, 32] made the
+// loader read and write out of bounds.
+TEST_CASE("an entry whose artifact declares another signature is a corrupt entry: removed and rebuilt") {
+  testing::ScratchDir tmp;
+  (void)run_relu(tmp.path());
+  const auto files = testing::files_in(tmp / "v1/objects");
+  REQUIRE(files.size() == 1);
+  const std::string path = tmp / ("v1/objects/" + files[0]);
+  const std::string file = testing::slurp(path);
+  auto entry = cache::decode_entry(file);
+  REQUIRE(entry.ok());
+  auto key = cache::Key::parse(entry->key);
+  REQUIRE(key.has_value());
+  auto artifact = cache::decode_artifact(entry->payload);
+  REQUIRE(artifact.ok());
+  // Every f32[4, 32] becomes f32[4, 32, 32]: the stored IR still verifies.
+  std::string text(artifact->bytes.begin(), artifact->bytes.end());
+  const std::string from = "f32[4, 32]", to = "f32[4, 32, 32]";
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  artifact->bytes.assign(text.begin(), text.end());
+  // Re-encoded with a valid checksum: only the signature check can tell.
+  testing::spit(path, cache::encode_entry(cache::EntryKind::Artifact, *key, cache::encode_artifact(*artifact)));
+  auto verdict = cache::check_artifact_entry(*artifact, key->field("ir"), key->field("function"));
+  REQUIRE_FALSE(verdict.ok());
+  CHECK(verdict.error().message ==
+        "stored artifact: 'L.forward' takes f32[4, 32, 32] there, but f32[4, 32] was asked for");
+
+  const Run b = run_relu(tmp.path());
+  CHECK_MESSAGE(b.count("takes f32[4, 32, 32] there, but f32[4, 32] was asked for: removed") == 1, b.all());
+  CHECK(b.count(",disk=miss") == 1);
+  CHECK(run_relu(tmp.path()).count(",disk=hit") == 1);
 }
 
 TEST_CASE("from_env: TERNJIT_CACHE_DIR, TERNJIT_CACHE_MAX_SIZE, TERNJIT_CACHE_SHARED_GROUP") {
@@ -291,8 +351,9 @@ class FakeTarget final : public targets::Target {
   [[nodiscard]] Result<void> check_supported(const ir::Function&) const override { return success(); }
   [[nodiscard]] Result<targets::Artifact> compile(const ir::Module&, std::string_view function,
                                                   const targets::CompileOptions&) const override {
+    // An object without "ir" metadata: there is no IR for the signature check to read.
     targets::Artifact a;
-    a.kind = targets::ArtifactKind::Plan;
+    a.kind = targets::ArtifactKind::Object;
     a.bytes = {0xc3};
     a.entry = std::string(function);
     a.metadata["isa"] = features_;

@@ -396,5 +396,38 @@ TEST_CASE("x86.max_isa reaches the x86 target: the kernel runs that code path") 
   CHECK(seen);
 }
 
+// Input shapes are the user's: element counts past 2^60 or tensors past the byte cap are
+// errors before anything is allocated (they aborted, threw std::bad_alloc or
+// std::length_error).
+TEST_CASE("errors: input shapes too large for a tensor are refused before allocating") {
+  Engine e = testing::reference_engine();
+  auto p = e.compile("layer L {\n  fn forward(x: Tensor[M, K]) -> Tensor[K] {\n    return sum(relu(x), 0)\n  }\n}\n",
+                     "big.tri");
+  REQUIRE(p.ok());
+  float dummy = 0;
+  auto kernel_for = [&](std::vector<std::int64_t> shape) {
+    TensorView in[] = {TensorView{&dummy, ElemKind::F32, std::move(shape)}};
+    return p->kernel("L.forward", in);
+  };
+  SUBCASE("an empty input whose other extent makes the result too large") {
+    auto k = kernel_for({0, (std::int64_t{1} << 62) + 1});
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.error().code == ErrorCode::InvalidInput);
+    CHECK(k.error().message.find("more than 2^60 elements") != std::string::npos);
+  }
+  SUBCASE("extents whose product overflows") {
+    auto k = kernel_for({std::int64_t{1} << 32, std::int64_t{1} << 32});
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.error().message.find("after binding, %x: type f32[4294967296, 4294967296] has more than 2^60 elements") !=
+          std::string::npos);
+  }
+  SUBCASE("a tensor past the byte cap") {
+    auto k = kernel_for({std::int64_t{1} << 40, 64});
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.error().code == ErrorCode::InvalidArgument);
+    CHECK(k.error().message.find("bytes: more than one tensor may take (1099511627776 bytes)") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace ternjit

@@ -403,6 +403,29 @@ TEST_CASE("eltwise rmsnorm") {
   MESSAGE("rmsnorm: max relative error " << stats.max_rel);
 }
 
+// The sum of squares overflowed f32 for rows of large finite magnitude (4096 columns,
+// rms above about 2.9e17): the whole row came out -0/0 where the reference is right.
+TEST_CASE("eltwise rmsnorm: rows of large magnitude, zero, inf and NaN rows") {
+  ErrStats stats;
+  const Extents s{6, 4096};
+  const std::string tir = "func @f(%x: " + ty(F32, s) + ", %g: " + ty(F32, {4096}) + ") -> " + ty(F32, s) +
+                          " {\n^entry:\n  %0 = rmsnorm %x, %g {eps = 1e-05} : " + ty(F32, s) + "\n  ret %0\n}\n";
+  HostTensor x = values(F32, s, 31, -1, 1);
+  const double row_scale[] = {1e18, 3e38, 4.5e9, 1e-3};  // rows 0..3; 4: zeros; 5: an inf and a NaN
+  for (std::int64_t r = 0; r < 6; ++r)
+    for (std::int64_t j = 0; j < 4096; ++j) {
+      double& v = x.data[static_cast<std::size_t>(r * 4096 + j)];
+      if (r < 4) v = static_cast<double>(static_cast<float>(v * row_scale[r]));
+      else v = r == 4 ? 0.0 : v;
+    }
+  x.data[5 * 4096 + 7] = kInf;
+  check_op(tir, {x, values(F32, {4096}, 32, -2, 2)}, Tol{false, 1e-5, 1e-30}, stats);
+  HostTensor nan_row = x;
+  nan_row.data[5 * 4096 + 9] = kNaN;
+  check_op(tir, {nan_row, values(F32, {4096}, 33, -2, 2)}, Tol{false, 1e-5, 1e-30}, stats);
+  MESSAGE("rmsnorm, large rows: max relative error " << stats.max_rel);
+}
+
 TEST_CASE("eltwise softmax: last axis and middle axes") {
   std::uint64_t seed = 15000;
   std::size_t i = 0;
