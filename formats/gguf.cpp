@@ -575,8 +575,16 @@ Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {
         for (std::size_t j = 0; j < 32; ++j) out[32 * b + j] = static_cast<float>(static_cast<std::int8_t>(blk[2 + j])) * d;
       }
       break;
-    case GgufTensorType::TQ1_0:
-    case GgufTensorType::TQ2_0: {
+    case GgufTensorType::TQ2_0:
+      // dequantize_row_tq2_0: (float)(q - 1) * d, code 3 (value 2) included, as ggml.
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint8_t* blk = p + 66 * (i / kQK);
+        const std::size_t e = i % kQK;  // e = 128 * half + 32 * shift + m
+        const int q = (blk[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+        out[i] = static_cast<float>(q - 1) * f16_at(blk + 64);
+      }
+      break;
+    case GgufTensorType::TQ1_0: {
       TERNJIT_TRY(const GgufTernary tern, gguf_ternary(t));
       // ggml computes (float)(xi - 1) * d: the same product of a small integer and d.
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(tern.values[i]) * tern.scales[i / kQK];

@@ -124,7 +124,8 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
 Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadata,
                         std::span<const GgufTensor> tensors);
 
-/// The tensor's values as f32, exactly as ggml's dequantize_row_* computes them.
+/// The tensor's values as f32, exactly as ggml's dequantize_row_* computes them (a TQ2_0
+/// code 3 gives 2 * d, as in ggml; gguf_ternary rejects it).
 /// Errors (InvalidInput): bytes.size() does not match the type and dims.
 Result<std::vector<float>> dequantize_gguf(const GgufTensor& tensor);
 

@@ -98,6 +98,12 @@ TEST_CASE("gguf: TQ2_0 block by hand") {
   auto bad = gguf_ternary(tensor("w", GgufTensorType::TQ2_0, {256}, blk));
   REQUIRE(!bad.ok());
   CHECK(has(bad.error(), "element 5 has code 3"));
+  // ggml dequantizes code 3 as 2 * d; so does dequantize_gguf.
+  auto two = dequantize_gguf(tensor("w", GgufTensorType::TQ2_0, {256}, blk));
+  REQUIRE(two.ok());
+  CHECK(two.value()[5] == 4.0f);
+  CHECK(two.value()[5 + 96] == 4.0f);
+  CHECK(two.value()[0] == 2.0f);
 }
 
 TEST_CASE("gguf: TQ1_0 block by hand") {
