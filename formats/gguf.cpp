@@ -426,13 +426,10 @@ Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view displa
       return in.fail(what + ": ne[0] = " + std::to_string(t.dims[0]) + " is not a multiple of the " +
                      std::string(gguf_type_name(t.type)) + " block size " + std::to_string(gguf_block_elems(t.type)));
     }
-    const std::optional<std::uint64_t> size = byte_size(t.type, count);
-    if (!size) return in.fail(what + ": byte size overflows int64");
+    if (!byte_size(t.type, count)) return in.fail(what + ": byte size overflows int64");
     TERNJIT_TRY(t.offset, in.uint(8, what + " offset"));
     // The bytes are attached once the data section's start is known.
-    t.bytes = ir::SharedBytes(nullptr, std::span<const std::uint8_t>(data.data(), 0));
     file.tensors.push_back(std::move(t));
-    (void)size;
   }
 
   const std::uint64_t data_start = align_up(in.pos(), file.alignment);
