@@ -1,0 +1,654 @@
+// SPDX-License-Identifier: Apache-2.0
+// gguf.cpp - the GGUF reader (every length checked against the image), writer and ggml dequantizers.
+#include "formats/gguf.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "formats/mapped_file.h"
+#include "ir/numeric.h"
+
+namespace ternjit::formats {
+namespace {
+
+constexpr std::uint64_t kMaxI63 = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
+// ggml's block sizes (ggml-common.h): QK_K = 256, QK8_0 = 32.
+constexpr std::uint64_t kQK = 256;
+constexpr std::uint64_t kTq1Qs = (kQK - 4 * kQK / 64) / 5;  // 48 bytes of 5 trits each
+constexpr std::uint64_t kTq1Qh = kQK / 64;                  // 4 bytes of 4 trits each
+
+std::optional<GgufTensorType> tensor_type_of(std::uint32_t id) {
+  switch (id) {
+    case 0: return GgufTensorType::F32;
+    case 1: return GgufTensorType::F16;
+    case 8: return GgufTensorType::Q8_0;
+    case 30: return GgufTensorType::BF16;
+    case 34: return GgufTensorType::TQ1_0;
+    case 35: return GgufTensorType::TQ2_0;
+    default: return std::nullopt;
+  }
+}
+
+// Fixed size of a scalar value type, 0 for String/Array, nullopt for an unknown id.
+std::optional<std::uint64_t> scalar_size(std::uint32_t id) {
+  switch (id) {
+    case 0: case 1: case 7: return 1;
+    case 2: case 3: return 2;
+    case 4: case 5: case 6: return 4;
+    case 10: case 11: case 12: return 8;
+    case 8: case 9: return 0;
+    default: return std::nullopt;
+  }
+}
+
+std::uint64_t load_le(const std::uint8_t* p, int n) {
+  std::uint64_t v = 0;
+  for (int k = n - 1; k >= 0; --k) v = v << 8 | p[k];
+  return v;
+}
+
+std::uint16_t load_le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | p[1] << 8); }
+
+// Byte size of `count` elements of `type`, or nullopt when count is not whole blocks or
+// the size would exceed 2^63 - 1.
+std::optional<std::uint64_t> byte_size(GgufTensorType type, std::uint64_t count) {
+  const std::uint64_t block = gguf_block_elems(type);
+  if (count % block != 0) return std::nullopt;
+  const std::uint64_t blocks = count / block;
+  const std::uint64_t per = gguf_block_bytes(type);
+  if (blocks > kMaxI63 / per) return std::nullopt;
+  return blocks * per;
+}
+
+// A cursor over the image; every read checks the remaining length.
+class Reader {
+ public:
+  Reader(std::span<const std::uint8_t> data, std::string_view display_name)
+      : data_(data), display_name_(display_name) {}
+
+  [[nodiscard]] Error fail(const std::string& message) const {
+    return make_error(ErrorCode::InvalidInput, std::string(display_name_) + ": " + message);
+  }
+  [[nodiscard]] std::uint64_t pos() const { return pos_; }
+  [[nodiscard]] std::uint64_t remaining() const { return data_.size() - pos_; }
+
+  Result<std::uint64_t> uint(int n, const std::string& what) {
+    if (remaining() < static_cast<std::uint64_t>(n)) return truncated(static_cast<std::uint64_t>(n), what);
+    const std::uint64_t v = load_le(data_.data() + pos_, n);
+    pos_ += static_cast<std::uint64_t>(n);
+    return v;
+  }
+
+  Result<std::string> string(const std::string& what) {
+    TERNJIT_TRY(const std::uint64_t len, uint(8, what + " length"));
+    if (len > remaining()) return truncated(len, what);
+    std::string s(reinterpret_cast<const char*>(data_.data() + pos_), static_cast<std::size_t>(len));
+    pos_ += len;
+    return s;
+  }
+
+  Error truncated(std::uint64_t need, const std::string& what) const {
+    return fail(what + " needs " + std::to_string(need) + " bytes at offset " + std::to_string(pos_) +
+                ", file has " + std::to_string(data_.size()));
+  }
+
+ private:
+  std::span<const std::uint8_t> data_;
+  std::string_view display_name_;
+  std::uint64_t pos_ = 0;
+};
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::string& what, int depth) {
+  const std::optional<std::uint64_t> size = scalar_size(type_id);
+  if (!size) return in.fail(what + ": unknown value type id " + std::to_string(type_id));
+  GgufValue v;
+  v.type = static_cast<GgufValueType>(type_id);
+  switch (v.type) {
+    case GgufValueType::U8: case GgufValueType::U16: case GgufValueType::U32: case GgufValueType::U64: {
+      TERNJIT_TRY(v.u, in.uint(static_cast<int>(*size), what));
+      break;
+    }
+    case GgufValueType::I8: case GgufValueType::I16: case GgufValueType::I32: case GgufValueType::I64: {
+      TERNJIT_TRY(const std::uint64_t raw, in.uint(static_cast<int>(*size), what));
+      const int shift = 64 - 8 * static_cast<int>(*size);
+      // Sign-extend the low `size` bytes.
+      v.i = static_cast<std::int64_t>(raw << shift) >> shift;
+      break;
+    }
+    case GgufValueType::F32: {
+      TERNJIT_TRY(const std::uint64_t raw, in.uint(4, what));
+      v.f = std::bit_cast<float>(static_cast<std::uint32_t>(raw));
+      break;
+    }
+    case GgufValueType::F64: {
+      TERNJIT_TRY(const std::uint64_t raw, in.uint(8, what));
+      v.f = std::bit_cast<double>(raw);
+      break;
+    }
+    case GgufValueType::Bool: {
+      TERNJIT_TRY(const std::uint64_t raw, in.uint(1, what));
+      if (raw > 1) return in.fail(what + ": bool value " + std::to_string(raw) + ", expected 0 or 1");
+      v.b = raw == 1;
+      break;
+    }
+    case GgufValueType::String: {
+      TERNJIT_TRY(v.str, in.string(what));
+      break;
+    }
+    case GgufValueType::Array: {
+      if (depth > 8) return in.fail(what + ": arrays nested more than 8 deep");
+      TERNJIT_TRY(const std::uint64_t elem_id, in.uint(4, what + " array type"));
+      TERNJIT_TRY(const std::uint64_t count, in.uint(8, what + " array count"));
+      const std::optional<std::uint64_t> elem_size = scalar_size(static_cast<std::uint32_t>(elem_id));
+      if (elem_id > 0xffffffffu || !elem_size) {
+        return in.fail(what + ": unknown array element type id " + std::to_string(elem_id));
+      }
+      // Every element takes at least one byte (strings 8, arrays 12): cap the count by
+      // what the rest of the file can hold before reserving anything.
+      const std::uint64_t min_size = *elem_size != 0 ? *elem_size : (elem_id == 8 ? 8 : 12);
+      if (count > in.remaining() / min_size) {
+        return in.fail(what + ": array count " + std::to_string(count) + " exceeds what the remaining " +
+                       std::to_string(in.remaining()) + " bytes can hold");
+      }
+      v.array_type = static_cast<GgufValueType>(elem_id);
+      v.array.reserve(static_cast<std::size_t>(count));
+      for (std::uint64_t k = 0; k < count; ++k) {
+        TERNJIT_TRY(GgufValue e, read_value(in, static_cast<std::uint32_t>(elem_id),
+                                            what + "[" + std::to_string(k) + "]", depth + 1));
+        v.array.push_back(std::move(e));
+      }
+      break;
+    }
+  }
+  return v;
+}
+
+Error io_error(const std::string& what, const std::string& path, int err) {
+  return make_error(ErrorCode::IoError, "cannot " + what + " '" + path + "': " + std::generic_category().message(err));
+}
+
+int write_all(int fd, std::span<const std::uint8_t> bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+void put_le(std::vector<std::uint8_t>& out, std::uint64_t v, int n) {
+  for (int k = 0; k < n; ++k) out.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+}
+
+void put_string(std::vector<std::uint8_t>& out, std::string_view s) {
+  put_le(out, s.size(), 8);
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+Result<void> put_value(std::vector<std::uint8_t>& out, const GgufValue& v, const std::string& key) {
+  const auto id = static_cast<std::uint32_t>(v.type);
+  const std::optional<std::uint64_t> size = scalar_size(id);
+  if (!size) return make_error(ErrorCode::InvalidArgument, "key " + quoted(key) + ": invalid value type");
+  switch (v.type) {
+    case GgufValueType::U8: case GgufValueType::U16: case GgufValueType::U32: case GgufValueType::U64:
+      put_le(out, v.u, static_cast<int>(*size));
+      break;
+    case GgufValueType::I8: case GgufValueType::I16: case GgufValueType::I32: case GgufValueType::I64:
+      put_le(out, static_cast<std::uint64_t>(v.i), static_cast<int>(*size));
+      break;
+    case GgufValueType::F32: put_le(out, std::bit_cast<std::uint32_t>(static_cast<float>(v.f)), 4); break;
+    case GgufValueType::F64: put_le(out, std::bit_cast<std::uint64_t>(v.f), 8); break;
+    case GgufValueType::Bool: out.push_back(v.b ? 1 : 0); break;
+    case GgufValueType::String: put_string(out, v.str); break;
+    case GgufValueType::Array:
+      put_le(out, static_cast<std::uint32_t>(v.array_type), 4);
+      put_le(out, v.array.size(), 8);
+      for (const GgufValue& e : v.array) {
+        if (e.type != v.array_type) {
+          return make_error(ErrorCode::InvalidArgument, "key " + quoted(key) + ": array element type differs from its array_type");
+        }
+        TERNJIT_TRY_VOID(put_value(out, e, key));
+      }
+      break;
+  }
+  return success();
+}
+
+Result<std::uint64_t> alignment_of(const GgufValue& v, const std::string& prefix, ErrorCode code) {
+  if (v.type != GgufValueType::U32 || v.u == 0 || !std::has_single_bit(v.u)) {
+    return make_error(code, prefix + "general.alignment must be a u32 power of two");
+  }
+  return v.u;
+}
+
+std::uint64_t align_up(std::uint64_t n, std::uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+Result<void> check_size(const GgufTensor& t) {
+  const std::uint64_t n = t.elem_count();
+  const std::optional<std::uint64_t> need = byte_size(t.type, n);
+  if (!need || *need != t.bytes.size()) {
+    return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": " + std::to_string(t.bytes.size()) +
+                                                   " bytes do not hold " + std::to_string(n) + " " +
+                                                   std::string(gguf_type_name(t.type)) + " elements");
+  }
+  return success();
+}
+
+float f16_at(const std::uint8_t* p) { return ir::f16_bits_to_f32(load_le16(p)); }
+
+}  // namespace
+
+std::string_view gguf_type_name(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::F32: return "F32";
+    case GgufTensorType::F16: return "F16";
+    case GgufTensorType::Q8_0: return "Q8_0";
+    case GgufTensorType::BF16: return "BF16";
+    case GgufTensorType::TQ1_0: return "TQ1_0";
+    case GgufTensorType::TQ2_0: return "TQ2_0";
+  }
+  return "?";
+}
+
+std::uint64_t gguf_block_elems(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::F32: case GgufTensorType::F16: case GgufTensorType::BF16: return 1;
+    case GgufTensorType::Q8_0: return 32;
+    case GgufTensorType::TQ1_0: case GgufTensorType::TQ2_0: return kQK;
+  }
+  return 1;
+}
+
+std::uint64_t gguf_block_bytes(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::F32: return 4;
+    case GgufTensorType::F16: case GgufTensorType::BF16: return 2;
+    case GgufTensorType::Q8_0: return 2 + 32;
+    case GgufTensorType::TQ1_0: return kTq1Qs + kTq1Qh + 2;
+    case GgufTensorType::TQ2_0: return kQK / 4 + 2;
+  }
+  return 1;
+}
+
+std::uint64_t GgufTensor::elem_count() const {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : dims) n *= d;  // dims are validated (product < 2^63) by parse and serialize
+  return n;
+}
+
+const GgufValue* GgufFile::find(std::string_view key) const {
+  for (const GgufKv& kv : metadata) {
+    if (kv.key == key) return &kv.value;
+  }
+  return nullptr;
+}
+
+const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
+  for (const GgufTensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+Result<const GgufValue*> lookup(const GgufFile& file, std::string_view key) {
+  const GgufValue* v = file.find(key);
+  if (v == nullptr) return make_error(ErrorCode::NotFound, "no metadata key " + quoted(key));
+  return v;
+}
+Error wrong_type(std::string_view key, std::string_view want) {
+  return make_error(ErrorCode::InvalidInput, "metadata key " + quoted(key) + " is not " + std::string(want));
+}
+}  // namespace
+
+Result<std::string> GgufFile::get_string(std::string_view key) const {
+  TERNJIT_TRY(const GgufValue* v, lookup(*this, key));
+  if (v->type != GgufValueType::String) return wrong_type(key, "a string");
+  return v->str;
+}
+
+Result<std::uint64_t> GgufFile::get_uint(std::string_view key) const {
+  TERNJIT_TRY(const GgufValue* v, lookup(*this, key));
+  switch (v->type) {
+    case GgufValueType::U8: case GgufValueType::U16: case GgufValueType::U32: case GgufValueType::U64: return v->u;
+    case GgufValueType::I8: case GgufValueType::I16: case GgufValueType::I32: case GgufValueType::I64:
+      if (v->i < 0) return wrong_type(key, "a non-negative integer");
+      return static_cast<std::uint64_t>(v->i);
+    default: return wrong_type(key, "an integer");
+  }
+}
+
+Result<std::int64_t> GgufFile::get_int(std::string_view key) const {
+  TERNJIT_TRY(const GgufValue* v, lookup(*this, key));
+  switch (v->type) {
+    case GgufValueType::U8: case GgufValueType::U16: case GgufValueType::U32: case GgufValueType::U64:
+      if (v->u > kMaxI63) return wrong_type(key, "an integer within int64");
+      return static_cast<std::int64_t>(v->u);
+    case GgufValueType::I8: case GgufValueType::I16: case GgufValueType::I32: case GgufValueType::I64: return v->i;
+    default: return wrong_type(key, "an integer");
+  }
+}
+
+Result<double> GgufFile::get_float(std::string_view key) const {
+  TERNJIT_TRY(const GgufValue* v, lookup(*this, key));
+  if (v->type != GgufValueType::F32 && v->type != GgufValueType::F64) return wrong_type(key, "a float");
+  return v->f;
+}
+
+Result<bool> GgufFile::get_bool(std::string_view key) const {
+  TERNJIT_TRY(const GgufValue* v, lookup(*this, key));
+  if (v->type != GgufValueType::Bool) return wrong_type(key, "a bool");
+  return v->b;
+}
+
+Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view display_name) {
+  Reader in(data.span(), display_name);
+  const std::string prefix = std::string(display_name) + ": ";
+  TERNJIT_TRY(const std::uint64_t magic, in.uint(4, "magic"));
+  if (magic != 0x46554747u) return in.fail("bad magic: not a GGUF file");  // "GGUF" little-endian
+  TERNJIT_TRY(const std::uint64_t version, in.uint(4, "version"));
+  if (version == 0x02000000u || version == 0x03000000u) {
+    return in.fail("version " + std::to_string(version >> 24) +
+                   " is byte-swapped: big-endian GGUF files are not supported");
+  }
+  if (version != 2 && version != 3) {
+    return in.fail("version " + std::to_string(version) + " is not supported, expected 2 or 3");
+  }
+  GgufFile file;
+  file.version = static_cast<std::uint32_t>(version);
+  TERNJIT_TRY(const std::uint64_t tensor_count, in.uint(8, "tensor_count"));
+  TERNJIT_TRY(const std::uint64_t kv_count, in.uint(8, "kv_count"));
+  // A key/value pair takes at least 13 bytes (key length, type, one value byte) and a
+  // tensor info at least 24 (name length, n_dims, type, offset).
+  if (kv_count > in.remaining() / 13) {
+    return in.fail("kv_count " + std::to_string(kv_count) + " exceeds what the file can hold");
+  }
+  if (tensor_count > in.remaining() / 24) {
+    return in.fail("tensor_count " + std::to_string(tensor_count) + " exceeds what the file can hold");
+  }
+  file.metadata.reserve(static_cast<std::size_t>(kv_count));
+  for (std::uint64_t k = 0; k < kv_count; ++k) {
+    const std::string what = "key/value " + std::to_string(k);
+    GgufKv kv;
+    TERNJIT_TRY(kv.key, in.string(what + " key"));
+    TERNJIT_TRY(const std::uint64_t type, in.uint(4, "key " + quoted(kv.key) + " type"));
+    TERNJIT_TRY(kv.value, read_value(in, static_cast<std::uint32_t>(type), "key " + quoted(kv.key), 0));
+    if (kv.key == "general.alignment") {
+      TERNJIT_TRY(file.alignment, alignment_of(kv.value, prefix, ErrorCode::InvalidInput));
+    }
+    file.metadata.push_back(std::move(kv));
+  }
+
+  file.tensors.reserve(static_cast<std::size_t>(tensor_count));
+  std::set<std::string> names;
+  for (std::uint64_t k = 0; k < tensor_count; ++k) {
+    GgufTensor t;
+    TERNJIT_TRY(t.name, in.string("tensor " + std::to_string(k) + " name"));
+    const std::string what = "tensor " + quoted(t.name);
+    if (!names.insert(t.name).second) return in.fail(what + ": name appears more than once");
+    TERNJIT_TRY(const std::uint64_t n_dims, in.uint(4, what + " n_dims"));
+    if (n_dims == 0 || n_dims > kMaxDims) {
+      return in.fail(what + ": n_dims " + std::to_string(n_dims) + ", expected 1 to 4");
+    }
+    std::uint64_t count = 1;
+    for (std::uint64_t d = 0; d < n_dims; ++d) {
+      const std::string field = what + " ne[" + std::to_string(d) + "]";
+      TERNJIT_TRY(const std::uint64_t ne, in.uint(8, field));
+      if (ne > kMaxI63) return in.fail(field + " = " + std::to_string(ne) + " is negative as int64");
+      if (ne != 0 && count > kMaxI63 / ne) return in.fail(field + ": element count overflows int64");
+      count *= ne;
+      t.dims.push_back(ne);
+    }
+    TERNJIT_TRY(const std::uint64_t type_id, in.uint(4, what + " type"));
+    const std::optional<GgufTensorType> type = tensor_type_of(static_cast<std::uint32_t>(type_id));
+    if (!type) return in.fail(what + ": unknown or unsupported ggml type id " + std::to_string(type_id));
+    t.type = *type;
+    if (t.dims[0] % gguf_block_elems(t.type) != 0) {
+      return in.fail(what + ": ne[0] = " + std::to_string(t.dims[0]) + " is not a multiple of the " +
+                     std::string(gguf_type_name(t.type)) + " block size " + std::to_string(gguf_block_elems(t.type)));
+    }
+    if (!byte_size(t.type, count)) return in.fail(what + ": byte size overflows int64");
+    TERNJIT_TRY(t.offset, in.uint(8, what + " offset"));
+    // The bytes are attached once the data section's start is known.
+    file.tensors.push_back(std::move(t));
+  }
+
+  const std::uint64_t data_start = align_up(in.pos(), file.alignment);
+  const std::uint64_t file_size = data.size();
+  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;  // (begin, tensor index)
+  for (std::size_t k = 0; k < file.tensors.size(); ++k) {
+    GgufTensor& t = file.tensors[k];
+    const std::string what = "tensor " + quoted(t.name);
+    if (t.offset % file.alignment != 0) {
+      return in.fail(what + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                     std::to_string(file.alignment));
+    }
+    const std::uint64_t size = *byte_size(t.type, t.elem_count());
+    if (data_start > file_size || t.offset > file_size - data_start || size > file_size - data_start - t.offset) {
+      return in.fail(what + ": data [" + std::to_string(t.offset) + ", +" + std::to_string(size) +
+                     ") of the data section at " + std::to_string(data_start) + " ends past the end of the file (" +
+                     std::to_string(file_size) + " bytes)");
+    }
+    const auto begin = static_cast<std::size_t>(data_start + t.offset);
+    t.bytes = data.owned() ? data.slice(begin, static_cast<std::size_t>(size))
+                           : ir::SharedBytes::copy_of(data.span().subspan(begin, static_cast<std::size_t>(size)));
+    ranges.emplace_back(t.offset, k);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t r = 1; r < ranges.size(); ++r) {
+    const GgufTensor& prev = file.tensors[ranges[r - 1].second];
+    const GgufTensor& next = file.tensors[ranges[r].second];
+    if (!prev.bytes.empty() && !next.bytes.empty() && prev.offset + prev.bytes.size() > next.offset) {
+      return in.fail("tensor " + quoted(prev.name) + " and tensor " + quoted(next.name) + " overlap");
+    }
+  }
+  return file;
+}
+
+Result<GgufFile> read_gguf(const std::string& path) {
+  TERNJIT_TRY(ir::SharedBytes bytes, map_file(path));
+  return parse_gguf(bytes, path);
+}
+
+Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadata,
+                                                 std::span<const GgufTensor> tensors) {
+  std::uint64_t alignment = 32;
+  std::vector<std::uint8_t> out;
+  put_le(out, 0x46554747u, 4);
+  put_le(out, 3, 4);
+  put_le(out, tensors.size(), 8);
+  put_le(out, metadata.size(), 8);
+  for (const GgufKv& kv : metadata) {
+    if (kv.key == "general.alignment") {
+      TERNJIT_TRY(alignment, alignment_of(kv.value, "", ErrorCode::InvalidArgument));
+    }
+    put_string(out, kv.key);
+    put_le(out, static_cast<std::uint32_t>(kv.value.type), 4);
+    TERNJIT_TRY_VOID(put_value(out, kv.value, kv.key));
+  }
+  std::set<std::string_view> names;
+  std::uint64_t offset = 0;
+  for (const GgufTensor& t : tensors) {
+    const std::string what = "tensor " + quoted(t.name);
+    if (!names.insert(t.name).second) return make_error(ErrorCode::InvalidArgument, what + ": name repeats");
+    if (t.dims.empty() || t.dims.size() > kMaxDims) {
+      return make_error(ErrorCode::InvalidArgument, what + ": needs 1 to 4 dims");
+    }
+    std::uint64_t count = 1;
+    for (std::uint64_t d : t.dims) {
+      if (d > kMaxI63 || (d != 0 && count > kMaxI63 / d)) {
+        return make_error(ErrorCode::InvalidArgument, what + ": element count overflows int64");
+      }
+      count *= d;
+    }
+    if (t.dims[0] % gguf_block_elems(t.type) != 0) {
+      return make_error(ErrorCode::InvalidArgument, what + ": ne[0] is not a multiple of the block size");
+    }
+    const std::optional<std::uint64_t> size = byte_size(t.type, count);
+    if (!size || *size != t.bytes.size()) {
+      return make_error(ErrorCode::InvalidArgument, what + ": " + std::to_string(t.bytes.size()) +
+                                                        " bytes do not match its type and dims");
+    }
+    put_string(out, t.name);
+    put_le(out, t.dims.size(), 4);
+    for (std::uint64_t d : t.dims) put_le(out, d, 8);
+    put_le(out, static_cast<std::uint32_t>(t.type), 4);
+    put_le(out, offset, 8);
+    offset = align_up(offset + *size, alignment);
+  }
+  out.resize(static_cast<std::size_t>(align_up(out.size(), alignment)), 0);
+  const std::size_t data_start = out.size();
+  for (const GgufTensor& t : tensors) {
+    out.insert(out.end(), t.bytes.span().begin(), t.bytes.span().end());
+    out.resize(data_start + static_cast<std::size_t>(align_up(out.size() - data_start, alignment)), 0);
+  }
+  return out;
+}
+
+Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadata,
+                        std::span<const GgufTensor> tensors) {
+  TERNJIT_TRY(const std::vector<std::uint8_t> image, serialize_gguf(metadata, tensors));
+  std::string temp;
+  int fd = -1;
+  int open_err = 0;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    open_err = fd < 0 ? errno : 0;
+    if (fd < 0 && open_err != EEXIST) break;
+  }
+  if (fd < 0) return io_error("create a temporary file for", path, open_err);
+  int err = write_all(fd, image);
+  // fsync before rename, so a crash cannot leave the name on a partial file.
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(temp.c_str());
+    return io_error("write", path, err);
+  }
+  return success();
+}
+
+Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {
+  TERNJIT_TRY_VOID(check_size(t));
+  const auto n = static_cast<std::size_t>(t.elem_count());
+  const std::uint8_t* p = t.bytes.data();
+  std::vector<float> out(n);
+  switch (t.type) {
+    case GgufTensorType::F32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(load_le(p + 4 * i, 4)));
+      break;
+    case GgufTensorType::F16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = f16_at(p + 2 * i);
+      break;
+    case GgufTensorType::BF16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = ir::bf16_bits_to_f32(load_le16(p + 2 * i));
+      break;
+    case GgufTensorType::Q8_0:
+      // block_q8_0 { ggml_half d; int8_t qs[32]; }: y = qs[j] * d.
+      for (std::size_t b = 0; b < n / 32; ++b) {
+        const std::uint8_t* blk = p + 34 * b;
+        const float d = f16_at(blk);
+        for (std::size_t j = 0; j < 32; ++j) out[32 * b + j] = static_cast<float>(static_cast<std::int8_t>(blk[2 + j])) * d;
+      }
+      break;
+    case GgufTensorType::TQ2_0:
+      // dequantize_row_tq2_0: (float)(q - 1) * d, code 3 (value 2) included, as ggml.
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint8_t* blk = p + 66 * (i / kQK);
+        const std::size_t e = i % kQK;  // e = 128 * half + 32 * shift + m
+        const int q = (blk[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+        out[i] = static_cast<float>(q - 1) * f16_at(blk + 64);
+      }
+      break;
+    case GgufTensorType::TQ1_0: {
+      TERNJIT_TRY(const GgufTernary tern, gguf_ternary(t));
+      // ggml computes (float)(xi - 1) * d: the same product of a small integer and d.
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(tern.values[i]) * tern.scales[i / kQK];
+      break;
+    }
+  }
+  return out;
+}
+
+Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
+  if (t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0) {
+    return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": type " +
+                                                   std::string(gguf_type_name(t.type)) + " is not ternary");
+  }
+  TERNJIT_TRY_VOID(check_size(t));
+  const auto n = static_cast<std::size_t>(t.elem_count());
+  const std::size_t blocks = n / kQK;
+  GgufTernary r;
+  r.values.reserve(n);
+  r.scales.resize(blocks);
+  const std::uint8_t* p = t.bytes.data();
+  if (t.type == GgufTensorType::TQ2_0) {
+    // block_tq2_0 { uint8_t qs[64]; ggml_half d; } (dequantize_row_tq2_0): for each
+    // 32-byte half j, for shift l = 0..3, for byte m: ((qs[j + m] >> 2l) & 3) - 1.
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* qs = p + 66 * b;
+      r.scales[b] = f16_at(qs + 64);
+      for (std::size_t j = 0; j < 64; j += 32) {
+        for (int l = 0; l < 4; ++l) {
+          for (std::size_t m = 0; m < 32; ++m) {
+            const int q = (qs[j + m] >> (2 * l)) & 3;
+            if (q == 3) {
+              return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": TQ2_0 element " +
+                                                             std::to_string(r.values.size()) +
+                                                             " has code 3 (value 2), not ternary");
+            }
+            r.values.push_back(static_cast<std::int8_t>(q - 1));
+          }
+        }
+      }
+    }
+    return r;
+  }
+  // block_tq1_0 { uint8_t qs[48]; uint8_t qh[4]; ggml_half d; } (dequantize_row_tq1_0):
+  // each byte holds 5 (qs) or 4 (qh) trits as a fixed-point fraction; trit n is the top
+  // base-3 digit of (byte * 3^n mod 256), extracted as (q * 3) >> 8. The value order:
+  // qs[0..32) for n = 0..4, then qs[32..48) for n = 0..4, then qh[0..4) for n = 0..3.
+  static constexpr std::uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
+  auto trit = [](std::uint8_t byte, int n) {
+    const auto q = static_cast<std::uint8_t>(byte * kPow3[n]);  // uint8 wrap, as ggml
+    return static_cast<std::int8_t>(((static_cast<std::uint16_t>(q) * 3) >> 8) - 1);
+  };
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* qs = p + 54 * b;
+    const std::uint8_t* qh = qs + kTq1Qs;
+    r.scales[b] = f16_at(qh + kTq1Qh);
+    for (int n5 = 0; n5 < 5; ++n5) {
+      for (std::size_t m = 0; m < 32; ++m) r.values.push_back(trit(qs[m], n5));
+    }
+    for (int n5 = 0; n5 < 5; ++n5) {
+      for (std::size_t m = 32; m < 48; ++m) r.values.push_back(trit(qs[m], n5));
+    }
+    for (int n4 = 0; n4 < 4; ++n4) {
+      for (std::size_t m = 0; m < kTq1Qh; ++m) r.values.push_back(trit(qh[m], n4));
+    }
+  }
+  return r;
+}
+
+}  // namespace ternjit::formats

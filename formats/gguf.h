@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// gguf.h - read, validate, write and dequantize GGUF files (llama.cpp's model format).
+//
+// Layout (little-endian): "GGUF", version u32 (2 or 3), tensor_count u64, kv_count u64,
+// kv_count key/value pairs (key: u64 length + bytes; type u32; value), tensor_count
+// tensor infos (name string, n_dims u32, ne[n_dims] u64 with ne[0] innermost, ggml type
+// u32, offset u64 relative to the data section), then the data section at the header's
+// end rounded up to `general.alignment` (default 32).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/stored_tensor.h"
+#include "ternjit/result.h"
+
+namespace ternjit::formats {
+
+/// GGUF metadata value types, with their on-disk ids.
+enum class GgufValueType : std::uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
+  String = 8, Array = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+/// One metadata value. Integers of any width are in `u` (unsigned types) or `i` (signed
+/// types), floats in `f`, booleans in `b`, strings in `str`; an Array has `array_type`
+/// and its elements in `array` (each of that type; arrays of arrays are allowed).
+struct GgufValue {
+  GgufValueType type = GgufValueType::U8;  ///< which field holds the value
+  std::uint64_t u = 0;                     ///< U8, U16, U32, U64
+  std::int64_t i = 0;                      ///< I8, I16, I32, I64
+  double f = 0;                            ///< F32 (exactly), F64
+  bool b = false;                          ///< Bool
+  std::string str;                         ///< String
+  GgufValueType array_type = GgufValueType::U8;  ///< Array: the element type
+  std::vector<GgufValue> array;                  ///< Array: the elements
+};
+
+/// One key/value pair of the metadata, in file order.
+struct GgufKv {
+  std::string key;  ///< e.g. "general.architecture"
+  GgufValue value;  ///< the value
+};
+
+/// The ggml tensor types this reader understands, with their ggml ids (ggml.h).
+enum class GgufTensorType : std::uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35 };
+
+/// The name of a tensor type ("F32", "TQ2_0", ...).
+std::string_view gguf_type_name(GgufTensorType type);
+/// Elements per block: 1 for F32/F16/BF16, 32 for Q8_0, 256 for TQ1_0/TQ2_0.
+std::uint64_t gguf_block_elems(GgufTensorType type);
+/// Bytes per block: 4, 2, 34 (Q8_0), 2, 54 (TQ1_0), 66 (TQ2_0).
+std::uint64_t gguf_block_bytes(GgufTensorType type);
+
+/// One tensor. `dims` are in ggml order (dims[0] is the innermost, contiguous extent;
+/// the row-major shape is `dims` reversed). `bytes` holds byte_size bytes: in a file read
+/// by read_gguf, a region of the file's mapping (kept alive by it).
+struct GgufTensor {
+  std::string name;                       ///< the tensor's name
+  GgufTensorType type = GgufTensorType::F32;  ///< element encoding
+  std::vector<std::uint64_t> dims;        ///< ggml ne[], innermost first, 1 to 4 of them
+  std::uint64_t offset = 0;               ///< from the start of the data section (ignored by write_gguf)
+  ir::SharedBytes bytes;                  ///< the encoded elements
+
+  /// Product of dims (1 for no dims).
+  [[nodiscard]] std::uint64_t elem_count() const;
+};
+
+/// A whole GGUF file.
+struct GgufFile {
+  std::uint32_t version = 3;         ///< 2 or 3
+  std::uint64_t alignment = 32;      ///< general.alignment, or 32
+  std::vector<GgufKv> metadata;      ///< in file order
+  std::vector<GgufTensor> tensors;   ///< in file order
+
+  /// The value of `key`, or nullptr. Valid until `metadata` changes.
+  [[nodiscard]] const GgufValue* find(std::string_view key) const;
+  /// The tensor called `name`, or nullptr. Valid until `tensors` changes.
+  [[nodiscard]] const GgufTensor* find_tensor(std::string_view name) const;
+  /// The string value of `key`. Errors: NotFound when absent, InvalidInput when not a string.
+  [[nodiscard]] Result<std::string> get_string(std::string_view key) const;
+  /// The value of an unsigned, or non-negative signed, integer key. Errors: NotFound when
+  /// absent, InvalidInput for another type or a negative value.
+  [[nodiscard]] Result<std::uint64_t> get_uint(std::string_view key) const;
+  /// The value of an integer key of any type. Errors: NotFound, InvalidInput (another
+  /// type, or a U64 above INT64_MAX).
+  [[nodiscard]] Result<std::int64_t> get_int(std::string_view key) const;
+  /// The value of an F32 or F64 key. Errors: NotFound, InvalidInput.
+  [[nodiscard]] Result<double> get_float(std::string_view key) const;
+  /// The value of a Bool key. Errors: NotFound, InvalidInput.
+  [[nodiscard]] Result<bool> get_bool(std::string_view key) const;
+};
+
+/// Parses a GGUF image. Every malformation is an InvalidInput error (never a crash or an
+/// over-read) whose message starts with "<display_name>: " and names the field (and the
+/// key or tensor): a truncated header ("tensor 'w': ne[1] needs 8 bytes at offset 60,
+/// file has 64"), a bad magic, a byte-swapped (big-endian) version, a version other than
+/// 2 or 3, counts larger than the file could hold, an unknown value or tensor type id,
+/// more than 4 dims, a dim product or byte size over 2^63, ne[0] not a multiple of the
+/// block size, a misaligned offset, data past the end of the file, overlapping tensors,
+/// a repeated tensor name, a general.alignment that is not a power of two u32. The
+/// tensors' bytes are regions of `data` when it is owned, else copies.
+Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view display_name);
+
+/// Maps the file at `path` (map_file) and parses it with the path as display name.
+/// Errors: NotFound, IoError, otherwise as parse_gguf.
+Result<GgufFile> read_gguf(const std::string& path);
+
+/// Serializes a version 3 image: `metadata` in order (general.alignment, if present,
+/// must be a U32 power of two and sets the alignment; otherwise 32 is used and no key
+/// is added), then tensor infos with offsets assigned in order, each aligned, then the
+/// data. Errors (InvalidArgument): a tensor whose bytes.size() is not its byte size for
+/// its type and dims, 0 or more than 4 dims, ne[0] not a multiple of the block size, a
+/// repeated tensor name, a bad general.alignment, an array whose elements do not all
+/// have its array_type.
+Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadata,
+                                                 std::span<const GgufTensor> tensors);
+
+/// serialize_gguf, then written atomically (temporary file in the same directory,
+/// fsync, rename). Errors: as serialize_gguf; IoError when writing fails.
+Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadata,
+                        std::span<const GgufTensor> tensors);
+
+/// The tensor's values as f32, exactly as ggml's dequantize_row_* computes them (a TQ2_0
+/// code 3 gives 2 * d, as in ggml; gguf_ternary rejects it).
+/// Errors (InvalidInput): bytes.size() does not match the type and dims.
+Result<std::vector<float>> dequantize_gguf(const GgufTensor& tensor);
+
+/// The exact ternary content of a TQ1_0 or TQ2_0 tensor: value k of the tensor equals
+/// values[k] * scales[k / 256] (in f32), as ggml dequantizes it.
+struct GgufTernary {
+  std::vector<std::int8_t> values;  ///< -1, 0 or 1 per element, ggml element order
+  std::vector<float> scales;        ///< one f16 scale d per 256-element block
+};
+
+/// Splits a TQ1_0 or TQ2_0 tensor into ternary values and block scales. Errors
+/// (InvalidInput): another type, a size mismatch, or a TQ2_0 code 3 (value 2, which
+/// ggml would dequantize as 2 * d: not ternary), naming the element index.
+Result<GgufTernary> gguf_ternary(const GgufTensor& tensor);
+
+}  // namespace ternjit::formats
