@@ -335,14 +335,21 @@ void Function::erase_insts(std::span<const InstId> insts) {
   }
 }
 
-void Function::erase_block(BlockId b) {
-  TERNJIT_CHECK(!layout_.empty() && layout_[0] != b, "erase_block: cannot erase the entry block");
-  for (InstId i : blocks_.at(b.index).insts) {
-    insts_.at(i.index).erased = true;
-    insts_.at(i.index).block = BlockId{};
+void Function::erase_block(BlockId b) { erase_blocks({&b, 1}); }
+
+void Function::erase_blocks(std::span<const BlockId> blocks) {
+  std::vector<char> gone(blocks_.size(), 0);
+  for (BlockId b : blocks) {
+    TERNJIT_CHECK(!layout_.empty() && layout_[0] != b, "erase_block: cannot erase the entry block");
+    for (InstId i : blocks_.at(b.index).insts) {
+      insts_.at(i.index).erased = true;
+      insts_.at(i.index).block = BlockId{};
+    }
+    blocks_.at(b.index).insts.clear();
+    gone[b.index] = 1;
   }
-  blocks_.at(b.index).insts.clear();
-  layout_.erase(std::remove(layout_.begin(), layout_.end(), b), layout_.end());
+  layout_.erase(std::remove_if(layout_.begin(), layout_.end(), [&](BlockId b) { return gone[b.index] != 0; }),
+                layout_.end());
 }
 
 void Function::replace_all_uses(ValueId from, ValueId to) {

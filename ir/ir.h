@@ -376,6 +376,8 @@ class Function {
   /// Removes a block from the layout and erases its instructions. Precondition: it is
   /// not the entry block, and no remaining instruction uses its values or branches to it.
   void erase_block(BlockId b);
+  /// erase_block for several blocks, with one pass over the layout.
+  void erase_blocks(std::span<const BlockId> blocks);
   /// Replaces every use of `from` (operands and block-call args) by `to`. Costs a pass
   /// over the function: replace many with replace_uses.
   void replace_all_uses(ValueId from, ValueId to);

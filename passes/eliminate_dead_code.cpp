@@ -38,9 +38,10 @@ void remove_unreachable_blocks(ir::Function& f) {
           stack.push_back(c.block);
         }
   }
-  const std::vector<ir::BlockId> layout(f.blocks().begin(), f.blocks().end());
-  for (ir::BlockId b : layout)
-    if (!reachable[b.index]) f.erase_block(b);
+  std::vector<ir::BlockId> unreachable;
+  for (ir::BlockId b : f.blocks())
+    if (!reachable[b.index]) unreachable.push_back(b);
+  f.erase_blocks(unreachable);
 }
 
 // How many times each value is used, by ValueId index (operands and branch arguments).
@@ -70,19 +71,22 @@ void eliminate_dead_code(ir::Function& f) {
   std::vector<std::uint32_t> uses = count_uses(f);
   // Walking backwards erases a whole chain of dead producers in one sweep; a producer
   // used only from a later block may need another sweep.
+  // The dead are erased together after each sweep (one pass per block, not one per
+  // instruction).
   for (bool changed = true; changed;) {
     changed = false;
-    const std::vector<ir::BlockId> layout(f.blocks().begin(), f.blocks().end());
-    for (auto b = layout.rbegin(); b != layout.rend(); ++b) {
-      const std::vector<ir::InstId> insts(f.insts(*b).begin(), f.insts(*b).end());
+    std::vector<ir::InstId> dead;
+    for (auto b = f.blocks().rbegin(); b != f.blocks().rend(); ++b) {
+      const auto insts = f.insts(*b);
       for (auto i = insts.rbegin(); i != insts.rend(); ++i) {
         const ir::InstData& d = f.inst(*i);
         if (!is_dead(d, uses)) continue;
         for (ir::ValueId v : d.operands) --uses[v.index];
-        f.erase_inst(*i);
+        dead.push_back(*i);
         changed = true;
       }
     }
+    f.erase_insts(dead);
   }
 }
 

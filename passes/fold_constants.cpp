@@ -114,39 +114,79 @@ bool fold_branch(ir::Function& f, ir::InstId i) {
   return true;
 }
 
-// Folds one instruction; true when it was replaced by constants.
-bool fold(ir::Function& f, ir::InstId i) {
-  if (f.inst(i).op == ir::Op::CondBr) return fold_branch(f, i);
-  if (!foldable(f, f.inst(i))) return false;
-  auto values = evaluate(f, f.inst(i));
-  if (!values) return false;
-  const std::vector<ir::ValueId> results = f.inst(i).results;
-  TERNJIT_CHECK(values->size() == results.size(), "fold-constants: interpreter returned a wrong result count");
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    ir::InstId c = f.insert_inst_before(i, ir::Op::Const, {}, {f.type_of(results[r])},
-                                        const_attrs_of((*values)[r]), f.inst(i).loc);
-    ir::ValueId folded = f.inst(c).results[0];
-    // The constant takes over the name, so the printed IR stays readable.
-    f.value(folded).name = std::move(f.value(results[r]).name);
-    f.value(results[r]).name.clear();
-    f.replace_all_uses(results[r], folded);
+// Rebuilds each block's instruction list in one scan per sweep: a folded instruction's
+// constants are appended where it stood, and uses of its results are redirected once at
+// the end (inserting and redirecting per fold made 50,000 folds take 27 s).
+class Folder {
+ public:
+  explicit Folder(ir::Function& f) : f_(f) {}
+
+  // One sweep over every block; true when something was folded.
+  bool sweep() {
+    bool changed = false;
+    for (ir::BlockId b : f_.blocks()) {
+      const std::vector<ir::InstId> old = std::move(f_.block(b).insts);
+      f_.block(b).insts.clear();
+      for (ir::InstId i : old) {
+        for (ir::ValueId& v : f_.inst(i).operands) v = resolve(v);
+        if (f_.inst(i).op == ir::Op::CondBr) {
+          changed |= fold_branch(f_, i);
+          f_.block(b).insts.push_back(i);
+        } else if (fold(b, i)) {
+          changed = true;
+        } else {
+          f_.block(b).insts.push_back(i);
+        }
+      }
+    }
+    f_.erase_insts(folded_);
+    folded_.clear();
+    return changed;
   }
-  f.erase_inst(i);
-  return true;
-}
+
+  void finish() { f_.replace_uses(replaced_); }
+
+ private:
+  [[nodiscard]] ir::ValueId resolve(ir::ValueId v) const {
+    return v.index < replaced_.size() && replaced_[v.index].valid() ? replaced_[v.index] : v;
+  }
+
+  // Folds `i` (already taken out of block `b`'s list) into constants appended to `b`;
+  // false when it stays.
+  bool fold(ir::BlockId b, ir::InstId i) {
+    if (!foldable(f_, f_.inst(i))) return false;
+    auto values = evaluate(f_, f_.inst(i));
+    if (!values) return false;
+    const std::vector<ir::ValueId> results = f_.inst(i).results;
+    TERNJIT_CHECK(values->size() == results.size(), "fold-constants: interpreter returned a wrong result count");
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      ir::InstId c = f_.append_inst(b, ir::Op::Const, {}, {f_.type_of(results[r])}, const_attrs_of((*values)[r]),
+                                    f_.inst(i).loc);
+      ir::ValueId folded = f_.inst(c).results[0];
+      // The constant takes over the name, so the printed IR stays readable.
+      f_.value(folded).name = std::move(f_.value(results[r]).name);
+      f_.value(results[r]).name.clear();
+      if (replaced_.size() <= results[r].index) replaced_.resize(results[r].index + 1);
+      replaced_[results[r].index] = folded;
+    }
+    folded_.push_back(i);
+    return true;
+  }
+
+  ir::Function& f_;
+  std::vector<ir::ValueId> replaced_;  // by value index: the constant replacing a folded result
+  std::vector<ir::InstId> folded_;     // folded this sweep, erased at its end
+};
 
 }  // namespace
 
 void fold_constants(ir::Function& f) {
   // Layout order need not follow dominance across blocks, so sweep to a fixed point:
   // that also makes a second run a no-op.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (ir::BlockId b : f.blocks()) {
-      const std::vector<ir::InstId> insts(f.insts(b).begin(), f.insts(b).end());
-      for (ir::InstId i : insts) changed |= fold(f, i);
-    }
+  Folder folder(f);
+  while (folder.sweep()) {
   }
+  folder.finish();
 }
 
 }  // namespace ternjit::passes

@@ -27,32 +27,64 @@ namespace ternjit::passes {
 
 namespace {
 
-// Applies the first matching rule to `i`; true when it fired.
-bool simplify_inst(ir::Function& f, ir::InstId i) {
-  for (const SimplifyRule& rule : simplify_rules()) {
-    const ir::InstData& d = f.inst(i);
-    if (d.erased || rule.op != d.op || !rule.match(f, d)) continue;
-    const ir::ValueId result = d.results[0];
-    const ir::ValueId replacement = rule.rewrite(f, i);
-    TERNJIT_CHECK(f.type_of(replacement) == f.type_of(result),
-                  "simplify rule '" + std::string(rule.name) + "' changed the type of a value");
-    f.replace_all_uses(result, replacement);
-    f.erase_inst(i);
-    return true;
+// Sweeps until no rule fires. Uses of a replaced instruction's result are redirected
+// lazily (operands are resolved before matching) and once at the end, and the replaced
+// instructions are erased together after each sweep: per-rewrite redirecting and
+// erasing made N rewrites cost N passes over the function.
+class Simplifier {
+ public:
+  explicit Simplifier(ir::Function& f) : f_(f) {}
+
+  // One sweep; true when a rule fired.
+  bool sweep() {
+    bool changed = false;
+    for (ir::BlockId b : f_.blocks()) {
+      const std::vector<ir::InstId> insts(f_.insts(b).begin(), f_.insts(b).end());
+      for (ir::InstId i : insts) changed |= simplify_inst(i);
+    }
+    f_.erase_insts(replaced_insts_);
+    replaced_insts_.clear();
+    return changed;
   }
-  return false;
-}
+
+  void finish() { f_.replace_uses(replaced_); }
+
+ private:
+  [[nodiscard]] ir::ValueId resolve(ir::ValueId v) const {
+    while (v.index < replaced_.size() && replaced_[v.index].valid()) v = replaced_[v.index];
+    return v;
+  }
+
+  // Applies the first matching rule to `i`; true when it fired.
+  bool simplify_inst(ir::InstId i) {
+    for (ir::ValueId& v : f_.inst(i).operands) v = resolve(v);
+    for (const SimplifyRule& rule : simplify_rules()) {
+      const ir::InstData& d = f_.inst(i);
+      if (d.erased || rule.op != d.op || !rule.match(f_, d)) continue;
+      const ir::ValueId result = d.results[0];
+      const ir::ValueId replacement = resolve(rule.rewrite(f_, i));
+      TERNJIT_CHECK(f_.type_of(replacement) == f_.type_of(result),
+                    "simplify rule '" + std::string(rule.name) + "' changed the type of a value");
+      if (replaced_.size() <= result.index) replaced_.resize(result.index + 1);
+      replaced_[result.index] = replacement;
+      replaced_insts_.push_back(i);
+      return true;
+    }
+    return false;
+  }
+
+  ir::Function& f_;
+  std::vector<ir::ValueId> replaced_;      // by value index: what replaces a result
+  std::vector<ir::InstId> replaced_insts_; // replaced this sweep, erased at its end
+};
 
 }  // namespace
 
 void simplify(ir::Function& f) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (ir::BlockId b : f.blocks()) {
-      const std::vector<ir::InstId> insts(f.insts(b).begin(), f.insts(b).end());
-      for (ir::InstId i : insts) changed |= simplify_inst(f, i);
-    }
+  Simplifier s(f);
+  while (s.sweep()) {
   }
+  s.finish();
 }
 
 }  // namespace ternjit::passes

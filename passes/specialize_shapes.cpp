@@ -78,25 +78,22 @@ void substitute(ir::Type& t, const std::vector<ir::Dim>& map) {
     if (!d.is_static() && d.sym.index < map.size()) d = map[d.sym.index];
 }
 
-// Removes reshape/broadcast whose operand already has the result type.
+// Removes reshape/broadcast whose operand already has the result type (their uses are
+// redirected and they are erased all at once: one pass, however many there are).
 void fold_identity_shapes(ir::Function& f) {
-  for (ir::BlockId b : f.blocks()) {
-    const std::vector<ir::InstId> insts(f.insts(b).begin(), f.insts(b).end());
-    for (ir::InstId i : insts) {
+  std::vector<ir::ValueId> replaced(f.num_values());
+  std::vector<ir::InstId> identities;
+  for (ir::BlockId b : f.blocks())
+    for (ir::InstId i : f.insts(b)) {
       const ir::InstData& d = f.inst(i);
-      switch (d.op) {
-        case ir::Op::Reshape:
-        case ir::Op::Broadcast: {
-          const ir::ValueId from = d.results[0], to = d.operands[0];
-          if (!(f.type_of(from) == f.type_of(to))) break;
-          f.replace_all_uses(from, to);
-          f.erase_inst(i);
-          break;
-        }
-        default: break;
-      }
+      if (d.op != ir::Op::Reshape && d.op != ir::Op::Broadcast) continue;
+      const ir::ValueId from = d.results[0], to = d.operands[0];
+      if (!(f.type_of(from) == f.type_of(to))) continue;
+      replaced[from.index] = to;
+      identities.push_back(i);
     }
-  }
+  f.erase_insts(identities);
+  f.replace_uses(replaced);
 }
 
 // After binding, every value must still hold at most ir::kMaxElements elements: bindings

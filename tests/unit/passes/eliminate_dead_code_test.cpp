@@ -72,3 +72,12 @@ TEST_CASE("unreachable blocks are removed, reachable ones kept") {
   CHECK(out.find("^yes:") != std::string::npos);
   CHECK(out.find("^no:") != std::string::npos);
 }
+
+TEST_CASE("20,000 dead instructions and 20,000 unreachable blocks go in one run") {
+  std::string text = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n";
+  for (int k = 0; k < 20000; ++k) text += "  %d" + std::to_string(k) + " = exp %x : f32[4]\n";
+  text += "  ret %x\n";
+  for (int k = 0; k < 20000; ++k) text += "^u" + std::to_string(k) + ":\n  ret %x\n";
+  text += "}\n";
+  CHECK(opt(text, "eliminate-dead-code") == "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  ret %x\n}\n");
+}

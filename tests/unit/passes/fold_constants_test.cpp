@@ -140,3 +140,14 @@ TEST_CASE("multi-result instructions fold to one const per result") {
   CHECK(out.find("%t = const {values = [1, -1, 0, 1]} : t2[4]") != std::string::npos);
   CHECK(out.find("%g = const {value = 0.875} : f32[]") != std::string::npos);
 }
+
+// Each fold inserted its constant, redirected uses and erased with a pass over the
+// function or block: 50,000 folds took 27 s. Now a block is rebuilt once per sweep.
+TEST_CASE("20,000 chained folds in one block: every value folded, names kept, in order") {
+  std::string text = "func @f() -> f32[] {\n^entry:\n  %v0 = const {value = 0} : f32[]\n";
+  for (int k = 1; k <= 20000; ++k)
+    text += "  %v" + std::to_string(k) + " = add %v" + std::to_string(k - 1) + ", %v0 : f32[]\n";
+  text += "  ret %v20000\n}\n";
+  const std::string out = opt(text, "fold-constants,eliminate-dead-code");
+  CHECK(out == "func @f() -> f32[] {\n^entry:\n  %v20000 = const {value = 0} : f32[]\n  ret %v20000\n}\n");
+}

@@ -92,3 +92,16 @@ TEST_CASE("a symbolic shape is fine as long as the types match exactly") {
                                      "  %b = neg %a : f32[N, 8]\n  %r = neg %b : f32[N, 8]\n");
   CHECK(returns(out, "%x"));
 }
+
+TEST_CASE("a 20,000-long chain of x * 1 collapses to x in one run") {
+  std::string text = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  %one = const {value = 1} : f32[]\n";
+  std::string prev = "%x";
+  for (int k = 0; k < 20000; ++k) {
+    const std::string v = "%m" + std::to_string(k);
+    text += "  " + v + " = mul " + prev + ", %one : f32[4]\n";
+    prev = v;
+  }
+  text += "  %r = relu " + prev + " : f32[4]\n  ret %r\n}\n";
+  const std::string out = opt(text, "simplify,eliminate-dead-code");
+  CHECK(out == "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  %r = relu %x : f32[4]\n  ret %r\n}\n");
+}
