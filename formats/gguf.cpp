@@ -2,18 +2,13 @@
 // gguf.cpp - the GGUF reader (every length checked against the image), writer and ggml dequantizers.
 #include "formats/gguf.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include "formats/mapped_file.h"
@@ -175,22 +170,6 @@ Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::strin
     }
   }
   return v;
-}
-
-Error io_error(const std::string& what, const std::string& path, int err) {
-  return make_error(ErrorCode::IoError, "cannot " + what + " '" + path + "': " + std::generic_category().message(err));
-}
-
-int write_all(int fd, std::span<const std::uint8_t> bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return 0;
 }
 
 void put_le(std::vector<std::uint8_t>& out, std::uint64_t v, int n) {
@@ -527,26 +506,7 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
 Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadata,
                         std::span<const GgufTensor> tensors) {
   TERNJIT_TRY(const std::vector<std::uint8_t> image, serialize_gguf(metadata, tensors));
-  std::string temp;
-  int fd = -1;
-  int open_err = 0;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    open_err = fd < 0 ? errno : 0;
-    if (fd < 0 && open_err != EEXIST) break;
-  }
-  if (fd < 0) return io_error("create a temporary file for", path, open_err);
-  int err = write_all(fd, image);
-  // fsync before rename, so a crash cannot leave the name on a partial file.
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(temp.c_str());
-    return io_error("write", path, err);
-  }
-  return success();
+  return write_file_atomic(path, image);
 }
 
 Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {

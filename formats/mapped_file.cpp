@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <memory>
 #include <system_error>
 #include <vector>
@@ -75,6 +76,53 @@ Result<ir::SharedBytes> map_file(const std::string& path) {
   ::close(fd);
   if (err != 0) return io_error("read", path, err);
   return ir::SharedBytes::adopt(std::move(data));
+}
+
+namespace {
+
+// write(2) all of `bytes`, retrying short writes and EINTR. Returns 0 or an errno.
+int write_all(int fd, std::span<const std::uint8_t> bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+Error write_error(const std::string& what, const std::string& path, int err) {
+  return make_error(ErrorCode::IoError, "cannot " + what + " '" + path + "': " + std::generic_category().message(err));
+}
+
+}  // namespace
+
+Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+  // O_EXCL makes the temporary ours alone; the pid separates processes and the attempt
+  // number separates concurrent writers of the same path within one process.
+  std::string temp;
+  int fd = -1;
+  int open_err = 0;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    open_err = fd < 0 ? errno : 0;
+    if (fd < 0 && open_err != EEXIST) break;
+  }
+  if (fd < 0) return write_error("create a temporary file for", path, open_err);
+  int err = write_all(fd, bytes);
+  // fsync before rename: otherwise a crash can leave the new name pointing at an
+  // empty or partial file on some file systems.
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(temp.c_str());
+    return write_error("write", path, err);
+  }
+  return success();
 }
 
 }  // namespace ternjit::formats

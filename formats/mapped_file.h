@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// mapped_file.h - a whole file as shared read-only bytes, memory-mapped where the system allows.
+// mapped_file.h - whole files in and out: shared read-only bytes (memory-mapped where possible), atomic writes.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include "ir/stored_tensor.h"
@@ -19,5 +21,11 @@ namespace ternjit::formats {
 /// Errors: NotFound when the file does not exist, IoError when it cannot be opened,
 /// examined or read ("cannot read 'w.st': Is a directory").
 Result<ir::SharedBytes> map_file(const std::string& path);
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it (created exclusively:
+/// "<path>.tmp.<pid>.<n>"), fsync, then rename over `path`, so readers (and mappings of
+/// the old file) see either the old or the whole new file. The temporary is removed on
+/// failure. Errors: IoError naming the path and the system's reason.
+Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes);
 
 }  // namespace ternjit::formats

@@ -2,17 +2,12 @@
 // safetensors.cpp - safetensors parsing with full validation, deterministic serialization, atomic writes.
 #include "formats/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -302,23 +297,6 @@ Result<const Dtype*> checked_dtype(const StTensor& tensor, ErrorCode code) {
   return dtype;
 }
 
-Error io_error(ErrorCode code, const std::string& what, const std::string& path, int err) {
-  return make_error(code, "cannot " + what + " '" + path + "': " + std::generic_category().message(err));
-}
-
-// write(2) all of `bytes`, retrying short writes and EINTR. Returns 0 or an errno.
-int write_all(int fd, std::span<const std::uint8_t> bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return 0;
-}
-
 }  // namespace
 
 const StTensor* StFile::find(std::string_view name) const {
@@ -469,29 +447,7 @@ Result<void> write_safetensors(const std::string& path, const StFile& file) {
   }
 
   const std::vector<std::uint8_t> image = serialize_safetensors(file);
-  // O_EXCL makes the temporary ours alone; the pid separates processes and the attempt
-  // number separates concurrent writers of the same path within one process.
-  std::string temp;
-  int fd = -1;
-  int open_err = 0;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    open_err = fd < 0 ? errno : 0;
-    if (fd < 0 && open_err != EEXIST) break;
-  }
-  if (fd < 0) return io_error(ErrorCode::IoError, "create a temporary file for", path, open_err);
-  int err = write_all(fd, image);
-  // fsync before rename: otherwise a crash can leave the new name pointing at an
-  // empty or partial file on some file systems.
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(temp.c_str());
-    return io_error(ErrorCode::IoError, "write", path, err);
-  }
-  return success();
+  return write_file_atomic(path, image);
 }
 
 Result<std::vector<float>> to_f32(const StTensor& tensor) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ternary.h - the packed ternary weight formats (tern2, tern2-sm, tern1.6, bitplane): pack, unpack, store.
 //
-// Layouts (SPEC section 4); element i of n, values in {-1, 0, +1}:
+// Layouts (formats/README.md); element i of n, values in {-1, 0, +1}:
 //   tern2     2 bits per value, code = value + 1 (-1 -> 00, 0 -> 01, +1 -> 10, 11 invalid),
 //             element i in bits [2*(i%4), 2*(i%4)+1] of byte i/4. Padding fields of the
 //             last byte are written as 01 (value 0) and ignored on unpack. This is also

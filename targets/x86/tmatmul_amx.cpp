@@ -23,7 +23,7 @@
 // + bias, + residual as separate rounded ops, no FMA; relu): bit-exact with the reference.
 // The tile configuration (64 bytes, palette 1) is emitted in the code and loaded with
 // ldtilecfg by the generated code itself (GCC 12's _tile_loadconfig drops most of it,
-// perf.md); tilerelease ends the function.
+// as measured when this kernel was written); tilerelease ends the function.
 //
 // Emulation (tests on CPUs without AMX): create_amx_emulated generates the same code
 // except that ldtilecfg/tilerelease are left out and tileloadd, tilestored, tilezero and

@@ -6,7 +6,7 @@
 // a row, column c of the panel is the 2-bit field at bit 2*(c % 16) of the little-endian
 // dword at byte 4*(c / 16): code 0 -> 0, 1 -> +1, 3 -> -1 (2-bit two's complement;
 // 2 is never written). One panel streams sequentially along K, which the hardware
-// prefetchers follow well (perf.md: interleaved panels beat short per-row streams).
+// prefetchers follow well (interleaved panels beat short per-row streams).
 //
 // Decode (per vector of L = 8 or 16 f32 lanes, i.e. L codes = L/4 bytes):
 //   vpbroadcastd t, [codes]      the dword holding this vector's codes, in every lane
