@@ -108,7 +108,6 @@ targets::CompileOptions EngineShared::compile_options(const targets::Target& t) 
   auto it = typed.target_options.find(t.name());
   if (it != typed.target_options.end()) o.target = it->second;
   o.tuning = typed.tuning;
-  o.tuning_source = tuning.get();
   return o;
 }
 

@@ -70,9 +70,6 @@ struct CompileOptions {
   int threads = 0;                                    ///< 0: the target's default
   TargetOptions target;                               ///< this target's own options (parsed by it)
   TuningMode tuning = TuningMode::Cached;             ///< how tuning sources are consulted
-  /// Where a target asks for configurations it decides while compiling (may be null:
-  /// its defaults). Not part of the cache key; `decisions` are.
-  const TuningSource* tuning_source = nullptr;
   /// For a target that decides_at_compile(): the configuration of each of its
   /// tuning_spaces(), in order, decided by the engine before compile() and part of the
   /// disk-cache key (a new tuning record gives a new artifact, never a stale hit).

@@ -5,10 +5,11 @@
 // call of that op as a TuningSpace: a problem (what identifies the kernel, the row count
 // M kept apart so the nearest tuned M can serve), the candidate configurations as text
 // with a cost estimate each, a default, a validity test for configurations recorded for
-// another M, and a bench that compiles and runs one candidate. It asks a TuningSource for
-// the configuration to use: at load (x86: when a plan is built) or at compile time (GPU
-// targets, whose choice shapes the emitted code; such a target writes its decisions into
-// the artifact's metadata under "tuning.<i>", see Target::compile). autotune/ implements
+// another M, and a bench that compiles and runs one candidate. The configuration to use
+// comes from a TuningSource: the target asks it at load (x86: when a plan is built), or,
+// for a target whose choice shapes the emitted code (Target::decides_at_compile), the
+// engine asks it before compile and hands the answers over in CompileOptions::decisions,
+// keying the disk cache by them. autotune/ implements
 // TuningSource (records on disk, optional tuning on first call) and knows no target's
 // types; a target knows nothing of records or strategies.
 #pragma once
