@@ -13,6 +13,7 @@
 #include "ir/ir.h"
 #include "ir/stored_tensor.h"
 #include "ir/tensor.h"
+#include "targets/common/step_plan.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets {
@@ -58,5 +59,12 @@ struct LoadValue {
       out[j] = static_cast<std::int8_t>(stored ? stored->at(first + j) : computed.data[first + j]);
   }
 };
+
+/// Evaluates `plan.load_time` of `f` in order: a parameter is taken from `params`
+/// (LoadValue::param, zeros for a missing one when `zeros_for_missing`), a pure op by the
+/// interpreter on the values before it. Entry k is the value of Slot{Const, k}. Errors:
+/// as LoadValue::param, and the interpreter's.
+Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const StepPlan& plan,
+                                                  const ir::ParamValues& params, bool zeros_for_missing);
 
 }  // namespace ternjit::targets

@@ -2,6 +2,8 @@
 // step_plan.cpp - the shared walk of CPU targets (step_plan.h).
 #include "targets/common/step_plan.h"
 
+#include "targets/load_value.h"
+
 #include <algorithm>
 #include <map>
 
@@ -130,6 +132,28 @@ StepPlan plan_steps(const ir::Function& f) {
     p.steps.push_back(std::move(s));
   }
   return p;
+}
+
+Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const StepPlan& plan,
+                                                  const ir::ParamValues& params, bool zeros_for_missing) {
+  std::vector<LoadValue> values(plan.load_time.size());
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) {
+    const LoadTimeValue& v = plan.load_time[k];
+    if (v.result != 0) continue;  // evaluated with result 0 of its instruction
+    const ir::InstData& inst = f.inst(v.inst);
+    if (inst.op == Op::Param) {
+      TERNJIT_TRY(values[k], LoadValue::param(params, std::get<ir::ParamAttrs>(inst.attrs).name, f,
+                                              f.type_of(inst.results[0]), zeros_for_missing));
+      continue;
+    }
+    const ir::Module sm = ir::single_inst_module(f, inst);
+    std::vector<ir::HostTensor> args;
+    for (ValueId a : inst.operands) args.push_back(values[plan.slot(a).index].tensor());
+    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) values[k + j].computed = std::move(outs[j]);
+  }
+  return values;
 }
 
 }  // namespace ternjit::targets

@@ -158,36 +158,15 @@ Result<Program> analyze(const ir::Function& f, int group) {
 
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing) {
-  // Parameters stay in their stored form (sharing the bound bytes); computed values are owned.
-  std::map<std::uint32_t, LoadValue> vals;
-  // Evaluate every load-time instruction in order (the same rule as analyze()).
-  std::vector<bool> is_const(f.num_values(), false);
-  for (InstId i : f.insts(f.entry())) {
-    const ir::InstData& inst = f.inst(i);
-    if (inst.op == Op::Ret) break;
-    const bool all_const = std::all_of(inst.operands.begin(), inst.operands.end(),
-                                       [&](ValueId v) { return is_const[v.index]; });
-    if (inst.op == Op::Param) {
-      const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
-      TERNJIT_TRY(vals[inst.results[0].index],
-                  LoadValue::param(params, name, f, f.type_of(inst.results[0]), zeros_for_missing));
-      is_const[inst.results[0].index] = true;
-      continue;
-    }
-    if (ir::op_flags(inst.op) != ir::OpFlags::Pure || !all_const) continue;
-    const ir::Module sm = ir::single_inst_module(f, inst);
-    std::vector<ir::HostTensor> args;
-    for (ValueId v : inst.operands) args.push_back(vals.at(v.index).tensor());
-    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
-    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      vals[inst.results[j].index].computed = std::move(outs[j]);
-      is_const[inst.results[j].index] = true;
-    }
-  }
+  // Parameters stay in their stored form (sharing the bound bytes); computed values are
+  // owned. The same shared walk as analyze(), so the load-time values are the same.
+  const StepPlan plan = plan_steps(f);
+  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing));
+  std::map<std::uint32_t, const LoadValue*> by_value;
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   std::vector<std::vector<std::uint8_t>> out;
   for (const ConstSlot& c : p.consts) {
-    const LoadValue& t = vals.at(c.value.index);
+    const LoadValue& t = *by_value.at(c.value.index);
     if (c.form == ConstSlot::Form::Value) {
       out.push_back(t.encoded());
       continue;

@@ -269,11 +269,15 @@ class Builder {
     impl_->n_out = plan_.out_bytes.size();
     impl_->in_bytes = plan_.in_bytes;
     impl_->out_bytes = plan_.out_bytes;
-    // Load-time values in definition order: Slot{Const, k} is consts[k]. The results of
-    // one instruction are consecutive, evaluated together.
-    for (const LoadTimeValue& v : plan_.load_time)
-      if (v.result == 0) TERNJIT_TRY_VOID(eval_load_time(v.inst, f_.inst(v.inst)));
-    TERNJIT_CHECK(impl_->consts.size() == plan_.load_time.size(), "plan: load-time values out of step");
+    // Load-time values in definition order: Slot{Const, k} is consts[k]. Describe-only
+    // plans (foreign ISA) read an unbound parameter as zeros.
+    TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f_, plan_, params_, o_.allow_foreign_isa));
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      ConstValue c;
+      c.value = std::move(values[k]);
+      c.expr = load_time_expr(plan_.load_time[k]);
+      impl_->consts.push_back(std::move(c));
+    }
     for (const PlannedStep& s : plan_.steps) {
       if (s.kind == PlannedStep::Kind::Copy) {
         const ValueId v = f_.inst(f_.insts(f_.entry()).back()).operands[s.ret_index];
@@ -306,19 +310,14 @@ class Builder {
 
   std::string summary(InstId i) const { return ir::print_inst(f_, names_, i); }
 
-  // A load-time instruction: a parameter (in its stored form) or a pure op of load-time
-  // values, evaluated once here.
-  Result<void> eval_load_time(InstId i, const ir::InstData& inst) {
-    if (inst.op == Op::Param) {
-      const std::string& name = std::get<ir::ParamAttrs>(inst.attrs).name;
-      ConstValue c;
-      c.expr = "param @" + name;
-      // Describe-only plans (foreign ISA) read an unbound parameter as zeros.
-      TERNJIT_TRY(c.value, LoadValue::param(params_, name, f_, f_.type_of(inst.results[0]), o_.allow_foreign_isa));
-      impl_->consts.push_back(std::move(c));
-      return success();
-    }
-    return eval_at_load(i, inst);
+  // What identifies a load-time value for packing: "param @L.w", or
+  // "tquantize.7(param @L.w)#0" for result 0 of a pure op of load-time values.
+  std::string load_time_expr(const LoadTimeValue& v) const {
+    const ir::InstData& inst = f_.inst(v.inst);
+    if (inst.op == Op::Param) return "param @" + std::get<ir::ParamAttrs>(inst.attrs).name;
+    std::string expr = std::string(ir::op_name(inst.op)) + "." + std::to_string(v.inst.index) + "(";
+    for (std::size_t k = 0; k < inst.operands.size(); ++k) expr += (k ? ", " : "") + cval(inst.operands[k]).expr;
+    return expr + ")#" + std::to_string(v.result);
   }
 
   Result<void> lower(InstId i, const ir::InstData& inst) {
@@ -355,26 +354,6 @@ class Builder {
     impl_->steps.push_back(std::make_unique<ReferenceStep>(ir::single_inst_module(f_, inst), std::move(in),
                                                            std::move(in_types), std::move(out), std::move(out_bytes),
                                                            std::string(ir::op_name(inst.op)), summary(i)));
-    return success();
-  }
-
-  Result<void> eval_at_load(InstId i, const ir::InstData& inst) {
-    const ir::Module sm = ir::single_inst_module(f_, inst);
-    std::vector<ir::HostTensor> args;
-    std::string expr = std::string(ir::op_name(inst.op)) + "." + std::to_string(i.index) + "(";
-    for (std::size_t k = 0; k < inst.operands.size(); ++k) {
-      args.push_back(cval(inst.operands[k]).tensor());
-      expr += (k ? ", " : "") + cval(inst.operands[k]).expr;
-    }
-    expr += ")";
-    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
-    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      ConstValue c;
-      c.value.computed = std::move(outs[j]);
-      c.expr = expr + "#" + std::to_string(j);
-      impl_->consts.push_back(std::move(c));
-    }
     return success();
   }
 
