@@ -82,9 +82,14 @@ Result<targets::Artifact> decode_artifact(std::string_view bytes) {
   if (!r.str(code) || !r.str(entry) || !r.u(count, 8)) return bad("truncated");
   a.bytes.assign(code.begin(), code.end());
   a.entry = std::string(entry);
+  // Names strictly increasing, as encode_artifact writes them: a repeated name would be
+  // dropped silently, and the encoding stays canonical (decode then encode is identity).
+  std::string_view previous;
   for (std::uint64_t i = 0; i < count; ++i) {
     std::string_view name, value;
     if (!r.str(name) || !r.str(value)) return bad("truncated metadata");
+    if (i > 0 && name <= previous) return bad("metadata name '" + std::string(name) + "' out of order or repeated");
+    previous = name;
     a.metadata.emplace(std::string(name), std::string(value));
   }
   if (!r.done()) return bad("trailing bytes");

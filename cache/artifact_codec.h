@@ -25,7 +25,8 @@ inline constexpr std::uint32_t kArtifactCodecVersion = 1;
 std::string encode_artifact(const targets::Artifact& artifact);
 
 /// The artifact encoded in `bytes`. Errors (InvalidInput): bad magic, another codec
-/// version, an unknown kind, a length past the end, or trailing bytes.
+/// version, an unknown kind, a length past the end, metadata names out of order or
+/// repeated, or trailing bytes. What decodes encodes back to `bytes`.
 Result<targets::Artifact> decode_artifact(std::string_view bytes);
 
 /// Checks that `artifact` is a kernel of `function` as `specialized` declares it: the IR

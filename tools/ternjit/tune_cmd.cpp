@@ -166,6 +166,8 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   for (const auto& s : *shapes) {
     auto spec = passes::specialize_function(*m, *function, s, /*require_static=*/true);
     if (!spec.ok()) return fail(spec.error());
+    // Measuring allocates the kernel's buffers.
+    if (auto fits = passes::check_tensor_bytes(*spec, *function); !fits.ok()) return fail(fits.error());
     passes::PipelineOptions popts;
     popts.target = info;
     auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level, info), popts);

@@ -70,5 +70,22 @@ TEST_CASE("artifact codec: round trip and bounds-checked decoding") {
   CHECK_FALSE(decode_artifact(bytes + "x").ok());
 }
 
+// Found by fuzz_cache: two metadata entries with one name decoded to one (the second
+// dropped silently), so decoding then encoding changed the bytes.
+TEST_CASE("artifact codec: metadata names repeated or out of order do not decode") {
+  targets::Artifact a;
+  a.metadata = {{"a", "1"}, {"b", "2"}};
+  const std::string bytes = encode_artifact(a);
+  const std::string first = std::string("\x01\0\0\0\0\0\0\0a", 9) + std::string("\x01\0\0\0\0\0\0\0" "1", 9);
+  const std::string second = std::string("\x01\0\0\0\0\0\0\0b", 9) + std::string("\x01\0\0\0\0\0\0\0" "2", 9);
+  REQUIRE(bytes.size() > first.size() + second.size());
+  REQUIRE(bytes.substr(bytes.size() - 36) == first + second);
+  const std::string head = bytes.substr(0, bytes.size() - 36);
+  auto repeated = decode_artifact(head + first + first);
+  REQUIRE_FALSE(repeated.ok());
+  CHECK(repeated.error().message.find("metadata name 'a' out of order or repeated") != std::string::npos);
+  CHECK_FALSE(decode_artifact(head + second + first).ok());
+}
+
 }  // namespace
 }  // namespace ternjit::cache
