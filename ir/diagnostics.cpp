@@ -3,6 +3,9 @@
 #include "ternjit/result.h"
 #include "ternjit/types.h"
 
+#include <string_view>
+#include <utility>
+
 namespace ternjit {
 
 namespace {
@@ -14,6 +17,50 @@ std::string_view severity_word(Severity s) {
     case Severity::Note: return "note";
   }
   return "error";
+}
+
+// The length of the valid UTF-8 sequence of 2 to 4 bytes starting at `i`, else 0.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t j) { return static_cast<unsigned char>(s[j]); };
+  const unsigned char lead = byte(i);
+  const std::size_t n = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                        : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (std::size_t j = 1; j < n; ++j)
+    if ((byte(i + j) & 0xC0) != 0x80) return 0;
+  // Overlong 3/4-byte forms, UTF-16 surrogates and code points past U+10FFFF are not text.
+  if ((lead == 0xE0 && byte(i + 1) < 0xA0) || (lead == 0xED && byte(i + 1) >= 0xA0) ||
+      (lead == 0xF0 && byte(i + 1) < 0x90) || (lead == 0xF4 && byte(i + 1) >= 0x90))
+    return 0;
+  return n;
+}
+
+// The source line as it is shown, and the caret line under byte column `col`: control
+// bytes, DEL and bytes that are not valid UTF-8 are written as \xNN (so binary garbage never
+// reaches the terminal raw); tabs are kept, and the caret counts one column per character.
+std::pair<std::string, std::string> display_line(std::string_view line, std::uint32_t col) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string shown, caret;
+  for (std::size_t i = 0; i < line.size();) {
+    const unsigned char c = static_cast<unsigned char>(line[i]);
+    std::size_t n = 1;
+    std::string piece;
+    if (c == '\t' || (c >= 0x20 && c < 0x7F)) {
+      piece.assign(1, static_cast<char>(c));
+    } else if (c >= 0x80 && (n = utf8_length(line, i)) != 0) {
+      piece.assign(line.substr(i, n));
+    } else {
+      n = 1;
+      piece = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+    if (i + 1 < col) {
+      const std::size_t width = c == '\t' ? 1 : n > 1 ? 1 : piece.size();
+      caret.append(width, c == '\t' ? '\t' : ' ');
+    }
+    shown += piece;
+    i += n;
+  }
+  return {std::move(shown), std::move(caret)};
 }
 
 void render_into(const Diagnostic& d, std::string& out) {
@@ -30,11 +77,11 @@ void render_into(const Diagnostic& d, std::string& out) {
   out += d.message;
   out += '\n';
   if (!d.source_line.empty() && d.loc.known()) {
-    out += d.source_line;
-    out += '\n';
     // The caret sits under byte column `col`; tabs are kept so the caret lines up.
-    for (std::uint32_t i = 1; i < d.loc.col && i - 1 < d.source_line.size(); ++i)
-      out += d.source_line[i - 1] == '\t' ? '\t' : ' ';
+    auto [shown, caret] = display_line(d.source_line, d.loc.col);
+    out += shown;
+    out += '\n';
+    out += caret;
     out += "^\n";
   }
   for (const Diagnostic& n : d.notes) render_into(n, out);

@@ -2,12 +2,14 @@
 // c_api.cpp - the C ABI of ternjit.h over the C++ Engine API: handles, statuses, no exceptions.
 //
 // Every entry point converts its C arguments, calls the C++ API and turns a failed
-// Result into a status code plus a message kept in a thread-local string (the only
-// per-thread state of the library, required by ternjit_last_error). Each entry point
-// is wrapped in guarded(): an exception from anywhere below (std::bad_alloc, a foreign
-// library) becomes TERNJIT_INTERNAL with its what() text and never crosses the ABI.
+// Result into a status code plus a message kept in the thread-local jit::last_error()
+// (shared with the kernel trampoline, required by ternjit_last_error). Each entry point
+// is wrapped in guarded(), which clears the message first (ternjit.h's last-error rule):
+// an exception from anywhere below (std::bad_alloc, a foreign library) becomes
+// TERNJIT_INTERNAL with its what() text and never crosses the ABI.
 #include "ternjit/ternjit.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -35,9 +37,24 @@ struct ternjit_engine {
   ternjit::Engine engine;
 };
 
+// A declaration with the flat arrays ternjit_tensor_decl points into.
+struct CTensorDecl {
+  ternjit::TensorDecl decl;
+  std::vector<int64_t> extents;
+  std::vector<const char*> symbols;
+};
+
+// A declaration list built once; nothing is resized after the pointers are taken.
+struct CFunctionDecl {
+  std::string name;
+  std::vector<CTensorDecl> inputs, outputs;
+};
+
 struct ternjit_program {
-  explicit ternjit_program(ternjit::Program p) : program(std::move(p)) {}
+  explicit ternjit_program(ternjit::Program p);
   ternjit::Program program;
+  std::vector<CFunctionDecl> functions;  // the module never changes: built once
+  std::vector<CTensorDecl> params;       // declarations only; the bound state is read live
 };
 
 static_assert(std::is_same_v<ternjit::KernelFn, ternjit_kernel_fn>, "the C and C++ kernel entry types differ");
@@ -48,23 +65,20 @@ using ternjit::ElemKind;
 using ternjit::Error;
 using ternjit::ErrorCode;
 
-// The message of the last failed call on this thread.
-thread_local std::string t_last_error;
-
 void set_error(std::string_view message) noexcept {
   try {
-    t_last_error.assign(message);
+    ternjit::jit::last_error().assign(message);
   } catch (...) {
-    t_last_error.clear();  // out of memory while reporting: an empty message, still a status
+    ternjit::jit::last_error().clear();  // out of memory while reporting: an empty message, still a status
   }
 }
 
 // Records "function: what detail" without allocating before the try (used in handlers).
 void set_error(const char* function, const char* what, const char* detail = "") noexcept {
   try {
-    t_last_error.assign(function).append(": ").append(what).append(detail);
+    ternjit::jit::last_error().assign(function).append(": ").append(what).append(detail);
   } catch (...) {
-    t_last_error.clear();
+    ternjit::jit::last_error().clear();
   }
 }
 
@@ -88,6 +102,7 @@ ternjit_status misuse(const char* function, std::string_view message) {
 // Runs `body` (returning a ternjit_status); no exception escapes.
 template <class F>
 ternjit_status guarded(const char* function, F&& body) noexcept {
+  ternjit::jit::last_error().clear();
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -189,16 +204,17 @@ ternjit_status make_views(const char* function, const char* kind, const ternjit_
   return TERNJIT_OK;
 }
 
+// The size of the first ternjit_engine_options (up to `verbose`): callers built against it
+// stay valid; later fields are read only when struct_size says the caller has them.
+constexpr std::size_t kFirstOptionsSize = offsetof(ternjit_engine_options, max_isa);
+
 // Builds EngineOptions from the C struct (NULL: defaults), checking every field.
 ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::EngineOptions* out) {
   constexpr const char* fn = "ternjit_engine_create";
   if (c == nullptr) return TERNJIT_OK;
-  // Callers built against the first struct (up to `verbose`) stay valid; later fields
-  // are read only when struct_size says the caller has them.
-  constexpr std::size_t kFirstSize = offsetof(ternjit_engine_options, max_isa);
-  if (c->struct_size < kFirstSize)
+  if (c->struct_size < kFirstOptionsSize)
     return misuse(fn, "options.struct_size is " + std::to_string(c->struct_size) + ", expected at least " +
-                          std::to_string(kFirstSize) + " (initialize the options with ternjit_engine_options_init)");
+                          std::to_string(kFirstOptionsSize) + " (initialize the options with ternjit_engine_options_init)");
   const auto has = [&](std::size_t end) { return c->struct_size >= end; };
   if (c->opt_level < 0 || c->opt_level > 3)
     return misuse(fn, "options.opt_level must be 0..3, got " + std::to_string(c->opt_level));
@@ -222,6 +238,46 @@ ternjit_status engine_options_of(const ternjit_engine_options* c, ternjit::Engin
     if (c->target_options != nullptr) out->target_options = c->target_options;
     if (c->tuning != nullptr && *c->tuning != '\0') out->tuning = c->tuning;
   }
+  if (has(offsetof(ternjit_engine_options, trace_context) + sizeof c->trace_context) && c->trace != nullptr) {
+    out->trace = [trace = c->trace, context = c->trace_context](std::string_view line) {
+      trace(context, line.data(), line.size());
+    };
+  }
+  return TERNJIT_OK;
+}
+
+CTensorDecl c_decl(ternjit::TensorDecl d) {
+  CTensorDecl c{std::move(d), {}, {}};
+  for (const ternjit::Dim& dim : c.decl.shape) {
+    c.extents.push_back(dim.is_static() ? dim.extent : -1);
+    c.symbols.push_back(dim.is_static() ? nullptr : dim.symbol.c_str());
+  }
+  return c;
+}
+
+// Fills `out` from `c` (pointers into c).
+void fill_decl(const CTensorDecl& c, ternjit_tensor_decl* out) {
+  out->name = c.decl.name.c_str();
+  out->dtype = dtype_of(c.decl.kind);
+  out->rank = static_cast<int32_t>(c.extents.size());
+  out->extents = c.extents.data();
+  out->symbols = c.symbols.data();
+}
+
+// Argument or result `i` of function `index` (`outputs` picks which) into `out`.
+ternjit_status function_decl(const char* fn, const ternjit_program* program, size_t index, size_t i, bool outputs,
+                             ternjit_tensor_decl* out) {
+  if (program == nullptr) return misuse(fn, "program is null");
+  if (out == nullptr) return misuse(fn, "out is null");
+  if (index >= program->functions.size())
+    return misuse(fn, "function " + std::to_string(index) + " out of range (the program has " +
+                          std::to_string(program->functions.size()) + ")");
+  const CFunctionDecl& f = program->functions[index];
+  const auto& list = outputs ? f.outputs : f.inputs;
+  if (i >= list.size())
+    return misuse(fn, std::string(outputs ? "result " : "argument ") + std::to_string(i) + " of '" + f.name +
+                          "' out of range (it has " + std::to_string(list.size()) + ")");
+  fill_decl(list[i], out);
   return TERNJIT_OK;
 }
 
@@ -235,6 +291,16 @@ constexpr std::string_view kStaticFeatures[] = {
 };
 
 }  // namespace
+
+ternjit_program::ternjit_program(ternjit::Program p) : program(std::move(p)) {
+  for (ternjit::FunctionDecl& f : program.functions()) {
+    CFunctionDecl c{std::move(f.name), {}, {}};
+    for (ternjit::TensorDecl& d : f.inputs) c.inputs.push_back(c_decl(std::move(d)));
+    for (ternjit::TensorDecl& d : f.outputs) c.outputs.push_back(c_decl(std::move(d)));
+    functions.push_back(std::move(c));
+  }
+  for (ternjit::ParamInfo& p : program.params()) params.push_back(c_decl(std::move(p.decl)));
+}
 
 extern "C" {
 
@@ -261,26 +327,29 @@ int ternjit_has_feature(const char* name) {
   return s == TERNJIT_OK ? present : 0;
 }
 
-const char* ternjit_last_error(void) { return t_last_error.c_str(); }
+const char* ternjit_last_error(void) { return ternjit::jit::last_error().c_str(); }
 
 void ternjit_engine_options_init(ternjit_engine_options* options) {
+  ternjit_engine_options_init_sized(options, sizeof(ternjit_engine_options));
+}
+
+void ternjit_engine_options_init_sized(ternjit_engine_options* options, size_t size) {
+  ternjit::jit::last_error().clear();
   if (options == nullptr) {
     set_error("ternjit_engine_options_init: options is null");
     return;
   }
-  options->struct_size = sizeof(ternjit_engine_options);
-  options->target = "auto";
-  options->opt_level = 2;
-  options->threads = 0;
-  options->cache_dir = nullptr;
-  options->verbose = 0;
-  options->max_isa = nullptr;
-  options->parallel_for = nullptr;
-  options->parallel_pool = nullptr;
-  options->cache_max_bytes = 0;
-  options->cache_shared_group = 0;
-  options->target_options = nullptr;
-  options->tuning = nullptr;
+  if (size < kFirstOptionsSize) {
+    set_error("ternjit_engine_options_init_sized: size " + std::to_string(size) + " is below the first struct's " +
+              std::to_string(kFirstOptionsSize) + " bytes");
+    return;
+  }
+  // Every field that ends within the caller's struct gets its default; nothing past it is touched.
+  ternjit_engine_options defaults{};
+  defaults.struct_size = static_cast<uint32_t>(std::min(size, sizeof(ternjit_engine_options)));
+  defaults.target = "auto";
+  defaults.opt_level = 2;
+  std::memcpy(options, &defaults, defaults.struct_size);
 }
 
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out) {
@@ -448,6 +517,69 @@ ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel
     // KernelFn and ternjit_kernel_fn are the same type: int32_t(const void*, void* const*).
     *fn_out = k->entry();
     *state = k->state();
+    return TERNJIT_OK;
+  });
+}
+
+size_t ternjit_program_num_functions(const ternjit_program* program) {
+  size_t n = 0;
+  (void)guarded("ternjit_program_num_functions", [&] {
+    if (program == nullptr) return misuse("ternjit_program_num_functions", "program is null");
+    n = program->functions.size();
+    return TERNJIT_OK;
+  });
+  return n;
+}
+
+ternjit_status ternjit_program_function(const ternjit_program* program, size_t index, const char** name,
+                                        size_t* n_inputs, size_t* n_outputs) {
+  constexpr const char* fn = "ternjit_program_function";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (index >= program->functions.size())
+      return misuse(fn, "function " + std::to_string(index) + " out of range (the program has " +
+                            std::to_string(program->functions.size()) + ")");
+    const CFunctionDecl& f = program->functions[index];
+    if (name != nullptr) *name = f.name.c_str();
+    if (n_inputs != nullptr) *n_inputs = f.inputs.size();
+    if (n_outputs != nullptr) *n_outputs = f.outputs.size();
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_program_function_input(const ternjit_program* program, size_t index, size_t i,
+                                              ternjit_tensor_decl* out) {
+  constexpr const char* fn = "ternjit_program_function_input";
+  return guarded(fn, [&] { return function_decl(fn, program, index, i, /*outputs=*/false, out); });
+}
+
+ternjit_status ternjit_program_function_output(const ternjit_program* program, size_t index, size_t i,
+                                               ternjit_tensor_decl* out) {
+  constexpr const char* fn = "ternjit_program_function_output";
+  return guarded(fn, [&] { return function_decl(fn, program, index, i, /*outputs=*/true, out); });
+}
+
+size_t ternjit_program_num_params(const ternjit_program* program) {
+  size_t n = 0;
+  (void)guarded("ternjit_program_num_params", [&] {
+    if (program == nullptr) return misuse("ternjit_program_num_params", "program is null");
+    n = program->params.size();
+    return TERNJIT_OK;
+  });
+  return n;
+}
+
+ternjit_status ternjit_program_param(const ternjit_program* program, size_t i, ternjit_tensor_decl* out,
+                                     int32_t* bound) {
+  constexpr const char* fn = "ternjit_program_param";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (out == nullptr) return misuse(fn, "out is null");
+    if (i >= program->params.size())
+      return misuse(fn, "parameter " + std::to_string(i) + " out of range (the program has " +
+                            std::to_string(program->params.size()) + ")");
+    fill_decl(program->params[i], out);
+    if (bound != nullptr) *bound = program->program.params().at(i).bound ? 1 : 0;
     return TERNJIT_OK;
   });
 }

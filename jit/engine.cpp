@@ -204,6 +204,40 @@ Result<void> Program::bind_random(std::uint64_t seed) {
   });
 }
 
+namespace {
+
+// An IR type as the public declaration: symbols by name, in the table that owns them.
+TensorDecl decl_of(std::string name, const ir::Type& type, const auto& symbol_name) {
+  TensorDecl d{std::move(name), type.elem, {}};
+  for (const ir::Dim& dim : type.shape)
+    d.shape.push_back(dim.is_static() ? Dim(dim.extent) : Dim(std::string(symbol_name(dim.sym))));
+  return d;
+}
+
+}  // namespace
+
+std::vector<FunctionDecl> Program::functions() const {
+  std::vector<FunctionDecl> out;
+  for (const ir::Function& f : impl_->module.functions()) {
+    const auto symbol = [&](ir::SymbolId s) -> const std::string& { return f.symbol_name(s); };
+    FunctionDecl fd{f.name(), {}, {}};
+    for (ir::ValueId v : f.args()) fd.inputs.push_back(decl_of(f.value(v).name, f.value(v).type, symbol));
+    for (const ir::Type& t : f.result_types()) fd.outputs.push_back(decl_of("", t, symbol));
+    out.push_back(std::move(fd));
+  }
+  return out;
+}
+
+std::vector<ParamInfo> Program::params() const {
+  std::vector<ParamInfo> out;
+  std::lock_guard lock(impl_->weights_mu);
+  for (const ir::ParamDecl& p : impl_->module.params()) {
+    const auto symbol = [&](ir::SymbolId s) -> const std::string& { return p.symbols.at(s.index); };
+    out.push_back(ParamInfo{decl_of(p.name, p.type, symbol), impl_->weights.is_bound(p.name)});
+  }
+  return out;
+}
+
 Result<const Kernel*> Program::kernel(std::string_view function, std::span<const TensorView> inputs) {
   const jit::EngineShared& engine = *impl_->engine;
   KeyBuilder key(function, inputs);

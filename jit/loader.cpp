@@ -2,24 +2,50 @@
 // loader.cpp - the one C-callable trampoline over every target's kernels, and the status mapping.
 #include "jit/loader.h"
 
+#include <exception>
+#include <string_view>
+
 #include "ternjit/ternjit.h"
 
 namespace ternjit::jit {
 
 namespace {
 
+// Records a failed call's message; an allocation failure leaves it empty (the status still says).
+void record(std::string_view message) noexcept {
+  try {
+    last_error().assign(message);
+  } catch (...) {
+    last_error().clear();
+  }
+}
+
 std::int32_t trampoline_entry(const void* state, void* const* buffers) noexcept {
+  last_error().clear();
   try {
     auto r = static_cast<const Trampoline*>(state)->run(buffers);
-    return r.ok() ? TERNJIT_OK : status_of(r.error().code);
+    if (r.ok()) return TERNJIT_OK;
+    std::string text = "kernel: " + render(r.error());
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    record(text);
+    return status_of(r.error().code);
+  } catch (const std::exception& e) {
+    record(std::string("kernel: internal error: unexpected exception: ") + e.what());
   } catch (...) {
-    return TERNJIT_INTERNAL;
+    record("kernel: internal error: unexpected non-standard exception");
   }
+  return TERNJIT_INTERNAL;
 }
 
 }  // namespace
 
 KernelFn Trampoline::entry() { return &trampoline_entry; }
+
+std::string& last_error() noexcept {
+  // The only per-thread state of the library (ternjit_last_error needs one per thread).
+  thread_local std::string message;
+  return message;
+}
 
 std::int32_t status_of(ErrorCode code) {
   switch (code) {

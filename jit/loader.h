@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "targets/target.h"
 #include "ternjit/engine.h"
@@ -30,5 +31,9 @@ class Trampoline {
 
 /// The ternjit_status value (ternjit.h) of an error code: InvalidInput 1 ... Internal 7.
 std::int32_t status_of(ErrorCode code);
+
+/// The calling thread's message behind ternjit_last_error(): every C entry point and every
+/// call of a kernel entry clears it when it starts and sets it when it fails (ternjit.h).
+std::string& last_error() noexcept;
 
 }  // namespace ternjit::jit

@@ -96,6 +96,27 @@ class Kernel {
 
 class Engine;
 
+/// A declared tensor of a program: its name (an argument's or parameter's; "" for a
+/// result), element kind and shape, each dim a static extent or a symbol name.
+struct TensorDecl {
+  std::string name;
+  ElemKind kind = ElemKind::F32;
+  Shape shape;
+};
+
+/// A function of a program as declared: "Layer.fn", its arguments and its results.
+struct FunctionDecl {
+  std::string name;
+  std::vector<TensorDecl> inputs;
+  std::vector<TensorDecl> outputs;
+};
+
+/// A parameter of a program ("Layer.param", its declared type) and whether a value is bound.
+struct ParamInfo {
+  TensorDecl decl;
+  bool bound = false;
+};
+
 /// A compiled module with its bound weights. Thread-safe: concurrent first calls with
 /// the same shapes build once (the others wait); later calls are a lookup.
 class Program {
@@ -120,6 +141,11 @@ class Program {
   Result<const Kernel*> kernel(std::string_view function, std::span<const TensorView> inputs);
   /// Specializes (once) and runs.
   Result<void> run(std::string_view function, std::span<const TensorView> inputs, std::span<TensorView> outputs);
+
+  /// The module's functions in declaration order (fixed for the program's life).
+  [[nodiscard]] std::vector<FunctionDecl> functions() const;
+  /// The module's parameters in declaration order, with their bound state now.
+  [[nodiscard]] std::vector<ParamInfo> params() const;
 
   /// Internal.
   struct Impl;

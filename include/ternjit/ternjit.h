@@ -10,10 +10,21 @@
 extern "C" {
 #endif
 
-/** ABI version: bumped on any incompatible change of this header. */
-#define TERNJIT_ABI_VERSION 1
+/** ABI version: bumped on any incompatible change of this header or of a documented behaviour
+ *  (2: ternjit_last_error() is cleared by every successful call; kernel entries set it).
+ *  Structs that grow (ternjit_engine_options) only gain fields at their end, read by the
+ *  library only when the caller's struct_size covers them, so a caller compiled against an
+ *  older header keeps working with a newer library of the same ABI version. */
+#define TERNJIT_ABI_VERSION 2
 
-/** Every call returns one of these; on failure ternjit_last_error() says why. */
+/** Every call returns one of these; on failure ternjit_last_error() says why.
+ *
+ *  The last-error rule: every function of this header except ternjit_abi_version,
+ *  ternjit_version and ternjit_last_error clears the calling thread's message when it starts
+ *  and sets it when it fails (a non-OK status, or for functions without a status, the failure
+ *  their comment names). A kernel entry (ternjit_kernel_fn) follows the same rule on the
+ *  thread that calls it. So after a failure the message is that failure's, and after a success
+ *  it is "". Messages are per thread: a failure on one thread never shows on another. */
 typedef enum ternjit_status {
   TERNJIT_OK = 0,
   TERNJIT_INVALID_INPUT = 1,    /**< source text, weight files or weight values are wrong */
@@ -80,6 +91,11 @@ typedef struct ternjit_engine_options {
    *  max_isa above is shorthand for x86.max_isa; the two must agree. */
   const char* target_options;
   const char* tuning; /**< NULL/"": "off"; "cached" (use tuning records) or "tune" (tune at first call) */
+  /* ABI 2. */
+  /** NULL: verbose trace lines go to stderr; else each line (without '\n', `len` bytes, not
+   *  NUL-terminated) is passed here, from whichever thread compiles, possibly concurrently. */
+  void (*trace)(void* context, const char* line, size_t len);
+  void* trace_context; /**< first argument of trace */
 } ternjit_engine_options;
 
 /** The ABI version this library was built with (TERNJIT_ABI_VERSION). */
@@ -88,12 +104,19 @@ uint32_t ternjit_abi_version(void);
 const char* ternjit_version(void);
 /** 1 if a feature is present ("target:reference", "target:x86", "safetensors", ...), else 0. */
 int ternjit_has_feature(const char* name);
-/** The message of the last failed call on this thread ("" if none). Valid until the next call. */
+/** The message of this thread's last call if it failed, else "" (the rule above). Valid until
+ *  the thread's next call into the library. */
 const char* ternjit_last_error(void);
 
 /** Sets defaults: target "auto", opt_level 2, threads 0, cache_dir NULL, verbose 0, max_isa NULL,
- *  parallel_for NULL, cache_max_bytes 0, cache_shared_group 0, target_options NULL, tuning NULL. */
+ *  parallel_for NULL, cache_max_bytes 0, cache_shared_group 0, target_options NULL, tuning NULL,
+ *  trace NULL. A NULL `options` is a failure (ternjit_last_error says so). */
 void ternjit_engine_options_init(ternjit_engine_options* options);
+/** The same for a caller whose struct is `size` bytes (a binding that declares the struct
+ *  itself, possibly from an older header of this ABI version): only fields that end within
+ *  `size` are written, and struct_size is set to `size`. A size below the first struct's
+ *  (up to `verbose`) is a failure that writes nothing. */
+void ternjit_engine_options_init_sized(ternjit_engine_options* options, size_t size);
 /** Creates an engine from explicit options (NULL: defaults). */
 ternjit_status ternjit_engine_create(const ternjit_engine_options* options, ternjit_engine** out);
 /** Creates an engine from the environment (TERNJIT_TARGET, TERNJIT_OPT_LEVEL, TERNJIT_THREADS,
@@ -134,10 +157,36 @@ size_t ternjit_kernel_num_outputs(const ternjit_kernel* kernel);
 ternjit_status ternjit_kernel_output(const ternjit_kernel* kernel, size_t i, ternjit_dtype* dtype, int32_t* rank,
                                      const int64_t** shape);
 
+/** A tensor as a program declares it. Pointers are owned by the program and valid while it lives. */
+typedef struct ternjit_tensor_decl {
+  const char* name;           /**< the argument's or parameter's name; "" for a result */
+  ternjit_dtype dtype;        /**< declared element type (TERNJIT_T2 for ternary; bool reads as TERNJIT_U8) */
+  int32_t rank;
+  const int64_t* extents;     /**< rank entries: the static extent, or -1 where the dim is a symbol */
+  const char* const* symbols; /**< rank entries: the symbol's name ("K"), or NULL where the dim is static */
+} ternjit_tensor_decl;
+
+/** Number of functions of the program (its module's, in declaration order). 0 for NULL (a failure). */
+size_t ternjit_program_num_functions(const ternjit_program* program);
+/** Function `index`: its name ("Layer.forward") and argument and result counts (each out may be NULL). */
+ternjit_status ternjit_program_function(const ternjit_program* program, size_t index, const char** name,
+                                        size_t* n_inputs, size_t* n_outputs);
+/** Argument `i` of function `index` as declared (symbolic dims by name). */
+ternjit_status ternjit_program_function_input(const ternjit_program* program, size_t index, size_t i,
+                                              ternjit_tensor_decl* out);
+/** Result `i` of function `index` as declared. */
+ternjit_status ternjit_program_function_output(const ternjit_program* program, size_t index, size_t i,
+                                               ternjit_tensor_decl* out);
+/** Number of parameters ("Layer.param") of the program. 0 for NULL (a failure). */
+size_t ternjit_program_num_params(const ternjit_program* program);
+/** Parameter `i` as declared, and whether a value is bound to it now (1) or not (0); `bound` may be NULL. */
+ternjit_status ternjit_program_param(const ternjit_program* program, size_t i, ternjit_tensor_decl* out,
+                                     int32_t* bound);
+
 /** The calling convention of a fetched kernel: `buffers` holds the input data pointers in
  *  argument order, then the output data pointers in result order, each contiguous with the
- *  shapes the kernel was specialized for. Returns a ternjit_status (0 on success); safe to call
- *  from several threads at once. */
+ *  shapes the kernel was specialized for. Returns a ternjit_status (0 on success) and follows the
+ *  last-error rule; safe to call from several threads at once. */
 typedef int32_t (*ternjit_kernel_fn)(const void* state, void* const* buffers);
 /** The plain function pointer and the state to pass it, valid while the program lives. */
 ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel_fn* fn, const void** state);

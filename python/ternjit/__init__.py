@@ -301,7 +301,7 @@ class Engine:
                  target_options=None, tuning=None):
         lib = _lib()
         opts = _capi.EngineOptions()
-        lib.ternjit_engine_options_init(ctypes.byref(opts))
+        lib.ternjit_engine_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
         opts.target = str(target).encode()
         opts.opt_level = int(opt_level)
         opts.threads = int(threads)
@@ -389,7 +389,8 @@ class Engine:
         if self.options.get("from_env"):
             return (Engine.from_env, ())
         o = self.options
-        return (Engine, (o["target"], o["opt_level"], o["threads"], o["verbose"], o["cache_dir"]))
+        return (Engine, (o["target"], o["opt_level"], o["threads"], o["verbose"], o["cache_dir"], o["target_options"],
+                         o["tuning"]))
 
     def __del__(self):
         # Programs hold a reference to their engine, so none is alive here.

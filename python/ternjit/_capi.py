@@ -19,7 +19,7 @@ import os
 import threading
 
 #: The ABI version this binding was written for (TERNJIT_ABI_VERSION in ternjit.h).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # ternjit_status
 OK = 0
@@ -62,7 +62,7 @@ class Tensor(ctypes.Structure):
 
 
 class EngineOptions(ctypes.Structure):
-    """ternjit_engine_options (fill with ternjit_engine_options_init first)."""
+    """ternjit_engine_options (fill with ternjit_engine_options_init_sized first)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -71,8 +71,7 @@ class EngineOptions(ctypes.Structure):
         ("threads", ctypes.c_int32),
         ("cache_dir", ctypes.c_char_p),
         ("verbose", ctypes.c_int32),
-        # Later fields: ternjit_engine_options_init writes all of them, so the struct
-        # must be as large as the C one.
+        # Later fields, filled by ternjit_engine_options_init_sized up to this struct's size.
         ("max_isa", ctypes.c_char_p),
         ("parallel_for", ctypes.c_void_p),
         ("parallel_pool", ctypes.c_void_p),
@@ -80,6 +79,8 @@ class EngineOptions(ctypes.Structure):
         ("cache_shared_group", ctypes.c_int32),
         ("target_options", ctypes.c_char_p),
         ("tuning", ctypes.c_char_p),
+        ("trace", ctypes.c_void_p),
+        ("trace_context", ctypes.c_void_p),
     ]
 
 
@@ -96,6 +97,7 @@ _PROTOTYPES = {
     "ternjit_has_feature": (ctypes.c_int, [ctypes.c_char_p]),
     "ternjit_last_error": (ctypes.c_char_p, []),
     "ternjit_engine_options_init": (None, [ctypes.POINTER(EngineOptions)]),
+    "ternjit_engine_options_init_sized": (None, [ctypes.POINTER(EngineOptions), ctypes.c_size_t]),
     "ternjit_engine_create": (_status, [ctypes.POINTER(EngineOptions), ctypes.POINTER(_handle)]),
     "ternjit_engine_create_from_env": (_status, [ctypes.POINTER(_handle)]),
     "ternjit_engine_destroy": (None, [_handle]),

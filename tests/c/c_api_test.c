@@ -10,6 +10,7 @@
  * there). Then checks the error paths: each gives a status and a last_error message.
  * Exit 0 when every check passes, 1 otherwise (each failure printed).
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,13 +458,189 @@ static void check_errors(const char* source, size_t len) {
                  TERNJIT_NOT_FOUND, "Nope.forward");
     expect_error("run(function=NULL)", ternjit_run(p, NULL, &in, 1, &out, 1), TERNJIT_INVALID_ARGUMENT, "function");
 
-    /* A success after failures still works, and the last error stays readable. */
+    /* A success after failures works and clears the message (the last-error rule). */
+    CHECK(strcmp(ternjit_last_error(), "") != 0);
     CHECK_OK(ternjit_run(p, "BitLinear.forward", &in, 1, &out, 1));
-    CHECK(ternjit_last_error() != NULL);
+    CHECK(ternjit_last_error() != NULL && strcmp(ternjit_last_error(), "") == 0);
     ternjit_program_destroy(p);
   }
   ternjit_engine_destroy(engine);
   bl_layer_free(&L);
+}
+
+/* Counts the trace lines an engine hands to the options' trace callback. */
+static void count_trace(void* context, const char* line, size_t len) {
+  int* n = (int*)context;
+  if (line != NULL && len > 0 && memchr(line, '\n', len) == NULL) ++*n;
+}
+
+/* Checks a declaration: name, dtype and dims, each "" for a static extent or a symbol name. */
+static void check_decl(const char* what, const ternjit_tensor_decl* d, const char* name, ternjit_dtype dtype,
+                       int32_t rank, const int64_t* extents, const char* const* symbols) {
+  int32_t i;
+  int ok = d->name != NULL && strcmp(d->name, name) == 0 && d->dtype == dtype && d->rank == rank;
+  for (i = 0; ok && i < rank; ++i) {
+    if (symbols[i] != NULL)
+      ok = d->extents[i] == -1 && d->symbols[i] != NULL && strcmp(d->symbols[i], symbols[i]) == 0;
+    else
+      ok = d->extents[i] == extents[i] && d->symbols[i] == NULL;
+  }
+  if (!ok) {
+    fprintf(stderr, "%s: declaration '%s' dtype %d rank %d does not match '%s'\n", what,
+            d->name ? d->name : "(null)", (int)d->dtype, (int)d->rank, name);
+    ++g_failures;
+  }
+}
+
+/* Introspection of functions and parameters, the trace option, and the last-error rule on
+ * the kernel entry (the reference target reports a null buffer). */
+static void check_introspection(const char* source, size_t len) {
+  static const char kFixed[] =
+      "layer Fixed {\n"
+      "    param w: TernaryTensor[8, N]\n"
+      "    param b: Tensor[N]\n"
+      "    fn forward(x: Tensor[M, 8]) -> Tensor[M, N] {\n"
+      "        return (x @ w) + b\n"
+      "    }\n"
+      "}\n";
+  ternjit_engine_options opts;
+  ternjit_engine* engine = NULL;
+  ternjit_program* p = NULL;
+  ternjit_tensor_decl d;
+  const char* name = NULL;
+  size_t n_in = 99, n_out = 99;
+  int32_t bound = -1;
+  int traces = 0;
+  static const char* const x_sym[] = {"M", "K"};
+  static const char* const y_sym[] = {"M", "N"};
+  static const char* const gamma_sym[] = {"K"};
+  static const char* const w_sym[] = {"K", "N"};
+  static const char* const fixed_x[] = {"M", NULL};
+  static const int64_t fixed_x_ext[] = {-1, 8};
+  static const char* const fixed_w[] = {NULL, "N"};
+  static const int64_t fixed_w_ext[] = {8, -1};
+  float gamma[K];
+  int i;
+
+  printf("introspection, trace and last error\n");
+  ternjit_engine_options_init(&opts);
+  opts.target = "reference";
+  opts.cache_dir = "off";
+  opts.verbose = 1;
+  opts.trace = count_trace;
+  opts.trace_context = &traces;
+  CHECK_OK(ternjit_engine_create(&opts, &engine));
+  if (engine == NULL) return;
+  CHECK_OK(ternjit_compile(engine, source, len, "bitlinear.tri", &p));
+  if (p == NULL) {
+    ternjit_engine_destroy(engine);
+    return;
+  }
+  CHECK(ternjit_program_num_functions(p) == 1);
+  CHECK_OK(ternjit_program_function(p, 0, &name, &n_in, &n_out));
+  CHECK(name != NULL && strcmp(name, "BitLinear.forward") == 0 && n_in == 1 && n_out == 1);
+  CHECK_OK(ternjit_program_function_input(p, 0, 0, &d));
+  check_decl("input 0", &d, "x", TERNJIT_F32, 2, NULL, x_sym);
+  CHECK_OK(ternjit_program_function_output(p, 0, 0, &d));
+  check_decl("output 0", &d, "", TERNJIT_F32, 2, NULL, y_sym);
+  CHECK(ternjit_program_num_params(p) == 3);
+  CHECK_OK(ternjit_program_param(p, 0, &d, &bound));
+  check_decl("param 0", &d, "BitLinear.gamma", TERNJIT_F32, 1, NULL, gamma_sym);
+  CHECK(bound == 0);
+  CHECK_OK(ternjit_program_param(p, 1, &d, NULL));
+  check_decl("param 1", &d, "BitLinear.w", TERNJIT_T2, 2, NULL, w_sym);
+  for (i = 0; i < K; ++i) gamma[i] = 1.0f;
+  {
+    const int64_t gshape[1] = {K};
+    CHECK_OK(ternjit_bind_weight(p, "BitLinear.gamma", gamma, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, gshape, 1));
+  }
+  CHECK_OK(ternjit_program_param(p, 0, &d, &bound));
+  CHECK(bound == 1);
+  CHECK_OK(ternjit_program_param(p, 2, &d, &bound));
+  CHECK(bound == 0 && strcmp(d.name, "BitLinear.w_scale") == 0);
+
+  expect_error("program_function(index 1)", ternjit_program_function(p, 1, &name, NULL, NULL),
+               TERNJIT_INVALID_ARGUMENT, "out of range");
+  expect_error("program_function_input(argument 1)", ternjit_program_function_input(p, 0, 1, &d),
+               TERNJIT_INVALID_ARGUMENT, "argument 1");
+  expect_error("program_function_output(out NULL)", ternjit_program_function_output(p, 0, 0, NULL),
+               TERNJIT_INVALID_ARGUMENT, "out is null");
+  expect_error("program_param(3)", ternjit_program_param(p, 3, &d, NULL), TERNJIT_INVALID_ARGUMENT,
+               "parameter 3");
+  CHECK(ternjit_program_num_params(NULL) == 0 && strstr(ternjit_last_error(), "program is null") != NULL);
+  CHECK(ternjit_program_num_functions(p) == 1 && strcmp(ternjit_last_error(), "") == 0);
+
+  /* The kernel entry sets the message on failure and clears it on success. */
+  {
+    const int64_t sshape[1] = {N};
+    float scale[N];
+    for (i = 0; i < N; ++i) scale[i] = 0.5f;
+    CHECK_OK(ternjit_bind_weight(p, "BitLinear.w_scale", scale, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, sshape, 1));
+  }
+  CHECK_OK(ternjit_bind_random(p, 3)); /* binds w, the last unbound parameter */
+  {
+    const int64_t xs[2] = {2, K};
+    float x[2 * K], y[2 * N];
+    ternjit_tensor in = {NULL, TERNJIT_F32, 2, xs};
+    ternjit_kernel* kernel = NULL;
+    ternjit_kernel_fn fn = NULL;
+    const void* state = NULL;
+    void* buffers[2];
+    int32_t st;
+    for (i = 0; i < 2 * K; ++i) x[i] = (float)(i % 7) - 3.0f;
+    CHECK_OK(ternjit_get_kernel(p, "BitLinear.forward", &in, 1, &kernel));
+    CHECK(traces > 0); /* verbose lines went to the callback */
+    if (kernel != NULL) {
+      CHECK_OK(ternjit_kernel_entry(kernel, &fn, &state));
+      expect_error("compile(syntax error) before a kernel call", ternjit_compile(engine, "layer {", 7, "e.tri", &p),
+                   TERNJIT_INVALID_INPUT, "e.tri");
+      buffers[0] = NULL;
+      buffers[1] = y;
+      st = fn(state, (void* const*)buffers);
+      expect_error("kernel entry(null input)", (ternjit_status)st, TERNJIT_INVALID_ARGUMENT, "input 0 is null");
+      CHECK(strstr(ternjit_last_error(), "e.tri") == NULL); /* not the previous, unrelated message */
+      buffers[0] = x;
+      CHECK(fn(state, (void* const*)buffers) == 0);
+      CHECK(strcmp(ternjit_last_error(), "") == 0);
+    }
+  }
+  ternjit_program_destroy(p);
+
+  /* Static dims and an unnamed result in a second program. */
+  p = NULL;
+  CHECK_OK(ternjit_compile(engine, kFixed, sizeof kFixed - 1, "fixed.tri", &p));
+  if (p != NULL) {
+    CHECK_OK(ternjit_program_function_input(p, 0, 0, &d));
+    check_decl("fixed input 0", &d, "x", TERNJIT_F32, 2, fixed_x_ext, fixed_x);
+    CHECK_OK(ternjit_program_param(p, 0, &d, &bound));
+    check_decl("fixed param w", &d, "Fixed.w", TERNJIT_T2, 2, fixed_w_ext, fixed_w);
+    ternjit_program_destroy(p);
+  }
+  ternjit_engine_destroy(engine);
+
+  /* options_init(NULL) is the one void function that can fail: it says so. */
+  ternjit_engine_options_init(NULL);
+  CHECK(strstr(ternjit_last_error(), "options is null") != NULL);
+  ternjit_engine_options_init(&opts);
+  CHECK(strcmp(ternjit_last_error(), "") == 0);
+
+  /* The struct-size rule: a caller with the first struct (up to `verbose`) gets only its part
+   * written, and an engine made from it works. */
+  {
+    const size_t first = offsetof(ternjit_engine_options, max_isa);
+    const unsigned char* bytes = (const unsigned char*)&opts;
+    memset(&opts, 0xAB, sizeof opts);
+    ternjit_engine_options_init_sized(&opts, first);
+    CHECK(opts.struct_size == first && opts.opt_level == 2 && strcmp(opts.target, "auto") == 0);
+    CHECK(bytes[first] == 0xAB && bytes[sizeof opts - 1] == 0xAB);
+    opts.target = "reference";
+    opts.cache_dir = "off";
+    engine = NULL;
+    CHECK_OK(ternjit_engine_create(&opts, &engine));
+    ternjit_engine_destroy(engine);
+    ternjit_engine_options_init_sized(&opts, 4);
+    CHECK(strstr(ternjit_last_error(), "below the first struct") != NULL);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -504,6 +681,7 @@ int main(int argc, char** argv) {
   for (i = 0; i < n_targets; ++i) check_target(targets[i], source, len);
   check_env_file_random(source, len);
   check_errors(source, len);
+  check_introspection(source, len);
   free(source);
 
   if (g_failures != 0) {

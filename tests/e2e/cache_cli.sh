@@ -36,6 +36,13 @@ check "ls: one artifact per key" $?
 check "stat counts it" $?
 "$bin" cache verify >/dev/null
 check "verify: all good" $?
+# --json, parsed by Debian's python3 (json module) when it is there.
+json_ok() { if [ -x /usr/bin/python3 ]; then /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); $1"; else cat >/dev/null; fi; }
+"$bin" cache ls --json | json_ok "assert any(e['kind'] == 'artifact' and e['key']['function'] == 'BitLinear.forward' for e in d), d"
+check "ls --json" $?
+"$bin" cache stat --json | json_ok "assert d['artifacts'] >= 1 and d['exists'] and d['mode'] == 'private', d"
+check "stat --json" $?
+
 
 entry="$(ls "$cache"/v1/objects/*.tje)"
 printf '\xff' | dd of="$entry" bs=1 seek=60 conv=notrunc status=none
@@ -78,6 +85,19 @@ run >"$work/out4.txt" 2>"$work/err4.txt"
 [ $? -eq 0 ] && cmp -s "$work/out1.txt" "$work/out4.txt" && [ "$(grep -c 'ternjit: cache:' "$work/err4.txt")" -eq 1 ]
 check "... and a run warns once and compiles without it" $?
 chmod 0700 "$cache"
+
+# Read-only commands (and clear/prune/verify) never create a missing directory.
+for action in ls stat verify clear "prune --max-size 1M"; do
+  # shellcheck disable=SC2086  # the action's words are intended
+  "$bin" cache --dir "$work/missing/dir" $action >"$work/missing.txt" 2>&1
+  [ $? -eq 0 ] && [ ! -e "$work/missing" ]
+  check "cache $action on a missing directory creates nothing" $?
+done
+"$bin" cache --dir "$work/missing/dir" stat --json | json_ok "assert d['exists'] is False and d['artifacts'] == 0, d"
+check "stat --json on a missing directory" $?
+TERNJIT_CACHE_DIR="$work/missing2" "$bin" cache ls >/dev/null 2>&1
+[ ! -e "$work/missing2" ]
+check "TERNJIT_CACHE_DIR: ls creates nothing" $?
 
 echo "cache_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -99,5 +99,53 @@ TERNJIT_TARGET_OPTIONS=x86.max_iza=1 expect_fail "TERNJIT_TARGET_OPTIONS is vali
 expect_fail "--target-options is validated" "unknown llvm option 'tripel'" \
   "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target-options llvm.tripel=x
 
+# compile and tune read the same variables (flag > variable > default).
+for cmd in "compile two.tri --layer Lin --shape M=1,K=2,N=2 --emit ir" "tune two.tri --layer Lin --shape M=1,K=2,N=2 --budget 1s"; do
+  # shellcheck disable=SC2086
+  TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by ${cmd%% *}" "unknown --target 'nope'" "$bin" $cmd
+done
+TERNJIT_TARGET=nope "$bin" compile two.tri --layer Lin --shape M=1,K=2,N=2 --emit ir --target reference > /dev/null 2>&1
+check "compile --target overrides TERNJIT_TARGET" $?
+TERNJIT_OPT_LEVEL=O7 expect_fail "TERNJIT_OPT_LEVEL is read by compile" "O7" \
+  "$bin" compile two.tri --layer Lin --shape M=1,K=2,N=2 --emit ir --target reference
+
+# One shape-binding rule for run, compile, opt and tune: unknown symbols are errors, and a
+# bare S binds the S a calling layer spells Layer.S.
+comp="$here/../dsl/mlp_composition.tri"
+for cmd in "run two.tri --layer Lin --shape M=1,K=2,N=2,Q=3 --target reference" \
+           "compile two.tri --layer Lin --shape M=1,K=2,N=2,Q=3 --target reference --emit ir" \
+           "opt two.tri --shape Q=3" \
+           "tune two.tri --layer Lin --shape M=1,K=2,N=2,Q=3 --target reference --budget 1s"; do
+  # shellcheck disable=SC2086  # the command's words are intended
+  expect_fail "unknown --shape symbol: ${cmd%% *}" "no symbol 'Q' in the module \(it has: .*K.*\)" "$bin" $cmd
+done
+"$bin" run "$comp" --layer MLP --shape B=1,T=2,K=8,N=4 --target reference > run_n.txt 2> err.txt
+check "run: N binds BitLinear.N" $?
+"$bin" compile "$comp" --layer MLP --shape B=1,T=2,K=8,N=4 --target reference --emit ir > compile_n.txt 2> err.txt
+check "compile: N binds BitLinear.N" $?
+"$bin" compile "$comp" --layer MLP --shape B=1,T=2,K=8,BitLinear.N=4 --target reference --emit ir > compile_q.txt
+cmp -s compile_n.txt compile_q.txt
+check "compile: N=4 and BitLinear.N=4 give the same IR" $?
+# run --check: every output against the reference target.
+"$bin" run two.tri --layer Lin --shape M=3,K=37,N=5 --check > out.txt 2> err.txt
+[ $? -eq 0 ] && grep -q "check: output matches the reference target" err.txt
+check "run --check" $?
+
+# Bytes that are not printable text are shown escaped in diagnostics (the caret still lines up).
+printf 'layer X {\n  param w: Tensor[\001\033[31m\377]\n}\n' > binary.tri
+"$bin" check binary.tri > out.txt 2> err.txt
+[ $? -eq 1 ] && grep -qF 'param w: Tensor[\x01\x1b[31m\xff]' err.txt && ! LC_ALL=C grep -q $'[\001\033\377]' err.txt
+check "non-printable source bytes are escaped" $?
+awk '/unexpected control character 0x1b/ {getline; getline; print index($0, "^")}' err.txt > caret.txt
+[ "$(cat caret.txt)" = 23 ]  # "  param w: Tensor[" and "\x01" before it
+check "the caret sits under the escaped byte" $?
+# info --json is one JSON object naming every target and auto's pick.
+"$bin" info --json > info.json
+check "info --json" $?
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c "import json; d=json.load(open('info.json')); assert any(t['name'] == 'reference' and t['available'] for t in d['targets']) and d['auto']"
+  check "info --json parses" $?
+fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

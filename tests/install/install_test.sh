@@ -6,7 +6,7 @@
 # and ternjit.pc; libternjit.so exports the C ABI and public C++ API only; a CMake
 # consumer (find_package(ternjit): C against ternjit::ternjit and ternjit::ternjit_static,
 # C++ API against ternjit::ternjit) and a pkg-config build line (pkg-config --cflags
-# --libs ternjit) build and run.
+# --libs ternjit, and pkg-config --static with libternjit.a) build and run.
 set -euo pipefail
 cmake=$1 build=$2 consumer=$3 work=$4 cc=$5 cxx=$6
 prefix=$work/prefix
@@ -66,4 +66,25 @@ echo "pkg-config --cflags --libs ternjit: $flags"
 # shellcheck disable=SC2086  # word splitting of the flags is intended
 "$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$consumer/main.c" -o "$work/consumer_pc" $flags
 LD_LIBRARY_PATH=$libdir "$work/consumer_pc"
+
+step "pkg-config --static consumer (libternjit.a)"
+static_flags=$(pkg-config --static --libs ternjit)
+echo "pkg-config --static --libs ternjit: $static_flags"
+# Every word is a -L/-l/-pthread flag: CMake's internal link-item markers (::@...) or
+# generator expressions must never reach the file.
+for word in $static_flags; do
+  case $word in
+    -L/*|-l[A-Za-z0-9_+.-]*|-pthread) ;;
+    *) echo "FAILED: unexpected word '$word' in pkg-config --static --libs"; exit 1 ;;
+  esac
+done
+# -l:libternjit.a picks the archive over the shared library; the rest of the line (Libs.private)
+# must then be enough to link a C program with the C compiler driver (no C++ driver).
+# shellcheck disable=SC2086
+"$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$consumer/main.c" -o "$work/consumer_pc_static" \
+  $(pkg-config --cflags ternjit) ${static_flags//-lternjit/-l:libternjit.a}
+if objdump -p "$work/consumer_pc_static" | grep -q 'NEEDED.*libternjit'; then
+  echo "FAILED: the pkg-config --static consumer needs libternjit.so"; exit 1
+fi
+"$work/consumer_pc_static"
 echo "PASSED"

@@ -43,7 +43,7 @@ def check_layer(y, x, gamma, w, w_scale, exact_codes, what):
 
 
 def test_version_and_features():
-    check(ternjit.abi_version() == ternjit.ABI_VERSION == 1, "ABI %d" % ternjit.abi_version())
+    check(ternjit.abi_version() == ternjit.ABI_VERSION == 2, "ABI %d" % ternjit.abi_version())
     check(re.fullmatch(r"\d+\.\d+\.\d+.*", ternjit.version()) is not None, "version %r" % ternjit.version())
     check(ternjit.has_feature("target:reference"), "no reference target")
     check(not ternjit.has_feature("no-such-feature"), "unknown feature reported present")

@@ -3,11 +3,14 @@
 #include "tools/ternjit/cache_cmd.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 
 #include "cache/artifact_codec.h"
 #include "cache/disk_cache.h"
@@ -68,6 +71,59 @@ std::string describe(const cache::Key& key) {
   return s;
 }
 
+void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+nlohmann::json stats_json(const cache::Stats& s, bool exists) {
+  return {{"directory", s.dir},
+          {"exists", exists},
+          {"filesystem", s.filesystem},
+          {"network_filesystem", s.network_filesystem},
+          {"mode", s.shared_group ? "shared-group" : "private"},
+          {"artifacts", s.artifacts},
+          {"artifact_bytes", s.artifact_bytes},
+          {"records", s.records},
+          {"record_bytes", s.record_bytes},
+          {"temp_files", s.temp_files},
+          {"temp_bytes", s.temp_bytes},
+          {"default_max_bytes", cache::kDefaultMaxBytes}};
+}
+
+void print_stats(const cache::Stats& s, bool json, bool exists) {
+  if (json) return print_json(stats_json(s, exists));
+  std::printf("directory:   %s%s\n", s.dir.c_str(), exists ? "" : " (does not exist: nothing cached yet)");
+  if (exists)
+    std::printf("filesystem:  %s%s\n", s.filesystem.c_str(),
+                s.network_filesystem ? " (network: cross-machine locking is unreliable)" : "");
+  std::printf("mode:        %s\n", s.shared_group ? "shared-group" : "private (owner only)");
+  std::printf("artifacts:   %llu (%s)\n", static_cast<unsigned long long>(s.artifacts), human(s.artifact_bytes).c_str());
+  std::printf("records:     %llu (%s)\n", static_cast<unsigned long long>(s.records), human(s.record_bytes).c_str());
+  std::printf("temp files:  %llu (%s)\n", static_cast<unsigned long long>(s.temp_files), human(s.temp_bytes).c_str());
+  std::printf("default cap: %s (TERNJIT_CACHE_MAX_SIZE / EngineOptions::cache_max_bytes)\n",
+              human(cache::kDefaultMaxBytes).c_str());
+}
+
+// A directory that does not exist holds nothing: every action but merge answers without
+// creating it (DiskCache::open would).
+int report_missing(const CacheCommandOptions& o, const std::string& dir) {
+  if (o.action == "ls") {
+    if (o.json) print_json(nlohmann::json::array());
+    return 0;
+  }
+  if (o.action == "stat") {
+    cache::Stats s;
+    s.dir = dir;
+    s.shared_group = o.shared_group;
+    print_stats(s, o.json, /*exists=*/false);
+    return 0;
+  }
+  if (o.action == "verify") {
+    std::printf("0 entries checked: 0 good, 0 bad (%s does not exist)\n", dir.c_str());
+    return 0;
+  }
+  std::printf("nothing to %s: %s does not exist\n", o.action.c_str(), dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_cache(const CacheCommandOptions& o) {
@@ -77,7 +133,12 @@ int cmd_cache(const CacheCommandOptions& o) {
     dir = env && *env ? std::string(env) : jit::default_cache_dir();
   }
   if (dir == "off") return fail("the disk cache is off (TERNJIT_CACHE_DIR=off): give --dir DIR");
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(dir, ec);
+  if (ec) return fail("cannot look at '" + dir + "': " + ec.message());
+  if (!exists && o.action != "merge") return report_missing(o, dir);
   cache::CacheOptions copts;
+
   copts.dir = dir;
   copts.shared_group = o.shared_group;
   copts.max_bytes = 0;  // never evict as a side effect of a maintenance command
@@ -88,6 +149,30 @@ int cmd_cache(const CacheCommandOptions& o) {
   if (o.action == "ls") {
     auto entries = c.list();
     if (!entries.ok()) return fail(entries.error().message);
+    if (o.json) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const cache::EntryInfo& e : *entries) {
+        nlohmann::json j = {{"kind", e.kind == cache::EntryKind::Artifact ? "artifact" : "record"},
+                            {"size", e.size},
+                            {"last_used", e.last_used},
+                            {"path", e.path},
+                            {"problem", e.problem}};
+        if (e.key) {
+          nlohmann::json fields = nlohmann::json::object();
+          for (const char* f : {"target", "function", "opt_level", "version", "config"})
+            if (!e.key->field(f).empty()) fields[f] = std::string(e.key->field(f));
+          if (auto kernel = e.key->kind() == "record" ? cache::Key::parse(e.key->field("kernel")) : std::nullopt) {
+            fields["kernel"] = kernel->hex();
+            for (const char* f : {"op", "family", "function"})
+              if (!kernel->field(f).empty()) fields[f] = std::string(kernel->field(f));
+          }
+          j["key"] = std::move(fields);
+        }
+        list.push_back(std::move(j));
+      }
+      print_json(list);
+      return 0;
+    }
     for (const cache::EntryInfo& e : *entries) {
       std::printf("%-8s %10s  %s  %s  %s%s%s\n", e.kind == cache::EntryKind::Artifact ? "artifact" : "record",
                   human(e.size).c_str(), when(e.last_used).c_str(), e.path.c_str(),
@@ -98,15 +183,7 @@ int cmd_cache(const CacheCommandOptions& o) {
   if (o.action == "stat") {
     auto s = c.stats();
     if (!s.ok()) return fail(s.error().message);
-    std::printf("directory:   %s\n", s->dir.c_str());
-    std::printf("filesystem:  %s%s\n", s->filesystem.c_str(),
-                s->network_filesystem ? " (network: cross-machine locking is unreliable)" : "");
-    std::printf("mode:        %s\n", s->shared_group ? "shared-group" : "private (owner only)");
-    std::printf("artifacts:   %llu (%s)\n", static_cast<unsigned long long>(s->artifacts), human(s->artifact_bytes).c_str());
-    std::printf("records:     %llu (%s)\n", static_cast<unsigned long long>(s->records), human(s->record_bytes).c_str());
-    std::printf("temp files:  %llu (%s)\n", static_cast<unsigned long long>(s->temp_files), human(s->temp_bytes).c_str());
-    std::printf("default cap: %s (TERNJIT_CACHE_MAX_SIZE / EngineOptions::cache_max_bytes)\n",
-                human(cache::kDefaultMaxBytes).c_str());
+    print_stats(*s, o.json, /*exists=*/true);
     return 0;
   }
   if (o.action == "verify") {
@@ -169,9 +246,12 @@ void add_cache_command(CLI::App& app) {
       throw CLI::RuntimeError(rc);
     };
   };
-  cmd->add_subcommand("ls", "list every entry: kind, size, last use, file, target/function or config")
-      ->callback(run("ls"));
-  cmd->add_subcommand("stat", "totals: entries, bytes, records, leftover temp files, filesystem")->callback(run("stat"));
+  auto* ls = cmd->add_subcommand("ls", "list every entry: kind, size, last use, file, target/function or config");
+  ls->add_flag("--json", o->json, "print a JSON array of entries (kind, size, last_used, path, problem, key fields)");
+  ls->callback(run("ls"));
+  auto* stat = cmd->add_subcommand("stat", "totals: entries, bytes, records, leftover temp files, filesystem");
+  stat->add_flag("--json", o->json, "print the totals as a JSON object");
+  stat->callback(run("stat"));
   auto* verify = cmd->add_subcommand("verify", "read and check every entry (checksum, key, owner, mode); exit 1 if any is bad");
   verify->add_flag("--remove", o->remove_bad, "remove the bad entries");
   verify->callback(run("verify"));

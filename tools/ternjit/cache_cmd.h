@@ -19,10 +19,13 @@ struct CacheCommandOptions {
   bool remove_bad = false;   ///< verify --remove
   std::string max_size;      ///< prune --max-size ("500M")
   std::string other_dir;     ///< merge OTHER_DIR
+  bool json = false;         ///< ls/stat --json
 };
 
 /// Runs one action on the cache directory and prints its result to stdout (warnings and
 /// errors to stderr). Returns 0, or 1 on an error (and for verify, when an entry is bad).
+/// A directory that does not exist is never created, except by merge: the other actions
+/// report it as empty.
 int cmd_cache(const CacheCommandOptions& options);
 
 /// Adds the `cache` subcommand (and its ls, stat, verify, prune, clear and merge

@@ -2,11 +2,15 @@
 // commands.cpp - check, ir, opt and run: thin wrappers over the library stages.
 #include "tools/ternjit/commands.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cache/key.h"
@@ -57,6 +61,35 @@ formats::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
   const ElemKind kind = t.kind == ElemKind::T2 || t.kind == ElemKind::Bool ? ElemKind::I8 : t.kind;
   return formats::StTensor{name, std::string(formats::st_dtype_name(kind)), kind, t.shape,
                            ir::SharedBytes::adopt(t.to_bytes())};
+}
+
+// `ternjit run --check`: every output against the reference target's. Integer (and
+// bool, ternary) outputs must be equal; a float output agrees element-wise when
+// |actual - expected| <= kCheckTolerance * (|expected| + max|expected over the output|)
+// (ir::compare with rtol = atol / max = kCheckTolerance): a compiled target may reorder
+// f32 sums and compute rmsnorm in f32 where the reference uses double, a few ulps per op.
+constexpr double kCheckTolerance = 1e-4;
+
+bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual) {
+  bool ok = expected.size() == actual.size();
+  if (!ok)
+    std::fprintf(stderr, "check: %zu outputs, the reference gives %zu\n", actual.size(), expected.size());
+  for (std::size_t i = 0; ok && i < expected.size(); ++i) {
+    const bool exact = !is_float(expected[i].kind);
+    double scale = 0;
+    for (double v : expected[i].data) scale = std::max(scale, std::abs(v));
+    const double rtol = exact ? 0 : kCheckTolerance, atol = exact ? 0 : kCheckTolerance * scale;
+    const std::string name = expected.size() == 1 ? "output" : "output" + std::to_string(i);
+    if (auto bad = ir::compare(expected[i], actual[i], rtol, atol)) {
+      std::fprintf(stderr, "check: %s differs from the reference target: %s (rtol %g, atol %g)\n", name.c_str(),
+                   bad->message.c_str(), rtol, atol);
+      ok = false;
+    } else {
+      std::fprintf(stderr, "check: %s matches the reference target (%s)\n", name.c_str(),
+                   exact ? "exact" : ("rtol " + std::to_string(rtol) + ", atol " + std::to_string(atol)).c_str());
+    }
+  }
+  return ok;
 }
 
 }  // namespace
@@ -168,7 +201,9 @@ int cmd_opt(const OptOptions& o) {
   if (!o.shapes.empty()) {
     std::string joined;
     for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-    auto shapes = ir::parse_shape_list(joined);
+    auto parsed = ir::parse_shape_list(joined);
+    if (!parsed.ok()) return report(parsed.error());
+    auto shapes = resolve_shapes(*m, parsed->values);
     if (!shapes.ok()) return report(shapes.error());
     auto bound = passes::specialize_shapes(*m, shapes->values);
     if (!bound.ok()) return report(bound.error());
@@ -197,7 +232,9 @@ int cmd_run(const RunOptions& o) {
     return report(make_error(ErrorCode::NotFound, "no function '" + fname + "' in " + o.file +
                                                       " (it has: " + have + ")"));
   }
-  auto shapes = ir::parse_shape_list(o.shapes);
+  auto parsed = ir::parse_shape_list(o.shapes);
+  if (!parsed.ok()) return report(parsed.error());
+  auto shapes = resolve_shapes(*m, parsed->values);
   if (!shapes.ok()) return report(shapes.error());
   std::optional<formats::StFile> weights, inputs;
   if (!o.weights.empty()) {
@@ -217,6 +254,11 @@ int cmd_run(const RunOptions& o) {
   if (!prepared.ok()) return report(prepared.error());
   auto out = run_on_engine(o.target, o.target_options, *m, fname, *prepared);
   if (!out.ok()) return report(out.error());
+  if (o.check) {
+    auto expected = run_on_engine("reference", "", *m, fname, *prepared);
+    if (!expected.ok()) return report(expected.error());
+    if (!check_outputs(*expected, *out)) return 1;
+  }
 
   if (o.output.empty()) {
     for (std::size_t i = 0; i < out->size(); ++i)
@@ -246,6 +288,40 @@ Result<std::string> pick_function(const ir::Module& m, const std::string& file, 
   return make_error(ErrorCode::NotFound, "no function '" + name + "' in " + file + " (it has: " + have + ")");
 }
 
+Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std::string, std::int64_t>& given) {
+  // Every name a key may take: "L.S" and "S" for each declaration's symbol S in layer L.
+  std::set<std::string> known;
+  const auto add = [&](std::string_view layer, const std::string& symbol) {
+    known.insert(symbol);
+    known.insert(std::string(layer) + "." + symbol);
+    if (const auto dot = symbol.find('.'); dot != std::string::npos) known.insert(symbol.substr(dot + 1));
+  };
+  for (const ir::ParamDecl& p : m.params())
+    for (const std::string& s : p.symbols) add(ir::layer_of(p.name), s);
+  for (const ir::Function& f : m.functions())
+    for (const std::string& s : f.symbols()) add(ir::layer_of(f.name()), s);
+  for (const auto& [key, value] : given) {
+    if (known.count(key)) continue;
+    std::set<std::string> plain;  // the list shown: function symbols as spelled and "L.S" of parameters
+    for (const ir::Function& f : m.functions()) plain.insert(f.symbols().begin(), f.symbols().end());
+    for (const ir::ParamDecl& p : m.params())
+      for (const std::string& sym : p.symbols) plain.insert(std::string(ir::layer_of(p.name)) + "." + sym);
+    std::string have;
+    for (const std::string& n : plain) have += (have.empty() ? "" : ", ") + n;
+    return make_error(ErrorCode::InvalidArgument, "--shape " + key + "=" + std::to_string(value) +
+                                                      ": no symbol '" + key + "' in the module (it has: " +
+                                                      (have.empty() ? "none" : have) + ")");
+  }
+  ir::ShapeBindings out{given};
+  for (const ir::Function& f : m.functions())
+    for (const std::string& s : f.symbols()) {
+      const auto dot = s.find('.');
+      if (dot == std::string::npos || given.count(s)) continue;
+      if (auto it = given.find(s.substr(dot + 1)); it != given.end()) out.values.emplace(s, it->second);
+    }
+  return out;
+}
+
 Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
                                                       const std::string& max_isa, const std::string& triple,
                                                       const std::string& cpu) {
@@ -261,6 +337,17 @@ Result<targets::TargetOptions> command_target_options(const targets::Target& tar
                                                         "' is for target '" + name + "', not '" +
                                                         std::string(target.name()) + "'");
   return target.parse_options(split[std::string(target.name())]);
+}
+
+void apply_env_defaults(std::string& target, std::string& target_options, std::string& max_isa, std::string& level) {
+  const auto set = [](std::string& field, const char* var) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') field = v;
+  };
+  if (const char* v = std::getenv("TERNJIT_TARGET"); v != nullptr && *v != '\0' && std::string_view(v) != "auto")
+    target = v;
+  set(target_options, "TERNJIT_TARGET_OPTIONS");
+  set(max_isa, "TERNJIT_MAX_ISA");
+  set(level, "TERNJIT_OPT_LEVEL");
 }
 
 std::string version_text() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct RunOptions {
   std::string input;        ///< safetensors path or empty
   std::string output;       ///< safetensors path or empty (then print)
   std::uint64_t seed = 1;
+  bool check = false;       ///< --check: compare every output with the reference target's (exit 1 if not)
 };
 
 /// Options of `ternjit opt`.
@@ -52,12 +54,28 @@ Result<ir::Module> load_module(const std::string& path);
 Result<std::string> pick_function(const ir::Module& m, const std::string& file, const std::string& layer,
                                   const std::string& fn, const std::string& function);
 
+/// The one shape-binding rule of run, compile, opt, tune and bench. `given` holds the
+/// --shape keys: "S" or "Layer.S". A key names a symbol of `m` when a function or
+/// parameter declaration of layer L has a symbol S and the key is "L.S" or "S"; a function
+/// symbol spelled "X.S" (layer X's S, reached through a call) is named by "X.S" or "S".
+/// So `--shape N=4` binds every N, including the "BitLinear.N" a calling layer spells,
+/// and `--shape BitLinear.N=4` binds BitLinear's only. Returns `given` plus an explicit
+/// "X.S" entry for every such function symbol bound through a bare "S" (what
+/// specialize_shapes and prepare_run look up). Errors: InvalidArgument for a key that
+/// names no symbol of `m`, listing the symbols it has.
+Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std::string, std::int64_t>& given);
+
 /// `target`'s options from a command's --target-options text plus the shorthands
 /// --max-isa (x86.max_isa), --triple (llvm.triple) and --cpu (llvm.cpu), validated by the
 /// target. An option of another target is an error (it would be silently ignored).
 Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
                                                       const std::string& max_isa, const std::string& triple = {},
                                                       const std::string& cpu = {});
+
+/// Replaces command defaults by TERNJIT_TARGET (unless "auto": the command keeps its own
+/// default target), TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA and TERNJIT_OPT_LEVEL when they
+/// are set and non-empty, before the flags are parsed (so a flag still wins).
+void apply_env_defaults(std::string& target, std::string& target_options, std::string& max_isa, std::string& level);
 
 /// `ternjit check FILE`: 0 when the file is valid, else prints diagnostics, 1.
 int cmd_check(const std::string& file);
@@ -73,9 +91,9 @@ int cmd_run(const RunOptions& options);
 /// checks the output against an independent computation.
 int cmd_demo();
 
-/// `ternjit info`: prints every registered target (kind, availability or the reason,
-/// memory, device, features) and the one `auto` picks.
-int cmd_info();
+/// `ternjit info [--json]`: prints every registered target (kind, availability or the
+/// reason, memory, device, features) and the one `auto` picks, as a table or JSON.
+int cmd_info(bool json = false);
 
 /// Runs `function` of `m` through an Engine on `target` ("auto" or a name): the prepared
 /// weights and inputs are bound as caller buffers, the engine specializes, optimizes and

@@ -70,8 +70,9 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
 
   std::string joined;
   for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-  TERNJIT_TRY(ir::ShapeBindings shapes, ir::parse_shape_list(joined));
+  TERNJIT_TRY(ir::ShapeBindings parsed, ir::parse_shape_list(joined));
   TERNJIT_TRY(ir::Module m, load_module(o.file));
+  TERNJIT_TRY(ir::ShapeBindings shapes, resolve_shapes(m, parsed.values));
   TERNJIT_TRY(std::string function, pick_function(m, o.file, o.layer, o.fn, o.function));
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
   TERNJIT_TRY_VOID(passes::check_tensor_bytes(specialized, function));  // before prepare_run allocates
@@ -124,6 +125,8 @@ int cmd_compile(const CompileCommandOptions& options) {
 void add_compile_command(CLI::App& app) {
   // The options live as long as the callback that reads them (owned by the subcommand).
   auto o = std::make_shared<CompileCommandOptions>();
+  // Flag > variable > default: the variables give the defaults the flags override.
+  apply_env_defaults(o->target, o->target_options, o->max_isa, o->level);
   auto* cmd = app.add_subcommand("compile", "show the optimized IR or the generated code of one function");
   cmd->add_option("file", o->file, "the .tri or .tir file")->required();
   auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to compile (LAYER.forward)");

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // info.cpp - `ternjit info`: the target table (availability, device, memory, features) and `auto`'s pick.
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 
 #include "ternjit/engine.h"
@@ -22,12 +24,27 @@ std::string human_bytes(std::uint64_t b) {
 
 }  // namespace
 
-int cmd_info() {
+int cmd_info(bool json) {
   // The registry is per engine; an engine on `auto` shows the table and the pick.
   EngineOptions options;
   options.target = "auto";
+  options.cache_dir = "off";  // info reads nothing from the cache: never create its directory
   auto engine = Engine::create(options);
   if (!engine.ok()) return report(engine.error());
+  if (json) {
+    nlohmann::json targets = nlohmann::json::array();
+    for (const TargetDescription& t : engine->targets())
+      targets.push_back({{"name", t.name},
+                         {"kind", t.kind},
+                         {"available", t.available},
+                         {"reason", t.reason},
+                         {"device", t.device},
+                         {"memory_bytes", t.memory_bytes},
+                         {"features", t.features}});
+    const nlohmann::json j = {{"targets", targets}, {"auto", engine->target_name()}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
   std::printf("targets, in `auto` priority order:\n");
   std::printf("  %-10s %-12s %-10s %-10s %s\n", "name", "kind", "status", "memory", "device");
   for (const TargetDescription& t : engine->targets()) {

@@ -64,10 +64,15 @@ int main(int argc, char** argv) {
   run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
   run->add_option("--seed", run_opts.seed, "seed of random inputs/parameters (default 1)");
+  run->add_flag("--check", run_opts.check,
+                "also run on the reference target and compare every output: integers exactly, floats within "
+                "1e-4 * (|expected| + max|expected|); exit 1 on a mismatch");
 
   auto* demo = app.add_subcommand("demo", "compile and run an embedded BitLinear layer, checked");
 
+  bool info_json = false;
   auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
+  info->add_flag("--json", info_json, "print a JSON object: targets (name, kind, available, reason, ...) and auto");
 
   add_compile_command(app);  // its callback runs the command and ends parsing with its status
   add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
@@ -83,6 +88,6 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return cmd_run(run_opts);
   if (demo->parsed()) return cmd_demo();
-  if (info->parsed()) return cmd_info();
+  if (info->parsed()) return cmd_info(info_json);
   return 2;
 }

@@ -163,7 +163,10 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   };
   std::vector<Job> jobs;
   const passes::TargetInfo info = target->info();
-  for (const auto& s : *shapes) {
+  for (auto& s : *shapes) {
+    auto resolved = resolve_shapes(*m, s);
+    if (!resolved.ok()) return fail(resolved.error());
+    s = std::move(resolved->values);
     auto spec = passes::specialize_function(*m, *function, s, /*require_static=*/true);
     if (!spec.ok()) return fail(spec.error());
     // Measuring allocates the kernel's buffers.
@@ -275,6 +278,8 @@ int cmd_tune(const TuneCommandOptions& options) {
 
 void add_tune_command(CLI::App& app) {
   auto o = std::make_shared<TuneCommandOptions>();
+  // Flag > variable > default: the variables give the defaults the flags override.
+  apply_env_defaults(o->target, o->target_options, o->max_isa, o->level);
   auto* cmd = app.add_subcommand("tune", "search kernel configurations of one function over shapes; store the winners");
   cmd->add_option("file", o->file, "the .tri or .tir file")->required();
   auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to tune (LAYER.forward)");

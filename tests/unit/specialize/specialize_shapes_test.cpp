@@ -177,6 +177,18 @@ TEST_CASE("qualified symbols: BitLinear.N binds the callee's N and the caller's 
   CHECK(r.error().diagnostics.size() == 2);
 }
 
+TEST_CASE("keys that match nothing change nothing; binding twice with the same keys changes nothing") {
+  // The pass ignores unknown keys (the CLI rejects them first: tools/ternjit resolve_shapes).
+  auto parsed = ir::parse_module(kGemv, "gemv.tir");
+  REQUIRE(parsed.ok());
+  const std::string original = ir::print_module(*parsed);
+  CHECK(ir::print_module(specialized(*parsed, {{"X", 3}, {"W.Q", 5}})) == original);
+  const Bindings all = {{"M", 2}, {"K", 256}, {"N", 8}};
+  const ir::Module once = specialized(*parsed, all);
+  CHECK(ir::print_module(once) != original);
+  CHECK(ir::print_module(specialized(once, all)) == ir::print_module(once));
+}
+
 TEST_CASE("parameter declarations follow their uses") {
   const std::string text = R"(param @p : f32[K]
 param @q : f32[K, J]
