@@ -168,10 +168,9 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
   g += "  if (n >= N) return;\n";
   g += std::string("  ") + (int8 ? "int" : "float") + " acc[TM];\n";
   g += std::string("  for (uint t = 0u; t < TM; ++t) acc[t] = ") + (int8 ? "0" : "0.0") + ";\n";
-  g += "  uint wbase = n * KW;\n";
   if (int8) {
     auto body = [&](const std::string& kwv, bool tail) {
-      std::string b = "    uint wv = b1[wbase + " + kwv + "];\n";
+      std::string b = "    uint wv = b1[" + kwv + " * N + n];\n";
       const std::int64_t groups = tail ? (rem + 3) / 4 : 4;
       for (std::int64_t j = 0; j < groups; ++j) b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
       b += "    for (uint t = 0u; t < TM; ++t) {\n      uint r = r0 + t;\n      if (r >= M) break;\n";
@@ -195,7 +194,7 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
     if (rem) g += "  {\n" + body(u(kfull), true) + "  }\n";
   } else {
     auto body = [&](const std::string& kwv, std::int64_t count) {
-      return "    uint wv = b1[wbase + " + kwv + "];\n" + "    for (uint t = 0u; t < TM; ++t) {\n" +
+      return "    uint wv = b1[" + kwv + " * N + n];\n" + "    for (uint t = 0u; t < TM; ++t) {\n" +
              "      uint r = r0 + t;\n      if (r >= M) break;\n      uint o = r * K + " + kwv + " * 16u;\n" +
              "      for (uint i = 0u; i < " + u(count) + "; ++i) {\n" +
              "        float w = float(int((wv >> i) & 1u) - int((wv >> (16u + i)) & 1u));\n" +
@@ -532,7 +531,7 @@ Result<std::vector<std::uint32_t>> weight_words(const LoadValue& value, std::int
         return make_error(ErrorCode::InvalidInput, "a ternary weight holds " + std::to_string(w) + " at [" +
                                                        std::to_string(kk) + ", " + std::to_string(j) + "]");
       if (w == 0) continue;
-      std::uint32_t& word = words[static_cast<std::size_t>(j * kw + kk / 16)];
+      std::uint32_t& word = words[static_cast<std::size_t>((kk / 16) * n + j)];
       word |= 1u << ((kk % 16) + (w < 0 ? 16 : 0));
     }
   }

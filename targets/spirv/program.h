@@ -11,9 +11,11 @@
 // tuning source, so one SPIR-V module serves every configuration. compile() and load()
 // both call build_program, so the shaders and slots agree. No Vulkan types here.
 //
-// The 2-bit weight layout: column n of a [K, N] ternary weight is KW = ceil(K / 16)
-// 32-bit words at word n * KW; word kw holds k = 16 kw + i in bit i (the +1 plane) and
-// bit 16 + i (the -1 plane); both bits are 0 for a zero weight and for k >= K. Four
+// The 2-bit weight layout: a [K, N] ternary weight is KW = ceil(K / 16) rows of N 32-bit
+// words; word kw * N + n holds k = 16 kw + i of column n in bit i (the +1 plane) and bit
+// 16 + i (the -1 plane); both bits are 0 for a zero weight and for k >= K. Invocations
+// of neighbouring columns read neighbouring words (coalesced on a GPU, one vector load
+// on lavapipe) while the activations they read are the same (a broadcast). Four
 // weights expand to a packed int8x4 with two multiplies ((p * 0x204081) & 0x01010101
 // spreads four bits to four bytes), the operand of OpSDot.
 #pragma once
