@@ -295,23 +295,29 @@ Result<void> Kernel::record(VkCommandBuffer cb, const VkBuffer* buffers) {
   for (std::size_t i = 0; i < n_io; ++i)
     if (!buffers[i]) return make_error(ErrorCode::InvalidArgument, "buffer " + std::to_string(i) + " is null");
   std::lock_guard lock(mutex_);
-  // Descriptor sets of the caller's buffers come from a pool of their own, kept with the
-  // kernel: they must live until the caller's command buffer has executed.
   const VulkanApi& vk = device_->vk();
-  TERNJIT_TRY(VkDescriptorPool pool, descriptor_pool());
-  std::swap(pool, pool_);
-  std::vector<VkDescriptorSet> sets;
   const std::span<const VkBuffer> io(buffers, n_io);
-  for (std::size_t i = 0; i < program_.shaders.size(); ++i) {
-    auto set = descriptor_set(i, io);
-    if (!set.ok()) {
-      std::swap(pool, pool_);
-      return set.error();
+  std::vector<VkBuffer> key(io.begin(), io.end());
+  auto it = framework_sets_.find(key);
+  if (it == framework_sets_.end()) {
+    // Sets for these buffers, from a pool of their own kept with the kernel: the
+    // caller's command buffers may use them until the kernel is destroyed.
+    TERNJIT_TRY(VkDescriptorPool pool, descriptor_pool());
+    framework_pools_.push_back(pool);
+    std::swap(pool, pool_);  // descriptor_set() allocates from pool_
+    std::vector<VkDescriptorSet> sets;
+    for (std::size_t i = 0; i < program_.shaders.size(); ++i) {
+      auto set = descriptor_set(i, io);
+      if (!set.ok()) {
+        std::swap(pool, pool_);
+        return set.error();
+      }
+      sets.push_back(*set);
     }
-    sets.push_back(*set);
+    std::swap(pool, pool_);
+    it = framework_sets_.emplace(std::move(key), std::move(sets)).first;
   }
-  std::swap(pool, pool_);
-  framework_pools_.push_back(pool);
+  const std::vector<VkDescriptorSet>& sets = it->second;
   barrier(vk, cb, kDeviceStages, kAllDeviceAccess);
   record_steps(cb, sets, io);
   return success();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,7 +63,9 @@ class Kernel {
   /// The framework path: records this program's steps into `cb` (in the recording
   /// state, on a queue of this kernel's device) reading and writing the caller's
   /// `buffers` (inputs then outputs, each at least its plan size rounded up to 4 bytes).
-  /// Nothing is submitted or waited for. Errors: InvalidArgument for a null handle.
+  /// Nothing is submitted or waited for. The descriptor sets of each distinct tuple of
+  /// buffers are made once and kept with the kernel (the caller's command buffers may
+  /// still use them). Errors: InvalidArgument for a null handle.
   Result<void> record(VkCommandBuffer cb, const VkBuffer* buffers);
 
   /// The device time of the last run() in nanoseconds (timestamp queries; 0 when the
@@ -90,6 +93,7 @@ class Kernel {
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> framework_pools_;  // descriptor sets of record() calls
+  std::map<std::vector<VkBuffer>, std::vector<VkDescriptorSet>> framework_sets_;  // by the caller's buffers
   std::mutex mutex_;
   std::atomic<double> last_device_ns_{0};
 };

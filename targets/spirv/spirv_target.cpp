@@ -49,6 +49,14 @@ Result<std::vector<std::vector<std::uint32_t>>> unpack_modules(const std::vector
   return modules;
 }
 
+// The dispatchable handles of a device, in LoadedKernel::device_handles order.
+struct VulkanApiHandles {
+  VkInstance instance;
+  VkPhysicalDevice physical;
+  VkDevice device;
+  VkQueue queue;
+};
+
 // A loaded program (LoadedKernel::state).
 struct LoadedState {
   std::shared_ptr<spirv::Kernel> kernel;
@@ -56,6 +64,10 @@ struct LoadedState {
 
 Result<void> run_loaded(const void* state, void* const* buffers) {
   return static_cast<const LoadedState*>(state)->kernel->run(buffers);
+}
+
+Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
+  return spirv::record_launch(state, stream, buffers);
 }
 
 class SpirvTarget final : public Target {
@@ -201,6 +213,11 @@ class SpirvTarget final : public Target {
     k.state = state.get();
     k.owner = std::move(state);
     k.isa = a.metadata.count("isa") ? a.metadata.at("isa") : "vulkan";
+    k.launch = &launch_loaded;
+    const VulkanApiHandles h{device->vk().instance, info->handle, device->handle(), device->queue()};
+    k.device_handles = {reinterpret_cast<std::uintptr_t>(h.instance), reinterpret_cast<std::uintptr_t>(h.physical),
+                        reinterpret_cast<std::uintptr_t>(h.device), reinterpret_cast<std::uintptr_t>(h.queue),
+                        info->compute_queue_family};
     return k;
   }
 

@@ -112,6 +112,10 @@ class Device : public std::enable_shared_from_this<Device> {
 
   [[nodiscard]] const VulkanApi& vk() const { return *vk_; }
   [[nodiscard]] VkDevice handle() const { return device_; }
+  /// The compute queue (external synchronization: Device submits under its own lock;
+  /// a framework recording for this device submits on it from one thread, see
+  /// targets/README.md "GPU targets").
+  [[nodiscard]] VkQueue queue() const { return queue_; }
   [[nodiscard]] const DeviceInfo& info() const { return info_; }
   /// True when shaders may use OpSDot (the feature was enabled at creation).
   [[nodiscard]] bool int_dot() const { return int_dot_; }

@@ -31,6 +31,7 @@
 #include "targets/spirv/program.h"
 #include "targets/spirv/spirv_target.h"
 #include "targets/spirv/vulkan_device.h"
+#include "ternjit/ternjit.h"
 #include "tests/unit/engine/engine_testing.h"
 
 namespace ternjit {
@@ -481,6 +482,154 @@ TEST_CASE("spirv: BitLinear and a BitNet FFN through the Engine, kernels used fr
     for (float v : ys[1]) mx = std::max(mx, std::fabs(v));
     for (std::size_t i = 0; i < ys[0].size(); ++i) CHECK(std::fabs(ys[0][i] - ys[1][i]) <= 2e-2 * mx);
   }
+}
+
+// A host-visible buffer of the caller (the framework), made with the Vulkan API on the
+// device ternjit_kernel_device names.
+struct CallerBuffer {
+  const targets::spirv::VulkanApi* vk = nullptr;
+  VkDevice device = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  CallerBuffer(const targets::spirv::VulkanApi* api, VkPhysicalDevice pd, VkDevice d, std::size_t bytes)
+      : vk(api), device(d) {
+    VkBufferCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    ci.size = (bytes + 15) / 16 * 16 + 16;
+    ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    REQUIRE(vk->vkCreateBuffer(device, &ci, nullptr, &buffer) == VK_SUCCESS);
+    VkMemoryRequirements req{};
+    vk->vkGetBufferMemoryRequirements(device, buffer, &req);
+    VkPhysicalDeviceMemoryProperties mem{};
+    vk->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    std::uint32_t type = 0;
+    while (type < mem.memoryTypeCount &&
+           !((req.memoryTypeBits & (1u << type)) && (mem.memoryTypes[type].propertyFlags & want) == want))
+      ++type;
+    REQUIRE(type < mem.memoryTypeCount);
+    VkMemoryAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    REQUIRE(vk->vkAllocateMemory(device, &ai, nullptr, &memory) == VK_SUCCESS);
+    REQUIRE(vk->vkBindBufferMemory(device, buffer, memory, 0) == VK_SUCCESS);
+    REQUIRE(vk->vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, &mapped) == VK_SUCCESS);
+  }
+  ~CallerBuffer() {
+    vk->vkUnmapMemory(device, memory);
+    vk->vkDestroyBuffer(device, buffer, nullptr);
+    vk->vkFreeMemory(device, memory, nullptr);
+  }
+};
+
+TEST_CASE("spirv: the framework launch path through the C ABI: the caller's buffers and command buffer") {
+  ternjit_engine_options o;
+  ternjit_engine_options_init(&o);
+  o.target = "spirv";
+  o.cache_dir = "off";
+  ternjit_engine* engine = nullptr;
+  REQUIRE(ternjit_engine_create(&o, &engine) == TERNJIT_OK);
+  ternjit_program* program = nullptr;
+  REQUIRE(ternjit_compile(engine, testing::kBitLinear, std::strlen(testing::kBitLinear), "bitlinear.tri", &program) ==
+          TERNJIT_OK);
+  const std::int64_t M = 3, K = 45, N = 19;
+  testing::BitLinearWeights w(K, N, 9);
+  const std::int64_t gs[] = {K}, ws[] = {K, N}, ss[] = {N}, xs[] = {M, K}, ys[] = {M, N};
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.gamma", w.gamma.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, gs, 1) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w", w.w.data(), TERNJIT_T2, TERNJIT_FORMAT_PLAIN, ws, 2) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w_scale", w.w_scale.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, ss, 1) ==
+          TERNJIT_OK);
+  std::vector<float> x = testing::random_f32(M * K, 3), host_y(static_cast<std::size_t>(M * N), std::nanf(""));
+  ternjit_tensor in{x.data(), TERNJIT_F32, 2, xs};
+  ternjit_tensor out{host_y.data(), TERNJIT_F32, 2, ys};
+  REQUIRE(ternjit_run(program, "BitLinear.forward", &in, 1, &out, 1) == TERNJIT_OK);
+  ternjit_kernel* kernel = nullptr;
+  REQUIRE(ternjit_get_kernel(program, "BitLinear.forward", &in, 1, &kernel) == TERNJIT_OK);
+
+  std::uintptr_t h[8];
+  std::size_t count = 2;
+  CHECK(ternjit_kernel_device(kernel, h, &count) == TERNJIT_INVALID_ARGUMENT);  // too little room
+  CHECK(count == 5);
+  count = 8;
+  REQUIRE(ternjit_kernel_device(kernel, h, &count) == TERNJIT_OK);
+  REQUIRE(count == 5);
+  const targets::spirv::VulkanApi* vk = *targets::spirv::vulkan_api();
+  auto pd = reinterpret_cast<VkPhysicalDevice>(h[1]);
+  auto device = reinterpret_cast<VkDevice>(h[2]);
+  auto queue = reinterpret_cast<VkQueue>(h[3]);
+  const auto family = static_cast<std::uint32_t>(h[4]);
+
+  // The framework's side: its buffers, its pool and command buffer, its submit and fence,
+  // all freed before the last Program on the device is (the device lives with them).
+  void* buffers[2] = {nullptr, nullptr};
+  {
+    CallerBuffer xb(vk, pd, device, x.size() * 4), yb(vk, pd, device, host_y.size() * 4);
+    std::memcpy(xb.mapped, x.data(), x.size() * 4);
+    std::memset(yb.mapped, 0x7F, host_y.size() * 4);
+    VkCommandPoolCreateInfo pci{};
+    pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pci.queueFamilyIndex = family;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    REQUIRE(vk->vkCreateCommandPool(device, &pci, nullptr, &pool) == VK_SUCCESS);
+    VkCommandBufferAllocateInfo cai{};
+    cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    cai.commandPool = pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    REQUIRE(vk->vkAllocateCommandBuffers(device, &cai, &cb) == VK_SUCCESS);
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    REQUIRE(vk->vkBeginCommandBuffer(cb, &bi) == VK_SUCCESS);
+    buffers[0] = reinterpret_cast<void*>(xb.buffer);
+    buffers[1] = reinterpret_cast<void*>(yb.buffer);
+    // Twice into one command buffer: the second launch reuses the first one's descriptor sets.
+    REQUIRE(ternjit_kernel_launch(kernel, cb, buffers) == TERNJIT_OK);
+    REQUIRE(ternjit_kernel_launch(kernel, cb, buffers) == TERNJIT_OK);
+    CHECK(ternjit_kernel_launch(kernel, nullptr, buffers) == TERNJIT_INVALID_ARGUMENT);
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    REQUIRE(vk->vkEndCommandBuffer(cb) == VK_SUCCESS);
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    VkFence fence = VK_NULL_HANDLE;
+    REQUIRE(vk->vkCreateFence(device, &fi, nullptr, &fence) == VK_SUCCESS);
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    REQUIRE(vk->vkQueueSubmit(queue, 1, &si, fence) == VK_SUCCESS);
+    REQUIRE(vk->vkWaitForFences(device, 1, &fence, VK_TRUE, 60'000'000'000ull) == VK_SUCCESS);
+    std::vector<float> launched(host_y.size());
+    std::memcpy(launched.data(), yb.mapped, launched.size() * 4);
+    CHECK(testing::bit_equal(launched, host_y));  // the same shaders on the same inputs
+    vk->vkDestroyFence(device, fence, nullptr);
+    vk->vkDestroyCommandPool(device, pool, nullptr);
+  }
+  ternjit_program_destroy(program);
+  ternjit_engine_destroy(engine);
+
+  // A CPU target's kernel has no device.
+  o.target = "reference";
+  REQUIRE(ternjit_engine_create(&o, &engine) == TERNJIT_OK);
+  REQUIRE(ternjit_compile(engine, testing::kBitLinear, std::strlen(testing::kBitLinear), "bitlinear.tri", &program) ==
+          TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.gamma", w.gamma.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, gs, 1) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w", w.w.data(), TERNJIT_T2, TERNJIT_FORMAT_PLAIN, ws, 2) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w_scale", w.w_scale.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, ss, 1) ==
+          TERNJIT_OK);
+  REQUIRE(ternjit_get_kernel(program, "BitLinear.forward", &in, 1, &kernel) == TERNJIT_OK);
+  count = 8;
+  CHECK(ternjit_kernel_device(kernel, h, &count) == TERNJIT_UNSUPPORTED);
+  CHECK(ternjit_kernel_launch(kernel, reinterpret_cast<void*>(1), buffers) == TERNJIT_UNSUPPORTED);
+  ternjit_program_destroy(program);
+  ternjit_engine_destroy(engine);
 }
 
 TEST_CASE("spirv: the pipeline cache is stored in the kernel cache directory, a corrupt one is rebuilt") {
