@@ -43,6 +43,7 @@ void BM_Layer(benchmark::State& state) {
   if (auto ok = t->available(); !ok.ok()) return state.SkipWithError(ok.error().message.c_str());
   targets::CompileOptions co;
   co.threads = 1;
+  if (const char* dot = std::getenv("TERNJIT_BENCH_INT_DOT"); kSpirv && dot) co.target.values["int_dot"] = dot;
   auto a = t->compile(*m, "f", co);
   if (!a.ok()) return state.SkipWithError(a.error().message.c_str());
   ir::ParamValues pv;
@@ -51,6 +52,7 @@ void BM_Layer(benchmark::State& state) {
   targets::LoadContext ctx;
   ctx.params = &pv;
   ctx.parallel.threads = 1;
+  ctx.options = co.target;
   auto program_state = t->new_program_state();
   ctx.state = program_state.get();
   auto k = t->load(*a, ctx);

@@ -348,6 +348,31 @@ TEST_CASE("spirv: a damaged module fails validation with an error, never a crash
   CHECK(!target->load(*art, lc).ok());
 }
 
+TEST_CASE("spirv: buffers past the device's limits are errors at load, never crashes") {
+  auto target = targets::make_spirv_target();
+  const targets::spirv::DeviceInfo* info = *targets::spirv::select_device("auto");
+  // One f32 element more than the storage buffer range holds.
+  const std::int64_t n = static_cast<std::int64_t>(info->max_storage_buffer_range) / 4 + 1;
+  const std::string t = "f32[" + std::to_string(n) + "]";
+  auto m = ir::parse_module("func @f(%a: " + t + ") -> " + t + " {\n^entry:\n  %x = neg %a : " + t + "\n  ret %x\n}\n",
+                            "t.tir");
+  REQUIRE(m.ok());
+  auto art = target->compile(*m, "f", {});
+  REQUIRE_MESSAGE(art.ok(), (art.ok() ? "" : art.error().message));
+  ir::ParamValues none;
+  targets::LoadContext lc;
+  lc.params = &none;
+  auto k = target->load(*art, lc);
+  REQUIRE(!k.ok());
+  CHECK(k.error().message.find("storage buffer range") != std::string::npos);
+  // And a device allocation request no device can meet.
+  auto dev = targets::spirv::Device::open(*info);
+  REQUIRE(dev.ok());
+  auto huge = (*dev)->create_buffer(std::size_t{1} << 41, false);
+  REQUIRE(!huge.ok());
+  CHECK(huge.error().code == ErrorCode::InvalidArgument);
+}
+
 TEST_CASE("spirv: weights are uploaded once per Program and shared by its kernels") {
   auto target = targets::make_spirv_target();
   auto state = target->new_program_state();
