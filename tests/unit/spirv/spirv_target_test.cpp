@@ -373,6 +373,30 @@ TEST_CASE("spirv: buffers past the device's limits are errors at load, never cra
   CHECK(huge.error().code == ErrorCode::InvalidArgument);
 }
 
+TEST_CASE("spirv: emit spirv (disassembly) and glsl; other forms are errors") {
+  auto target = targets::make_spirv_target();
+  auto m = ir::parse_module(tmatmul_tir(3, 37, 5, "i8", "relu", true), "t.tir");
+  REQUIRE(m.ok());
+  targets::CompileOptions co;
+  co.target.values["int_dot"] = "on";
+  auto dis = target->emit(*m, "f", "spirv", co, nullptr);
+  REQUIRE_MESSAGE(dis.ok(), (dis.ok() ? "" : dis.error().message));
+  CHECK(dis->text.find("OpSDot") != std::string::npos);
+  CHECK(dis->text.find("OpEntryPoint GLCompute") != std::string::npos);
+  co.target.values["int_dot"] = "off";
+  auto scalar = target->emit(*m, "f", "spirv", co, nullptr);
+  REQUIRE(scalar.ok());
+  CHECK(scalar->text.find("OpSDot") == std::string::npos);
+  auto glsl = target->emit(*m, "f", "glsl", co, nullptr);
+  REQUIRE(glsl.ok());
+  CHECK(glsl->text.find("#version 450") != std::string::npos);
+  CHECK(glsl->text.find("constant_id = 1") != std::string::npos);  // rows per invocation: a specialization constant
+  auto bad = target->emit(*m, "f", "asm", co, nullptr);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidArgument);
+  CHECK(!target->emit(*m, "nope", "glsl", co, nullptr).ok());
+}
+
 TEST_CASE("spirv: weights are uploaded once per Program and shared by its kernels") {
   auto target = targets::make_spirv_target();
   auto state = target->new_program_state();
