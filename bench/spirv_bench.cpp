@@ -10,6 +10,7 @@
 // `weight_GB/s` counts the 2-bit weight bytes per second; `device_us` is the spirv
 // command buffer's time from timestamp queries (without the host copies). Wall time
 // (UseRealTime): the host waits on a fence while the device works.
+// TERNJIT_BENCH_INT_DOT=on|off forces the spirv dot path (spirv.int_dot; default: the device's).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -34,9 +34,8 @@ class Run final : public TuningRun {
 
 class Bench final : public TuningBench {
  public:
-  Bench(Shader shader, std::shared_ptr<Device> device, bool int_dot, const TuningBenchOptions& o)
+  Bench(Shader shader, std::shared_ptr<Device> device, const TuningBenchOptions& o)
       : shader_(std::move(shader)), device_(std::move(device)) {
-    (void)int_dot;
     const TMatMulShape& s = shader_.mm;
     std::mt19937_64 rng(o.seed);
     const std::size_t x_bytes = static_cast<std::size_t>(s.m * s.k) * (s.x == ElemKind::I8 ? 1 : 4);
@@ -87,7 +86,7 @@ class Bench final : public TuningBench {
 class Space final : public TuningSpace {
  public:
   Space(const Shader& shader, std::shared_ptr<Device> device, const DeviceInfo* info, bool int_dot)
-      : device_(std::move(device)), int_dot_(int_dot) {
+      : device_(std::move(device)) {
     shader_ = tmatmul_bench_shader(shader.mm, int_dot);
     if (info) info_ = *info;
     else {  // Vulkan's guaranteed minimums
@@ -128,14 +127,13 @@ class Space final : public TuningSpace {
   }
   [[nodiscard]] Result<std::unique_ptr<TuningBench>> bench(const TuningBenchOptions& options) const override {
     if (!device_) return make_error(ErrorCode::Unavailable, "no Vulkan device to bench spirv tmatmul candidates on");
-    return std::unique_ptr<TuningBench>(std::make_unique<Bench>(shader_, device_, int_dot_, options));
+    return std::unique_ptr<TuningBench>(std::make_unique<Bench>(shader_, device_, options));
   }
 
  private:
   Shader shader_;
   std::shared_ptr<Device> device_;
   DeviceInfo info_;
-  bool int_dot_ = false;
   TuningProblem problem_;
 };
 
