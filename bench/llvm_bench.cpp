@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "bench/layer_tir.h"
 #include "ir/parse.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/x86/x86_target.h"
@@ -19,14 +20,7 @@ namespace {
 
 using namespace ternjit;
 
-std::string layer_tir(std::int64_t M, std::int64_t K, std::int64_t N) {
-  const std::string m = std::to_string(M), k = std::to_string(K), n = std::to_string(N);
-  return "param @w : t2[" + k + ", " + n + "]\nparam @ws : f32[" + n + "]\nfunc @f(%x: f32[" + m + ", " + k +
-         "]) -> f32[" + m + ", " + n + "] {\n^entry:\n  %q, %s = quantize %x : i8[" + m + ", " + k + "], f32[" + m +
-         ", 1]\n  %w = param @w : t2[" + k + ", " + n + "]\n  %ws = param @ws : f32[" + n +
-         "]\n  %y = tmatmul %q, %w, %s, %ws {x_scale = true, w_scale = true, bias = false, residual = false, act = none} "
-         ": f32[" + m + ", " + n + "]\n  ret %y\n}\n";
-}
+using bench::layer_tir;
 
 std::string kernel_tir(int which) {
   switch (which) {

@@ -286,6 +286,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "safetensors",     // ternjit_bind_weights_file
     "random-weights",  // ternjit_bind_random
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
+    "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
     "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 };
@@ -504,6 +505,38 @@ ternjit_status ternjit_kernel_output(const ternjit_kernel* kernel, size_t i, ter
     if (rank != nullptr) *rank = static_cast<int32_t>(outs[i].shape.size());
     if (shape != nullptr) *shape = outs[i].shape.data();
     return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_kernel_device(const ternjit_kernel* kernel, uintptr_t* handles, size_t* count) {
+  constexpr const char* fn = "ternjit_kernel_device";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    if (count == nullptr) return misuse(fn, "count is null");
+    const auto* k = reinterpret_cast<const ternjit::Kernel*>(kernel);
+    // Every Kernel's state is its Trampoline (jit/loader.h).
+    const auto& h = static_cast<const ternjit::jit::Trampoline*>(k->state())->device_handles();
+    if (h.empty())
+      return fail(ternjit::make_error(ternjit::ErrorCode::Unsupported,
+                                      std::string(fn) + ": the kernel runs on host memory (a CPU target): no device"));
+    const std::size_t room = *count;
+    *count = h.size();
+    if (room < h.size() || handles == nullptr)
+      return misuse(fn, "room for " + std::to_string(room) + " handles, the device has " + std::to_string(h.size()));
+    for (std::size_t i = 0; i < h.size(); ++i) handles[i] = h[i];
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream, void* const* buffers) {
+  constexpr const char* fn = "ternjit_kernel_launch";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    if (stream == nullptr) return misuse(fn, "stream is null");
+    if (buffers == nullptr) return misuse(fn, "buffers is null");
+    const auto* k = reinterpret_cast<const ternjit::Kernel*>(kernel);
+    auto r = static_cast<const ternjit::jit::Trampoline*>(k->state())->launch(stream, buffers);
+    return r.ok() ? TERNJIT_OK : fail(r.error());
   });
 }
 

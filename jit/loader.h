@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "targets/target.h"
 #include "ternjit/engine.h"
@@ -24,6 +25,16 @@ class Trampoline {
   [[nodiscard]] Result<void> run(void* const* buffers) const { return loaded_.run(loaded_.state, buffers); }
   /// The code path the target reported ("avx512_vnni", "-").
   [[nodiscard]] const std::string& isa() const { return loaded_.isa; }
+  /// The framework launch path of a GPU target (LoadedKernel::launch). Errors:
+  /// Unsupported for a kernel of a CPU target.
+  [[nodiscard]] Result<void> launch(void* stream, void* const* device_buffers) const {
+    if (!loaded_.launch)
+      return make_error(ErrorCode::Unsupported, "this kernel's target ('" + loaded_.isa +
+                                                    "' code) runs on host memory: it has no device launch");
+    return loaded_.launch(loaded_.state, stream, device_buffers);
+  }
+  /// LoadedKernel::device_handles (empty for a CPU target).
+  [[nodiscard]] const std::vector<std::uintptr_t>& device_handles() const { return loaded_.device_handles; }
 
  private:
   targets::LoadedKernel loaded_;

@@ -4,6 +4,7 @@
 
 #include "targets/llvm/llvm_target.h"
 #include "targets/reference/reference_target.h"
+#include "targets/spirv/spirv_target.h"
 #include "targets/x86/x86_target.h"
 
 namespace ternjit::targets {
@@ -13,6 +14,7 @@ TargetRegistry TargetRegistry::create() {
   // Vulkan GPU, then the CPU (x86 machine code, then LLVM), then the interpreter.
   // Targets join this list as they land, in their slot; none is a placeholder.
   std::vector<std::unique_ptr<Target>> table;
+  table.push_back(make_spirv_target());
   table.push_back(make_x86_target());
   table.push_back(make_llvm_target());
   table.push_back(make_reference_target());
@@ -46,6 +48,12 @@ Result<const Target*> TargetRegistry::pick_auto() const {
   std::string reasons;
   for (const auto& t : targets_) {
     auto ok = t->available();
+    // A GPU API whose device is a CPU implementation (Vulkan on lavapipe) is never
+    // preferred over the CPU targets: it describes itself with kind "cpu".
+    if (ok.ok() && t->kind() == TargetKind::Gpu && t->describe().kind != "gpu") {
+      reasons += "; " + std::string(t->name()) + ": its device is a CPU implementation (not picked by auto)";
+      continue;
+    }
     if (ok.ok()) return t.get();
     reasons += "; " + std::string(t->name()) + ": " + ok.error().message;
   }

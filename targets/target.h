@@ -106,6 +106,15 @@ struct LoadedKernel {
   const void* state = nullptr;        ///< the first argument of run
   std::shared_ptr<const void> owner;  ///< keeps `state` (and any code pages) alive
   std::string isa;                    ///< the code path it runs ("avx512_vnni", "-"), for trace lines
+  /// GPU targets: the framework launch path (targets/README.md, "GPU targets"): enqueues
+  /// the kernel on the caller's `stream` (Vulkan: a VkCommandBuffer in the recording
+  /// state) reading and writing the caller's device buffers (Vulkan: VkBuffer handles),
+  /// inputs then outputs, and returns without waiting. Null for CPU targets.
+  Result<void> (*launch)(const void* state, void* stream, void* const* device_buffers) = nullptr;
+  /// GPU targets: the device the kernel runs on as native handles, for the caller to
+  /// allocate its buffers and record on (Vulkan: VkInstance, VkPhysicalDevice, VkDevice,
+  /// VkQueue, the queue family index). Empty for CPU targets.
+  std::vector<std::uintptr_t> device_handles;
 };
 
 /// What Target::emit returns.

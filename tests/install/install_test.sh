@@ -31,7 +31,9 @@ echo "SONAME $soname"
 case $soname in libternjit.so.[0-9]*) ;; *) echo "FAILED: unexpected SONAME '$soname'"; exit 1 ;; esac
 
 step "exported symbols"
-nm -D --defined-only "$libdir/libternjit.so" | awk '{print $3}' | c++filt >"$work/exports.txt"
+# Global and weak definitions only: the linker may keep local copies (type t) of template
+# instances from the static glslang archives in .dynsym, which nothing can bind to.
+nm -D --defined-only "$libdir/libternjit.so" | awk '$2 ~ /[A-Z]/ {print $3}' | c++filt >"$work/exports.txt"
 grep -q '^ternjit_compile$' "$work/exports.txt" || { echo "FAILED: ternjit_compile not exported"; exit 1; }
 grep -q '^ternjit::Engine::create' "$work/exports.txt" || { echo "FAILED: ternjit::Engine::create not exported"; exit 1; }
 if grep -v -e '^ternjit_' -e '^ternjit::[A-Z][A-Za-z]*::' -e '^ternjit::render' -e '^ternjit::elem_name' \

@@ -22,8 +22,9 @@ SHAPES = [(1, 37, 19), (3, 70, 13), (16, 45, 29), (2, 8, 4)]
 
 
 def targets():
-    """Engines to test: the reference, each available compiled CPU target, and auto."""
-    names = ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)] + ["auto"]
+    """Engines to test: the reference, each available compiled target (spirv where a Vulkan
+    device exists: lavapipe under ctest), and auto."""
+    names = ["reference"] + [t for t in ("x86", "llvm", "spirv") if ternjit.has_feature("target:" + t)] + ["auto"]
     return names
 
 

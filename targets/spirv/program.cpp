@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: Apache-2.0
+// program.cpp - the SPIR-V target's plan: GLSL compute shaders for tmatmul, ewise, quantize, rmsnorm, softmax, reductions.
+#include "targets/spirv/program.h"
+
+#include <algorithm>
+#include <map>
+
+#include "targets/llvm/view2d.h"
+
+namespace ternjit::targets::spirv {
+
+using ir::InstId;
+using ir::Op;
+using ir::ValueId;
+
+namespace {
+
+Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, "the spirv target: " + why); }
+std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
+
+std::vector<std::int64_t> extents(const ir::Type& t) {
+  std::vector<std::int64_t> e;
+  for (const ir::Dim& d : t.shape) e.push_back(d.extent);
+  return e;
+}
+std::int64_t numel(const std::vector<std::int64_t>& e) {
+  std::int64_t n = 1;
+  for (std::int64_t x : e) n *= x;
+  return n;
+}
+std::string u(std::int64_t v) { return std::to_string(v) + "u"; }
+
+// Shaders index buffers with 32-bit unsigned integers: every buffer of a program stays
+// below 2^32 bytes (Vulkan's storage buffer range is a 32-bit quantity anyway).
+constexpr std::int64_t kMaxElems = (std::int64_t{1} << 32) - 64;
+
+bool f32(const ir::Function& f, ValueId v) { return f.type_of(v).elem == ElemKind::F32; }
+
+// ------------------------------------------------------------------ GLSL pieces
+
+// The common head: version, workgroup width from specialization constant 0, the linear
+// invocation id of 1-D shaders (a 2-D grid of workgroups past 65535 of them).
+std::string head(bool int_dot) {
+  std::string s = "#version 450\n";
+  if (int_dot) s += "#extension GL_EXT_spirv_intrinsics : require\n";
+  s += "layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;\n";
+  s += "uint linear_id() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * "
+       "gl_WorkGroupSize.x; }\n";
+  return s;
+}
+
+// Binding `i` as an array `b<i>` of the element kind's word type: float for f32, int
+// for i32, uint words (four int8 or sixteen 2-bit weights each) otherwise.
+std::string binding(std::size_t i, ElemKind kind, bool readonly) {
+  const char* ty = kind == ElemKind::F32 ? "float" : kind == ElemKind::I32 ? "int" : "uint";
+  return "layout(std430, binding = " + std::to_string(i) + ") " + (readonly ? "readonly " : "") + "buffer B" +
+         std::to_string(i) + " { " + ty + " b" + std::to_string(i) + "[]; };\n";
+}
+
+// The f32 functions the elementwise ops need, matching ir/interpret_ops.cpp's
+// elementwise() (NaN rules of max/min/relu; erf by Abramowitz-Stegun 7.1.26, |error| <
+// 1.5e-7; tanh through exp of -2|x|, so it never overflows).
+const char* kMath = R"(float qnan() { return uintBitsToFloat(0x7fc00000u); }
+float fmax_ref(float x, float y) {
+  if (isnan(x) || isnan(y)) return qnan();
+  if (x == y) return (floatBitsToUint(x) >> 31) != 0u ? y : x;
+  return x > y ? x : y;
+}
+float fmin_ref(float x, float y) {
+  if (isnan(x) || isnan(y)) return qnan();
+  if (x == y) return (floatBitsToUint(x) >> 31) != 0u ? x : y;
+  return x < y ? x : y;
+}
+float relu_ref(float x) { return isnan(x) ? x : (x > 0.0 ? x : 0.0); }
+float sigmoid_ref(float x) { return 1.0 / (1.0 + exp(-x)); }
+float tanh_ref(float x) {
+  float a = abs(x);
+  if (a < 0.0004) return x;
+  float e = exp(-2.0 * a);
+  float t = (1.0 - e) / (1.0 + e);
+  return x < 0.0 ? -t : t;
+}
+float erf_ref(float x) {
+  float a = abs(x);
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+  float y = 1.0 - p * exp(-a * a);
+  return x < 0.0 ? -y : y;
+}
+float gelu_ref(float x) { return 0.5 * x * (1.0 + erf_ref(x * 0.70710678118654752)); }
+float silu_ref(float x) { return x * sigmoid_ref(x); }
+)";
+
+// The f32 expression of elementwise op `op` on `a` (and `b`).
+std::string apply(Op op, const std::string& a, const std::string& b) {
+  switch (op) {
+    case Op::Add: return a + " + " + b;
+    case Op::Sub: return a + " - " + b;
+    case Op::Mul: return a + " * " + b;
+    case Op::Div: return a + " / " + b;
+    case Op::Max: return "fmax_ref(" + a + ", " + b + ")";
+    case Op::Min: return "fmin_ref(" + a + ", " + b + ")";
+    case Op::Neg: return "-" + a;
+    case Op::Abs: return "abs(" + a + ")";
+    case Op::Relu: return "relu_ref(" + a + ")";
+    case Op::Sigmoid: return "sigmoid_ref(" + a + ")";
+    case Op::Tanh: return "tanh_ref(" + a + ")";
+    case Op::Gelu: return "gelu_ref(" + a + ")";
+    case Op::Silu: return "silu_ref(" + a + ")";
+    case Op::Exp: return "exp(" + a + ")";
+    case Op::Log: return "log(" + a + ")";
+    case Op::Sqrt: return "sqrt(" + a + ")";
+    case Op::Rsqrt: return "1.0 / sqrt(" + a + ")";
+    default: break;
+  }
+  TERNJIT_UNREACHABLE("apply: " + quote(op) + " is not elementwise");
+}
+
+// ------------------------------------------------------------------ tmatmul
+
+// Epilogue operand `slot` of a tmatmul read at row r, column n (strides of its view).
+struct EpilogueRead {
+  Op op;
+  std::size_t binding;
+  std::int64_t row_stride, col_stride;
+};
+
+std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>& epilogue, ir::Activation act,
+                         bool int_dot) {
+  const bool int8 = s.x == ElemKind::I8;
+  const std::int64_t kw = weight_words_per_column(s.k), kfull = s.k / 16, rem = s.k % 16;
+  const std::size_t out = 2 + epilogue.size();
+  std::string g = head(int8 && int_dot);
+  g += "layout(constant_id = 1) const uint TM = 4u;\n";
+  g += "const uint M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KW = " + u(kw) + ";\n";
+  g += binding(0, s.x, true) + binding(1, ElemKind::T2, true);
+  for (std::size_t e = 0; e < epilogue.size(); ++e) g += binding(2 + e, ElemKind::F32, true);
+  g += binding(out, ElemKind::F32, false);
+  g += kMath;
+  if (int8) {
+    if (int_dot) {
+      // OpSDot on packed int8x4 (SPV_KHR_integer_dot_product, PackedVectorFormat4x8Bit = 0).
+      g += "spirv_instruction(extensions = [\"SPV_KHR_integer_dot_product\"], capabilities = [6019, 6018], "
+           "id = 4450)\nint sdot_packed(uint a, uint b, spirv_literal int format);\n";
+      g += "int dot4(uint a, uint b) { return sdot_packed(a, b, 0); }\n";
+    } else {
+      g += "int dot4(uint a, uint b) {\n"
+           "  ivec4 x = ivec4(bitfieldExtract(int(a), 0, 8), bitfieldExtract(int(a), 8, 8), "
+           "bitfieldExtract(int(a), 16, 8), bitfieldExtract(int(a), 24, 8));\n"
+           "  ivec4 y = ivec4(bitfieldExtract(int(b), 0, 8), bitfieldExtract(int(b), 8, 8), "
+           "bitfieldExtract(int(b), 16, 8), bitfieldExtract(int(b), 24, 8));\n"
+           "  return x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;\n}\n";
+    }
+    // Four weights (group j of a word) as packed int8x4: +1 -> 0x01, -1 -> 0xff.
+    g += "uint expand(uint w, uint j) {\n"
+         "  uint p = (w >> (4u * j)) & 15u, m = (w >> (16u + 4u * j)) & 15u;\n"
+         "  return ((p * 0x204081u) & 0x01010101u) | (((m * 0x204081u) & 0x01010101u) * 255u);\n}\n";
+    // Four activation bytes at byte offset o (rows start anywhere when K % 4 != 0).
+    if (s.k % 4 == 0) {
+      g += "uint ldx4(uint o) { return b0[o >> 2]; }\n";
+    } else {
+      g += "uint ldx4(uint o) {\n  uint w = b0[o >> 2], sh = (o & 3u) * 8u;\n"
+           "  return sh == 0u ? w : (w >> sh) | (b0[(o >> 2) + 1u] << (32u - sh));\n}\n";
+      g += "uint ldx1(uint o) { return (b0[o >> 2] >> ((o & 3u) * 8u)) & 255u; }\n";
+    }
+  }
+  g += "void main() {\n  uint n = gl_GlobalInvocationID.x, r0 = gl_GlobalInvocationID.y * TM;\n";
+  g += "  if (n >= N) return;\n";
+  g += std::string("  ") + (int8 ? "int" : "float") + " acc[TM];\n";
+  g += std::string("  for (uint t = 0u; t < TM; ++t) acc[t] = ") + (int8 ? "0" : "0.0") + ";\n";
+  if (int8) {
+    auto body = [&](const std::string& kwv, bool tail) {
+      std::string b = "    uint wv = b1[" + kwv + " * N + n];\n";
+      const std::int64_t groups = tail ? (rem + 3) / 4 : 4;
+      for (std::int64_t j = 0; j < groups; ++j) b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
+      b += "    for (uint t = 0u; t < TM; ++t) {\n      uint r = r0 + t;\n      if (r >= M) break;\n";
+      b += "      uint o = r * K + " + kwv + " * 16u;\n      acc[t] += 0";
+      for (std::int64_t j = 0; j < groups; ++j) {
+        const std::int64_t have = tail ? std::min<std::int64_t>(4, rem - 4 * j) : 4;
+        std::string a;
+        if (have == 4) {
+          a = "ldx4(o + " + u(4 * j) + ")";
+        } else {  // a partial group at the end of the row: byte by byte, never past it
+          a = "(";
+          for (std::int64_t i = 0; i < have; ++i)
+            a += (i ? " | " : "") + std::string("(ldx1(o + ") + u(4 * j + i) + ") << " + u(8 * i) + ")";
+          a += ")";
+        }
+        b += " + dot4(" + a + ", w" + std::to_string(j) + ")";
+      }
+      return b + ";\n    }\n";
+    };
+    g += "  for (uint kw = 0u; kw < " + u(kfull) + "; ++kw) {\n" + body("kw", false) + "  }\n";
+    if (rem) g += "  {\n" + body(u(kfull), true) + "  }\n";
+  } else {
+    auto body = [&](const std::string& kwv, std::int64_t count) {
+      return "    uint wv = b1[" + kwv + " * N + n];\n" + "    for (uint t = 0u; t < TM; ++t) {\n" +
+             "      uint r = r0 + t;\n      if (r >= M) break;\n      uint o = r * K + " + kwv + " * 16u;\n" +
+             "      for (uint i = 0u; i < " + u(count) + "; ++i) {\n" +
+             "        float w = float(int((wv >> i) & 1u) - int((wv >> (16u + i)) & 1u));\n" +
+             "        acc[t] += b0[o + i] * w;\n      }\n    }\n";
+    };
+    g += "  for (uint kw = 0u; kw < " + u(kfull) + "; ++kw) {\n" + body("kw", 16) + "  }\n";
+    if (rem) g += "  {\n" + body(u(kfull), rem) + "  }\n";
+  }
+  g += "  for (uint t = 0u; t < TM; ++t) {\n    uint r = r0 + t;\n    if (r >= M) break;\n";
+  // precise: no contraction into fma, so each epilogue op rounds as the reference's does.
+  g += std::string("    precise float y = ") + (int8 ? "float(acc[t])" : "acc[t]") + ";\n";
+  for (std::size_t e = 0; e < epilogue.size(); ++e) {
+    const EpilogueRead& ep = epilogue[e];
+    const std::string v = "b" + std::to_string(ep.binding) + "[r * " + u(ep.row_stride) + " + n * " +
+                          u(ep.col_stride) + "]";
+    g += "    y = " + apply(ep.op, "y", v) + ";\n";
+  }
+  if (auto a = ir::activation_op(act)) g += "    y = " + apply(*a, "y", "") + ";\n";
+  g += "    b" + std::to_string(out) + "[r * N + n] = y;\n  }\n}\n";
+  return g;
+}
+
+// ------------------------------------------------------------------ row-wise ops
+
+// quantize (f32 -> i8 + f32 row scale) and quantize_int8 (f32 -> f32): one invocation
+// per row, the absmax scale of ir/quant.cpp, round half to even, clamp to +-127. The
+// int8 rows are written a word at a time; a word shared with a neighbouring row is
+// OR-ed atomically into the result the dispatch cleared first.
+std::string quantize_glsl(std::int64_t rows, std::int64_t k, bool fake) {
+  std::string g = head(false);
+  g += "const uint ROWS = " + u(rows) + ", K = " + u(k) + ";\n";
+  g += binding(0, ElemKind::F32, true);
+  g += fake ? binding(1, ElemKind::F32, false) : binding(1, ElemKind::I8, false) + binding(2, ElemKind::F32, false);
+  g += "int qv(float x, float s) {\n  if (s == 0.0) return 0;\n  precise float r = roundEven(x / s);\n"
+       "  if (isnan(r)) return 0;\n  return int(clamp(r, -127.0, 127.0));\n}\n";
+  g += "void main() {\n  uint r = linear_id();\n  if (r >= ROWS) return;\n  uint base = r * K;\n";
+  g += "  float amax = 0.0;\n  for (uint c = 0u; c < K; ++c) { float a = abs(b0[base + c]); if (a > amax) amax = a; }\n";
+  g += "  precise float s = amax / 127.0;\n";
+  if (fake) {
+    g += "  for (uint c = 0u; c < K; ++c) { precise float q = float(qv(b0[base + c], s)) * s; b1[base + c] = q; }\n}\n";
+    return g;
+  }
+  g += "  b2[r] = s;\n";
+  g += "  uint first = base >> 2, last = (base + K - 1u) >> 2;\n";
+  g += "  for (uint w = first; w <= last; ++w) {\n    uint v = 0u;\n    bool whole = true;\n";
+  g += "    for (uint i = 0u; i < 4u; ++i) {\n      uint e = w * 4u + i;\n";
+  g += "      if (e < base || e >= base + K) { whole = false; continue; }\n";
+  g += "      v |= (uint(qv(b0[e], s)) & 255u) << (8u * i);\n    }\n";
+  g += "    if (whole) b1[w] = v; else atomicOr(b1[w], v);\n  }\n}\n";
+  return g;
+}
+
+// rmsnorm over the last axis, one invocation per row. The sum of squares is taken of
+// x / max|x| so rows of large finite magnitude do not overflow f32.
+std::string rmsnorm_glsl(std::int64_t rows, std::int64_t d, double eps) {
+  std::string g = head(false);
+  char epsbuf[64];
+  std::snprintf(epsbuf, sizeof epsbuf, "%.9e", eps);
+  g += "const uint ROWS = " + u(rows) + ", D = " + u(d) + ";\nconst float EPS = " + epsbuf + ";\n";
+  g += binding(0, ElemKind::F32, true) + binding(1, ElemKind::F32, true) + binding(2, ElemKind::F32, false);
+  g += "void main() {\n  uint r = linear_id();\n  if (r >= ROWS) return;\n  uint base = r * D;\n";
+  g += "  float m = 0.0;\n  for (uint c = 0u; c < D; ++c) m = max(m, abs(b0[base + c]));\n";
+  g += "  float denom;\n  if (m == 0.0 || isinf(m) || isnan(m)) {\n    float ss = 0.0;\n"
+       "    for (uint c = 0u; c < D; ++c) ss += b0[base + c] * b0[base + c];\n"
+       "    denom = sqrt(ss / float(D) + EPS);\n  } else {\n    float ss = 0.0;\n"
+       "    for (uint c = 0u; c < D; ++c) { float v = b0[base + c] / m; ss += v * v; }\n"
+       "    denom = m * sqrt(ss / float(D) + (EPS / m) / m);\n  }\n";
+  g += "  for (uint c = 0u; c < D; ++c) b2[base + c] = b0[base + c] / denom * b1[c];\n}\n";
+  return g;
+}
+
+// softmax and the reductions along an axis: [outer, len, inner], one invocation per
+// (outer, inner) pair.
+std::string axis_glsl(Op op, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  std::string g = head(false);
+  g += "const uint OUTER = " + u(outer) + ", LEN = " + u(len) + ", INNER = " + u(inner) + ";\n";
+  g += binding(0, ElemKind::F32, true) + binding(1, ElemKind::F32, false);
+  g += kMath;
+  g += "void main() {\n  uint id = linear_id();\n  if (id >= OUTER * INNER) return;\n";
+  g += "  uint o = id / INNER, i = id % INNER, base = o * LEN * INNER + i;\n";
+  switch (op) {
+    case Op::Softmax:
+      g += "  float m = uintBitsToFloat(0xff800000u);\n";
+      g += "  for (uint k = 0u; k < LEN; ++k) { float x = b0[base + k * INNER]; m = (isnan(x) || isnan(m)) ? qnan() : "
+           "max(m, x); }\n";
+      g += "  float sum = 0.0;\n  for (uint k = 0u; k < LEN; ++k) sum += exp(b0[base + k * INNER] - m);\n";
+      g += "  for (uint k = 0u; k < LEN; ++k) b1[base + k * INNER] = exp(b0[base + k * INNER] - m) / sum;\n}\n";
+      return g;
+    case Op::ReduceMax:
+      g += "  float m = uintBitsToFloat(0xff800000u);\n";
+      g += "  for (uint k = 0u; k < LEN; ++k) { float x = b0[base + k * INNER]; m = (isnan(x) || isnan(m)) ? qnan() : "
+           "max(m, x); }\n  b1[id] = m;\n}\n";
+      return g;
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+      g += "  float s = 0.0;\n  for (uint k = 0u; k < LEN; ++k) s += b0[base + k * INNER];\n";
+      g += op == Op::ReduceMean ? "  b1[id] = s / float(LEN);\n}\n" : "  b1[id] = s;\n}\n";
+      return g;
+    default: break;
+  }
+  TERNJIT_UNREACHABLE("axis_glsl: " + quote(op));
+}
+
+// ewise and the standalone elementwise ops (one step): one invocation per element.
+std::string ewise_glsl(const std::vector<ir::EwiseStep>& steps, const std::vector<std::pair<std::int64_t, std::int64_t>>& views,
+                       std::int64_t items, std::int64_t cols) {
+  std::string g = head(false);
+  g += "const uint ITEMS = " + u(items) + ", COLS = " + u(cols) + ";\n";
+  const std::size_t n = views.size();
+  for (std::size_t i = 0; i < n; ++i) g += binding(i, ElemKind::F32, true);
+  g += binding(n, ElemKind::F32, false);
+  g += kMath;
+  g += "void main() {\n  uint e = linear_id();\n  if (e >= ITEMS) return;\n  uint r = e / COLS, c = e % COLS;\n";
+  for (std::size_t i = 0; i < n; ++i)
+    g += "  precise float s" + std::to_string(i) + " = b" + std::to_string(i) + "[r * " + u(views[i].first) +
+         " + c * " + u(views[i].second) + "];\n";
+  for (std::size_t j = 0; j < steps.size(); ++j) {
+    const ir::EwiseStep& st = steps[j];
+    g += "  precise float s" + std::to_string(n + j) + " = " +
+         apply(st.op, "s" + std::to_string(st.a), st.b >= 0 ? "s" + std::to_string(st.b) : "") + ";\n";
+  }
+  g += "  b" + std::to_string(n) + "[e] = s" + std::to_string(n + steps.size() - 1) + ";\n}\n";
+  return g;
+}
+
+// ------------------------------------------------------------------ support
+
+Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
+  const ir::Type& rt = f.type_of(inst.results[0]);
+  const auto out = extents(rt);
+  for (ValueId v : inst.operands)
+    if (f.type_of(v).static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
+  if (rt.static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
+  if (rt.static_numel().value_or(0) == 0) return unsupported("an empty result of " + quote(inst.op));
+  auto all_f32 = [&] {
+    return rt.elem == ElemKind::F32 &&
+           std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return f32(f, v); });
+  };
+  auto views_ok = [&](std::size_t first) {
+    for (std::size_t k = first; k < inst.operands.size(); ++k)
+      if (!llvmjit::view2d(out, extents(f.type_of(inst.operands[k])))) return false;
+    return true;
+  };
+  switch (inst.op) {
+    case Op::TMatMul: {
+      const ElemKind xk = f.type_of(inst.operands[0]).elem;
+      if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
+      if (f.type_of(inst.operands[1]).elem != ElemKind::T2) return unsupported("tmatmul weights must be t2");
+      if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
+      if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
+        return unsupported("tmatmul weight must be a non-empty matrix");
+      for (std::size_t k = 2; k < inst.operands.size(); ++k)
+        if (!f32(f, inst.operands[k])) return unsupported("tmatmul epilogue operands must be f32");
+      if (!views_ok(2)) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
+      if (plan && !plan->is_load_time(inst.operands[1]))
+        return unsupported("tmatmul weights must be known at load (a parameter or constant)");
+      return success();
+    }
+    case Op::Quantize:
+      if (!f32(f, inst.operands[0]) || rt.elem != ElemKind::I8 || f.type_of(inst.results[1]).elem != ElemKind::F32 ||
+          rt.rank() == 0)
+        return unsupported("quantize must be f32 -> i8, f32");
+      return success();
+    case Op::QuantizeInt8:
+      if (!all_f32() || rt.rank() == 0) return unsupported("quantize_int8 is generated for f32 rows only");
+      return success();
+    case Op::RmsNorm:
+    case Op::Softmax:
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+    case Op::ReduceMax:
+      if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+      if (f.type_of(inst.operands[0]).static_numel().value_or(0) == 0) return unsupported("empty operand");
+      if (f.type_of(inst.operands[0]).rank() == 0) return unsupported(quote(inst.op) + " of a scalar");
+      return success();
+    case Op::Ewise:
+      if (!all_f32()) return unsupported("ewise is generated for f32 only");
+      if (!views_ok(0)) return unsupported("ewise broadcast is not a row/column pattern");
+      return success();
+    default: break;
+  }
+  if (ir::is_ewise_step_op(inst.op)) {
+    if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+    if (!views_ok(0)) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
+    return success();
+  }
+  return unsupported("no shader for " + quote(inst.op));
+}
+
+// The shader of planned step `ps`.
+Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedStep& ps, std::size_t index, bool int_dot) {
+  const ir::InstData& inst = f.inst(ps.inst);
+  Shader s;
+  s.inst = ps.inst;
+  s.name = "tj_" + std::string(ir::op_name(inst.op)) + "_" + std::to_string(index);
+  s.bindings = ps.in;
+  s.bindings.insert(s.bindings.end(), ps.out.begin(), ps.out.end());
+  const auto out = extents(f.type_of(inst.results[0]));
+  const std::int64_t items = numel(out);
+  const std::int64_t cols = out.empty() ? 1 : out.back();
+  auto view = [&](ValueId v) { return *llvmjit::view2d(out, extents(f.type_of(v))); };
+  switch (inst.op) {
+    case Op::TMatMul: {
+      const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+      const ir::Type& wt = f.type_of(inst.operands[1]);
+      s.tmatmul = true;
+      s.mm.k = wt.shape[0].extent;
+      s.mm.n = wt.shape[1].extent;
+      s.mm.m = items / s.mm.n;
+      s.mm.x = f.type_of(inst.operands[0]).elem;
+      s.items = s.mm.n;
+      s.weight_const = plan.slot(inst.operands[1]).index;
+      std::vector<EpilogueRead> ep;
+      const std::pair<bool, Op> flags[] = {{a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add},
+                                           {a.residual, Op::Add}};
+      std::size_t next = 2;
+      for (const auto& [present, op] : flags) {
+        if (!present) continue;
+        const auto [rs, cs] = view(inst.operands[next]);
+        ep.push_back({op, next, rs, cs});
+        ++next;
+      }
+      s.glsl = tmatmul_glsl(s.mm, ep, a.act, int_dot);
+      return s;
+    }
+    case Op::Quantize:
+    case Op::QuantizeInt8: {
+      const std::int64_t k = cols;
+      s.items = items / k;
+      s.glsl = quantize_glsl(s.items, k, inst.op == Op::QuantizeInt8);
+      s.zero_first_result = inst.op == Op::Quantize;
+      return s;
+    }
+    case Op::RmsNorm:
+      s.items = items / cols;
+      s.glsl = rmsnorm_glsl(s.items, cols, std::get<ir::EpsAttrs>(inst.attrs).eps);
+      return s;
+    case Op::Softmax:
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+    case Op::ReduceMax: {
+      const auto in = extents(f.type_of(inst.operands[0]));
+      const auto axis = static_cast<std::size_t>(std::get<ir::AxisAttrs>(inst.attrs).axis);
+      std::int64_t outer = 1, inner = 1;
+      for (std::size_t d = 0; d < in.size(); ++d) {
+        if (d < axis) outer *= in[d];
+        if (d > axis) inner *= in[d];
+      }
+      s.items = outer * inner;
+      s.glsl = axis_glsl(inst.op, outer, in[axis], inner);
+      return s;
+    }
+    default: break;
+  }
+  std::vector<ir::EwiseStep> steps;
+  if (inst.op == Op::Ewise) {
+    steps = std::get<ir::EwiseAttrs>(inst.attrs).steps;
+  } else {
+    steps.push_back({inst.op, 0, ir::is_ewise_binary(inst.op) ? 1 : -1});
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> views;
+  for (ValueId v : inst.operands) views.push_back(view(v));
+  s.items = items;
+  s.glsl = ewise_glsl(steps, views, items, cols);
+  return s;
+}
+
+}  // namespace
+
+Result<void> program_supported(const ir::Function& f) {
+  TERNJIT_TRY_VOID(plannable(f, "spirv"));
+  const StepPlan plan = plan_steps(f);
+  for (const PlannedStep& ps : plan.steps) {
+    if (ps.kind != PlannedStep::Kind::Compute) continue;
+    TERNJIT_TRY_VOID(shader_supported(f, f.inst(ps.inst), &plan));
+  }
+  for (std::size_t b : plan.in_bytes)
+    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("an argument over 4 GiB");
+  for (std::size_t b : plan.out_bytes)
+    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("a result over 4 GiB");
+  return success();
+}
+
+Result<SpirvProgram> build_program(const ir::Function& f, bool int_dot) {
+  TERNJIT_TRY_VOID(program_supported(f));
+  SpirvProgram p;
+  p.plan = plan_steps(f);
+  std::map<std::size_t, std::size_t> scratch;  // offset -> size
+  for (const PlannedStep& ps : p.plan.steps) {
+    ProgramStep st;
+    if (ps.kind == PlannedStep::Kind::Copy) {
+      st.kind = ProgramStep::Kind::Copy;
+      st.from = ps.in[0];
+      st.to = ps.out[0];
+      st.bytes = ps.bytes;
+      p.steps.push_back(st);
+      continue;
+    }
+    const ir::InstData& inst = f.inst(ps.inst);
+    for (std::size_t j = 0; j < ps.out.size(); ++j)
+      if (ps.out[j].kind == SlotKind::Scratch)
+        scratch[ps.out[j].index] = std::max(scratch[ps.out[j].index], static_bytes(f.type_of(inst.results[j])));
+    st.shader = p.shaders.size();
+    p.shaders.push_back(make_shader(f, p.plan, ps, p.shaders.size(), int_dot));
+    p.steps.push_back(st);
+  }
+  for (const auto& [off, size] : scratch) {
+    p.scratch_offsets.push_back(off);
+    p.scratch_sizes.push_back(size);
+  }
+  return p;
+}
+
+Shader tmatmul_bench_shader(const TMatMulShape& shape, bool int_dot) {
+  Shader s;
+  s.name = "tj_tmatmul_bench";
+  s.tmatmul = true;
+  s.mm = shape;
+  s.items = shape.n;
+  s.bindings = {Slot{SlotKind::Arg, 0}, Slot{SlotKind::Const, 0}, Slot{SlotKind::Out, 0}};
+  s.glsl = tmatmul_glsl(shape, {}, ir::Activation::None, int_dot);
+  return s;
+}
+
+Result<std::vector<std::uint32_t>> weight_words(const LoadValue& value, std::int64_t k, std::int64_t n) {
+  const std::int64_t kw = weight_words_per_column(k);
+  std::vector<std::uint32_t> words(static_cast<std::size_t>(kw * n), 0);
+  std::vector<std::int8_t> row(static_cast<std::size_t>(n));
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    value.read_int8(static_cast<std::size_t>(kk * n), row);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int8_t w = row[static_cast<std::size_t>(j)];
+      if (w < -1 || w > 1)
+        return make_error(ErrorCode::InvalidInput, "a ternary weight holds " + std::to_string(w) + " at [" +
+                                                       std::to_string(kk) + ", " + std::to_string(j) + "]");
+      if (w == 0) continue;
+      std::uint32_t& word = words[static_cast<std::size_t>((kk / 16) * n + j)];
+      word |= 1u << ((kk % 16) + (w < 0 ? 16 : 0));
+    }
+  }
+  return words;
+}
+
+}  // namespace ternjit::targets::spirv

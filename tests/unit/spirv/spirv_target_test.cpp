@@ -1,0 +1,736 @@
+// SPDX-License-Identifier: Apache-2.0
+// spirv_target_test.cpp - the SPIR-V target on a Vulkan device (lavapipe in CI): every kernel op against the interpreter.
+//
+// Each case writes a small fully static function in IR text, compiles it with the spirv
+// target (glslang + SPIRV-Tools), loads it onto the device, runs it twice on random
+// inputs with poisoned outputs and compares with ir::interpret. ctest runs this binary
+// only when spirv_probe finds a Vulkan device (SKIPPED with the reason otherwise).
+//
+// Tolerances (u = 2^-24, the f32 unit roundoff):
+//   - integer paths (int8 tmatmul with no or relu activation, quantize, the epilogue's
+//     f32 mul/add, which the shaders mark `precise`): bit for bit. Quantize divides by
+//     the row scale; Vulkan allows 2.5 ulp for f32 division, lavapipe rounds correctly;
+//   - f32 tmatmul: the reference sums in double; an f32 running sum of K terms errs by
+//     at most K u sum|x w| (Higham 3.1), plus one rounding of the result;
+//   - rmsnorm, softmax, sum/mean: the same bound with the row length, plus the few ulp
+//     of sqrt, exp (Vulkan: 3 + 2|x| ulp) and division (2.5 ulp): (len + 64) 2u |want|
+//     plus an absolute 1e-30 for values that underflow;
+//   - the transcendental activations and ewise functions: erf by Abramowitz-Stegun
+//     7.1.26 (|error| < 1.5e-7) and exp-based forms in f32: 4e-6 (1 + |want|).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "ir/interpret.h"
+#include "ir/parse.h"
+#include "targets/common/device_weights.h"
+#include "targets/registry.h"
+#include "targets/spirv/program.h"
+#include "targets/spirv/spirv_target.h"
+#include "targets/spirv/vulkan_device.h"
+#include "ternjit/ternjit.h"
+#include "tests/unit/engine/engine_testing.h"
+
+namespace ternjit {
+namespace {
+
+using ir::HostTensor;
+
+constexpr double kU = 0x1p-24;
+
+// How a case's outputs are compared.
+struct Tol {
+  bool exact = true;
+  double rel = 0, abs = 0;  // |got - want| <= abs + rel |want| (per element; `per` adds to it)
+  std::vector<double> per;  // an element-wise absolute bound of result 0 (f32 tmatmul)
+};
+
+std::string sh(std::initializer_list<std::int64_t> d) {
+  std::string s = "[";
+  for (auto it = d.begin(); it != d.end(); ++it) s += (it == d.begin() ? "" : ", ") + std::to_string(*it);
+  return s + "]";
+}
+
+HostTensor rnd(ElemKind k, std::vector<std::int64_t> shape, std::uint64_t seed) {
+  return HostTensor::random(k, std::move(shape), seed);
+}
+
+// Compiles `fn` of `tir` with the spirv target (options `opts`), runs it against the
+// interpreter. Returns the artifact's isa metadata.
+std::string check(const std::string& tir, const std::string& fn, const std::vector<HostTensor>& args,
+                  const ir::ParamValues& params, const Tol& tol, const std::string& int_dot = "auto") {
+  CAPTURE(tir);
+  CAPTURE(int_dot);
+  auto m = ir::parse_module(tir, "test.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  auto target = targets::make_spirv_target();
+  REQUIRE(target->available().ok());
+  targets::CompileOptions co;
+  co.target.values["int_dot"] = int_dot;
+  auto art = target->compile(*m, fn, co);
+  REQUIRE_MESSAGE(art.ok(), (art.ok() ? "" : art.error().message));
+  CHECK(art->kind == targets::ArtifactKind::Spirv);
+  auto state = target->new_program_state();
+  targets::LoadContext lc;
+  lc.params = &params;
+  lc.state = state.get();
+  lc.options = co.target;
+  auto k = target->load(*art, lc);
+  REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
+  auto want = ir::interpret(*m, fn, args, params);
+  REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
+  std::vector<std::vector<std::uint8_t>> in, out;
+  std::vector<void*> buffers;
+  for (const HostTensor& a : args) in.push_back(a.to_bytes());
+  for (auto& b : in) buffers.push_back(b.data());
+  for (const HostTensor& w : *want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0x5A});
+  for (auto& b : out) buffers.push_back(b.data());
+  for (int rep = 0; rep < 2; ++rep) {  // twice: buffers of the first call must not leak into the second
+    for (auto& b : out) std::memset(b.data(), rep ? 0xA5 : 0x5A, b.size());  // poison
+    auto r = k->run(k->state, buffers.data());
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const HostTensor& w = (*want)[j];
+      if (tol.exact || w.kind != ElemKind::F32) {
+        const std::vector<std::uint8_t> wb = w.to_bytes();
+        if (wb != out[j]) {
+          std::size_t at = 0;
+          while (at < wb.size() && wb[at] == out[j][at]) ++at;
+          FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
+        }
+        continue;
+      }
+      std::vector<float> got(w.data.size());
+      std::memcpy(got.data(), out[j].data(), got.size() * 4);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double wv = w.data[i];
+        double bound = tol.abs + tol.rel * std::fabs(wv);
+        if (j == 0 && !tol.per.empty()) bound += tol.per[i];
+        if (std::isnan(wv) && std::isnan(got[i])) continue;
+        if (!(std::fabs(got[i] - wv) <= bound)) FAIL("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
+      }
+    }
+  }
+  return k->isa;
+}
+
+std::string tmatmul_tir(std::int64_t M, std::int64_t K, std::int64_t N, const std::string& x, const std::string& act,
+                        bool epilogue) {
+  const std::string xs = sh({M, K}), ys = sh({M, N});
+  std::string t = "param @w : t2" + sh({K, N}) + "\nparam @ws : f32" + sh({N}) + "\nfunc @f(%q: " + x + xs;
+  if (epilogue) t += ", %xs: f32" + sh({M, 1}) + ", %b: f32" + sh({N}) + ", %r: f32" + ys;
+  t += ") -> f32" + ys + " {\n^entry:\n  %w = param @w : t2" + sh({K, N}) + "\n  %ws = param @ws : f32" + sh({N}) + "\n";
+  if (epilogue)
+    t += "  %y = tmatmul %q, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = " +
+         act + "} : f32" + ys + "\n";
+  else
+    t += "  %y = tmatmul %q, %w, %ws {x_scale = false, w_scale = true, bias = false, residual = false, act = " + act +
+         "} : f32" + ys + "\n";
+  return t + "  ret %y\n}\n";
+}
+
+bool exact_act(const std::string& act) { return act == "none" || act == "relu"; }
+
+TEST_CASE("spirv: devices are listed and described") {
+  auto all = targets::spirv::devices();
+  REQUIRE(all.ok());
+  REQUIRE(!(*all)->empty());
+  for (const auto& d : **all) {
+    CHECK(!d.name.empty());
+    CHECK(d.summary().find(d.name) != std::string::npos);
+  }
+  auto target = targets::make_spirv_target();
+  const TargetDescription desc = target->describe();
+  CHECK(desc.available);
+  CHECK(desc.features.find("device [0]") != std::string::npos);
+  CHECK(targets::spirv::select_device("0").ok());
+  auto bad = targets::spirv::select_device("no such device");
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.find("devices:") != std::string::npos);
+  // auto never picks a CPU implementation over the CPU targets.
+  auto reg = targets::TargetRegistry::create();
+  auto pick = reg.resolve("auto");
+  REQUIRE(pick.ok());
+  if (!(*targets::spirv::select_device("auto"))->is_gpu()) CHECK((*pick)->name() != "spirv");
+}
+
+TEST_CASE("spirv: options are validated") {
+  auto target = targets::make_spirv_target();
+  targets::TargetOptions o;
+  o.values["int_dot"] = "maybe";
+  CHECK(!target->parse_options(o).ok());
+  o.values = {{"bogus", "1"}};
+  CHECK(!target->parse_options(o).ok());
+  o.values = {{"int_dot", "off"}, {"device", "0"}};
+  CHECK(target->parse_options(o).ok());
+}
+
+TEST_CASE("spirv: int8 tmatmul, every epilogue and activation, odd shapes, OpSDot and scalar paths") {
+  struct S {
+    std::int64_t M, K, N;
+  };
+  const S shapes[] = {{1, 37, 5}, {3, 130, 33}, {17, 257, 67}, {64, 45, 19}, {2, 1, 1}, {5, 16, 7}};
+  const char* acts[] = {"none", "relu", "gelu", "silu", "sigmoid", "tanh"};
+  const bool device_dot = (*targets::spirv::select_device("auto"))->int_dot;
+  std::uint64_t seed = 1;
+  for (const char* dot : {"on", "off"}) {
+    if (std::string(dot) == "on" && !device_dot) continue;  // the device lacks OpSDot: only the scalar path runs
+    for (const S& s : shapes) {
+      for (const char* act : acts) {
+        CAPTURE(s.M);
+        CAPTURE(s.K);
+        CAPTURE(s.N);
+        CAPTURE(act);
+        ir::ParamValues pv;
+        pv.set("w", rnd(ElemKind::T2, {s.K, s.N}, seed++));
+        pv.set("ws", rnd(ElemKind::F32, {s.N}, seed++));
+        Tol tol;
+        tol.exact = exact_act(act);
+        tol.rel = tol.abs = 4e-6;
+        const std::string isa =
+            check(tmatmul_tir(s.M, s.K, s.N, "i8", act, true), "f",
+                  {rnd(ElemKind::I8, {s.M, s.K}, seed), rnd(ElemKind::F32, {s.M, 1}, seed + 1),
+                   rnd(ElemKind::F32, {s.N}, seed + 2), rnd(ElemKind::F32, {s.M, s.N}, seed + 3)},
+                  pv, tol, dot);
+        CHECK(isa == (std::string(dot) == "on" ? "vulkan_sdot" : "vulkan_scalar"));
+        seed += 4;
+      }
+    }
+  }
+}
+
+TEST_CASE("spirv: f32 x ternary tmatmul within the derived bound") {
+  for (std::int64_t M : {1, 3, 17, 64}) {
+    const std::int64_t K = 37 + 30 * M % 101, N = 5 + M % 23;
+    CAPTURE(M);
+    CAPTURE(K);
+    ir::ParamValues pv;
+    const HostTensor w = rnd(ElemKind::T2, {K, N}, 11 + static_cast<std::uint64_t>(M));
+    const HostTensor ws = rnd(ElemKind::F32, {N}, 12);
+    pv.set("w", w);
+    pv.set("ws", ws);
+    const HostTensor x = rnd(ElemKind::F32, {M, K}, 13);
+    Tol tol;
+    tol.exact = false;
+    tol.rel = 4 * kU;
+    for (std::int64_t r = 0; r < M; ++r)
+      for (std::int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (std::int64_t k = 0; k < K; ++k) s += std::fabs(x.data[static_cast<std::size_t>(r * K + k)]);
+        tol.per.push_back(static_cast<double>(K) * kU * s * std::fabs(ws.data[static_cast<std::size_t>(n)]));
+      }
+    check(tmatmul_tir(M, K, N, "f32", "none", false), "f", {x}, pv, tol);
+  }
+}
+
+TEST_CASE("spirv: quantize and quantize_int8 per row, zero rows, NaN, inf, odd widths: bit for bit") {
+  for (std::int64_t cols : {1, 7, 64, 129}) {
+    CAPTURE(cols);
+    const std::string t = sh({5, cols});
+    const std::string tir = "func @f(%x: f32" + t + ") -> (i8" + t + ", f32[5, 1], f32" + t +
+                            ") {\n^entry:\n  %q, %s = quantize %x : i8" + t + ", f32[5, 1]\n  %fq = quantize_int8 %x : f32" +
+                            t + "\n  ret %q, %s, %fq\n}\n";
+    HostTensor x = rnd(ElemKind::F32, {5, cols}, static_cast<std::uint64_t>(cols));
+    for (std::int64_t c = 0; c < cols; ++c) x.data[static_cast<std::size_t>(cols + c)] = 0.0;
+    x.data[static_cast<std::size_t>(2 * cols)] = std::nan("");
+    x.data[static_cast<std::size_t>(3 * cols)] = HUGE_VAL;
+    check(tir, "f", {x}, {}, Tol{});
+  }
+}
+
+TEST_CASE("spirv: rmsnorm, softmax and reductions on every axis") {
+  for (std::int64_t len : {1, 7, 67}) {
+    CAPTURE(len);
+    Tol tol;
+    tol.exact = false;
+    tol.rel = static_cast<double>(len + 64) * 2 * kU;
+    tol.abs = 1e-30;
+    const std::string t = sh({3, 5, len});
+    check("func @f(%x: f32" + t + ", %g: f32" + sh({len}) + ") -> f32" + t + " {\n^entry:\n  %y = rmsnorm %x, %g {eps = 1e-05} : f32" +
+              t + "\n  ret %y\n}\n",
+          "f", {rnd(ElemKind::F32, {3, 5, len}, 21), rnd(ElemKind::F32, {len}, 22)}, {}, tol);
+    for (int axis = 0; axis < 3; ++axis) {
+      CAPTURE(axis);
+      const std::string a = std::to_string(axis);
+      std::vector<std::int64_t> red = {3, 5, len};
+      red[static_cast<std::size_t>(axis)] = 1;
+      const std::string r = sh({red[0], red[1], red[2]});
+      Tol sum_tol = tol;
+      sum_tol.abs = static_cast<double>(len + 64) * 2 * kU * static_cast<double>(len);  // cancellation: |x| <= 1
+      check("func @f(%x: f32" + t + ") -> (f32" + t + ", f32" + r + ", f32" + r + ", f32" + r +
+                ") {\n^entry:\n  %s = softmax %x {axis = " + a + "} : f32" + t + "\n  %a = reduce_sum %x {axis = " + a +
+                ", keepdims = true} : f32" + r + "\n  %m = reduce_mean %x {axis = " + a + ", keepdims = true} : f32" + r +
+                "\n  %x1 = reduce_max %x {axis = " + a + ", keepdims = true} : f32" + r + "\n  ret %s, %a, %m, %x1\n}\n",
+            "f", {rnd(ElemKind::F32, {3, 5, len}, 23 + static_cast<std::uint64_t>(axis))}, {}, sum_tol);
+    }
+  }
+}
+
+TEST_CASE("spirv: ewise chains and elementwise ops with row and column broadcasts") {
+  Tol tol;
+  tol.exact = false;
+  tol.rel = tol.abs = 4e-6;
+  const std::string ops[] = {"add", "sub", "mul", "div", "max", "min"};
+  for (const std::string& op : ops) {
+    CAPTURE(op);
+    check("func @f(%a: f32[3, 7], %b: f32[7], %c: f32[3, 1]) -> (f32[3, 7], f32[3, 7]) {\n^entry:\n  %x = " + op +
+              " %a, %b : f32[3, 7]\n  %y = " + op + " %a, %c : f32[3, 7]\n  ret %x, %y\n}\n",
+          "f", {rnd(ElemKind::F32, {3, 7}, 31), rnd(ElemKind::F32, {7}, 32), rnd(ElemKind::F32, {3, 1}, 33)}, {},
+          op == "div" ? tol : Tol{});
+  }
+  const std::string unary[] = {"neg", "abs", "relu", "sigmoid", "tanh", "gelu", "silu", "exp", "log", "sqrt", "rsqrt"};
+  for (const std::string& op : unary) {
+    CAPTURE(op);
+    HostTensor a = rnd(ElemKind::F32, {4, 9}, 34);
+    if (op == "log" || op == "sqrt" || op == "rsqrt")
+      for (double& v : a.data) v = static_cast<float>(std::fabs(v) + 0.01);
+    const bool exact = op == "neg" || op == "abs" || op == "relu";
+    check("func @f(%a: f32[4, 9]) -> f32[4, 9] {\n^entry:\n  %x = " + op + " %a : f32[4, 9]\n  ret %x\n}\n", "f", {a},
+          {}, exact ? Tol{} : tol);
+  }
+  // A fused chain: ewise with steps over three operands (the pipeline makes these).
+  check("func @f(%a: f32[5, 11], %b: f32[11], %c: f32[5, 11]) -> f32[5, 11] {\n^entry:\n"
+        "  %y = ewise %a, %b, %c {steps = [mul(0, 1), add(3, 2), silu(4)]} : f32[5, 11]\n  ret %y\n}\n",
+        "f", {rnd(ElemKind::F32, {5, 11}, 35), rnd(ElemKind::F32, {11}, 36), rnd(ElemKind::F32, {5, 11}, 37)}, {}, tol);
+}
+
+TEST_CASE("spirv: copies, aliases and a returned argument") {
+  check("func @f(%a: f32[3, 4]) -> (f32[3, 4], f32[3, 4], f32[12]) {\n^entry:\n  %e = neg %a : f32[3, 4]\n"
+        "  %r = reshape %e : f32[12]\n  ret %e, %a, %r\n}\n",
+        "f", {rnd(ElemKind::F32, {3, 4}, 41)}, {}, Tol{});
+}
+
+TEST_CASE("spirv: unsupported ops and non-load-time weights are Unsupported errors") {
+  auto target = targets::make_spirv_target();
+  auto m = ir::parse_module("func @g(%x: i8[3, 30], %w: t2[30, 7]) -> f32[3, 7] {\n^entry:\n"
+                            "  %y = tmatmul %x, %w {x_scale = false, w_scale = false, bias = false, residual = false, "
+                            "act = none} : f32[3, 7]\n  ret %y\n}\n",
+                            "t.tir");
+  REQUIRE(m.ok());
+  auto r = target->check_supported(*m->find_function("g"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == ErrorCode::Unsupported);
+  auto t = ir::parse_module("func @t(%x: f32[3, 4]) -> f32[4, 3] {\n^entry:\n  %y = transpose %x {perm = [1, 0]} : f32[4, 3]\n"
+                            "  ret %y\n}\n",
+                            "t.tir");
+  REQUIRE(t.ok());
+  CHECK(!target->check_supported(*t->find_function("t")).ok());
+}
+
+TEST_CASE("spirv: a damaged module fails validation with an error, never a crash") {
+  auto target = targets::make_spirv_target();
+  const std::string tir = tmatmul_tir(3, 37, 5, "i8", "none", false);
+  auto m = ir::parse_module(tir, "t.tir");
+  REQUIRE(m.ok());
+  auto art = target->compile(*m, "f", {});
+  REQUIRE(art.ok());
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {37, 5}, 1));
+  pv.set("ws", rnd(ElemKind::F32, {5}, 2));
+  targets::LoadContext lc;
+  lc.params = &pv;
+  // Overwrite words past the header of the first module (the table is 3 words long).
+  targets::Artifact bad = *art;
+  for (std::size_t i = 4 * 3 + 40; i < 4 * 3 + 120 && i < bad.bytes.size(); ++i) bad.bytes[i] = 0xEE;
+  auto k = target->load(bad, lc);
+  REQUIRE(!k.ok());
+  CHECK(k.error().message.find("validation") != std::string::npos);
+  // A truncated module table.
+  bad = *art;
+  bad.bytes.resize(6);
+  CHECK(!target->load(bad, lc).ok());
+  // A missing parameter.
+  ir::ParamValues none;
+  lc.params = &none;
+  CHECK(!target->load(*art, lc).ok());
+}
+
+TEST_CASE("spirv: buffers past the device's limits are errors at load, never crashes") {
+  auto target = targets::make_spirv_target();
+  const targets::spirv::DeviceInfo* info = *targets::spirv::select_device("auto");
+  // One f32 element more than the storage buffer range holds.
+  const std::int64_t n = static_cast<std::int64_t>(info->max_storage_buffer_range) / 4 + 1;
+  const std::string t = "f32[" + std::to_string(n) + "]";
+  auto m = ir::parse_module("func @f(%a: " + t + ") -> " + t + " {\n^entry:\n  %x = neg %a : " + t + "\n  ret %x\n}\n",
+                            "t.tir");
+  REQUIRE(m.ok());
+  auto art = target->compile(*m, "f", {});
+  REQUIRE_MESSAGE(art.ok(), (art.ok() ? "" : art.error().message));
+  ir::ParamValues none;
+  targets::LoadContext lc;
+  lc.params = &none;
+  auto k = target->load(*art, lc);
+  REQUIRE(!k.ok());
+  CHECK(k.error().message.find("storage buffer range") != std::string::npos);
+  // And a device allocation request no device can meet.
+  auto dev = targets::spirv::Device::open(*info);
+  REQUIRE(dev.ok());
+  auto huge = (*dev)->create_buffer(std::size_t{1} << 41, false);
+  REQUIRE(!huge.ok());
+  CHECK(huge.error().code == ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("spirv: emit spirv (disassembly) and glsl; other forms are errors") {
+  auto target = targets::make_spirv_target();
+  auto m = ir::parse_module(tmatmul_tir(3, 37, 5, "i8", "relu", true), "t.tir");
+  REQUIRE(m.ok());
+  targets::CompileOptions co;
+  co.target.values["int_dot"] = "on";
+  auto dis = target->emit(*m, "f", "spirv", co, nullptr);
+  REQUIRE_MESSAGE(dis.ok(), (dis.ok() ? "" : dis.error().message));
+  CHECK(dis->text.find("OpSDot") != std::string::npos);
+  CHECK(dis->text.find("OpEntryPoint GLCompute") != std::string::npos);
+  co.target.values["int_dot"] = "off";
+  auto scalar = target->emit(*m, "f", "spirv", co, nullptr);
+  REQUIRE(scalar.ok());
+  CHECK(scalar->text.find("OpSDot") == std::string::npos);
+  auto glsl = target->emit(*m, "f", "glsl", co, nullptr);
+  REQUIRE(glsl.ok());
+  CHECK(glsl->text.find("#version 450") != std::string::npos);
+  CHECK(glsl->text.find("constant_id = 1") != std::string::npos);  // rows per invocation: a specialization constant
+  auto bad = target->emit(*m, "f", "asm", co, nullptr);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidArgument);
+  CHECK(!target->emit(*m, "nope", "glsl", co, nullptr).ok());
+}
+
+TEST_CASE("spirv: weights are uploaded once per Program and shared by its kernels") {
+  auto target = targets::make_spirv_target();
+  auto state = target->new_program_state();
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {37, 5}, 1));
+  pv.set("ws", rnd(ElemKind::F32, {5}, 2));
+  targets::LoadContext lc;
+  lc.params = &pv;
+  lc.state = state.get();
+  for (std::int64_t M : {1, 4}) {
+    auto m = ir::parse_module(tmatmul_tir(M, 37, 5, "i8", "none", false), "t.tir");
+    REQUIRE(m.ok());
+    auto art = target->compile(*m, "f", {});
+    REQUIRE(art.ok());
+    REQUIRE(target->load(*art, lc).ok());
+  }
+  CHECK(dynamic_cast<targets::DeviceWeights*>(state.get())->size() == 1);
+}
+
+TEST_CASE("spirv: tmatmul tuning space: candidates run, configurations change nothing") {
+  auto target = targets::make_spirv_target();
+  auto m = ir::parse_module(tmatmul_tir(17, 130, 33, "i8", "none", false), "t.tir");
+  REQUIRE(m.ok());
+  auto spaces = target->tuning_spaces(*m, "f", {});
+  REQUIRE(spaces.ok());
+  REQUIRE(spaces->size() == 1);
+  const targets::TuningSpace& space = *(*spaces)[0];
+  CHECK(space.problem().op == "spirv.tmatmul");
+  CHECK(space.valid(space.default_config()));
+  CHECK(!space.valid("wg=100000;tm=1"));
+  CHECK(!space.valid("garbage"));
+  auto cands = space.candidates();
+  REQUIRE(cands.size() > 4);
+  auto bench = space.bench({});
+  REQUIRE_MESSAGE(bench.ok(), (bench.ok() ? "" : bench.error().message));
+  for (std::size_t i = 0; i < cands.size(); i += 3) {
+    auto run = (*bench)->prepare(cands[i].config);
+    REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().message));
+    (*run)->run(0);
+  }
+  CHECK(!(*bench)->prepare("wg=7").ok());
+}
+
+TEST_CASE("spirv: BitLinear and a BitNet FFN through the Engine, kernels used from several threads") {
+  EngineOptions o;
+  o.target = "spirv";
+  o.cache_dir = "off";
+  auto e = Engine::create(o);
+  REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+  struct S {
+    std::int64_t M, K, N;
+  };
+  for (const S& s : {S{1, 64, 16}, S{3, 63, 5}, S{17, 130, 67}, S{64, 45, 19}}) {
+    CAPTURE(s.M);
+    Program p = testing::bitlinear(*e);
+    testing::BitLinearWeights w(s.K, s.N, static_cast<std::uint64_t>(s.K));
+    w.bind(p);
+    std::vector<float> x = testing::random_f32(s.M * s.K, 5);
+    const std::vector<float> want = testing::oracle(w.params(), x, s.M, s.K, 2);
+    std::vector<std::thread> ts;
+    std::vector<int> ok(3, 0);
+    for (int t = 0; t < 3; ++t)
+      ts.emplace_back([&, t] {
+        std::vector<float> y(static_cast<std::size_t>(s.M * s.N), std::nanf(""));
+        TensorView in[] = {testing::view(x, {s.M, s.K})};
+        TensorView out[] = {testing::view(y, {s.M, s.N})};
+        if (!p.run("BitLinear.forward", in, out).ok()) return;
+        // rmsnorm's f32 row sum may move a quantized value by one step: the
+        // layer-level bound of the llvm test (1e-3 of the largest output).
+        float mx = 0;
+        for (float v : want) mx = std::max(mx, std::fabs(v));
+        bool good = true;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          good = good && std::fabs(double(y[i]) - double(want[i])) <= 1e-3 * mx + 1e-5;
+        ok[static_cast<std::size_t>(t)] = good ? 1 : 0;
+      });
+    for (auto& t : ts) t.join();
+    for (int v : ok) CHECK(v == 1);
+  }
+
+  const char* ffn = R"(layer FFN {
+    param gamma: Tensor[D]
+    param w_gate: TernaryTensor[D, H]
+    param w_up: TernaryTensor[D, H]
+    param w_down: TernaryTensor[H, D]
+    param s_gate: Tensor[H]
+    param s_up: Tensor[H]
+    param s_down: Tensor[D]
+    fn forward(x: Tensor[M, D]) -> Tensor[M, D] {
+        let h = rmsnorm(x, gamma, 1e-5)
+        let q = quantize_int8(h)
+        let g = silu((q @ w_gate) * s_gate)
+        let u = (q @ w_up) * s_up
+        let a = quantize_int8(g * u)
+        return x + (a @ w_down) * s_down
+    }
+})";
+  EngineOptions ro;
+  ro.target = "reference";
+  ro.cache_dir = "off";
+  auto ref = Engine::create(ro);
+  REQUIRE(ref.ok());
+  for (std::int64_t M : {1, 3, 17}) {
+    CAPTURE(M);
+    const std::int64_t D = 45, H = 77;
+    std::vector<float> gamma = testing::random_f32(D, 1), sg = testing::random_f32(H, 2), su = testing::random_f32(H, 3),
+                       sd = testing::random_f32(D, 4);
+    std::vector<std::int8_t> wg = testing::random_t2(D * H, 5), wu = testing::random_t2(D * H, 6),
+                             wd = testing::random_t2(H * D, 7);
+    std::vector<float> x = testing::random_f32(M * D, 8);
+    std::vector<float> ys[2];
+    Engine* engines[2] = {&*e, &*ref};
+    for (int i = 0; i < 2; ++i) {
+      auto p = engines[i]->compile(ffn, "ffn.tri");
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      REQUIRE(p->bind("FFN.gamma", testing::view(gamma, {D})).ok());
+      REQUIRE(p->bind("FFN.w_gate", testing::view(wg, {D, H})).ok());
+      REQUIRE(p->bind("FFN.w_up", testing::view(wu, {D, H})).ok());
+      REQUIRE(p->bind("FFN.w_down", testing::view(wd, {H, D})).ok());
+      REQUIRE(p->bind("FFN.s_gate", testing::view(sg, {H})).ok());
+      REQUIRE(p->bind("FFN.s_up", testing::view(su, {H})).ok());
+      REQUIRE(p->bind("FFN.s_down", testing::view(sd, {D})).ok());
+      ys[i].assign(static_cast<std::size_t>(M * D), std::nanf(""));
+      TensorView in[] = {testing::view(x, {M, D})};
+      TensorView out[] = {testing::view(ys[i], {M, D})};
+      auto r = p->run("FFN.forward", in, out);
+      REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    }
+    // Two quantizations in series: an f32 difference upstream may move one int8 value
+    // by a step, which moves outputs by (scale of that row) * |w_down| * s_down.
+    float mx = 0;
+    for (float v : ys[1]) mx = std::max(mx, std::fabs(v));
+    for (std::size_t i = 0; i < ys[0].size(); ++i) CHECK(std::fabs(ys[0][i] - ys[1][i]) <= 2e-2 * mx);
+  }
+}
+
+// A host-visible buffer of the caller (the framework), made with the Vulkan API on the
+// device ternjit_kernel_device names.
+struct CallerBuffer {
+  const targets::spirv::VulkanApi* vk = nullptr;
+  VkDevice device = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  CallerBuffer(const targets::spirv::VulkanApi* api, VkPhysicalDevice pd, VkDevice d, std::size_t bytes)
+      : vk(api), device(d) {
+    VkBufferCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    ci.size = (bytes + 15) / 16 * 16 + 16;
+    ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    REQUIRE(vk->vkCreateBuffer(device, &ci, nullptr, &buffer) == VK_SUCCESS);
+    VkMemoryRequirements req{};
+    vk->vkGetBufferMemoryRequirements(device, buffer, &req);
+    VkPhysicalDeviceMemoryProperties mem{};
+    vk->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    std::uint32_t type = 0;
+    while (type < mem.memoryTypeCount &&
+           !((req.memoryTypeBits & (1u << type)) && (mem.memoryTypes[type].propertyFlags & want) == want))
+      ++type;
+    REQUIRE(type < mem.memoryTypeCount);
+    VkMemoryAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    REQUIRE(vk->vkAllocateMemory(device, &ai, nullptr, &memory) == VK_SUCCESS);
+    REQUIRE(vk->vkBindBufferMemory(device, buffer, memory, 0) == VK_SUCCESS);
+    REQUIRE(vk->vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, &mapped) == VK_SUCCESS);
+  }
+  ~CallerBuffer() {
+    vk->vkUnmapMemory(device, memory);
+    vk->vkDestroyBuffer(device, buffer, nullptr);
+    vk->vkFreeMemory(device, memory, nullptr);
+  }
+};
+
+TEST_CASE("spirv: the framework launch path through the C ABI: the caller's buffers and command buffer") {
+  ternjit_engine_options o;
+  ternjit_engine_options_init(&o);
+  o.target = "spirv";
+  o.cache_dir = "off";
+  ternjit_engine* engine = nullptr;
+  REQUIRE(ternjit_engine_create(&o, &engine) == TERNJIT_OK);
+  ternjit_program* program = nullptr;
+  REQUIRE(ternjit_compile(engine, testing::kBitLinear, std::strlen(testing::kBitLinear), "bitlinear.tri", &program) ==
+          TERNJIT_OK);
+  const std::int64_t M = 3, K = 45, N = 19;
+  testing::BitLinearWeights w(K, N, 9);
+  const std::int64_t gs[] = {K}, ws[] = {K, N}, ss[] = {N}, xs[] = {M, K}, ys[] = {M, N};
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.gamma", w.gamma.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, gs, 1) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w", w.w.data(), TERNJIT_T2, TERNJIT_FORMAT_PLAIN, ws, 2) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w_scale", w.w_scale.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, ss, 1) ==
+          TERNJIT_OK);
+  std::vector<float> x = testing::random_f32(M * K, 3), host_y(static_cast<std::size_t>(M * N), std::nanf(""));
+  ternjit_tensor in{x.data(), TERNJIT_F32, 2, xs};
+  ternjit_tensor out{host_y.data(), TERNJIT_F32, 2, ys};
+  REQUIRE(ternjit_run(program, "BitLinear.forward", &in, 1, &out, 1) == TERNJIT_OK);
+  ternjit_kernel* kernel = nullptr;
+  REQUIRE(ternjit_get_kernel(program, "BitLinear.forward", &in, 1, &kernel) == TERNJIT_OK);
+
+  std::uintptr_t h[8];
+  std::size_t count = 2;
+  CHECK(ternjit_kernel_device(kernel, h, &count) == TERNJIT_INVALID_ARGUMENT);  // too little room
+  CHECK(count == 5);
+  count = 8;
+  REQUIRE(ternjit_kernel_device(kernel, h, &count) == TERNJIT_OK);
+  REQUIRE(count == 5);
+  const targets::spirv::VulkanApi* vk = *targets::spirv::vulkan_api();
+  auto pd = reinterpret_cast<VkPhysicalDevice>(h[1]);
+  auto device = reinterpret_cast<VkDevice>(h[2]);
+  auto queue = reinterpret_cast<VkQueue>(h[3]);
+  const auto family = static_cast<std::uint32_t>(h[4]);
+
+  // The framework's side: its buffers, its pool and command buffer, its submit and fence,
+  // all freed before the last Program on the device is (the device lives with them).
+  void* buffers[2] = {nullptr, nullptr};
+  {
+    CallerBuffer xb(vk, pd, device, x.size() * 4), yb(vk, pd, device, host_y.size() * 4);
+    std::memcpy(xb.mapped, x.data(), x.size() * 4);
+    std::memset(yb.mapped, 0x7F, host_y.size() * 4);
+    VkCommandPoolCreateInfo pci{};
+    pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pci.queueFamilyIndex = family;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    REQUIRE(vk->vkCreateCommandPool(device, &pci, nullptr, &pool) == VK_SUCCESS);
+    VkCommandBufferAllocateInfo cai{};
+    cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    cai.commandPool = pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    REQUIRE(vk->vkAllocateCommandBuffers(device, &cai, &cb) == VK_SUCCESS);
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    REQUIRE(vk->vkBeginCommandBuffer(cb, &bi) == VK_SUCCESS);
+    buffers[0] = reinterpret_cast<void*>(xb.buffer);
+    buffers[1] = reinterpret_cast<void*>(yb.buffer);
+    // Twice into one command buffer: the second launch reuses the first one's descriptor sets.
+    REQUIRE(ternjit_kernel_launch(kernel, cb, buffers) == TERNJIT_OK);
+    REQUIRE(ternjit_kernel_launch(kernel, cb, buffers) == TERNJIT_OK);
+    CHECK(ternjit_kernel_launch(kernel, nullptr, buffers) == TERNJIT_INVALID_ARGUMENT);
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    REQUIRE(vk->vkEndCommandBuffer(cb) == VK_SUCCESS);
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    VkFence fence = VK_NULL_HANDLE;
+    REQUIRE(vk->vkCreateFence(device, &fi, nullptr, &fence) == VK_SUCCESS);
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    REQUIRE(vk->vkQueueSubmit(queue, 1, &si, fence) == VK_SUCCESS);
+    REQUIRE(vk->vkWaitForFences(device, 1, &fence, VK_TRUE, 60'000'000'000ull) == VK_SUCCESS);
+    std::vector<float> launched(host_y.size());
+    std::memcpy(launched.data(), yb.mapped, launched.size() * 4);
+    CHECK(testing::bit_equal(launched, host_y));  // the same shaders on the same inputs
+    vk->vkDestroyFence(device, fence, nullptr);
+    vk->vkDestroyCommandPool(device, pool, nullptr);
+  }
+  ternjit_program_destroy(program);
+  ternjit_engine_destroy(engine);
+
+  // A CPU target's kernel has no device.
+  o.target = "reference";
+  REQUIRE(ternjit_engine_create(&o, &engine) == TERNJIT_OK);
+  REQUIRE(ternjit_compile(engine, testing::kBitLinear, std::strlen(testing::kBitLinear), "bitlinear.tri", &program) ==
+          TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.gamma", w.gamma.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, gs, 1) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w", w.w.data(), TERNJIT_T2, TERNJIT_FORMAT_PLAIN, ws, 2) == TERNJIT_OK);
+  REQUIRE(ternjit_bind_weight(program, "BitLinear.w_scale", w.w_scale.data(), TERNJIT_F32, TERNJIT_FORMAT_PLAIN, ss, 1) ==
+          TERNJIT_OK);
+  REQUIRE(ternjit_get_kernel(program, "BitLinear.forward", &in, 1, &kernel) == TERNJIT_OK);
+  count = 8;
+  CHECK(ternjit_kernel_device(kernel, h, &count) == TERNJIT_UNSUPPORTED);
+  CHECK(ternjit_kernel_launch(kernel, reinterpret_cast<void*>(1), buffers) == TERNJIT_UNSUPPORTED);
+  ternjit_program_destroy(program);
+  ternjit_engine_destroy(engine);
+}
+
+TEST_CASE("spirv: the pipeline cache is stored in the kernel cache directory, a corrupt one is rebuilt") {
+  // The process opened its device already (the blob is read once per device and
+  // process); this checks the file the device writes and reads back in a child process.
+  testing::TempDir dir;
+  const std::string tj = std::string(TERNJIT_BINARY_DIR) + "/tools/ternjit/ternjit";
+  if (!std::filesystem::exists(tj)) return;
+  const std::string run = "TERNJIT_CACHE_DIR=" + dir.path.string() + " " + tj + " run " +
+                          std::string(TERNJIT_SOURCE_DIR) +
+                          "/tests/dsl/bitlinear.tri --layer BitLinear --shape M=3,K=37,N=21 --target spirv > " +
+                          (dir.path / "out.txt").string() + " 2> " + (dir.path / "err.txt").string();
+  REQUIRE(std::system(run.c_str()) == 0);
+  std::string blob;
+  for (const auto& f : std::filesystem::directory_iterator(dir.path))
+    if (f.path().filename().string().rfind("vulkan-pipelines-", 0) == 0) blob = f.path().string();
+  REQUIRE(!blob.empty());
+  const auto size = std::filesystem::file_size(blob);
+  CHECK(size > 16);
+  // A new process finds and reads the blob (no warning), and the result is the same.
+  REQUIRE(std::system(run.c_str()) == 0);
+  // Corrupt it: the next process warns, rebuilds it, and still runs.
+  {
+    FILE* f = std::fopen(blob.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    std::fseek(f, 20, SEEK_SET);
+    std::fputc(0x42 ^ std::fgetc(f), f);
+    std::fseek(f, 20, SEEK_SET);
+    std::fputc(0x13, f);
+    std::fclose(f);
+  }
+  // Remove the kernel entries so the next run creates pipelines again (and rewrites the blob).
+  REQUIRE(std::system(run.c_str()) == 0);
+  std::string err;
+  {
+    FILE* f = std::fopen((dir.path / "err.txt").string().c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buf[4096];
+    err.assign(buf, std::fread(buf, 1, sizeof buf, f));
+    std::fclose(f);
+  }
+  CHECK(err.find("corrupt Vulkan pipeline cache") != std::string::npos);
+  REQUIRE(std::system(run.c_str()) == 0);  // rebuilt: the next process reads it cleanly
+  {
+    FILE* f = std::fopen((dir.path / "err.txt").string().c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buf[4096];
+    err.assign(buf, std::fread(buf, 1, sizeof buf, f));
+    std::fclose(f);
+  }
+  CHECK(err.find("corrupt") == std::string::npos);
+}
+
+}  // namespace
+}  // namespace ternjit
