@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "formats/mapped_file.h"
+#include "ir/ir.h"
 #include "ir/numeric.h"
 
 namespace ternjit::formats {
@@ -551,39 +552,24 @@ Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {
   return out;
 }
 
-Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
-  if (t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0) {
-    return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": type " +
-                                                   std::string(gguf_type_name(t.type)) + " is not ternary");
-  }
-  TERNJIT_TRY_VOID(check_size(t));
-  const auto n = static_cast<std::size_t>(t.elem_count());
-  const std::size_t blocks = n / kQK;
-  GgufTernary r;
-  r.values.reserve(n);
-  r.scales.resize(blocks);
-  const std::uint8_t* p = t.bytes.data();
-  if (t.type == GgufTensorType::TQ2_0) {
+bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* p, std::uint8_t* codes, float* scale) {
+  TERNJIT_CHECK(type == GgufTensorType::TQ1_0 || type == GgufTensorType::TQ2_0, "gguf_ternary_block: not ternary");
+  if (type == GgufTensorType::TQ2_0) {
     // block_tq2_0 { uint8_t qs[64]; ggml_half d; } (dequantize_row_tq2_0): for each
-    // 32-byte half j, for shift l = 0..3, for byte m: ((qs[j + m] >> 2l) & 3) - 1.
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::uint8_t* qs = p + 66 * b;
-      r.scales[b] = f16_at(qs + 64);
-      for (std::size_t j = 0; j < 64; j += 32) {
-        for (int l = 0; l < 4; ++l) {
-          for (std::size_t m = 0; m < 32; ++m) {
-            const int q = (qs[j + m] >> (2 * l)) & 3;
-            if (q == 3) {
-              return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": TQ2_0 element " +
-                                                             std::to_string(r.values.size()) +
-                                                             " has code 3 (value 2), not ternary");
-            }
-            r.values.push_back(static_cast<std::int8_t>(q - 1));
-          }
+    // 32-byte half j, for shift l = 0..3, for byte m: ((qs[j + m] >> 2l) & 3) - 1, so
+    // element 128 j/32 + 32 l + m. The code is value + 1 already.
+    *scale = f16_at(p + 64);
+    std::uint8_t bad = 0;
+    for (std::size_t j = 0; j < 2; ++j) {
+      for (int l = 0; l < 4; ++l) {
+        for (std::size_t m = 0; m < 32; ++m) {
+          const auto q = static_cast<std::uint8_t>((p[32 * j + m] >> (2 * l)) & 3);
+          codes[128 * j + 32 * static_cast<std::size_t>(l) + m] = q;
+          bad |= static_cast<std::uint8_t>(q & (q >> 1));
         }
       }
     }
-    return r;
+    return bad == 0;
   }
   // block_tq1_0 { uint8_t qs[48]; uint8_t qh[4]; ggml_half d; } (dequantize_row_tq1_0):
   // each byte holds 5 (qs) or 4 (qh) trits as a fixed-point fraction; trit n is the top
@@ -592,21 +578,40 @@ Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
   static constexpr std::uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
   auto trit = [](std::uint8_t byte, int n) {
     const auto q = static_cast<std::uint8_t>(byte * kPow3[n]);  // uint8 wrap, as ggml
-    return static_cast<std::int8_t>(((static_cast<std::uint16_t>(q) * 3) >> 8) - 1);
+    return static_cast<std::uint8_t>((static_cast<std::uint16_t>(q) * 3) >> 8);
   };
+  const std::uint8_t* qh = p + kTq1Qs;
+  *scale = f16_at(qh + kTq1Qh);
+  std::size_t e = 0;
+  for (int n5 = 0; n5 < 5; ++n5)
+    for (std::size_t m = 0; m < 32; ++m) codes[e++] = trit(p[m], n5);
+  for (int n5 = 0; n5 < 5; ++n5)
+    for (std::size_t m = 32; m < 48; ++m) codes[e++] = trit(p[m], n5);
+  for (int n4 = 0; n4 < 4; ++n4)
+    for (std::size_t m = 0; m < kTq1Qh; ++m) codes[e++] = trit(qh[m], n4);
+  return true;  // (q * 3) >> 8 of a byte is at most 2
+}
+
+Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
+  if (t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0) {
+    return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": type " +
+                                                   std::string(gguf_type_name(t.type)) + " is not ternary");
+  }
+  TERNJIT_TRY_VOID(check_size(t));
+  const auto n = static_cast<std::size_t>(t.elem_count());
+  const std::size_t blocks = n / kQK;
+  const std::size_t block_bytes = gguf_block_bytes(t.type);
+  GgufTernary r;
+  r.values.resize(n);
+  r.scales.resize(blocks);
+  std::uint8_t codes[kQK];
   for (std::size_t b = 0; b < blocks; ++b) {
-    const std::uint8_t* qs = p + 54 * b;
-    const std::uint8_t* qh = qs + kTq1Qs;
-    r.scales[b] = f16_at(qh + kTq1Qh);
-    for (int n5 = 0; n5 < 5; ++n5) {
-      for (std::size_t m = 0; m < 32; ++m) r.values.push_back(trit(qs[m], n5));
+    if (!gguf_ternary_block(t.type, t.bytes.data() + block_bytes * b, codes, &r.scales[b])) {
+      const std::size_t e = static_cast<std::size_t>(std::find(codes, codes + kQK, 3) - codes);
+      return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": TQ2_0 element " +
+                                                     std::to_string(kQK * b + e) + " has code 3 (value 2), not ternary");
     }
-    for (int n5 = 0; n5 < 5; ++n5) {
-      for (std::size_t m = 32; m < 48; ++m) r.values.push_back(trit(qs[m], n5));
-    }
-    for (int n4 = 0; n4 < 4; ++n4) {
-      for (std::size_t m = 0; m < kTq1Qh; ++m) r.values.push_back(trit(qh[m], n4));
-    }
+    for (std::size_t e = 0; e < kQK; ++e) r.values[kQK * b + e] = static_cast<std::int8_t>(codes[e] - 1);
   }
   return r;
 }

@@ -136,6 +136,12 @@ struct GgufTernary {
   std::vector<float> scales;        ///< one f16 scale d per 256-element block
 };
 
+/// Decodes one 256-value block of a TQ1_0 or TQ2_0 tensor (`block` points at its
+/// gguf_block_bytes(type) bytes): codes[e] = value of element e + 1 (0, 1 or 2; TQ2_0
+/// code 3 is passed through as 3) in ggml element order, and *scale = the block's d as
+/// f32. Returns false when a code is 3 (not ternary). Precondition: type is TQ1_0 or TQ2_0.
+bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* block, std::uint8_t* codes, float* scale);
+
 /// Splits a TQ1_0 or TQ2_0 tensor into ternary values and block scales. Errors
 /// (InvalidInput): another type, a size mismatch, or a TQ2_0 code 3 (value 2, which
 /// ggml would dequantize as 2 * d: not ternary), naming the element index.

@@ -84,13 +84,15 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   if (o.emit == "ir") {
     e.text = ir::print_module(specialized);
   } else {
-    // Weights for forms that bake them in: from --weights, else random from --seed.
-    std::optional<formats::StFile> weights;
+    // Weights for forms that bake them in: from --weights (safetensors or GGUF, every
+    // parameter in it), else random from --seed.
+    std::optional<formats::WeightFile> weights;
     if (!o.weights.empty()) {
-      TERNJIT_TRY(weights, formats::read_safetensors(o.weights));
+      TERNJIT_TRY(weights, formats::WeightFile::open(o.weights));
     }
     formats::PrepareOptions prep;
     prep.seed = o.seed;
+    prep.random_missing_params = !weights.has_value();
     TERNJIT_TRY(formats::RunInputs run, formats::prepare_run(m, *m.find_function(function), nullptr,
                                                    weights ? &*weights : nullptr, shapes, prep));
     TERNJIT_TRY(e, target->emit(specialized, function, o.emit, copts, &run.params));

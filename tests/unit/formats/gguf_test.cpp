@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gguf_test.cpp - GGUF: hand-built blocks of every type, round trips, and every malformation.
 #include "formats/gguf.h"
+#include "tests/unit/formats/tq_testing.h"
 
 #include <doctest/doctest.h>
 
@@ -45,14 +46,7 @@ GgufTensor tensor(std::string name, GgufTensorType type, std::vector<std::uint64
   return t;
 }
 
-// ggml's quantize_row_tq1_0_ref packing of 5 (or 4, then *3) trits: digits in base 3,
-// first value most significant, then a ceiling division mapping [0, 243) onto a byte.
-std::uint8_t tq1_pack(const int* digits, int count) {
-  unsigned q = 0;
-  for (int n = 0; n < count; ++n) q = q * 3 + static_cast<unsigned>(digits[n]);
-  if (count == 4) q *= 3;
-  return static_cast<std::uint8_t>((q * 256 + 242) / 243);
-}
+using testing::tq1_pack;
 
 // A small v3 file: kv "name" = "tiny", "n" = u32 7; tensor "a" F32 [4] at 0, tensor "b"
 // Q8_0 [32] at 32. Returns the image and the header size.
