@@ -8,6 +8,9 @@
 #include <cstring>
 #include <limits>
 #include <regex>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "formats/mapped_file.h"
 #include "formats/ternary.h"
@@ -206,6 +209,7 @@ Result<ir::StoredTensor> ternarize_master(const FloatRows& w, const std::string&
 constexpr std::uint64_t kEvenBits = 0x5555555555555555ull;  // bit 0 of every 2-bit field
 constexpr std::uint64_t kLowPairs = 0x0303030303030303ull;  // the low field of every byte
 
+#if !defined(__SSE2__)
 // Transposes an 8 x 8 byte matrix held as 8 little-endian words (byte c of word r is
 // element (r, c)): swap the off-diagonal 4 x 4, then 2 x 2, then 1 x 1 blocks.
 void transpose8x8(std::uint64_t m[8]) {
@@ -225,6 +229,47 @@ void transpose8x8(std::uint64_t m[8]) {
     m[i + 1] ^= t;
   }
 }
+#endif
+
+// Writes the transpose of the 16 x 16 bytes at `in` (row i at in + i * in_stride) to
+// `out` (row e at out + e * out_stride).
+void transpose16(const std::uint8_t* in, std::size_t in_stride, std::uint8_t* out, std::size_t out_stride) {
+#if defined(__SSE2__)
+  // Interleave bytes, then 16-, 32- and 64-bit lanes: after stage s, lane e of a
+  // register holds column e of 2^s consecutive rows.
+  __m128i x[16], y[16];
+  for (int i = 0; i < 16; ++i) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i * in_stride));
+  for (int k = 0; k < 8; ++k) {  // y[k]: rows 2k, 2k+1 at e 0..7; y[k + 8]: at e 8..15
+    y[k] = _mm_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
+    y[k + 8] = _mm_unpackhi_epi8(x[2 * k], x[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // x[4h + k]: rows 4k..4k+3 at e 4h..4h+3
+    x[k] = _mm_unpacklo_epi16(y[2 * k], y[2 * k + 1]);
+    x[k + 4] = _mm_unpackhi_epi16(y[2 * k], y[2 * k + 1]);
+    x[k + 8] = _mm_unpacklo_epi16(y[2 * k + 8], y[2 * k + 9]);
+    x[k + 12] = _mm_unpackhi_epi16(y[2 * k + 8], y[2 * k + 9]);
+  }
+  for (int h = 0; h < 4; ++h) {  // y[4h + 0/1]: rows 0..7 at e 4h, 4h+1 / 4h+2, 4h+3; +2/+3: rows 8..15
+    y[4 * h] = _mm_unpacklo_epi32(x[4 * h], x[4 * h + 1]);
+    y[4 * h + 1] = _mm_unpackhi_epi32(x[4 * h], x[4 * h + 1]);
+    y[4 * h + 2] = _mm_unpacklo_epi32(x[4 * h + 2], x[4 * h + 3]);
+    y[4 * h + 3] = _mm_unpackhi_epi32(x[4 * h + 2], x[4 * h + 3]);
+  }
+  for (int h = 0; h < 4; ++h) {
+    const __m128i col[4] = {_mm_unpacklo_epi64(y[4 * h], y[4 * h + 2]), _mm_unpackhi_epi64(y[4 * h], y[4 * h + 2]),
+                            _mm_unpacklo_epi64(y[4 * h + 1], y[4 * h + 3]), _mm_unpackhi_epi64(y[4 * h + 1], y[4 * h + 3])};
+    for (int c = 0; c < 4; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (4 * h + c) * out_stride), col[c]);
+  }
+#else
+  for (std::size_t g0 = 0; g0 < 16; g0 += 8)
+    for (std::size_t e0 = 0; e0 < 16; e0 += 8) {
+      std::uint64_t m[8];
+      for (std::size_t r = 0; r < 8; ++r) std::memcpy(&m[r], in + (g0 + r) * in_stride + e0, 8);
+      transpose8x8(m);
+      for (std::size_t r = 0; r < 8; ++r) std::memcpy(out + (e0 + r) * out_stride + g0, &m[r], 8);
+    }
+#endif
+}
 
 // GGUF ternary T (N rows of K in blocks) re-coded as tern2 [K, N]; TQ2_0 and tern2 share
 // the code (value + 1), so this is a transpose of 2-bit fields.
@@ -243,14 +288,13 @@ Result<ir::StoredTensor> gguf_ternary_transposed(const GgufTensor& t, const Gguf
     // 64 rows at a time make 16 whole output bytes per output row: byte e of row group g
     // is field e of each of its four rows' blocks, and TQ2_0 already holds value + 1 in
     // two bits, so this is a transpose of 2-bit fields, done on 64-bit words (the build's
-    // -O2 does not vectorize byte loops of unknown trip count). Rows outer, blocks inner:
-    // the file is read once, in order, and the K output lines being filled stay in cache
-    // until four passes have filled them.
+    // -O2 does not vectorize byte loops of unknown trip count) into tile[g][e], then a
+    // 16 x K byte transpose into the output. Each row is read once, front to back.
     const std::size_t stride = d.n / 4;
-    alignas(64) std::uint8_t tile[16][kQK];  // tile[g][e]: output byte of row group g, element e
+    std::vector<std::uint8_t> tile(16 * d.k);  // tile[g * K + e]
     for (std::size_t n0 = 0; n0 < d.n; n0 += 64) {
-      for (std::size_t b = 0; b < blocks_per_row; ++b) {
-        for (std::size_t g = 0; g < 16; ++g) {
+      for (std::size_t g = 0; g < 16; ++g) {
+        for (std::size_t b = 0; b < blocks_per_row; ++b) {
           std::uint64_t q[4][8];
           std::uint64_t bad = 0;
           for (std::size_t r = 0; r < 4; ++r) {
@@ -265,26 +309,20 @@ Result<ir::StoredTensor> gguf_ternary_transposed(const GgufTensor& t, const Gguf
                 return bad_code(row, b, codes);
             }
           }
-          // Word c of half j holds qs bytes 32 j + 8 c .. + 7, i.e. elements 128 j + 32 l + 8 c ..
+          // Word c of half j holds qs bytes 32 j + 8 c .. + 7: elements 128 j + 32 l + 8 c ..
+          std::uint8_t* row_tile = tile.data() + g * d.k + b * kQK;
           for (std::size_t j = 0; j < 2; ++j)
             for (unsigned l = 0; l < 4; ++l)
               for (std::size_t c = 0; c < 4; ++c) {
                 const std::size_t i = 4 * j + c;
                 const std::uint64_t v = ((q[0][i] >> (2 * l)) & kLowPairs) | ((q[1][i] >> (2 * l)) & kLowPairs) << 2 |
                                         ((q[2][i] >> (2 * l)) & kLowPairs) << 4 | ((q[3][i] >> (2 * l)) & kLowPairs) << 6;
-                std::memcpy(&tile[g][128 * j + 32 * l + 8 * c], &v, 8);
+                std::memcpy(row_tile + 128 * j + 32 * l + 8 * c, &v, 8);
               }
         }
-        // tile is 16 x 256 bytes; output row e takes column e: 8 x 8 byte transposes.
-        std::uint8_t* dst = out.bytes.data() + b * kQK * stride + n0 / 4;
-        for (std::size_t g0 = 0; g0 < 16; g0 += 8)
-          for (std::size_t e0 = 0; e0 < kQK; e0 += 8) {
-            std::uint64_t m[8];
-            for (std::size_t r = 0; r < 8; ++r) std::memcpy(&m[r], &tile[g0 + r][e0], 8);
-            transpose8x8(m);
-            for (std::size_t r = 0; r < 8; ++r) std::memcpy(dst + (e0 + r) * stride + g0, &m[r], 8);
-          }
       }
+      std::uint8_t* dst = out.bytes.data() + n0 / 4;
+      for (std::size_t e0 = 0; e0 < d.k; e0 += 16) transpose16(tile.data() + e0, d.k, dst + e0 * stride, stride);
     }
   } else if (d.n % 4 == 0) {
     // TQ1_0: decode four rows' blocks to codes, then gather bytes the same way.
