@@ -60,7 +60,7 @@ INTERNAL = _capi.INTERNAL
 #: Feature names probed by :func:`features` (the ABI answers one name at a time).
 KNOWN_FEATURES = (
     "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
-    "safetensors", "random-weights", "kernel-entry", "builder",
+    "safetensors", "gguf", "hf-bitnet", "bind-sized", "name-map", "random-weights", "kernel-entry", "builder",
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 )
 
