@@ -126,7 +126,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     const std::string what = "parameter '" + p.name + "'";
     if (!weights) return fail(what + " is missing: no weights were given");
     return fail(what + " has no tensor in " + weights->display_name() + ir::did_you_mean(p.name, weights->offer_names()) +
-                "; random values only when asked (ternjit run --random-missing SEED)");
+                "; random values only when asked (--random-missing SEED)");
   };
 
   // Pass 1: bind symbols from the shapes of every tensor the files provide.

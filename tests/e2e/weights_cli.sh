@@ -95,6 +95,11 @@ layer L0 {
 TRI
 expect_fail "scales other than 1 are never dropped" "no parameter 'L0.w_scale' takes them" \
   "$bin" run noscale.tri --layer L0 --shape M=1 --weights model.safetensors --map 'blk.{i}.w=L{i}.w'
+if "$bin" info | grep -qE '^  llvm +cpu +available'; then
+  "$bin" compile g.tri --layer L0 --shape M=1,K=256,N=4 --target llvm --emit obj --weights model.safetensors \
+    --map 'blk.{i}.w=L{i}.w' -o g.o >out.txt 2>err.txt && [ -s g.o ]
+  check "compile --emit obj bakes GGUF weights in" $?
+fi
 printf 'GGUF\x03\x00\x00\x00' >trunc.gguf
 expect_fail "truncated GGUF" "trunc.gguf" "$bin" run g.tri --layer L0 --shape M=1 --weights trunc.gguf
 expect_fail "inspect a truncated GGUF" "trunc.gguf" "$bin" inspect trunc.gguf
