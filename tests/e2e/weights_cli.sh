@@ -59,6 +59,10 @@ grep -qE '^blk\.0\.w +TQ2_0 +\[256, 4\] +264 +0$' out.txt
 check "inspect lists name, type, dims, bytes, offset" $?
 grep -q '^  general.architecture (STRING) = "bitnet"$' out.txt && grep -q '^  ids (ARRAY) = \[U32 x 10: 0, 1, 2, 3, 4, 5, 6, 7, \.\.\.\]$' out.txt
 check "inspect shows metadata, arrays summarized" $?
+"$bin" inspect model.safetensors --map 'blk.{i}.w=L{i}.w' >out.txt 2>err.txt && \
+  grep -qE '^  L0\.w +\[256, 4\] +<- blk\.0\.w, ternary$' out.txt && \
+  grep -qE '^  L0\.w_scale +\[4\] +<- blk\.0\.w, scale' out.txt
+check "inspect --map shows what parameters bind" $?
 "$bin" inspect --json model.safetensors >out.json 2>err.txt && grep -q '"type": "TQ2_0"' out.json && \
   grep -q '"format": "gguf"' out.json && grep -q '"count": 10' out.json
 check "inspect --json" $?

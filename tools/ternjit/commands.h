@@ -78,9 +78,10 @@ int cmd_run(const RunOptions& options);
 /// checks the output against an independent computation.
 int cmd_demo();
 
-/// `ternjit inspect FILE [--json]`: the tensors (name, type, dims, bytes, offset) of a GGUF
-/// or safetensors file (told apart by content) and its metadata.
-int cmd_inspect(const std::string& file, bool json);
+/// `ternjit inspect FILE [--json] [--map RULE...]`: the tensors (name, type, dims, bytes,
+/// offset) of a GGUF or safetensors file (told apart by content), its metadata, and what
+/// parameters bind from it (names after the map, kinds and shapes in ternjit's orientation).
+int cmd_inspect(const std::string& file, bool json, const std::vector<std::string>& name_map);
 
 /// `ternjit info`: prints every registered target (kind, availability or the reason,
 /// memory, device, features) and the one `auto` picks.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // inspect_cmd.cpp - `ternjit inspect FILE`: the tensors and metadata of a GGUF or safetensors file.
 #include <cinttypes>
+#include <optional>
+#include <utility>
 #include <cstdio>
 #include <string>
 
@@ -74,14 +76,65 @@ std::string dims_text(const Dims& dims) {
   return s + "]";
 }
 
+// What a parameter binding an offer gets: a kind and shape in ternjit's orientation.
+std::pair<std::string, std::vector<std::int64_t>> offer_binds(const formats::WeightFile& file,
+                                                               const formats::WeightOffer& o) {
+  auto shape = [&](ElemKind kind, std::size_t rank) -> std::optional<std::vector<std::int64_t>> {
+    const ir::Type type{kind, std::vector<ir::Dim>(rank, ir::Dim::fixed(1)), WeightFormat::Plain};
+    auto s = file.shape_for(o, type, "inspect");
+    return s.ok() ? s.value() : std::nullopt;
+  };
+  switch (o.kind) {
+    case formats::OfferKind::Safetensors:
+      // A tensor of an unused dtype binds nothing (shape_for refuses it).
+      if (auto s = shape(ElemKind::F32, 0)) return {"as stored", *s};
+      return {};
+    case formats::OfferKind::GgufFloat: return {"float", shape(ElemKind::F32, 0).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::GgufTernary: return {"ternary", shape(ElemKind::T2, 2).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::GgufScale:
+      if (auto one = shape(ElemKind::F32, 1)) return {"scale (uniform rows; also [G, N])", *one};
+      return {"grouped scale (varies along K)", shape(ElemKind::F32, 2).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::HfPacked: return {"ternary (Hugging Face packed)", shape(ElemKind::T2, 2).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::HfScale: return {"scale 1 / weight_scale", shape(ElemKind::F32, 1).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::MasterScale: return {"absmean scale", shape(ElemKind::F32, 1).value_or(std::vector<std::int64_t>{})};
+  }
+  return {};
+}
+
+// The offers of `file` (what parameters bind), as JSON or a table.
+json offers_json(const formats::WeightFile& file) {
+  json out = json::array();
+  for (const formats::WeightOffer& o : file.offers()) {
+    if (o.kind == formats::OfferKind::MasterScale) continue;  // only for a ternarized float matrix
+    auto [what, shape] = offer_binds(file, o);
+    if (what.empty()) continue;
+    out.push_back(json{{"parameter", o.name}, {"from", o.origin}, {"binds", what}, {"shape", shape}});
+  }
+  return out;
+}
+
+void print_offers(const formats::WeightFile& file) {
+  std::size_t width = 9;
+  for (const formats::WeightOffer& o : file.offers()) width = std::max(width, o.name.size());
+  std::printf("binds (\"Layer.p\" or \"p\"; shapes in ternjit's orientation):\n");
+  for (const formats::WeightOffer& o : file.offers()) {
+    if (o.kind == formats::OfferKind::MasterScale) continue;
+    auto [what, shape] = offer_binds(file, o);
+    if (what.empty()) continue;
+    std::printf("  %-*s %-22s <- %s, %s\n", static_cast<int>(width), o.name.c_str(), dims_text(shape).c_str(),
+                o.origin.c_str(), what.c_str());
+  }
+}
+
 void print_table_header(std::size_t width) {
   std::printf("%-*s %-8s %-22s %12s %12s\n", static_cast<int>(width), "name", "type", "dims", "bytes", "offset");
 }
 
-int inspect_gguf(const std::string& path, const ir::SharedBytes& image, bool as_json) {
+int inspect_gguf(const std::string& path, const ir::SharedBytes& image, bool as_json, const formats::NameMap& names) {
   auto parsed = formats::parse_gguf(image, path);
   if (!parsed.ok()) return report(parsed.error());
   const formats::GgufFile& g = *parsed;
+  const formats::WeightFile file = formats::WeightFile::from_gguf(g, path, names);
   if (as_json) {
     json out{{"file", path}, {"format", "gguf"}, {"version", g.version}, {"alignment", g.alignment}};
     json meta = json::array();
@@ -93,6 +146,7 @@ int inspect_gguf(const std::string& path, const ir::SharedBytes& image, bool as_
       tensors.push_back(json{{"name", t.name}, {"type", formats::gguf_type_name(t.type)}, {"dims", t.dims},
                              {"bytes", t.bytes.size()}, {"offset", t.offset}});
     out["tensors"] = tensors;
+    out["binds"] = offers_json(file);
     std::puts(out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -109,13 +163,16 @@ int inspect_gguf(const std::string& path, const ir::SharedBytes& image, bool as_
                 std::string(formats::gguf_type_name(t.type)).c_str(), dims_text(t.dims).c_str(), t.bytes.size(),
                 t.offset);
   std::puts("dims are ggml's ne[] (innermost first); offsets are from the data section");
+  print_offers(file);
   return 0;
 }
 
-int inspect_safetensors(const std::string& path, const ir::SharedBytes& image, bool as_json) {
+int inspect_safetensors(const std::string& path, const ir::SharedBytes& image, bool as_json,
+                        const formats::NameMap& names) {
   auto parsed = formats::parse_safetensors(image, path);
   if (!parsed.ok()) return report(parsed.error());
   const formats::StFile& f = *parsed;
+  const formats::WeightFile file = formats::WeightFile::from_safetensors(f, path, names);
   if (as_json) {
     json out{{"file", path}, {"format", "safetensors"}, {"metadata", f.metadata}};
     json tensors = json::array();
@@ -123,6 +180,7 @@ int inspect_safetensors(const std::string& path, const ir::SharedBytes& image, b
       tensors.push_back(json{{"name", t.name}, {"type", t.dtype}, {"dims", t.shape}, {"bytes", t.bytes.size()},
                              {"offset", t.data_offset}});
     out["tensors"] = tensors;
+    out["binds"] = offers_json(file);
     std::puts(out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -136,16 +194,19 @@ int inspect_safetensors(const std::string& path, const ir::SharedBytes& image, b
     std::printf("%-*s %-8s %-22s %12zu %12" PRIu64 "%s\n", static_cast<int>(width), t.name.c_str(), t.dtype.c_str(),
                 dims_text(t.shape).c_str(), t.bytes.size(), t.data_offset, t.used ? "" : "  (never bound)");
   std::puts("dims are row-major; offsets are from the data buffer");
+  print_offers(file);
   return 0;
 }
 
 }  // namespace
 
-int cmd_inspect(const std::string& file, bool as_json) {
+int cmd_inspect(const std::string& file, bool as_json, const std::vector<std::string>& name_map) {
+  auto names = formats::NameMap::parse(name_map);
+  if (!names.ok()) return report(names.error());
   auto image = formats::map_file(file);
   if (!image.ok()) return report(image.error());
-  return formats::is_gguf(image->span()) ? inspect_gguf(file, *image, as_json)
-                                         : inspect_safetensors(file, *image, as_json);
+  return formats::is_gguf(image->span()) ? inspect_gguf(file, *image, as_json, *names)
+                                         : inspect_safetensors(file, *image, as_json, *names);
 }
 
 }  // namespace ternjit::cli

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "list the tensors and metadata of a GGUF or safetensors file");
   inspect->add_option("file", inspect_file, "the file (its kind is read from its first bytes)")->required();
   inspect->add_flag("--json", inspect_json, "print JSON instead of a table");
+  std::vector<std::string> inspect_map;
+  inspect->add_option("--map", inspect_map, "rename tensors as run --map does, to see what binds (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
 
@@ -103,6 +107,6 @@ int main(int argc, char** argv) {
   }
   if (demo->parsed()) return cmd_demo();
   if (info->parsed()) return cmd_info();
-  if (inspect->parsed()) return cmd_inspect(inspect_file, inspect_json);
+  if (inspect->parsed()) return cmd_inspect(inspect_file, inspect_json, inspect_map);
   return 2;
 }
