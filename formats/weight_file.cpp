@@ -387,7 +387,10 @@ std::string fmt_float(float v) {
 }
 
 bool is_master_source(const StTensor& t) { return t.used && is_float(t.kind) && t.shape.size() == 2; }
-bool is_master_source(const GgufTensor& t) { return t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0 && t.dims.size() == 2; }
+bool is_master_source(const GgufTensor& t) {
+  return gguf_type_converted(t.type) && t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0 &&
+         t.dims.size() == 2;
+}
 
 }  // namespace
 
@@ -565,6 +568,9 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
     }
     case OfferKind::GgufFloat: {
       const GgufTensor& t = gguf_->tensors[o.tensor];
+      if (!gguf_type_converted(t.type))
+        return fail(from + " is " + std::string(gguf_type_name(t.type)) +
+                    ", which ternjit does not convert (it reads F32, F16, BF16, Q8_0, TQ1_0 and TQ2_0)");
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
       return Shape{d.shape};
     }

@@ -64,7 +64,7 @@ class NameMap {
 /// What an offer is made of (file comment).
 enum class OfferKind {
   Safetensors,  ///< a safetensors tensor as stored
-  GgufFloat,    ///< a GGUF F32/F16/BF16/Q8_0 tensor, shape = its ggml dims
+  GgufFloat,    ///< a GGUF F32/F16/BF16/Q8_0 tensor, shape = its ggml dims (other types: refused when bound)
   GgufTernary,  ///< the ternary values of a GGUF TQ1_0/TQ2_0 tensor, [K, N]
   GgufScale,    ///< the block scales of a GGUF ternary tensor, [N] or [G, N]
   HfPacked,     ///< a Hugging Face BitNet packed weight, [K, N]

@@ -89,7 +89,9 @@ std::pair<std::string, std::vector<std::int64_t>> offer_binds(const formats::Wei
       // A tensor of an unused dtype binds nothing (shape_for refuses it).
       if (auto s = shape(ElemKind::F32, 0)) return {"as stored", *s};
       return {};
-    case formats::OfferKind::GgufFloat: return {"float", shape(ElemKind::F32, 0).value_or(std::vector<std::int64_t>{})};
+    case formats::OfferKind::GgufFloat:
+      if (auto s = shape(ElemKind::F32, 0)) return {"float", *s};
+      return {};  // a type ternjit does not convert
     case formats::OfferKind::GgufTernary: return {"ternary", shape(ElemKind::T2, 2).value_or(std::vector<std::int64_t>{})};
     case formats::OfferKind::GgufScale:
       if (auto one = shape(ElemKind::F32, 1)) return {"scale (uniform rows; also [G, N])", *one};

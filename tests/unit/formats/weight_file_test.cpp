@@ -219,6 +219,21 @@ TEST_CASE("gguf float tensors: F32 vectors are views, matrices transposed, Q8_0 
   CHECK(!f.load(offer(f, "norm"), ElemKind::I32, {3}, "p").ok());
 }
 
+TEST_CASE("gguf: a tensor of a type ternjit does not convert is skipped, and refused by name when bound") {
+  GgufTensor q6;
+  q6.name = "token_embd.weight";
+  q6.type = GgufTensorType::Q6_K;
+  q6.dims = {256, 2};
+  q6.bytes = ir::SharedBytes::adopt(std::vector<std::uint8_t>(2 * 210, 0));
+  const WeightFile f = gguf_file({q6, make_tq_tensor("w", GgufTensorType::TQ2_0, 256, 4, random_ternary(1024, 8),
+                                                     std::vector<float>(4, 1.0f))});
+  CHECK(f.load(offer(f, "w"), ElemKind::T2, {256, 4}, "p").ok());
+  auto e = f.shape_for(offer(f, "token_embd.weight"), type_of(ElemKind::F32, 2), "parameter 'L.emb'");
+  REQUIRE(!e.ok());
+  CHECK(has(e.error(), "tensor 'token_embd.weight' of m.gguf is Q6_K, which ternjit does not convert"));
+  CHECK(f.find("token_embd.weight_scale").value() == nullptr);  // never a master weight
+}
+
 TEST_CASE("hugging face packed: transformers' unpack_weights example by hand, weight_scale divides") {
   // unpack_weights' documented example: packed [[0b10100001, 0b00011000], [0b10010000,
   // 0b00001010]] (R = 2 rows, K = 2) is the [8, 2] weight below. By hand, byte [0][0] =
