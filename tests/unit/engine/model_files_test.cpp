@@ -72,7 +72,8 @@ TEST_CASE("GGUF TQ1_0/TQ2_0 (v2 and v3): x @ W on every CPU target equals x @ (d
   const std::vector<EngineOptions> configs = cpu_configs();
   for (formats::GgufTensorType type : {formats::GgufTensorType::TQ2_0, formats::GgufTensorType::TQ1_0}) {
     for (std::uint32_t version : {3u, 2u}) {
-      const std::size_t K = 512, N = type == formats::GgufTensorType::TQ2_0 ? 7 : 12;
+      // Odd N (element by element), N % 64 == 0 (the 64-row word transposes), N % 4 == 0.
+      const std::size_t K = 512, N = type == formats::GgufTensorType::TQ2_0 ? (version == 3 ? 7 : 64) : 12;
       std::vector<int> values(K * N);
       const std::vector<std::int8_t> t2 = random_t2(static_cast<std::int64_t>(K * N), 21 + version);
       for (std::size_t i = 0; i < values.size(); ++i) values[i] = t2[i];
