@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "formats/mapped_file.h"
+#include "ir/ir.h"
 #include "ir/numeric.h"
 
 namespace ternjit::formats {
@@ -26,12 +27,9 @@ constexpr std::uint64_t kTq1Qh = kQK / 64;                  // 4 bytes of 4 trit
 
 std::optional<GgufTensorType> tensor_type_of(std::uint32_t id) {
   switch (id) {
-    case 0: return GgufTensorType::F32;
-    case 1: return GgufTensorType::F16;
-    case 8: return GgufTensorType::Q8_0;
-    case 30: return GgufTensorType::BF16;
-    case 34: return GgufTensorType::TQ1_0;
-    case 35: return GgufTensorType::TQ2_0;
+    case 0: case 1: case 2: case 3: case 6: case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14:
+    case 15: case 24: case 25: case 26: case 27: case 28: case 30: case 34: case 35:
+      return static_cast<GgufTensorType>(id);
     default: return std::nullopt;
   }
 }
@@ -244,6 +242,22 @@ std::string_view gguf_type_name(GgufTensorType type) {
     case GgufTensorType::BF16: return "BF16";
     case GgufTensorType::TQ1_0: return "TQ1_0";
     case GgufTensorType::TQ2_0: return "TQ2_0";
+    case GgufTensorType::Q4_0: return "Q4_0";
+    case GgufTensorType::Q4_1: return "Q4_1";
+    case GgufTensorType::Q5_0: return "Q5_0";
+    case GgufTensorType::Q5_1: return "Q5_1";
+    case GgufTensorType::Q8_1: return "Q8_1";
+    case GgufTensorType::Q2_K: return "Q2_K";
+    case GgufTensorType::Q3_K: return "Q3_K";
+    case GgufTensorType::Q4_K: return "Q4_K";
+    case GgufTensorType::Q5_K: return "Q5_K";
+    case GgufTensorType::Q6_K: return "Q6_K";
+    case GgufTensorType::Q8_K: return "Q8_K";
+    case GgufTensorType::I8: return "I8";
+    case GgufTensorType::I16: return "I16";
+    case GgufTensorType::I32: return "I32";
+    case GgufTensorType::I64: return "I64";
+    case GgufTensorType::F64: return "F64";
   }
   return "?";
 }
@@ -251,8 +265,14 @@ std::string_view gguf_type_name(GgufTensorType type) {
 std::uint64_t gguf_block_elems(GgufTensorType type) {
   switch (type) {
     case GgufTensorType::F32: case GgufTensorType::F16: case GgufTensorType::BF16: return 1;
+    case GgufTensorType::I8: case GgufTensorType::I16: case GgufTensorType::I32: case GgufTensorType::I64:
+    case GgufTensorType::F64: return 1;
     case GgufTensorType::Q8_0: return 32;
+    case GgufTensorType::Q4_0: case GgufTensorType::Q4_1: case GgufTensorType::Q5_0: case GgufTensorType::Q5_1:
+    case GgufTensorType::Q8_1: return 32;
     case GgufTensorType::TQ1_0: case GgufTensorType::TQ2_0: return kQK;
+    case GgufTensorType::Q2_K: case GgufTensorType::Q3_K: case GgufTensorType::Q4_K: case GgufTensorType::Q5_K:
+    case GgufTensorType::Q6_K: case GgufTensorType::Q8_K: return kQK;
   }
   return 1;
 }
@@ -264,6 +284,26 @@ std::uint64_t gguf_block_bytes(GgufTensorType type) {
     case GgufTensorType::Q8_0: return 2 + 32;
     case GgufTensorType::TQ1_0: return kTq1Qs + kTq1Qh + 2;
     case GgufTensorType::TQ2_0: return kQK / 4 + 2;
+    // ggml-common.h: block_q4_0 {d; qs[16]}, q4_1 {d, m; qs[16]}, q5_0 {d; qh[4]; qs[16]},
+    // q5_1 {d, m; qh[4]; qs[16]}, q8_1 {d, s; qs[32]}, q2_K {scales[16]; qs[64]; d, dmin},
+    // q3_K {hmask[32]; qs[64]; scales[12]; d}, q4_K {d, dmin; scales[12]; qs[128]},
+    // q5_K {d, dmin; scales[12]; qh[32]; qs[128]}, q6_K {ql[128]; qh[64]; scales[16]; d},
+    // q8_K {float d; qs[256]; int16 bsums[16]}.
+    case GgufTensorType::Q4_0: return 18;
+    case GgufTensorType::Q4_1: return 20;
+    case GgufTensorType::Q5_0: return 22;
+    case GgufTensorType::Q5_1: return 24;
+    case GgufTensorType::Q8_1: return 36;
+    case GgufTensorType::Q2_K: return 84;
+    case GgufTensorType::Q3_K: return 110;
+    case GgufTensorType::Q4_K: return 144;
+    case GgufTensorType::Q5_K: return 176;
+    case GgufTensorType::Q6_K: return 210;
+    case GgufTensorType::Q8_K: return 292;
+    case GgufTensorType::I8: return 1;
+    case GgufTensorType::I16: return 2;
+    case GgufTensorType::I32: return 4;
+    case GgufTensorType::I64: case GgufTensorType::F64: return 8;
   }
   return 1;
 }
@@ -509,8 +549,21 @@ Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadat
   return write_file_atomic(path, image);
 }
 
+bool gguf_type_converted(GgufTensorType type) {
+  switch (type) {
+    case GgufTensorType::F32: case GgufTensorType::F16: case GgufTensorType::BF16: case GgufTensorType::Q8_0:
+    case GgufTensorType::TQ1_0: case GgufTensorType::TQ2_0: return true;
+    default: return false;
+  }
+}
+
 Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {
   TERNJIT_TRY_VOID(check_size(t));
+  if (!gguf_type_converted(t.type)) {
+    return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": type " +
+                                                   std::string(gguf_type_name(t.type)) +
+                                                   " is not one ternjit converts (F32, F16, BF16, Q8_0, TQ1_0, TQ2_0)");
+  }
   const auto n = static_cast<std::size_t>(t.elem_count());
   const std::uint8_t* p = t.bytes.data();
   std::vector<float> out(n);
@@ -547,8 +600,49 @@ Result<std::vector<float>> dequantize_gguf(const GgufTensor& t) {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(tern.values[i]) * tern.scales[i / kQK];
       break;
     }
+    default: TERNJIT_UNREACHABLE("dequantize_gguf: a type not converted is refused above");
   }
   return out;
+}
+
+bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* p, std::uint8_t* codes, float* scale) {
+  TERNJIT_CHECK(type == GgufTensorType::TQ1_0 || type == GgufTensorType::TQ2_0, "gguf_ternary_block: not ternary");
+  if (type == GgufTensorType::TQ2_0) {
+    // block_tq2_0 { uint8_t qs[64]; ggml_half d; } (dequantize_row_tq2_0): for each
+    // 32-byte half j, for shift l = 0..3, for byte m: ((qs[j + m] >> 2l) & 3) - 1, so
+    // element 128 j/32 + 32 l + m. The code is value + 1 already.
+    *scale = f16_at(p + 64);
+    std::uint8_t bad = 0;
+    for (std::size_t j = 0; j < 2; ++j) {
+      for (int l = 0; l < 4; ++l) {
+        for (std::size_t m = 0; m < 32; ++m) {
+          const auto q = static_cast<std::uint8_t>((p[32 * j + m] >> (2 * l)) & 3);
+          codes[128 * j + 32 * static_cast<std::size_t>(l) + m] = q;
+          bad |= static_cast<std::uint8_t>(q & (q >> 1));
+        }
+      }
+    }
+    return bad == 0;
+  }
+  // block_tq1_0 { uint8_t qs[48]; uint8_t qh[4]; ggml_half d; } (dequantize_row_tq1_0):
+  // each byte holds 5 (qs) or 4 (qh) trits as a fixed-point fraction; trit n is the top
+  // base-3 digit of (byte * 3^n mod 256), extracted as (q * 3) >> 8. The value order:
+  // qs[0..32) for n = 0..4, then qs[32..48) for n = 0..4, then qh[0..4) for n = 0..3.
+  static constexpr std::uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
+  auto trit = [](std::uint8_t byte, int n) {
+    const auto q = static_cast<std::uint8_t>(byte * kPow3[n]);  // uint8 wrap, as ggml
+    return static_cast<std::uint8_t>((static_cast<std::uint16_t>(q) * 3) >> 8);
+  };
+  const std::uint8_t* qh = p + kTq1Qs;
+  *scale = f16_at(qh + kTq1Qh);
+  std::size_t e = 0;
+  for (int n5 = 0; n5 < 5; ++n5)
+    for (std::size_t m = 0; m < 32; ++m) codes[e++] = trit(p[m], n5);
+  for (int n5 = 0; n5 < 5; ++n5)
+    for (std::size_t m = 32; m < 48; ++m) codes[e++] = trit(p[m], n5);
+  for (int n4 = 0; n4 < 4; ++n4)
+    for (std::size_t m = 0; m < kTq1Qh; ++m) codes[e++] = trit(qh[m], n4);
+  return true;  // (q * 3) >> 8 of a byte is at most 2
 }
 
 Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
@@ -559,54 +653,18 @@ Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
   TERNJIT_TRY_VOID(check_size(t));
   const auto n = static_cast<std::size_t>(t.elem_count());
   const std::size_t blocks = n / kQK;
+  const std::size_t block_bytes = gguf_block_bytes(t.type);
   GgufTernary r;
-  r.values.reserve(n);
+  r.values.resize(n);
   r.scales.resize(blocks);
-  const std::uint8_t* p = t.bytes.data();
-  if (t.type == GgufTensorType::TQ2_0) {
-    // block_tq2_0 { uint8_t qs[64]; ggml_half d; } (dequantize_row_tq2_0): for each
-    // 32-byte half j, for shift l = 0..3, for byte m: ((qs[j + m] >> 2l) & 3) - 1.
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::uint8_t* qs = p + 66 * b;
-      r.scales[b] = f16_at(qs + 64);
-      for (std::size_t j = 0; j < 64; j += 32) {
-        for (int l = 0; l < 4; ++l) {
-          for (std::size_t m = 0; m < 32; ++m) {
-            const int q = (qs[j + m] >> (2 * l)) & 3;
-            if (q == 3) {
-              return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": TQ2_0 element " +
-                                                             std::to_string(r.values.size()) +
-                                                             " has code 3 (value 2), not ternary");
-            }
-            r.values.push_back(static_cast<std::int8_t>(q - 1));
-          }
-        }
-      }
-    }
-    return r;
-  }
-  // block_tq1_0 { uint8_t qs[48]; uint8_t qh[4]; ggml_half d; } (dequantize_row_tq1_0):
-  // each byte holds 5 (qs) or 4 (qh) trits as a fixed-point fraction; trit n is the top
-  // base-3 digit of (byte * 3^n mod 256), extracted as (q * 3) >> 8. The value order:
-  // qs[0..32) for n = 0..4, then qs[32..48) for n = 0..4, then qh[0..4) for n = 0..3.
-  static constexpr std::uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
-  auto trit = [](std::uint8_t byte, int n) {
-    const auto q = static_cast<std::uint8_t>(byte * kPow3[n]);  // uint8 wrap, as ggml
-    return static_cast<std::int8_t>(((static_cast<std::uint16_t>(q) * 3) >> 8) - 1);
-  };
+  std::uint8_t codes[kQK];
   for (std::size_t b = 0; b < blocks; ++b) {
-    const std::uint8_t* qs = p + 54 * b;
-    const std::uint8_t* qh = qs + kTq1Qs;
-    r.scales[b] = f16_at(qh + kTq1Qh);
-    for (int n5 = 0; n5 < 5; ++n5) {
-      for (std::size_t m = 0; m < 32; ++m) r.values.push_back(trit(qs[m], n5));
+    if (!gguf_ternary_block(t.type, t.bytes.data() + block_bytes * b, codes, &r.scales[b])) {
+      const std::size_t e = static_cast<std::size_t>(std::find(codes, codes + kQK, 3) - codes);
+      return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": TQ2_0 element " +
+                                                     std::to_string(kQK * b + e) + " has code 3 (value 2), not ternary");
     }
-    for (int n5 = 0; n5 < 5; ++n5) {
-      for (std::size_t m = 32; m < 48; ++m) r.values.push_back(trit(qs[m], n5));
-    }
-    for (int n4 = 0; n4 < 4; ++n4) {
-      for (std::size_t m = 0; m < kTq1Qh; ++m) r.values.push_back(trit(qh[m], n4));
-    }
+    for (std::size_t e = 0; e < kQK; ++e) r.values[kQK * b + e] = static_cast<std::int8_t>(codes[e] - 1);
   }
   return r;
 }

@@ -45,15 +45,28 @@ struct GgufKv {
   GgufValue value;  ///< the value
 };
 
-/// The ggml tensor types this reader understands, with their ggml ids (ggml.h).
-enum class GgufTensorType : std::uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35 };
+/// The ggml tensor types this reader knows, with their ggml ids (ggml.h). F32, F16, BF16,
+/// Q8_0, TQ1_0 and TQ2_0 are converted; the others (the legacy and K quantizations and
+/// the integer/F64 types a model file may carry beside its ternary weights) are parsed
+/// and bounds-checked by their block sizes (ggml-common.h) but never converted
+/// (gguf_type_converted). Any other id makes the file an error.
+enum class GgufTensorType : std::uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35,
+};
 
-/// The name of a tensor type ("F32", "TQ2_0", ...).
+/// The name of a tensor type ("F32", "TQ2_0", "Q6_K", ...).
 std::string_view gguf_type_name(GgufTensorType type);
-/// Elements per block: 1 for F32/F16/BF16, 32 for Q8_0, 256 for TQ1_0/TQ2_0.
+/// Elements per block: 1 for F32/F16/BF16 and the integer types, 32 for Q4_0..Q8_1, 256
+/// for the K quantizations and TQ1_0/TQ2_0.
 std::uint64_t gguf_block_elems(GgufTensorType type);
-/// Bytes per block: 4, 2, 34 (Q8_0), 2, 54 (TQ1_0), 66 (TQ2_0).
+/// Bytes per block: 4, 2, 34 (Q8_0), 2, 54 (TQ1_0), 66 (TQ2_0); 18, 20, 22, 24, 36
+/// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_1); 84, 110, 144, 176, 210, 292 (Q2_K..Q8_K); 1, 2, 4, 8, 8
+/// (I8, I16, I32, I64, F64).
 std::uint64_t gguf_block_bytes(GgufTensorType type);
+/// True for the types ternjit converts: F32, F16, BF16, Q8_0, TQ1_0, TQ2_0.
+bool gguf_type_converted(GgufTensorType type);
 
 /// One tensor. `dims` are in ggml order (dims[0] is the innermost, contiguous extent;
 /// the row-major shape is `dims` reversed). `bytes` holds byte_size bytes: in a file read
@@ -126,7 +139,8 @@ Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadat
 
 /// The tensor's values as f32, exactly as ggml's dequantize_row_* computes them (a TQ2_0
 /// code 3 gives 2 * d, as in ggml; gguf_ternary rejects it).
-/// Errors (InvalidInput): bytes.size() does not match the type and dims.
+/// Errors (InvalidInput): bytes.size() does not match the type and dims; a type ternjit
+/// does not convert (gguf_type_converted), naming it.
 Result<std::vector<float>> dequantize_gguf(const GgufTensor& tensor);
 
 /// The exact ternary content of a TQ1_0 or TQ2_0 tensor: value k of the tensor equals
@@ -135,6 +149,12 @@ struct GgufTernary {
   std::vector<std::int8_t> values;  ///< -1, 0 or 1 per element, ggml element order
   std::vector<float> scales;        ///< one f16 scale d per 256-element block
 };
+
+/// Decodes one 256-value block of a TQ1_0 or TQ2_0 tensor (`block` points at its
+/// gguf_block_bytes(type) bytes): codes[e] = value of element e + 1 (0, 1 or 2; TQ2_0
+/// code 3 is passed through as 3) in ggml element order, and *scale = the block's d as
+/// f32. Returns false when a code is 3 (not ternary). Precondition: type is TQ1_0 or TQ2_0.
+bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* block, std::uint8_t* codes, float* scale);
 
 /// Splits a TQ1_0 or TQ2_0 tensor into ternary values and block scales. Errors
 /// (InvalidInput): another type, a size mismatch, or a TQ2_0 code 3 (value 2, which

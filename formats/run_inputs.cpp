@@ -80,29 +80,15 @@ Result<std::vector<std::int64_t>> concrete(const Type& type, std::span<const std
   return out;
 }
 
-// Converts a file tensor to the stored form of a declared kind; `meta` is the file's
-// metadata and `logical` the tensor's logical shape (packed data's byte count is not it).
-Result<ir::StoredTensor> convert(const StTensor& t, ElemKind kind, const std::vector<std::int64_t>& logical,
-                                 const std::map<std::string, std::string>& meta, const std::string& what) {
-  WeightFormat format = WeightFormat::Plain;
-  ElemKind given = t.kind;
-  if (kind == ElemKind::T2) {
-    if (auto fmt_it = meta.find(t.name + ".format"); fmt_it != meta.end()) {
-      auto fmt = parse_weight_format(fmt_it->second);
-      if (!fmt) return fail(what + ": unknown ternary format '" + fmt_it->second + "' in metadata");
-      format = *fmt;
-    }
-    if (format != WeightFormat::Plain && t.kind != ElemKind::U8)
-      return fail(what + ": packed ternary data must be U8, got " + t.dtype);
-    if (format == WeightFormat::Plain && t.kind != ElemKind::I8)
-      return fail(what + " is ternary: it needs I8 values in {-1, 0, 1} or U8 bytes with a '" + t.name +
-                  ".format' metadata entry, got " + t.dtype);
-  } else if (is_float(kind) ? !is_float(t.kind) : t.kind != kind) {
-    return fail(what + " is " + std::string(elem_name(kind)) + " but the file holds " + t.dtype);
-  }
-  auto stored = store_weight(kind, given, format, format == WeightFormat::Plain ? t.shape : logical, t.bytes);
-  if (!stored.ok()) return fail(what + ": " + stored.error().message);
-  return std::move(stored.value());
+// Converts an input tensor to the stored form of its declared kind.
+Result<ir::StoredTensor> convert_input(const StFile& inputs, const StTensor& t, ElemKind kind,
+                                       const std::vector<std::int64_t>& logical, const std::string& what) {
+  // Only weights are ternarized from float masters at load; an input must be ternary already.
+  if (kind == ElemKind::T2 && is_float(t.kind))
+    return fail(what + " is ternary: it needs I8 values in {-1, 0, 1} or packed U8 bytes, got " + t.dtype);
+  WeightFile file = WeightFile::from_safetensors(StFile{{t}, inputs.metadata}, "the inputs");
+  const WeightOffer* offer = file.find(t.name).value();
+  return file.load(*offer, kind, logical, what);
 }
 
 // Names of the parameters `f` reads, directly or through the functions it calls.
@@ -129,18 +115,24 @@ std::set<std::string> params_used(const Module& m, const Function& f) {
 }  // namespace
 
 Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* inputs,
-                              const StFile* weights, const ShapeBindings& shapes,
+                              const WeightFile* weights, const ShapeBindings& shapes,
                               const PrepareOptions& options) {
   RunInputs run;
   run.shapes = shapes;
   const std::string_view layer = layer_of(f.name());
 
+  // A parameter neither the file nor a seed provides, named with the file's closest names.
+  auto missing = [&](const ParamDecl& p) -> Error {
+    const std::string what = "parameter '" + p.name + "'";
+    if (!weights) return fail(what + " is missing: no weights were given");
+    return fail(what + " has no tensor in " + weights->display_name() + ir::did_you_mean(p.name, weights->offer_names()) +
+                "; random values only when asked (--random-missing SEED)");
+  };
+
   // Pass 1: bind symbols from the shapes of every tensor the files provide.
-  auto find_param = [&](const ParamDecl& p) -> const StTensor* {
-    if (!weights) return nullptr;
-    if (const StTensor* t = weights->find(p.name)) return t;
-    if (layer_of(p.name) == layer) return weights->find(p.name.substr(layer.size() + 1));
-    return nullptr;
+  auto find_param = [&](const ParamDecl& p) -> Result<const WeightOffer*> {
+    if (!weights) return static_cast<const WeightOffer*>(nullptr);
+    return find_param_offer(*weights, p.name, layer_of(p.name) == layer);
   };
   for (ValueId a : f.args()) {
     const StTensor* t = inputs ? inputs->find(f.value(a).name) : nullptr;
@@ -151,19 +143,14 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
   }
   const std::set<std::string> used = params_used(m, f);
   for (const ParamDecl& p : m.params()) {
-    const StTensor* t = find_param(p);
-    if (!t || !used.count(p.name)) continue;
-    bool packed = weights->metadata.count(t->name + ".format") != 0;
-    if (packed) {
-      // A packed tensor's shape is its byte count; the logical shape may be in metadata.
-      auto it = weights->metadata.find(t->name + ".shape");
-      if (it == weights->metadata.end()) continue;
-      auto shape = parse_dims(it->second);
-      if (!shape) return fail("parameter '" + p.name + "': bad '" + t->name + ".shape' metadata '" + it->second + "'");
-      TERNJIT_TRY_VOID(bind_shape(p.type, p.symbols, layer_of(p.name), *shape, "parameter '" + p.name + "'", run.shapes));
-    } else {
-      TERNJIT_TRY_VOID(bind_shape(p.type, p.symbols, layer_of(p.name), t->shape, "parameter '" + p.name + "'", run.shapes));
-    }
+    if (!used.count(p.name)) continue;
+    const std::string what = "parameter '" + p.name + "'";
+    TERNJIT_TRY(const WeightOffer* offer, find_param(p));
+    if (!offer && !options.random_missing_params) return missing(p);
+    if (!offer) continue;
+    TERNJIT_TRY(auto shape, weights->shape_for(*offer, p.type, what));
+    // A packed tensor without a "<tensor>.shape" entry takes its shape from the declaration.
+    if (shape) TERNJIT_TRY_VOID(bind_shape(p.type, p.symbols, layer_of(p.name), *shape, what, run.shapes));
   }
 
   // Pass 2: materialize every argument and parameter.
@@ -174,7 +161,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     const StTensor* t = inputs ? inputs->find(name) : nullptr;
     TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
     if (t) {
-      TERNJIT_TRY(auto stored, convert(*t, f.type_of(a).elem, shape, inputs->metadata, what));
+      TERNJIT_TRY(auto stored, convert_input(*inputs, *t, f.type_of(a).elem, shape, what));
       run.args.push_back(stored.to_host());
     } else if (options.random_missing_inputs) {
       run.args.push_back(HostTensor::random(f.type_of(a).elem, shape, derive_seed(options.seed, salt)));
@@ -184,22 +171,26 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     ++salt;
   }
   salt = 1000;
+  std::set<std::string> bound, ternary;  // offers bound (to ternary parameters)
   for (const ParamDecl& p : m.params()) {
     if (!used.count(p.name)) continue;
     const std::string what = "parameter '" + p.name + "'";
-    const StTensor* t = find_param(p);
+    TERNJIT_TRY(const WeightOffer* offer, find_param(p));
     TERNJIT_TRY(auto shape, concrete(p.type, p.symbols, layer_of(p.name), run.shapes, what, options.max_elements));
-    if (t) {
-      TERNJIT_TRY(auto stored, convert(*t, p.type.elem, shape, weights->metadata, what));
+    if (offer) {
+      TERNJIT_TRY(auto stored, weights->load(*offer, p.type.elem, shape, what));
       run.params.values.insert_or_assign(p.name, std::move(stored));
+      bound.insert(offer->name);
+      if (p.type.elem == ElemKind::T2) ternary.insert(offer->name);
     } else if (options.random_missing_params) {
       run.params.values.insert_or_assign(
-          p.name, ir::StoredTensor::random(p.type.elem, shape, ir::derive_seed(options.seed, salt)));
+          p.name, ir::StoredTensor::random(p.type.elem, shape, ir::derive_seed(options.params_seed.value_or(options.seed), salt)));
     } else {
-      return fail(what + " is missing from the weights");
+      return missing(p);
     }
     ++salt;
   }
+  if (weights) TERNJIT_TRY_VOID(weights->check_scales(ternary, bound));
   return run;
 }
 

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "formats/weight_file.h"
 #include "ir/bind.h"
 #include "ir/interpret.h"
 #include "ir/ir.h"
@@ -24,25 +26,30 @@ struct RunInputs {
 struct PrepareOptions {
   std::uint64_t seed = 1;           ///< seed of random inputs and parameters
   bool random_missing_inputs = true;  ///< else a missing input is an error
-  bool random_missing_params = true;  ///< else a missing parameter is an error
+  bool random_missing_params = true;  ///< else a missing parameter is an error naming the closest file names
+  /// Seed of random parameters (default: `seed`), e.g. `ternjit run --random-missing SEED`.
+  std::optional<std::uint64_t> params_seed;
   /// Most elements in one tensor: a larger (or overflowing) shape is an error, so a typo
   /// in a shape binding cannot exhaust memory.
   std::int64_t max_elements = std::int64_t{1} << 31;
 };
 
 /// Prepares a run of `f` in `m`. Arguments come from `inputs` by argument name and
-/// parameters from `weights` ("Layer.p", or "p" for the run layer's own), converted to
-/// the declared kinds: float declarations take F32/F16/BF16 tensors, integer ones the
-/// same integer dtype, a t2 parameter takes I8 values in {-1, 0, 1} or a U8 tensor
-/// packed in the format named by metadata "<tensor>.format" (tern2, tern2-sm,
-/// tern1.6, bitplane; "plain" means not packed). Parameters are kept in their own element
-/// type (formats::store_weight): data of the declared kind stays in `weights`'s buffers
-/// (for a mapped file, its mapping), not copied. Symbolic dims bind from `shapes`, then from the files' shapes;
+/// parameters from the offers of `weights` ("Layer.p", or "p" for the run layer's own;
+/// WeightFile says what a safetensors or GGUF file offers and how each converts):
+/// float declarations take float tensors, integer ones the same integer dtype, a t2
+/// parameter takes I8 values in {-1, 0, 1}, a U8 tensor packed in the format named by
+/// metadata "<tensor>.format" (tern2, tern2-sm, tern1.6, bitplane), a GGUF TQ1_0/TQ2_0
+/// tensor, a Hugging Face packed weight or a float master weight (ternarized). A scale
+/// the file holds for a bound ternary tensor must bind too unless it is all 1
+/// (WeightFile::check_scales). Parameters are kept in their own element type
+/// (formats::store_weight): data of the declared kind stays in `weights`'s buffers (for
+/// a mapped file, its mapping), not copied. Symbolic dims bind from `shapes`, then from the files' shapes;
 /// a conflict or an unbound dim of a random tensor is an error naming it. Missing
 /// tensors are drawn from `seed` unless the options forbid it. `inputs`/`weights`
 /// may be null. Errors are InvalidInput with a message naming the tensor.
 Result<RunInputs> prepare_run(const ir::Module& m, const ir::Function& f, const StFile* inputs,
-                              const StFile* weights, const ir::ShapeBindings& shapes,
+                              const WeightFile* weights, const ir::ShapeBindings& shapes,
                               const PrepareOptions& options);
 
 }  // namespace ternjit::formats

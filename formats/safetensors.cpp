@@ -28,13 +28,18 @@ constexpr std::string_view kMetadataKey = "__metadata__";
 
 struct Dtype {
   std::string_view name;
-  ElemKind kind;
+  ElemKind kind;  // meaningless when !used
   std::uint64_t size;
+  bool used;      // else parsed and bounds-checked, but never converted (StTensor::used)
 };
 
 constexpr Dtype kDtypes[] = {
-    {"F32", ElemKind::F32, 4}, {"F16", ElemKind::F16, 2}, {"BF16", ElemKind::BF16, 2},
-    {"I8", ElemKind::I8, 1},   {"U8", ElemKind::U8, 1},   {"I32", ElemKind::I32, 4},
+    {"F32", ElemKind::F32, 4, true}, {"F16", ElemKind::F16, 2, true}, {"BF16", ElemKind::BF16, 2, true},
+    {"I8", ElemKind::I8, 1, true},   {"U8", ElemKind::U8, 1, true},   {"I32", ElemKind::I32, 4, true},
+    // Dtypes checkpoints carry that ternjit binds to nothing (position ids, masks, fp8 caches).
+    {"F64", ElemKind::U8, 8, false}, {"I64", ElemKind::U8, 8, false}, {"U64", ElemKind::U8, 8, false},
+    {"I16", ElemKind::U8, 2, false}, {"U16", ElemKind::U8, 2, false}, {"U32", ElemKind::U8, 4, false},
+    {"BOOL", ElemKind::U8, 1, false}, {"F8_E4M3", ElemKind::U8, 1, false}, {"F8_E5M2", ElemKind::U8, 1, false},
 };
 
 const Dtype* find_dtype(std::string_view name) {
@@ -46,7 +51,7 @@ const Dtype* find_dtype(std::string_view name) {
 
 const Dtype* find_dtype(ElemKind kind) {
   for (const Dtype& d : kDtypes) {
-    if (d.kind == kind) return &d;
+    if (d.used && d.kind == kind) return &d;
   }
   return nullptr;
 }
@@ -54,6 +59,7 @@ const Dtype* find_dtype(ElemKind kind) {
 std::string supported_dtypes() {
   std::string out;
   for (const Dtype& d : kDtypes) {
+    if (!d.used) continue;
     if (!out.empty()) out += ", ";
     out += d.name;
   }
@@ -190,7 +196,10 @@ class HeaderParser {
     const auto& dtype_name = dtype_it->second.get_ref<const std::string&>();
     const Dtype* dtype = find_dtype(dtype_name);
     if (dtype == nullptr) {
-      return fail(where + "unknown dtype " + for_message(dtype_name) + ", expected one of " + supported_dtypes());
+      std::string unused;
+      for (const Dtype& d : kDtypes) unused += d.used ? "" : (unused.empty() ? "" : ", ") + std::string(d.name);
+      return fail(where + "unknown dtype " + for_message(dtype_name) + ", expected one of " + supported_dtypes() +
+                  " (or, read but never bound, " + unused + ")");
     }
 
     const auto shape_it = fields.find("shape");
@@ -278,6 +287,10 @@ void append_le32(std::vector<std::uint8_t>& out, std::uint32_t v) {
 
 // The shape/byte-count check shared by to_f32, to_i8 and write_safetensors.
 Result<const Dtype*> checked_dtype(const StTensor& tensor, ErrorCode code) {
+  if (!tensor.used) {
+    return make_error(code, "tensor " + for_message(tensor.name) + ": dtype " + for_message(tensor.dtype) +
+                                " is not one ternjit reads, expected one of " + supported_dtypes());
+  }
   const std::string where = "tensor " + for_message(tensor.name) + ": ";
   const Dtype* dtype = find_dtype(tensor.kind);
   if (dtype == nullptr) {
@@ -367,6 +380,8 @@ Result<StFile> parse_safetensors(const ir::SharedBytes& image, std::string_view 
     t.name = *e.name;
     t.dtype = std::string(e.dtype->name);
     t.kind = e.dtype->kind;
+    t.used = e.dtype->used;
+    t.data_offset = e.begin;
     t.shape = std::move(e.shape);
     // A region of the image: shared with a mapped or owned image, copied from a borrowed one.
     t.bytes = image.slice(8 + header_size + e.begin, e.end - e.begin).keep();

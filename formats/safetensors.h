@@ -4,7 +4,8 @@
 // Format: an 8-byte little-endian u64 N, N bytes of JSON header, then the data buffer.
 // The header maps tensor names to {"dtype", "shape", "data_offsets": [begin, end]}
 // (offsets relative to the start of the data buffer) plus an optional "__metadata__"
-// object of string values. Supported dtypes: F32, F16, BF16, I8, U8, I32.
+// object of string values. Supported dtypes: F32, F16, BF16, I8, U8, I32; tensors of
+// F64, I64, U64, I16, U16, U32, BOOL, F8_E4M3 and F8_E5M2 are parsed but never converted.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,11 @@ struct StTensor {
   ElemKind kind = ElemKind::F32;    ///< the same dtype as an element kind
   std::vector<std::int64_t> shape;  ///< row-major dims; empty for a scalar
   ir::SharedBytes bytes;            ///< little-endian elements (owned)
+  /// False for a dtype ternjit parses (bounds-checked) but never converts: F64, I64, U64,
+  /// I16, U16, U32, BOOL, F8_E4M3, F8_E5M2. Then `kind` is meaningless, and to_f32, to_i8,
+  /// write_safetensors and binding refuse the tensor, naming it.
+  bool used = true;
+  std::uint64_t data_offset = 0;    ///< parsed files: data_offsets[0] (from the data buffer's start)
 };
 
 /// A whole safetensors file: tensors (sorted by name when produced by the parser) and

@@ -43,6 +43,51 @@ std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t salt) {
   return z ^ (z >> 31);
 }
 
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  // One row of the dynamic-programming table at a time (Wagner-Fischer).
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& candidates,
+                                       std::size_t max) {
+  // A whole-name typo, or the same last part under another prefix ("L0.gamma" for
+  // "BitLinear.gamma"): scored by the nearer of the two, a prefix change costing 1.
+  auto leaf = [](std::string_view s) { return s.substr(s.rfind('.') == std::string_view::npos ? 0 : s.rfind('.') + 1); };
+  const std::string_view name_leaf = leaf(name);
+  const std::size_t limit = std::max<std::size_t>(2, name.size() / 4);
+  const std::size_t leaf_limit = std::max<std::size_t>(1, name_leaf.size() / 4);
+  std::vector<std::pair<std::size_t, std::size_t>> scored;  // (score, index)
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const std::size_t whole = edit_distance(name, candidates[i]);
+    const std::size_t part = edit_distance(name_leaf, leaf(candidates[i]));
+    if (whole <= limit || part <= leaf_limit) scored.emplace_back(std::min(whole, part + 1), i);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < scored.size() && out.size() < max; ++k) out.push_back(candidates[scored[k].second]);
+  return out;
+}
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::vector<std::string> near = closest_names(name, candidates);
+  if (near.empty()) return {};
+  std::string s = " (did you mean ";
+  for (std::size_t i = 0; i < near.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + ("'" + near[i] + "'");
+  return s + "?)";
+}
+
 std::string_view layer_of(std::string_view name) {
   auto dot = name.find('.');
   return dot == std::string_view::npos ? std::string_view{} : name.substr(0, dot);

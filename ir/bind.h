@@ -33,6 +33,20 @@ std::string_view layer_of(std::string_view qualified_name);
 /// every item is a non-negative integer.
 std::optional<std::vector<std::int64_t>> parse_dims(std::string_view text);
 
+/// The Levenshtein distance between two names (insertions, deletions and substitutions of
+/// one byte each cost 1). O(|a| * |b|) time, O(|b|) memory.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// Up to `max` names of `candidates` closest to `name`, nearest first (ties in candidate
+/// order): within max(2, |name| / 4) edits of the whole name, or within max(1, |leaf| / 4)
+/// edits of its last dot-separated part (a prefix apart, scored one more). For "did you
+/// mean" notes.
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& candidates,
+                                       std::size_t max = 3);
+
+/// " (did you mean 'a' or 'b'?)" for closest_names(name, candidates), or "" when none is close.
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+
 /// A per-tensor seed derived from a user seed and a salt (splitmix64 finalizer), so the
 /// tensors drawn from one seed are decorrelated and stable across runs.
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t salt);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -284,6 +285,10 @@ ternjit_status function_decl(const char* fn, const ternjit_program* program, siz
 // The features that do not depend on the machine.
 constexpr std::string_view kStaticFeatures[] = {
     "safetensors",     // ternjit_bind_weights_file
+    "gguf",            // ternjit_bind_weights_file: GGUF TQ1_0/TQ2_0/F32/F16/BF16/Q8_0
+    "hf-bitnet",       // ternjit_bind_weights_file: Hugging Face BitNet packed and bf16 checkpoints
+    "bind-sized",      // ternjit_bind_weight_sized
+    "name-map",        // ternjit_bind_weights_file_mapped
     "random-weights",  // ternjit_bind_random
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
@@ -409,25 +414,40 @@ void ternjit_program_destroy(ternjit_program* program) {
   });
 }
 
+namespace {
+// ternjit_bind_weight and ternjit_bind_weight_sized: `nbytes` when the caller gave it.
+ternjit_status bind_weight(const char* fn, ternjit_program* program, const char* name, const void* data,
+                           std::optional<std::size_t> nbytes, ternjit_dtype dtype, ternjit_format format,
+                           const int64_t* shape, int32_t rank) {
+  if (program == nullptr) return misuse(fn, "program is null");
+  if (name == nullptr) return misuse(fn, "name is null");
+  if (data == nullptr && nbytes.value_or(1) != 0) return misuse(fn, std::string("data of '") + name + "' is null");
+  ternjit::WeightFormat wf{};
+  if (!weight_format_of(raw_enum(format), &wf))
+    return misuse(fn, "unknown format " + std::to_string(raw_enum(format)) + " for '" + name + "'");
+  ternjit::TensorView view;
+  // The view is only read: Program::bind copies it.
+  if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), raw_enum(dtype), shape,
+                         rank, &view);
+      s != TERNJIT_OK)
+    return s;
+  auto r = nbytes ? program->program.bind(name, view, wf, *nbytes) : program->program.bind(name, view, wf);
+  if (!r.ok()) return fail(r.error());
+  return TERNJIT_OK;
+}
+}  // namespace
+
 ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
                                    ternjit_format format, const int64_t* shape, int32_t rank) {
   constexpr const char* fn = "ternjit_bind_weight";
-  return guarded(fn, [&] {
-    if (program == nullptr) return misuse(fn, "program is null");
-    if (name == nullptr) return misuse(fn, "name is null");
-    if (data == nullptr) return misuse(fn, std::string("data of '") + name + "' is null");
-    ternjit::WeightFormat wf{};
-    if (!weight_format_of(raw_enum(format), &wf))
-      return misuse(fn, "unknown format " + std::to_string(raw_enum(format)) + " for '" + name + "'");
-    ternjit::TensorView view;
-    // The view is only read: Program::bind copies it.
-    if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), raw_enum(dtype), shape,
-                           rank, &view);
-        s != TERNJIT_OK)
-      return s;
-    if (auto r = program->program.bind(name, view, wf); !r.ok()) return fail(r.error());
-    return TERNJIT_OK;
-  });
+  return guarded(fn, [&] { return bind_weight(fn, program, name, data, std::nullopt, dtype, format, shape, rank); });
+}
+
+ternjit_status ternjit_bind_weight_sized(ternjit_program* program, const char* name, const void* data, size_t nbytes,
+                                         ternjit_dtype dtype, ternjit_format format, const int64_t* shape,
+                                         int32_t rank) {
+  constexpr const char* fn = "ternjit_bind_weight_sized";
+  return guarded(fn, [&] { return bind_weight(fn, program, name, data, nbytes, dtype, format, shape, rank); });
 }
 
 ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* path) {
@@ -436,6 +456,23 @@ ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* p
     if (program == nullptr) return misuse(fn, "program is null");
     if (path == nullptr) return misuse(fn, "path is null");
     if (auto r = program->program.bind_file(path); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_bind_weights_file_mapped(ternjit_program* program, const char* path, const char* const* rules,
+                                                size_t n_rules) {
+  constexpr const char* fn = "ternjit_bind_weights_file_mapped";
+  return guarded(fn, [&] {
+    if (program == nullptr) return misuse(fn, "program is null");
+    if (path == nullptr) return misuse(fn, "path is null");
+    if (rules == nullptr && n_rules != 0) return misuse(fn, "rules is null");
+    std::vector<std::string> map;
+    for (size_t i = 0; i < n_rules; ++i) {
+      if (rules[i] == nullptr) return misuse(fn, "rule " + std::to_string(i) + " is null");
+      map.emplace_back(rules[i]);
+    }
+    if (auto r = program->program.bind_file(path, map); !r.ok()) return fail(r.error());
     return TERNJIT_OK;
   });
 }

@@ -183,16 +183,26 @@ Result<void> Program::bind(std::string_view name, const TensorView& value, Weigh
   return guarded([&]() -> Result<void> {
     std::lock_guard lock(impl_->weights_mu);
     TERNJIT_TRY_VOID(impl_->check_not_frozen("bind '" + std::string(name) + "'"));
-    return impl_->weights.bind(name, value, format);
+    return impl_->weights.bind(name, value, format, std::nullopt);
   });
 }
 
-Result<void> Program::bind_file(const std::string& safetensors_path) {
+Result<void> Program::bind(std::string_view name, const TensorView& value, WeightFormat format,
+                           std::size_t byte_length) {
   return guarded([&]() -> Result<void> {
-    TERNJIT_TRY(formats::StFile file, formats::read_safetensors(safetensors_path));
     std::lock_guard lock(impl_->weights_mu);
-    TERNJIT_TRY_VOID(impl_->check_not_frozen("bind_file '" + safetensors_path + "'"));
-    return impl_->weights.bind_file(file, safetensors_path);
+    TERNJIT_TRY_VOID(impl_->check_not_frozen("bind '" + std::string(name) + "'"));
+    return impl_->weights.bind(name, value, format, byte_length);
+  });
+}
+
+Result<void> Program::bind_file(const std::string& path, std::span<const std::string> name_map) {
+  return guarded([&]() -> Result<void> {
+    TERNJIT_TRY(formats::NameMap names, formats::NameMap::parse(name_map));
+    TERNJIT_TRY(formats::WeightFile file, formats::WeightFile::open(path, names));
+    std::lock_guard lock(impl_->weights_mu);
+    TERNJIT_TRY_VOID(impl_->check_not_frozen("bind_file '" + path + "'"));
+    return impl_->weights.bind_file(file);
   });
 }
 

@@ -256,7 +256,8 @@ Result<std::map<std::string, std::int64_t>> Program::Impl::bind_and_freeze(const
   for (const std::string& p : params_used(module, f))
     if (!weights.is_bound(p))
       return make_error(ErrorCode::InvalidArgument, "parameter '" + p + "' of '" + f.name() +
-                                                        "' is not bound: call bind, bind_file or bind_random first");
+                                                        "' is not bound: call bind, bind_file or bind_random first" +
+                                                        weights.missing_hint(p));
   TERNJIT_TRY(auto bindings, bind_symbols(f, inputs, weights.symbols()));
   frozen = true;  // from here on kernels may hold the weights: no more binding
   return bindings;

@@ -66,11 +66,20 @@ Result<ir::StoredTensor> from_view(const ir::ParamDecl& decl, const TensorView& 
   return std::move(t.value());
 }
 
-// The bytes of a caller buffer: as many as `format` needs for `shape` (borrowed).
-Result<ir::SharedBytes> caller_bytes(const TensorView& v, WeightFormat format, const std::string& what) {
+// The bytes of a caller buffer: as many as `format` needs for `shape` (borrowed), which
+// must be `byte_length` when the caller says how long its buffer is.
+Result<ir::SharedBytes> caller_bytes(const TensorView& v, WeightFormat format, std::optional<std::size_t> byte_length,
+                                     const std::string& what) {
   TERNJIT_TRY(std::size_t n, count_of(v.shape, what));
   const std::size_t size =
       format == WeightFormat::Plain ? n * static_cast<std::size_t>(elem_bits(v.kind) / 8) : formats::packed_size(format, n);
+  if (byte_length && *byte_length != size) {
+    const std::string layout = format == WeightFormat::Plain ? std::string(elem_name(v.kind))
+                                                             : "'" + std::string(weight_format_name(format)) + "'";
+    return fail(ErrorCode::InvalidArgument, what + ": shape " + shape_str(v.shape) + " in " + layout + " needs " +
+                                                std::to_string(size) + " bytes, the buffer has " +
+                                                std::to_string(*byte_length));
+  }
   if (size != 0 && v.data == nullptr) return fail(ErrorCode::InvalidArgument, what + ": data is null");
   return ir::SharedBytes::borrow({static_cast<const std::uint8_t*>(v.data), size});
 }
@@ -124,7 +133,8 @@ Result<void> Weights::fit_shape(const ir::ParamDecl& decl, const std::vector<std
   return success();
 }
 
-Result<void> Weights::bind(std::string_view name, const TensorView& value, WeightFormat format) {
+Result<void> Weights::bind(std::string_view name, const TensorView& value, WeightFormat format,
+                           std::optional<std::size_t> byte_length) {
   const ir::ParamDecl* decl = module_->find_param(name);
   if (!decl) {
     std::string have;
@@ -133,7 +143,7 @@ Result<void> Weights::bind(std::string_view name, const TensorView& value, Weigh
                                          (have.empty() ? "none" : have) + ")");
   }
   const std::string what = "parameter '" + decl->name + "'";
-  TERNJIT_TRY(ir::SharedBytes bytes, caller_bytes(value, format, what));
+  TERNJIT_TRY(ir::SharedBytes bytes, caller_bytes(value, format, byte_length, what));
   TERNJIT_TRY(ir::StoredTensor t, from_view(*decl, value, format, bytes, what));
   SymbolMap symbols = symbols_except({decl->name});
   TERNJIT_TRY_VOID(fit_shape(*decl, t.shape(), what, symbols));
@@ -141,9 +151,9 @@ Result<void> Weights::bind(std::string_view name, const TensorView& value, Weigh
   return success();
 }
 
-Result<void> Weights::bind_file(const formats::StFile& file, std::string_view display_name) {
-  const std::string file_name(display_name);
-  // Which tensor feeds which declaration: the full name, else a short name no other
+Result<void> Weights::bind_file(const formats::WeightFile& file) {
+  const std::string& file_name = file.display_name();
+  // Which offer feeds which declaration: the full name, else a short name no other
   // declaration shares.
   std::map<std::string, int> short_count;
   for (const ir::ParamDecl& d : module_->params()) {
@@ -152,35 +162,22 @@ Result<void> Weights::bind_file(const formats::StFile& file, std::string_view di
   }
   struct Match {
     const ir::ParamDecl* decl;
-    const formats::StTensor* tensor;
-    WeightFormat format = WeightFormat::Plain;
-    std::optional<std::vector<std::int64_t>> logical;  // packed: from "<tensor>.shape"
+    const formats::WeightOffer* offer;
+    std::optional<std::vector<std::int64_t>> shape;  // nullopt: from the declaration
   };
   std::vector<Match> matches;
   for (const ir::ParamDecl& d : module_->params()) {
-    const formats::StTensor* t = file.find(d.name);
     std::string_view layer = ir::layer_of(d.name);
-    if (!t && !layer.empty()) {
-      std::string short_name = d.name.substr(layer.size() + 1);
-      if (short_count[short_name] == 1) t = file.find(short_name);
-    }
-    if (!t) continue;
-    Match m{&d, t, WeightFormat::Plain, std::nullopt};
-    const std::string what = file_name + ": tensor '" + t->name + "' (parameter '" + d.name + "')";
-    if (auto it = file.metadata.find(t->name + ".format"); it != file.metadata.end()) {
-      auto format = parse_weight_format(it->second);
-      if (!format) return fail(ErrorCode::InvalidInput, what + ": unknown ternary format '" + it->second + "' in metadata");
-      m.format = *format;
-      if (auto s = file.metadata.find(t->name + ".shape"); s != file.metadata.end()) {
-        m.logical = ir::parse_dims(s->second);
-        if (!m.logical) return fail(ErrorCode::InvalidInput, what + ": bad '" + t->name + ".shape' metadata '" + s->second + "'");
-      }
-    }
-    matches.push_back(std::move(m));
+    const bool short_ok = !layer.empty() && short_count[d.name.substr(layer.size() + 1)] == 1;
+    TERNJIT_TRY(const formats::WeightOffer* o, formats::find_param_offer(file, d.name, short_ok));
+    if (!o) continue;
+    const std::string what = "parameter '" + d.name + "'";
+    TERNJIT_TRY(auto shape, file.shape_for(*o, d.type, what));
+    matches.push_back(Match{&d, o, std::move(shape)});
   }
   if (matches.empty() && !module_->params().empty()) {
     std::string have;
-    for (const formats::StTensor& t : file.tensors) have += (have.empty() ? "" : ", ") + t.name;
+    for (const std::string& n : file.offer_names()) have += (have.empty() ? "" : ", ") + n;
     return fail(ErrorCode::InvalidInput, file_name + " holds none of the program's parameters (tensors: " +
                                              (have.empty() ? "none" : have) + ")");
   }
@@ -189,42 +186,44 @@ Result<void> Weights::bind_file(const formats::StFile& file, std::string_view di
   for (const Match& m : matches) replaced.insert(m.decl->name);
   SymbolMap symbols = symbols_except(replaced);
   std::map<std::string, ir::StoredTensor> staged;
-  // Tensors whose logical shape is known first; packed ones without a shape take theirs
-  // from the declaration once the others have fixed its symbols.
+  std::set<std::string> bound, ternary;  // offers bound (to ternary parameters)
+  // Tensors whose shape is known first; packed ones without a shape take theirs from the
+  // declaration once the others have fixed its symbols.
   for (int pass = 0; pass < 2; ++pass) {
     for (const Match& m : matches) {
-      const bool packed = m.format != WeightFormat::Plain;
-      const bool shapeless = packed && !m.logical;
-      if (shapeless != (pass == 1)) continue;
-      const std::string what = file_name + ": tensor '" + m.tensor->name + "' (parameter '" + m.decl->name + "')";
-      std::vector<std::int64_t> shape = packed ? m.logical.value_or(std::vector<std::int64_t>{}) : m.tensor->shape;
-      if (shapeless) {
+      if (m.shape.has_value() == (pass == 1)) continue;
+      const std::string what = "parameter '" + m.decl->name + "'";
+      std::vector<std::int64_t> shape = m.shape.value_or(std::vector<std::int64_t>{});
+      if (!m.shape) {
         for (const ir::Dim& d : m.decl->type.shape) {
           if (d.is_static()) { shape.push_back(d.extent); continue; }
           const std::string& sym = m.decl->symbols[d.sym.index];
           auto it = symbols.find(symbol_key(ir::layer_of(m.decl->name), sym));
           if (it == symbols.end())
-            return fail(ErrorCode::InvalidInput, what + ": packed data needs a '" + m.tensor->name +
+            return fail(ErrorCode::InvalidInput, file_name + ": tensor '" + m.offer->origin + "' (" + what +
+                                                     "): packed data needs a '" + m.offer->origin +
                                                      ".shape' metadata entry (symbol '" + sym + "' of " +
                                                      decl_str(*m.decl) + " is not fixed by another tensor)");
           shape.push_back(it->second.first);
         }
       }
-      if (!packed && m.decl->type.elem == ElemKind::T2 && m.tensor->kind != ElemKind::I8) {
-        return fail(ErrorCode::InvalidInput, what + " is ternary: it needs I8 values in {-1, 0, 1} or U8 bytes with a '" +
-                                                 m.tensor->name + ".format' metadata entry, got " + m.tensor->dtype);
-      }
       TERNJIT_TRY_VOID(count_of(shape, what));
-      // The file's bytes, owned by its mapping: kept as they are where possible.
-      const TensorView view{nullptr, m.tensor->kind, shape};
-      TERNJIT_TRY(ir::StoredTensor t, from_view(*m.decl, view, m.format, m.tensor->bytes, what));
-      TERNJIT_TRY_VOID(fit_shape(*m.decl, t.shape(), what, symbols));
+      // Tensors usable as they are keep pointing into the file's mapping.
+      TERNJIT_TRY(ir::StoredTensor t, file.load(*m.offer, m.decl->type.elem, shape, what));
+      TERNJIT_TRY_VOID(fit_shape(*m.decl, t.shape(), what + " (from " + file_name + ")", symbols));
       staged.insert_or_assign(m.decl->name, std::move(t));
+      bound.insert(m.offer->name);
+      if (m.decl->type.elem == ElemKind::T2) ternary.insert(m.offer->name);
     }
   }
+  TERNJIT_TRY_VOID(file.check_scales(ternary, bound));
   for (auto& [name, t] : staged) values_.values.insert_or_assign(name, std::move(t));
+  for (const std::string& n : file.offer_names())
+    if (!bound.count(n)) unused_names_.push_back(n);
   return success();
 }
+
+std::string Weights::missing_hint(const std::string& param) const { return ir::did_you_mean(param, unused_names_); }
 
 Result<void> Weights::bind_random(std::uint64_t seed) {
   SymbolMap symbols = symbols_except({});

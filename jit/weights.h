@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -18,7 +19,7 @@
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
-#include "formats/safetensors.h"
+#include "formats/weight_file.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 
@@ -47,17 +48,25 @@ class Weights {
   /// parameter (listing them); InvalidArgument for null data, a negative extent, a kind
   /// or format the declaration does not take; a shape that disagrees with the declaration
   /// or with a symbol another parameter fixed (naming both); a value outside {-1, 0, 1}
-  /// or an invalid packed code (naming the index). On error nothing changes.
-  Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format);
+  /// or an invalid packed code (naming the index); InvalidArgument when `byte_length` is
+  /// given and is not what the shape needs in the format. On error nothing changes.
+  Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format,
+                    std::optional<std::size_t> byte_length);
 
-  /// Binds every parameter found in `file` by full name ("Layer.p") or, when only one
-  /// declared parameter has that short name, by short name ("p"); conversions as
-  /// ir::prepare_run (U8 + "<tensor>.format" metadata for packed ternary data, logical
-  /// shape from "<tensor>.shape" metadata or the declaration). Errors: as bind, naming
-  /// the file and tensor; InvalidInput when the file holds none of the parameters. All or
-  /// nothing. Tensors stored as they are in the file share its bytes (a mapping stays
-  /// alive while bound parameters point into it).
-  Result<void> bind_file(const formats::StFile& file, std::string_view display_name);
+  /// Binds every parameter `file` offers a tensor for, by full name ("Layer.p") or, when
+  /// only one declared parameter has that short name, by short name ("p"); conversions
+  /// as formats::WeightFile (safetensors, GGUF, Hugging Face BitNet). Parameters the file
+  /// does not hold stay as they are (bind, another file or bind_random may supply them);
+  /// the names it offered and nothing bound are kept for missing_hint. Errors: as bind,
+  /// naming the file and tensor; InvalidInput when the file holds none of the
+  /// parameters, or a scale would be dropped (WeightFile::check_scales). All or nothing.
+  /// Tensors stored as they are in the file share its bytes (a mapping stays alive while
+  /// bound parameters point into it).
+  Result<void> bind_file(const formats::WeightFile& file);
+
+  /// " (did you mean 'x'?)" naming the tensors of bound files that bound nothing and are
+  /// closest to `param`, or "".
+  [[nodiscard]] std::string missing_hint(const std::string& param) const;
 
   /// Binds every unbound parameter to HostTensor::random's values (seed mixed with the
   /// parameter's declaration index), drawn straight into the stored form. Errors (InvalidArgument): a parameter whose shape
@@ -80,6 +89,7 @@ class Weights {
 
   const ir::Module* module_;
   ir::ParamValues values_;
+  std::vector<std::string> unused_names_;  // offered by bound files, bound to nothing
 };
 
 }  // namespace ternjit::jit

@@ -129,11 +129,20 @@ class Program {
   /// ternary values at 2 bits each; repacked for the target once). `value.data` must hold
   /// exactly the bytes `value.shape` needs in `format` (ternjit_bind_weight lists them).
   Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format = WeightFormat::Plain);
-  /// Binds every parameter found in a safetensors file. The file is memory-mapped: tensors
-  /// usable as they are (tern2-packed ternary, floats of the declared kind) are not copied,
-  /// and the mapping lives while they are bound, so the file must not be modified in place
-  /// meanwhile (replacing it by rename is safe).
-  Result<void> bind_file(const std::string& safetensors_path);
+  /// As bind, and `value.data` holds `byte_length` bytes: anything but exactly what the
+  /// shape needs in `format` is an InvalidArgument error, nothing read.
+  Result<void> bind(std::string_view name, const TensorView& value, WeightFormat format, std::size_t byte_length);
+  /// Binds every parameter a weights file holds: safetensors, GGUF (TQ1_0/TQ2_0 ternary
+  /// with their scales as "<name>_scale", F32/F16/BF16/Q8_0) or a Hugging Face BitNet
+  /// checkpoint, told apart by content (formats/README.md). `name_map` rules
+  /// ("model.layers.{i}.mlp.up_proj.weight=L{i}.w") rename file tensors first. The file
+  /// is memory-mapped: tensors usable as they are (tern2-packed ternary, floats of the
+  /// declared kind) are not copied, and the mapping lives while they are bound, so the
+  /// file must not be modified in place meanwhile (replacing it by rename is safe).
+  /// Parameters the file lacks stay unbound (the error of the first run names the closest
+  /// tensors the file had); a scale the file holds for a bound ternary tensor must bind
+  /// too unless it is all 1.
+  Result<void> bind_file(const std::string& path, std::span<const std::string> name_map = {});
   /// Binds every still-unbound parameter to random values drawn from `seed`.
   Result<void> bind_random(std::uint64_t seed);
 

@@ -139,8 +139,20 @@ void ternjit_program_destroy(ternjit_program* program);
  *  many are read. */
 ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
                                    ternjit_format format, const int64_t* shape, int32_t rank);
-/** Binds every parameter found in a safetensors file ("Layer.param" or "param"). */
+/** ternjit_bind_weight, told the buffer's length: `nbytes` other than the bytes `shape` needs
+ *  in `format` is TERNJIT_INVALID_ARGUMENT and nothing is read. (Added in ABI 2; feature
+ *  "bind-sized".) */
+ternjit_status ternjit_bind_weight_sized(ternjit_program* program, const char* name, const void* data, size_t nbytes,
+                                         ternjit_dtype dtype, ternjit_format format, const int64_t* shape,
+                                         int32_t rank);
+/** Binds every parameter found in a weights file ("Layer.param" or "param"): safetensors, GGUF
+ *  (TQ1_0/TQ2_0 with scales as "<name>_scale", F32/F16/BF16/Q8_0) or a Hugging Face BitNet
+ *  checkpoint, told apart by content. */
 ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* path);
+/** ternjit_bind_weights_file with n_rules name-map rules "PATTERN=TARGET" renaming file tensors
+ *  ("model.layers.{i}.mlp.up_proj.weight=L{i}.w"). (Added in ABI 2; feature "name-map".) */
+ternjit_status ternjit_bind_weights_file_mapped(ternjit_program* program, const char* path, const char* const* rules,
+                                                size_t n_rules);
 /** Binds every still-unbound parameter to random values drawn from `seed`. */
 ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed);
 

@@ -60,7 +60,7 @@ INTERNAL = _capi.INTERNAL
 #: Feature names probed by :func:`features` (the ABI answers one name at a time).
 KNOWN_FEATURES = (
     "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
-    "safetensors", "random-weights", "kernel-entry", "builder",
+    "safetensors", "gguf", "hf-bitnet", "bind-sized", "name-map", "random-weights", "kernel-entry", "builder",
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 )
 
@@ -481,13 +481,22 @@ class Program:
             if arr.nbytes != need:
                 raise _misuse("%s: format '%s' data for shape %s needs %d bytes, got %d"
                               % (what, format, logical, need, arr.nbytes))
-        _check(self._lib, self._lib.ternjit_bind_weight(
-            self._live_handle(), name.encode(), arr.ctypes.data, code, fmt,
+        # The library is told the array's length too, and checks it against the format's need.
+        _check(self._lib, self._lib.ternjit_bind_weight_sized(
+            self._live_handle(), name.encode(), arr.ctypes.data, arr.nbytes, code, fmt,
             ctypes.cast(buf, ctypes.POINTER(ctypes.c_int64)), len(logical)))
 
-    def bind_file(self, path):
-        """Binds every parameter found in a safetensors file."""
-        _check(self._lib, self._lib.ternjit_bind_weights_file(self._live_handle(), str(path).encode()))
+    def bind_file(self, path, map=None):
+        """Binds every parameter a weights file holds: safetensors, GGUF or a Hugging Face
+        BitNet checkpoint (told apart by content). `map`: rules "PATTERN=TARGET" renaming
+        file tensors to parameters ("model.layers.{i}.mlp.up_proj.weight=L{i}.w")."""
+        if not map:
+            _check(self._lib, self._lib.ternjit_bind_weights_file(self._live_handle(), str(path).encode()))
+            return
+        rules = [str(r).encode() for r in ([map] if isinstance(map, str) else map)]
+        arr = (ctypes.c_char_p * len(rules))(*rules)
+        _check(self._lib, self._lib.ternjit_bind_weights_file_mapped(
+            self._live_handle(), str(path).encode(), arr, len(rules)))
 
     def bind_random(self, seed):
         """Binds every still-unbound parameter to random values drawn from `seed`."""

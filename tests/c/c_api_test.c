@@ -421,6 +421,25 @@ static void check_errors(const char* source, size_t len) {
     expect_error("bind_weight(data=NULL)",
                  ternjit_bind_weight(p, "BitLinear.gamma", NULL, TERNJIT_F32, TERNJIT_FORMAT_PLAIN, k_bad, 1),
                  TERNJIT_INVALID_ARGUMENT, "null");
+    {
+      /* A 10-byte buffer bound as 64 x 16 tern2 (256 bytes): refused before reading. */
+      static const unsigned char ten[10] = {0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55};
+      static const int64_t w64x16[2] = {64, 16};
+      static const char* rules[1] = {"model.{x}.weight={x}"};
+      expect_error("bind_weight_sized(short buffer)",
+                   ternjit_bind_weight_sized(p, "BitLinear.w", ten, sizeof ten, TERNJIT_U8, TERNJIT_FORMAT_TERN2,
+                                             w64x16, 2),
+                   TERNJIT_INVALID_ARGUMENT, "needs 256 bytes, the buffer has 10");
+      expect_error("bind_weight_sized(data=NULL)",
+                   ternjit_bind_weight_sized(p, "BitLinear.w", NULL, 256, TERNJIT_U8, TERNJIT_FORMAT_TERN2, w64x16, 2),
+                   TERNJIT_INVALID_ARGUMENT, "null");
+      expect_error("bind_weights_file_mapped(bad rule)",
+                   ternjit_bind_weights_file_mapped(p, "/nonexistent/w.gguf", rules, 1), TERNJIT_NOT_FOUND,
+                   "/nonexistent/w.gguf");
+      expect_error("bind_weights_file_mapped(rules=NULL)", ternjit_bind_weights_file_mapped(p, "w", NULL, 1),
+                   TERNJIT_INVALID_ARGUMENT, "rules");
+      CHECK(ternjit_has_feature("gguf") == 1 && ternjit_has_feature("bind-sized") == 1);
+    }
     expect_error("bind_weights_file(missing file)", ternjit_bind_weights_file(p, "/nonexistent/w.safetensors"),
                  TERNJIT_NOT_FOUND, "/nonexistent/w.safetensors");
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_binding.py - the numpy binding: BitLinear vs numpy on every CPU target, weights, kernels, errors.
+import ctypes
 import os
 import re
 import subprocess
@@ -175,6 +176,52 @@ def test_threads_share_a_program():
     check(not errors, "; ".join(errors))
 
 
+def write_gguf_tq2(path, name, w, d):
+    """A GGUF v3 file holding one TQ2_0 tensor `name`, dims (K, N) = w.shape, row n (ggml's
+    N rows of K) = w[:, n], block scale d[n] (packed here, independently of the library)."""
+    import struct
+    k, n = w.shape
+    info = struct.pack("<Q", len(name)) + name.encode() + struct.pack("<IQQIQ", 2, k, n, 35, 0)
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + info
+    head += b"\0" * (-len(head) % 32)
+    data = bytearray()
+    for col in range(n):
+        row = w[:, col].astype(np.int64) + 1
+        for b in range(k // 256):
+            vals = row[256 * b:256 * b + 256]
+            for j in range(2):
+                for m in range(32):
+                    data.append(sum(int(vals[128 * j + 32 * l + m]) << (2 * l) for l in range(4)))
+            data += np.float16(d[col]).tobytes()
+    with open(path, "wb") as f:
+        f.write(head + bytes(data))
+
+
+def test_gguf_file_and_sized_bind():
+    rng = np.random.default_rng(12)
+    m, k, n = 2, 256, 5
+    x, gamma, w, _ = ref.random_layer(rng, m, k, n)
+    d = np.array([0.5, 0.25, 1.0, 2.0, 0.125], np.float32)
+    engine = ternjit.Engine(target="auto")
+    plain = engine.compile_file(BITLINEAR)
+    bind_layer(plain, gamma, w, d)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.bin")  # GGUF by content, whatever the name
+        write_gguf_tq2(path, "blk.0.w", w, d)
+        p = engine.compile_file(BITLINEAR)
+        p.bind("BitLinear.gamma", gamma)
+        p.bind_file(path, map=["blk.{i}.w=BitLinear.w"])
+        check(np.array_equal(p.run(FORWARD, x), plain.run(FORWARD, x)), "GGUF weights differ from plain ones")
+        unmapped = engine.compile_file(BITLINEAR)
+        expect_error(lambda: unmapped.bind_file(path), ternjit.INVALID_INPUT, "holds none of the program's parameters")
+    # The library itself checks a packed buffer's length (ternjit_bind_weight_sized).
+    fresh = engine.compile_file(BITLINEAR)
+    code = fresh._lib.ternjit_bind_weight_sized(
+        fresh._live_handle(), b"BitLinear.w", np.zeros(10, np.uint8).ctypes.data, 10, 4, 1,
+        (ctypes.c_int64 * 2)(64, 16), 2)
+    check(code == ternjit.INVALID_ARGUMENT, "sized bind of a short buffer returned %d" % code)
+
+
 def expect_error(fn, status, *fragments):
     try:
         fn()
@@ -327,4 +374,4 @@ if __name__ == "__main__":
                  test_packed_random_and_file_weights_agree_with_plain, test_kernel_entry_point,
                  test_threads_share_a_program, test_bad_source_reports_file_line_col,
                  test_wrong_shapes_and_names_are_clear, test_engine_options_and_lifetime, test_dtypes_in_and_out,
-                 test_verbose_option_reaches_the_library, test_bf16_helpers])
+                 test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind])

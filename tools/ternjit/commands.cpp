@@ -236,11 +236,16 @@ int cmd_run(const RunOptions& o) {
   if (!parsed.ok()) return report(parsed.error());
   auto shapes = resolve_shapes(*m, parsed->values);
   if (!shapes.ok()) return report(shapes.error());
-  std::optional<formats::StFile> weights, inputs;
+  std::optional<formats::WeightFile> weights;
+  std::optional<formats::StFile> inputs;
   if (!o.weights.empty()) {
-    auto w = formats::read_safetensors(o.weights);
+    auto names = formats::NameMap::parse(o.name_map);
+    if (!names.ok()) return report(names.error());
+    auto w = formats::WeightFile::open(o.weights, *names);
     if (!w.ok()) return report(w.error());
     weights = std::move(w.value());
+  } else if (!o.name_map.empty() || o.random_missing) {
+    return report(make_error(ErrorCode::InvalidArgument, "--map and --random-missing need --weights"));
   }
   if (!o.input.empty()) {
     auto in = formats::read_safetensors(o.input);
@@ -249,6 +254,12 @@ int cmd_run(const RunOptions& o) {
   }
   formats::PrepareOptions popts;
   popts.seed = o.seed;
+  // With a weights file a missing parameter is an error unless random ones are asked for;
+  // without one, everything is drawn from --seed (the demo path).
+  if (weights) {
+    popts.random_missing_params = o.random_missing.has_value();
+    popts.params_seed = o.random_missing;
+  }
   auto prepared = formats::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ struct RunOptions {
   std::string shapes;       ///< "M=4,K=64"
   std::string target;       ///< --target; empty: TERNJIT_TARGET, else "auto" (flag > variable > default)
   std::string target_options;  ///< --target-options; empty: TERNJIT_TARGET_OPTIONS
-  std::string weights;      ///< safetensors path or empty
+  std::string weights;      ///< weights file (safetensors or GGUF, by content) or empty
+  std::vector<std::string> name_map;  ///< --map rules "PATTERN=TARGET"
+  std::optional<std::uint64_t> random_missing;  ///< --random-missing SEED: draw parameters the weights lack
   std::string input;        ///< safetensors path or empty
   std::string output;       ///< safetensors path or empty (then print)
   std::uint64_t seed = 1;
@@ -85,11 +88,18 @@ int cmd_ir(const std::string& file);
 /// named passes or the level's pipeline (default -O2; `--passes=` runs none), prints the
 /// IR to stdout and the requested log (IR after passes, timings) to stderr.
 int cmd_opt(const OptOptions& options);
-/// `ternjit run ...`: runs a layer's function on the chosen target.
+/// `ternjit run ...`: runs a layer's function on the chosen target. Without --weights every
+/// parameter is drawn from --seed; with --weights each must be in the file (an error names
+/// the closest names there) unless --random-missing SEED is given.
 int cmd_run(const RunOptions& options);
 /// `ternjit demo`: compiles an embedded BitLinear layer, runs it on the reference and
 /// checks the output against an independent computation.
 int cmd_demo();
+
+/// `ternjit inspect FILE [--json] [--map RULE...]`: the tensors (name, type, dims, bytes,
+/// offset) of a GGUF or safetensors file (told apart by content), its metadata, and what
+/// parameters bind from it (names after the map, kinds and shapes in ternjit's orientation).
+int cmd_inspect(const std::string& file, bool json, const std::vector<std::string>& name_map);
 
 /// `ternjit info [--json]`: prints every registered target (kind, availability or the
 /// reason, memory, device, features) and the one `auto` picks, as a table or JSON.

@@ -71,6 +71,8 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   std::string joined;
   for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
   TERNJIT_TRY(ir::ShapeBindings parsed, ir::parse_shape_list(joined));
+  if (!o.name_map.empty() && o.weights.empty())
+    return make_error(ErrorCode::InvalidArgument, "--map needs --weights");
   TERNJIT_TRY(ir::Module m, load_module(o.file));
   TERNJIT_TRY(ir::ShapeBindings shapes, resolve_shapes(m, parsed.values));
   TERNJIT_TRY(std::string function, pick_function(m, o.file, o.layer, o.fn, o.function));
@@ -85,13 +87,16 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   if (o.emit == "ir") {
     e.text = ir::print_module(specialized);
   } else {
-    // Weights for forms that bake them in: from --weights, else random from --seed.
-    std::optional<formats::StFile> weights;
+    // Weights for forms that bake them in: from --weights (safetensors or GGUF, every
+    // parameter in it), else random from --seed.
+    std::optional<formats::WeightFile> weights;
     if (!o.weights.empty()) {
-      TERNJIT_TRY(weights, formats::read_safetensors(o.weights));
+      TERNJIT_TRY(formats::NameMap names, formats::NameMap::parse(o.name_map));
+      TERNJIT_TRY(weights, formats::WeightFile::open(o.weights, names));
     }
     formats::PrepareOptions prep;
     prep.seed = o.seed;
+    prep.random_missing_params = !weights.has_value();
     TERNJIT_TRY(formats::RunInputs run, formats::prepare_run(m, *m.find_function(function), nullptr,
                                                    weights ? &*weights : nullptr, shapes, prep));
     TERNJIT_TRY(e, target->emit(specialized, function, o.emit, copts, &run.params));
@@ -152,7 +157,12 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--cpu", o->cpu, "llvm.cpu: target CPU, e.g. neoverse-n1 (default: host CPU or generic)");
   cmd->add_option("-o,--output", o->output, "write the emitted form to this file (companions, e.g. the C header "
                                              "of an object, beside it); needed for binary forms");
-  cmd->add_option("--weights", o->weights, "safetensors with the weights for forms that bake them in (llvm obj)");
+  cmd->add_option("--weights", o->weights,
+                  "weights file (safetensors, GGUF or a Hugging Face BitNet checkpoint, by content) for forms that "
+                  "bake them in (llvm obj); every parameter must be in it");
+  cmd->add_option("--map", o->name_map, "rename the weights file's tensors, PATTERN=TARGET (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--seed", o->seed, "seed of the random weights when --weights is not given (default 1)");
   cmd->callback([o] {
     int rc = cmd_compile(*o);

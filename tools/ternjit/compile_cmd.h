@@ -29,7 +29,8 @@ struct CompileCommandOptions {
   std::string triple;               ///< shorthand for llvm.triple
   std::string cpu;                  ///< shorthand for llvm.cpu
   std::string output;               ///< -o: write the emitted form here (companions beside it)
-  std::string weights;              ///< safetensors with the weights for forms that bake them in
+  std::string weights;              ///< weights file (safetensors or GGUF) for forms that bake them in
+  std::vector<std::string> name_map;  ///< --map rules renaming the file's tensors (formats/README.md)
   std::uint64_t seed = 1;           ///< random weights when `weights` is empty
   int threads = 1;                  ///< threads the kernels are generated for
 };

@@ -60,7 +60,17 @@ int main(int argc, char** argv) {
                   "where to run: auto or a target from `ternjit info` (default: TERNJIT_TARGET, else auto)");
   run->add_option("--target-options", run_opts.target_options,
                   "the targets' options, TARGET.NAME=VALUE;... (default: TERNJIT_TARGET_OPTIONS)");
-  run->add_option("--weights", run_opts.weights, "safetensors file with the parameters");
+  run->add_option("--weights", run_opts.weights,
+                  "weights file: safetensors, GGUF or a Hugging Face BitNet checkpoint (by content); every "
+                  "parameter must be in it unless --random-missing is given");
+  run->add_option("--map", run_opts.name_map,
+                  "rename file tensors to parameters, PATTERN=TARGET with {x} placeholders, e.g. "
+                  "'model.layers.{i}.mlp.up_proj.weight=L{i}.w' (repeatable; first match wins)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::uint64_t random_missing_seed = 0;
+  auto* random_missing = run->add_option("--random-missing", random_missing_seed,
+                  "draw parameters the weights file lacks at random from SEED (otherwise an error)");
   run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
   run->add_option("--seed", run_opts.seed, "seed of random inputs/parameters (default 1)");
@@ -69,6 +79,16 @@ int main(int argc, char** argv) {
                 "1e-4 * (|expected| + max|expected|); exit 1 on a mismatch");
 
   auto* demo = app.add_subcommand("demo", "compile and run an embedded BitLinear layer, checked");
+
+  std::string inspect_file;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "list the tensors and metadata of a GGUF or safetensors file");
+  inspect->add_option("file", inspect_file, "the file (its kind is read from its first bytes)")->required();
+  inspect->add_flag("--json", inspect_json, "print JSON instead of a table");
+  std::vector<std::string> inspect_map;
+  inspect->add_option("--map", inspect_map, "rename tensors as run --map does, to see what binds (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   bool info_json = false;
   auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
@@ -86,8 +106,12 @@ int main(int argc, char** argv) {
     opt_opts.passes_given = passes_opt->count() > 0;
     return cmd_opt(opt_opts);
   }
-  if (run->parsed()) return cmd_run(run_opts);
+  if (run->parsed()) {
+    if (random_missing->count() > 0) run_opts.random_missing = random_missing_seed;
+    return cmd_run(run_opts);
+  }
   if (demo->parsed()) return cmd_demo();
   if (info->parsed()) return cmd_info(info_json);
+  if (inspect->parsed()) return cmd_inspect(inspect_file, inspect_json, inspect_map);
   return 2;
 }

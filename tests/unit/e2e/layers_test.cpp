@@ -124,7 +124,8 @@ TEST_CASE("BitLinear: non-ternary weights in a safetensors file are rejected by 
   w.tensors.push_back(make_i8_tensor("w", {3, 2}, bad));
   ShapeBindings shapes;
   shapes.values["M"] = 1;
-  auto run = prepare_run(m, *f, nullptr, &w, shapes, PrepareOptions{});
+  const WeightFile wf = WeightFile::from_safetensors(w, "w.safetensors");
+  auto run = prepare_run(m, *f, nullptr, &wf, shapes, PrepareOptions{});
   REQUIRE_FALSE(run.ok());
   INFO(run.error().message);
   CHECK(run.error().message.find("element [1, 1]") != std::string::npos);
@@ -136,7 +137,8 @@ TEST_CASE("BitLinear: non-ternary weights in a safetensors file are rejected by 
   packed.tensors.push_back(make_u8_tensor("w", {2}, bytes));
   packed.metadata["w.format"] = "tern2";
   packed.metadata["w.shape"] = "3,2";
-  auto run2 = prepare_run(m, *f, nullptr, &packed, shapes, PrepareOptions{});
+  const WeightFile packed_file = WeightFile::from_safetensors(packed, "packed.safetensors");
+  auto run2 = prepare_run(m, *f, nullptr, &packed_file, shapes, PrepareOptions{});
   REQUIRE_MESSAGE(run2.ok(), (run2.ok() ? "" : run2.error().message));
   const HostTensor t = run2->params.values.at("BitLinear.w").to_host();
   CHECK(t.shape == std::vector<std::int64_t>{3, 2});

@@ -160,13 +160,14 @@ TEST_CASE("bind_file: errors name the file and tensor") {
   REQUIRE(formats::write_safetensors(none_path, none).ok());
   CHECK(error_of(p.bind_file(none_path)).find("holds none of the program's parameters") != std::string::npos);
 
-  // A ternary parameter stored as f32 is refused (it needs i8 values or packed u8 bytes).
+  // A ternary parameter stored as i32 is refused (it needs i8 values, packed u8 bytes or
+  // a float master weight, which is ternarized at load).
   formats::StFile wrong;
-  wrong.tensors.push_back(formats::make_f32_tensor("w", {2, 2}, std::vector<float>{1, 0, -1, 0}));
+  wrong.tensors.push_back(formats::make_i32_tensor("w", {2, 2}, std::vector<std::int32_t>{1, 0, -1, 0}));
   const std::string wrong_path = (dir.path / "wrong.safetensors").string();
   REQUIRE(formats::write_safetensors(wrong_path, wrong).ok());
   std::string msg = error_of(p.bind_file(wrong_path));
-  CHECK(msg.find("tensor 'w' (parameter 'BitLinear.w')") != std::string::npos);
+  CHECK(msg.find("parameter 'BitLinear.w': tensor 'w' of " + wrong_path) != std::string::npos);
   CHECK(msg.find("is ternary") != std::string::npos);
 
   // A packed tensor whose logical shape nothing fixes.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gguf_test.cpp - GGUF: hand-built blocks of every type, round trips, and every malformation.
 #include "formats/gguf.h"
+#include "tests/unit/formats/tq_testing.h"
 
 #include <doctest/doctest.h>
 
@@ -45,14 +46,7 @@ GgufTensor tensor(std::string name, GgufTensorType type, std::vector<std::uint64
   return t;
 }
 
-// ggml's quantize_row_tq1_0_ref packing of 5 (or 4, then *3) trits: digits in base 3,
-// first value most significant, then a ceiling division mapping [0, 243) onto a byte.
-std::uint8_t tq1_pack(const int* digits, int count) {
-  unsigned q = 0;
-  for (int n = 0; n < count; ++n) q = q * 3 + static_cast<unsigned>(digits[n]);
-  if (count == 4) q *= 3;
-  return static_cast<std::uint8_t>((q * 256 + 242) / 243);
-}
+using testing::tq1_pack;
 
 // A small v3 file: kv "name" = "tiny", "n" = u32 7; tensor "a" F32 [4] at 0, tensor "b"
 // Q8_0 [32] at 32. Returns the image and the header size.
@@ -254,10 +248,10 @@ TEST_CASE("gguf: malformations") {
   SUBCASE("unknown type id") {
     Bytes f;
     f.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8);
-    f.str("a").u(1, 4).u(32, 8).u(2, 4).u(0, 8);
+    f.str("a").u(1, 4).u(32, 8).u(4, 4).u(0, 8);  // 4 was Q4_2, removed from ggml
     auto r = parse_gguf(owned(f.b), "u.gguf");
     REQUIRE(!r.ok());
-    CHECK(has(r.error(), "tensor 'a': unknown or unsupported ggml type id 2"));
+    CHECK(has(r.error(), "tensor 'a': unknown or unsupported ggml type id 4"));
   }
   SUBCASE("absurd counts") {
     Bytes f;
@@ -281,6 +275,40 @@ TEST_CASE("gguf: malformations") {
     h.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8).str("a").u(1, 4).u(1, 8).u(0, 4).u(4, 8).pad_to(32).u(0, 8);
     CHECK(has(parse_gguf(owned(h.b), "c").error(), "not a multiple of the alignment"));
   }
+}
+
+TEST_CASE("gguf: legacy, K-quant and integer tensors parse by their ggml block sizes, never converted") {
+  // (type id, elements per block, bytes per block) from ggml-common.h's block structs.
+  const struct { std::uint32_t id; std::uint64_t elems, bytes; const char* name; } kinds[] = {
+      {2, 32, 18, "Q4_0"},    {3, 32, 20, "Q4_1"},    {6, 32, 22, "Q5_0"},    {7, 32, 24, "Q5_1"},
+      {9, 32, 36, "Q8_1"},    {10, 256, 84, "Q2_K"},  {11, 256, 110, "Q3_K"}, {12, 256, 144, "Q4_K"},
+      {13, 256, 176, "Q5_K"}, {14, 256, 210, "Q6_K"}, {15, 256, 292, "Q8_K"}, {24, 1, 1, "I8"},
+      {25, 1, 2, "I16"},      {26, 1, 4, "I32"},      {27, 1, 8, "I64"},      {28, 1, 8, "F64"}};
+  for (const auto& k : kinds) {
+    CAPTURE(k.name);
+    const auto type = static_cast<GgufTensorType>(k.id);
+    CHECK(gguf_type_name(type) == k.name);
+    CHECK(gguf_block_elems(type) == k.elems);
+    CHECK(gguf_block_bytes(type) == k.bytes);
+    CHECK(!gguf_type_converted(type));
+    // Two blocks of it in a hand-built file: parsed with its exact size; one byte short is
+    // past the end.
+    Bytes f;
+    f.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8);
+    f.str("t").u(1, 4).u(2 * k.elems, 8).u(k.id, 4).u(0, 8);
+    f.pad_to(32);
+    for (std::uint64_t i = 0; i < 2 * k.bytes; ++i) f.u(i & 0xFF, 1);
+    auto r = parse_gguf(owned(f.b), "k.gguf");
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    CHECK(r->tensors[0].bytes.size() == 2 * k.bytes);
+    CHECK(has(dequantize_gguf(r->tensors[0]).error(), std::string("type ") + k.name + " is not one ternjit converts"));
+    std::vector<std::uint8_t> short_file = f.b;
+    short_file.pop_back();
+    CHECK(!parse_gguf(owned(short_file), "k.gguf").ok());
+  }
+  for (GgufTensorType t : {GgufTensorType::F32, GgufTensorType::F16, GgufTensorType::BF16, GgufTensorType::Q8_0,
+                           GgufTensorType::TQ1_0, GgufTensorType::TQ2_0})
+    CHECK(gguf_type_converted(t));
 }
 
 TEST_CASE("gguf: write and read back") {

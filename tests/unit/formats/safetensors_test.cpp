@@ -348,8 +348,9 @@ TEST_CASE("malformed: missing or ill-typed dtype") {
 }
 
 TEST_CASE("malformed: unknown dtype names it and lists the supported ones") {
-  CHECK(header_error(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})") ==
-        "w.st: tensor 'w': unknown dtype 'F64', expected one of F32, F16, BF16, I8, U8, I32");
+  CHECK(header_error(R"({"w": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 8]}})") ==
+        "w.st: tensor 'w': unknown dtype 'Q4', expected one of F32, F16, BF16, I8, U8, I32 (or, read but never "
+        "bound, F64, I64, U64, I16, U16, U32, BOOL, F8_E4M3, F8_E5M2)");
   CHECK(contains(header_error(R"({"w": {"dtype": "f32", "shape": [1], "data_offsets": [0, 4]}})"),
                  "unknown dtype 'f32'"));
 }

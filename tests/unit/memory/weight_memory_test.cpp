@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "tests/unit/engine/engine_testing.h"
 #include "ternjit/engine.h"
 
@@ -148,6 +150,50 @@ TEST_CASE("memory: the same layer bound from a safetensors file adds no full-siz
   CHECK(bound.peak - base <= 1.25 * kTwoBitBytes);
   CHECK(after.rss - before.rss <= 3 * kTwoBitBytes);
   CHECK(after.peak - base <= 3 * kTwoBitBytes);
+}
+
+TEST_CASE("memory: a 2560x6912 TQ2_0 GGUF tensor bound and compiled stays within 3x its file bytes") {
+  auto ep = x86_program();
+  if (!ep) return;
+  Program& p = ep->second;
+  constexpr std::uint64_t K = 2560, N = 6912;
+  testing::TempDir dir;
+  const std::string path = (dir.path / "w.gguf").string();
+  {
+    // Every block: codes from tern2_codes (valid TQ2_0 codes too: value + 1), d = 0.5.
+    formats::GgufTensor t;
+    t.name = "w";
+    t.type = formats::GgufTensorType::TQ2_0;
+    t.dims = {K, N};
+    std::vector<std::uint8_t> data;
+    data.reserve(N * (K / 256) * 66);
+    for (std::uint64_t b = 0; b < N * (K / 256); ++b) {
+      const auto codes = tern2_codes(b * 64, 64);
+      data.insert(data.end(), codes.begin(), codes.end());
+      data.push_back(0x00);
+      data.push_back(0x38);
+    }
+    t.bytes = ir::SharedBytes::adopt(std::move(data));
+    REQUIRE(formats::write_gguf(path, {}, std::vector{t}).ok());
+  }
+  const double file_bytes = static_cast<double>(std::filesystem::file_size(path));
+  std::vector<float> gamma(K, 1.0f), x(K, 0.25f), y(N);
+  const Memory before = memory();
+  auto r = p.bind_file(path);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE(p.bind("BitLinear.gamma", testing::view(gamma, {static_cast<std::int64_t>(K)})).ok());
+  const Memory bound = memory();
+  std::vector<TensorView> in{TensorView{x.data(), ElemKind::F32, {1, static_cast<std::int64_t>(K)}}};
+  std::vector<TensorView> out{TensorView{y.data(), ElemKind::F32, {1, static_cast<std::int64_t>(N)}}};
+  auto run = p.run("BitLinear.forward", in, out);
+  REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().message));
+  const Memory after = memory();
+  const double base = std::max(before.peak, before.rss);
+  MESSAGE("TQ2_0 file " << file_bytes / kMB << " MB; bind_file: resident +" << (bound.rss - before.rss) / kMB
+                        << " MB; after compile +" << (after.rss - before.rss) / kMB << " MB ("
+                        << (after.rss - before.rss) / file_bytes << "x), peak +" << (after.peak - base) / kMB << " MB");
+  CHECK(after.rss - before.rss <= 3 * file_bytes);
+  CHECK(after.peak - base <= 3 * file_bytes);
 }
 
 }  // namespace

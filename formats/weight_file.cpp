@@ -1,0 +1,772 @@
+// SPDX-License-Identifier: Apache-2.0
+// weight_file.cpp - WeightFile: safetensors, GGUF and Hugging Face BitNet tensors as offers to parameters.
+#include "formats/weight_file.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <regex>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "formats/mapped_file.h"
+#include "formats/ternary.h"
+#include "formats/weight_store.h"
+#include "ir/bind.h"
+#include "ir/builder.h"
+#include "ir/numeric.h"
+
+namespace ternjit::formats {
+
+// One rule: the pattern as a regex (placeholders as capture groups) and the target as
+// literal pieces and group numbers.
+struct NameMap::Rule {
+  std::regex pattern;
+  std::vector<std::pair<std::string, int>> target;  // (literal, group or 0) pieces
+};
+
+namespace {
+
+Error fail(std::string msg) { return make_error(ErrorCode::InvalidInput, std::move(msg)); }
+
+constexpr std::size_t kQK = 256;  // elements of a GGUF ternary block
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Splits "a{x}b" into literal and placeholder pieces; placeholders as ("", name).
+Result<std::vector<std::pair<std::string, std::string>>> split_rule_side(const std::string& text,
+                                                                         const std::string& rule) {
+  std::vector<std::pair<std::string, std::string>> pieces;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t open = text.find('{', pos);
+    if (open == std::string::npos) {
+      pieces.emplace_back(text.substr(pos), "");
+      break;
+    }
+    if (open > pos) pieces.emplace_back(text.substr(pos, open - pos), "");
+    const std::size_t close = text.find('}', open);
+    if (close == std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': unclosed '{'");
+    if (close == open + 1)
+      return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': empty placeholder '{}'");
+    pieces.emplace_back("", text.substr(open + 1, close - open - 1));
+    pos = close + 1;
+  }
+  return pieces;
+}
+
+std::string regex_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::strchr("\\^$.|?*+()[]{}", c) != nullptr) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// Little-endian float element i of `kind` (F32, F16 or BF16) at `p`.
+float float_at(ElemKind kind, const std::uint8_t* p, std::size_t i) {
+  switch (kind) {
+    case ElemKind::F32: {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, p + 4 * i, 4);  // little-endian host (x86-64, AArch64)
+      return std::bit_cast<float>(bits);
+    }
+    case ElemKind::F16: return ir::f16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+    case ElemKind::BF16: return ir::bf16_bits_to_f32(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+    default: TERNJIT_UNREACHABLE("float_at: not a float kind");
+  }
+}
+
+// The f32 values in a stored tensor of `kind` (rounded once to it).
+ir::StoredTensor encode_floats(ElemKind kind, std::vector<std::int64_t> shape, std::span<const float> values) {
+  const auto width = static_cast<std::size_t>(elem_bits(kind) / 8);
+  std::vector<std::uint8_t> out(values.size() * width);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ir::encode_element(kind, ir::round_to_kind(values[i], kind), out.data() + i * width);
+  auto t = ir::StoredTensor::view(kind, std::move(shape), ir::SharedBytes::adopt(std::move(out)));
+  TERNJIT_CHECK(t.ok(), "encode_floats: sizes agree by construction");
+  return std::move(t.value());
+}
+
+// A tern2 buffer for [K, N] written element by element (each exactly once).
+struct Tern2Out {
+  std::size_t n_cols;
+  std::vector<std::uint8_t> bytes;
+  Tern2Out(std::size_t k, std::size_t n) : n_cols(n), bytes(ir::tern2_size(k * n), 0) {}
+  void set(std::size_t k, std::size_t n, std::uint8_t code) {
+    const std::size_t i = k * n_cols + n;
+    bytes[i / 4] = static_cast<std::uint8_t>(bytes[i / 4] | code << (2 * (i % 4)));
+  }
+  Result<ir::StoredTensor> finish(std::vector<std::int64_t> shape) {
+    // The padding fields of the last byte stay 00; tern2 ignores them.
+    return ir::StoredTensor::view(ElemKind::T2, std::move(shape), ir::SharedBytes::adopt(std::move(bytes)));
+  }
+};
+
+// Rows and columns of a GGUF tensor seen as [K, N] (ne0, ne1); rank 1 is [K] with N = 1.
+struct GgufDims {
+  std::size_t k = 0, n = 0;
+  std::vector<std::int64_t> shape;
+};
+Result<GgufDims> gguf_dims(const GgufTensor& t, const std::string& what) {
+  if (t.dims.size() > 2) {
+    return fail(what + ": GGUF tensor " + quoted(t.name) + " has " + std::to_string(t.dims.size()) +
+                " dims; only 1- and 2-dim tensors bind to parameters");
+  }
+  GgufDims d;
+  d.k = static_cast<std::size_t>(t.dims.empty() ? 1 : t.dims[0]);
+  d.n = static_cast<std::size_t>(t.dims.size() == 2 ? t.dims[1] : 1);
+  for (std::uint64_t v : t.dims) d.shape.push_back(static_cast<std::int64_t>(v));
+  return d;
+}
+
+// The f16 scale d of block b of a ternary GGUF tensor (the block's last two bytes).
+float block_scale(const GgufTensor& t, std::size_t b) {
+  const std::size_t size = gguf_block_bytes(t.type);
+  const std::uint8_t* p = t.bytes.data() + size * b + size - 2;
+  return ir::f16_bits_to_f32(static_cast<std::uint16_t>(p[0] | p[1] << 8));
+}
+
+// A float matrix stored as N rows of K (safetensors [N, K], or GGUF dims (K, N)), read a row at a time.
+struct FloatRows {
+  std::size_t k = 0, n = 0;
+  ElemKind kind = ElemKind::F32;  // F32/F16/BF16 elements, unless q8
+  bool q8 = false;                 // GGUF Q8_0 blocks
+  const std::uint8_t* data = nullptr;
+
+  void row(std::size_t r, float* out) const {
+    if (!q8) {
+      const auto width = static_cast<std::size_t>(elem_bits(kind) / 8);
+      const std::uint8_t* p = data + r * k * width;
+      for (std::size_t i = 0; i < k; ++i) out[i] = float_at(kind, p, i);
+      return;
+    }
+    // block_q8_0 { ggml_half d; int8_t qs[32]; }: y = qs[j] * d (dequantize_row_q8_0).
+    const std::uint8_t* p = data + r * (k / 32) * 34;
+    for (std::size_t b = 0; b < k / 32; ++b) {
+      const float d = ir::f16_bits_to_f32(static_cast<std::uint16_t>(p[34 * b] | p[34 * b + 1] << 8));
+      for (std::size_t j = 0; j < 32; ++j)
+        out[32 * b + j] = static_cast<float>(static_cast<std::int8_t>(p[34 * b + 2 + j])) * d;
+    }
+  }
+};
+
+// The rows of a float GGUF tensor with dims (K, N) (or (K): one row).
+FloatRows gguf_rows(const GgufTensor& t) {
+  FloatRows rows{static_cast<std::size_t>(t.dims.empty() ? 1 : t.dims[0]),
+                 static_cast<std::size_t>(t.dims.size() > 1 ? t.dims[1] : 1), ElemKind::F32,
+                 t.type == GgufTensorType::Q8_0, t.bytes.data()};
+  if (t.type == GgufTensorType::F16) rows.kind = ElemKind::F16;
+  if (t.type == GgufTensorType::BF16) rows.kind = ElemKind::BF16;
+  return rows;
+}
+
+// The rows of a float matrix offer: safetensors [N, K], or GGUF dims (K, N).
+FloatRows master_rows(const std::optional<StFile>& st, const std::optional<GgufFile>& gguf, std::size_t index) {
+  if (!st) return gguf_rows(gguf->tensors[index]);
+  const StTensor& t = st->tensors[index];
+  return FloatRows{static_cast<std::size_t>(t.shape[1]), static_cast<std::size_t>(t.shape[0]), t.kind, false,
+                   t.bytes.data()};
+}
+
+// absmean ternarization of a master weight (transformers' WeightQuant, in f32):
+// s = 1 / max(mean|W|, 1e-5), q = clamp(round_half_even(W * s), -1, 1), W ~ q / s.
+// Returns 1 / s (the multiplier ternjit's scale parameter holds).
+float master_scale(const FloatRows& w) {
+  std::vector<float> row(w.k);
+  double sum = 0;
+  for (std::size_t r = 0; r < w.n; ++r) {
+    w.row(r, row.data());
+    for (float v : row) sum += std::fabs(static_cast<double>(v));
+  }
+  const double count = static_cast<double>(w.k) * static_cast<double>(w.n);
+  const float mean = std::max(static_cast<float>(count > 0 ? sum / count : 0.0), 1e-5f);
+  const float s = 1.0f / mean;
+  return 1.0f / s;
+}
+
+Result<ir::StoredTensor> ternarize_master(const FloatRows& w, const std::string& what) {
+  std::vector<float> row(w.k);
+  const float s = 1.0f / master_scale(w);
+  Tern2Out out(w.k, w.n);
+  for (std::size_t r = 0; r < w.n; ++r) {
+    w.row(r, row.data());
+    for (std::size_t i = 0; i < w.k; ++i) {
+      const float x = row[i] * s;
+      if (std::isnan(x)) return fail(what + ": master weight element [" + std::to_string(r) + ", " + std::to_string(i) + "] is NaN");
+      const float q = std::clamp(std::nearbyint(x), -1.0f, 1.0f);  // default rounding: half to even, as torch.round
+      out.set(i, r, static_cast<std::uint8_t>(static_cast<int>(q) + 1));
+    }
+  }
+  return out.finish({static_cast<std::int64_t>(w.k), static_cast<std::int64_t>(w.n)});
+}
+
+constexpr std::uint64_t kEvenBits = 0x5555555555555555ull;  // bit 0 of every 2-bit field
+constexpr std::uint64_t kLowPairs = 0x0303030303030303ull;  // the low field of every byte
+
+#if !defined(__SSE2__)
+// Transposes an 8 x 8 byte matrix held as 8 little-endian words (byte c of word r is
+// element (r, c)): swap the off-diagonal 4 x 4, then 2 x 2, then 1 x 1 blocks.
+void transpose8x8(std::uint64_t m[8]) {
+  for (std::size_t i = 0; i < 4; ++i) {
+    const std::uint64_t t = ((m[i] >> 32) ^ m[i + 4]) & 0x00000000FFFFFFFFull;
+    m[i] ^= t << 32;
+    m[i + 4] ^= t;
+  }
+  for (std::size_t i : {0, 1, 4, 5}) {
+    const std::uint64_t t = ((m[i] >> 16) ^ m[i + 2]) & 0x0000FFFF0000FFFFull;
+    m[i] ^= t << 16;
+    m[i + 2] ^= t;
+  }
+  for (std::size_t i : {0, 2, 4, 6}) {
+    const std::uint64_t t = ((m[i] >> 8) ^ m[i + 1]) & 0x00FF00FF00FF00FFull;
+    m[i] ^= t << 8;
+    m[i + 1] ^= t;
+  }
+}
+#endif
+
+// Writes the transpose of the 16 x 16 bytes at `in` (row i at in + i * in_stride) to
+// `out` (row e at out + e * out_stride).
+void transpose16(const std::uint8_t* in, std::size_t in_stride, std::uint8_t* out, std::size_t out_stride) {
+#if defined(__SSE2__)
+  // Interleave bytes, then 16-, 32- and 64-bit lanes: after stage s, lane e of a
+  // register holds column e of 2^s consecutive rows.
+  __m128i x[16], y[16];
+  for (int i = 0; i < 16; ++i) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i * in_stride));
+  for (int k = 0; k < 8; ++k) {  // y[k]: rows 2k, 2k+1 at e 0..7; y[k + 8]: at e 8..15
+    y[k] = _mm_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
+    y[k + 8] = _mm_unpackhi_epi8(x[2 * k], x[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // x[4h + k]: rows 4k..4k+3 at e 4h..4h+3
+    x[k] = _mm_unpacklo_epi16(y[2 * k], y[2 * k + 1]);
+    x[k + 4] = _mm_unpackhi_epi16(y[2 * k], y[2 * k + 1]);
+    x[k + 8] = _mm_unpacklo_epi16(y[2 * k + 8], y[2 * k + 9]);
+    x[k + 12] = _mm_unpackhi_epi16(y[2 * k + 8], y[2 * k + 9]);
+  }
+  for (int h = 0; h < 4; ++h) {  // y[4h + 0/1]: rows 0..7 at e 4h, 4h+1 / 4h+2, 4h+3; +2/+3: rows 8..15
+    y[4 * h] = _mm_unpacklo_epi32(x[4 * h], x[4 * h + 1]);
+    y[4 * h + 1] = _mm_unpackhi_epi32(x[4 * h], x[4 * h + 1]);
+    y[4 * h + 2] = _mm_unpacklo_epi32(x[4 * h + 2], x[4 * h + 3]);
+    y[4 * h + 3] = _mm_unpackhi_epi32(x[4 * h + 2], x[4 * h + 3]);
+  }
+  for (int h = 0; h < 4; ++h) {
+    const __m128i col[4] = {_mm_unpacklo_epi64(y[4 * h], y[4 * h + 2]), _mm_unpackhi_epi64(y[4 * h], y[4 * h + 2]),
+                            _mm_unpacklo_epi64(y[4 * h + 1], y[4 * h + 3]), _mm_unpackhi_epi64(y[4 * h + 1], y[4 * h + 3])};
+    for (int c = 0; c < 4; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (4 * h + c) * out_stride), col[c]);
+  }
+#else
+  for (std::size_t g0 = 0; g0 < 16; g0 += 8)
+    for (std::size_t e0 = 0; e0 < 16; e0 += 8) {
+      std::uint64_t m[8];
+      for (std::size_t r = 0; r < 8; ++r) std::memcpy(&m[r], in + (g0 + r) * in_stride + e0, 8);
+      transpose8x8(m);
+      for (std::size_t r = 0; r < 8; ++r) std::memcpy(out + (e0 + r) * out_stride + g0, &m[r], 8);
+    }
+#endif
+}
+
+// GGUF ternary T (N rows of K in blocks) re-coded as tern2 [K, N]; TQ2_0 and tern2 share
+// the code (value + 1), so this is a transpose of 2-bit fields.
+Result<ir::StoredTensor> gguf_ternary_transposed(const GgufTensor& t, const GgufDims& d, const std::string& what) {
+  const std::size_t blocks_per_row = d.k / kQK;
+  const std::size_t block_bytes = gguf_block_bytes(t.type);
+  const std::uint8_t* base = t.bytes.data();
+  auto bad_code = [&](std::size_t row, std::size_t b, const std::uint8_t* codes) {
+    const std::size_t e = static_cast<std::size_t>(std::find(codes, codes + kQK, 3) - codes);
+    return fail(what + ": TQ2_0 tensor " + quoted(t.name) + " element (k " + std::to_string(b * kQK + e) + ", row " +
+                std::to_string(row) + ") has code 3 (value 2), not ternary");
+  };
+  Tern2Out out(d.k, d.n);
+  float scale = 0;
+  if (d.n % 64 == 0 && t.type == GgufTensorType::TQ2_0) {
+    // 64 rows at a time make 16 whole output bytes per output row: byte e of row group g
+    // is field e of each of its four rows' blocks, and TQ2_0 already holds value + 1 in
+    // two bits, so this is a transpose of 2-bit fields, done on 64-bit words (the build's
+    // -O2 does not vectorize byte loops of unknown trip count) into tile[g][e], then a
+    // 16 x K byte transpose into the output. Each row is read once, front to back.
+    const std::size_t stride = d.n / 4;
+    std::vector<std::uint8_t> tile(16 * d.k);  // tile[g * K + e]
+    for (std::size_t n0 = 0; n0 < d.n; n0 += 64) {
+      for (std::size_t g = 0; g < 16; ++g) {
+        for (std::size_t b = 0; b < blocks_per_row; ++b) {
+          std::uint64_t q[4][8];
+          std::uint64_t bad = 0;
+          for (std::size_t r = 0; r < 4; ++r) {
+            std::memcpy(q[r], base + ((n0 + 4 * g + r) * blocks_per_row + b) * block_bytes, 64);
+            for (std::uint64_t w : q[r]) bad |= w & (w >> 1) & kEvenBits;
+          }
+          if (bad != 0) {
+            std::uint8_t codes[kQK];
+            for (std::size_t r = 0; r < 4; ++r) {
+              const std::size_t row = n0 + 4 * g + r;
+              if (!gguf_ternary_block(t.type, base + (row * blocks_per_row + b) * block_bytes, codes, &scale))
+                return bad_code(row, b, codes);
+            }
+          }
+          // Word c of half j holds qs bytes 32 j + 8 c .. + 7: elements 128 j + 32 l + 8 c ..
+          std::uint8_t* row_tile = tile.data() + g * d.k + b * kQK;
+          for (std::size_t j = 0; j < 2; ++j)
+            for (unsigned l = 0; l < 4; ++l)
+              for (std::size_t c = 0; c < 4; ++c) {
+                const std::size_t i = 4 * j + c;
+                const std::uint64_t v = ((q[0][i] >> (2 * l)) & kLowPairs) | ((q[1][i] >> (2 * l)) & kLowPairs) << 2 |
+                                        ((q[2][i] >> (2 * l)) & kLowPairs) << 4 | ((q[3][i] >> (2 * l)) & kLowPairs) << 6;
+                std::memcpy(row_tile + 128 * j + 32 * l + 8 * c, &v, 8);
+              }
+        }
+      }
+      std::uint8_t* dst = out.bytes.data() + n0 / 4;
+      for (std::size_t e0 = 0; e0 < d.k; e0 += 16) transpose16(tile.data() + e0, d.k, dst + e0 * stride, stride);
+    }
+  } else if (d.n % 4 == 0) {
+    // TQ1_0: decode four rows' blocks to codes, then gather bytes the same way.
+    std::uint8_t codes[4][kQK];
+    const std::size_t stride = d.n / 4;
+    for (std::size_t b = 0; b < blocks_per_row; ++b) {
+      std::uint8_t* dst = out.bytes.data() + b * kQK * stride;
+      for (std::size_t n0 = 0; n0 < d.n; n0 += 4) {
+        for (std::size_t r = 0; r < 4; ++r) {
+          const std::uint8_t* blk = base + ((n0 + r) * blocks_per_row + b) * block_bytes;
+          if (!gguf_ternary_block(t.type, blk, codes[r], &scale)) return bad_code(n0 + r, b, codes[r]);
+        }
+        for (std::size_t e = 0; e < kQK; ++e)
+          dst[e * stride + n0 / 4] =
+              static_cast<std::uint8_t>(codes[0][e] | codes[1][e] << 2 | codes[2][e] << 4 | codes[3][e] << 6);
+      }
+    }
+  } else {
+    std::uint8_t codes[kQK];
+    for (std::size_t row = 0; row < d.n; ++row) {
+      for (std::size_t b = 0; b < blocks_per_row; ++b) {
+        if (!gguf_ternary_block(t.type, base + (row * blocks_per_row + b) * block_bytes, codes, &scale))
+          return bad_code(row, b, codes);
+        for (std::size_t e = 0; e < kQK; ++e) out.set(b * kQK + e, row, codes[e]);
+      }
+    }
+  }
+  return out.finish(d.shape);
+}
+
+// A float GGUF tensor as [ne0] or [ne0, ne1] of `kind` (2 dims: transposed from ggml's rows).
+Result<ir::StoredTensor> gguf_float(const GgufTensor& t, const GgufDims& d, ElemKind kind) {
+  const bool same = (t.type == GgufTensorType::F32 && kind == ElemKind::F32) ||
+                    (t.type == GgufTensorType::F16 && kind == ElemKind::F16) ||
+                    (t.type == GgufTensorType::BF16 && kind == ElemKind::BF16);
+  if (same && t.dims.size() <= 1) return ir::StoredTensor::view(kind, d.shape, t.bytes);
+  const FloatRows rows = gguf_rows(t);
+  std::vector<float> values(d.k * d.n), row(d.k);
+  for (std::size_t r = 0; r < d.n; ++r) {
+    rows.row(r, row.data());
+    for (std::size_t i = 0; i < d.k; ++i) values[i * d.n + r] = row[i];
+  }
+  return encode_floats(kind, d.shape, values);
+}
+
+// Row n's block scales: all equal? (bitwise, as f32 from f16). On failure `at` is the first differing block.
+bool row_uniform(const GgufTensor& t, std::size_t n, std::size_t g, std::size_t* at) {
+  const float first = block_scale(t, n * g);
+  for (std::size_t b = 1; b < g; ++b) {
+    if (std::bit_cast<std::uint32_t>(block_scale(t, n * g + b)) != std::bit_cast<std::uint32_t>(first)) {
+      *at = b;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string fmt_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+bool is_master_source(const StTensor& t) { return t.used && is_float(t.kind) && t.shape.size() == 2; }
+bool is_master_source(const GgufTensor& t) {
+  return gguf_type_converted(t.type) && t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0 &&
+         t.dims.size() == 2;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- NameMap
+
+Result<NameMap> NameMap::parse(std::span<const std::string> rules) {
+  NameMap map;
+  for (const std::string& rule : rules) {
+    const std::size_t eq = rule.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == rule.size())
+      return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': expected PATTERN=TARGET");
+    TERNJIT_TRY(auto pattern, split_rule_side(rule.substr(0, eq), rule));
+    TERNJIT_TRY(auto target, split_rule_side(rule.substr(eq + 1), rule));
+    std::map<std::string, int> groups;
+    std::string re;
+    for (const auto& [literal, placeholder] : pattern) {
+      if (placeholder.empty()) {
+        re += regex_escape(literal);
+        continue;
+      }
+      if (!groups.emplace(placeholder, static_cast<int>(groups.size()) + 1).second)
+        return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': placeholder '{" + placeholder +
+                                                          "}' appears twice in the pattern");
+      re += "([^.]+)";
+    }
+    auto compiled = std::make_shared<Rule>();
+    compiled->pattern = std::regex(re, std::regex::ECMAScript);
+    for (const auto& [literal, placeholder] : target) {
+      if (placeholder.empty()) {
+        compiled->target.emplace_back(literal, 0);
+        continue;
+      }
+      auto it = groups.find(placeholder);
+      if (it == groups.end())
+        return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': target placeholder '{" +
+                                                          placeholder + "}' is not in the pattern");
+      compiled->target.emplace_back("", it->second);
+    }
+    map.rules_.push_back(std::move(compiled));
+  }
+  return map;
+}
+
+std::string NameMap::apply(const std::string& name) const {
+  for (const auto& rule : rules_) {
+    std::smatch m;
+    if (!std::regex_match(name, m, rule->pattern)) continue;
+    std::string out;
+    for (const auto& [literal, group] : rule->target) out += group == 0 ? literal : m[group].str();
+    return out;
+  }
+  return name;
+}
+
+// ---------------------------------------------------------------- WeightFile
+
+bool is_gguf(std::span<const std::uint8_t> data) { return data.size() >= 4 && std::memcmp(data.data(), "GGUF", 4) == 0; }
+
+Result<WeightFile> WeightFile::open(const std::string& path, const NameMap& names) {
+  TERNJIT_TRY(ir::SharedBytes image, map_file(path));
+  if (is_gguf(image.span())) {
+    TERNJIT_TRY(GgufFile g, parse_gguf(image, path));
+    return from_gguf(std::move(g), path, names);
+  }
+  TERNJIT_TRY(StFile st, parse_safetensors(image, path));
+  return from_safetensors(std::move(st), path, names);
+}
+
+WeightFile WeightFile::from_safetensors(StFile file, std::string display_name, const NameMap& names) {
+  WeightFile w;
+  w.display_name_ = std::move(display_name);
+  // Hugging Face packed weights: U8 [R, K], not in a ternjit packed format, with a
+  // one-element float "<name>_scale" sibling (BitLinear's weight_scale buffer).
+  std::map<std::size_t, std::size_t> hf;  // weight index -> weight_scale index
+  std::set<std::size_t> consumed;
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    const StTensor& t = file.tensors[i];
+    if (!t.used || t.kind != ElemKind::U8 || t.shape.size() != 2 || file.metadata.count(t.name + ".format")) continue;
+    const StTensor* s = file.find(t.name + "_scale");
+    if (s == nullptr || !s->used || !is_float(s->kind) || ir::checked_numel(s->shape).value_or(0) != 1) continue;
+    const auto sibling = static_cast<std::size_t>(s - file.tensors.data());
+    hf.emplace(i, sibling);
+    consumed.insert(sibling);
+  }
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    if (consumed.count(i)) continue;
+    const StTensor& t = file.tensors[i];
+    const std::string mapped = names.apply(t.name);
+    if (auto it = hf.find(i); it != hf.end()) {
+      w.offers_.push_back({mapped, t.name, OfferKind::HfPacked, i, it->second});
+      w.offers_.push_back({mapped + "_scale", file.tensors[it->second].name, OfferKind::HfScale, i, it->second});
+      continue;
+    }
+    w.offers_.push_back({mapped, t.name, OfferKind::Safetensors, i, 0});
+    if (is_master_source(t)) w.offers_.push_back({mapped + "_scale", t.name, OfferKind::MasterScale, i, 0});
+  }
+  w.st_ = std::move(file);
+  for (std::size_t i = 0; i < w.offers_.size(); ++i) w.by_name_.emplace(w.offers_[i].name, i);
+  return w;
+}
+
+WeightFile WeightFile::from_gguf(GgufFile file, std::string display_name, const NameMap& names) {
+  WeightFile w;
+  w.display_name_ = std::move(display_name);
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    const GgufTensor& t = file.tensors[i];
+    const std::string mapped = names.apply(t.name);
+    if (t.type == GgufTensorType::TQ1_0 || t.type == GgufTensorType::TQ2_0) {
+      w.offers_.push_back({mapped, t.name, OfferKind::GgufTernary, i, 0});
+      w.offers_.push_back({mapped + "_scale", t.name, OfferKind::GgufScale, i, 0});
+      continue;
+    }
+    w.offers_.push_back({mapped, t.name, OfferKind::GgufFloat, i, 0});
+    if (is_master_source(t)) w.offers_.push_back({mapped + "_scale", t.name, OfferKind::MasterScale, i, 0});
+  }
+  w.gguf_ = std::move(file);
+  for (std::size_t i = 0; i < w.offers_.size(); ++i) w.by_name_.emplace(w.offers_[i].name, i);
+  return w;
+}
+
+std::vector<std::string> WeightFile::offer_names() const {
+  std::vector<std::string> names;
+  for (const WeightOffer& o : offers_)
+    if (o.kind != OfferKind::MasterScale) names.push_back(o.name);
+  return names;
+}
+
+Result<const WeightOffer*> WeightFile::find(std::string_view name) const {
+  auto [lo, hi] = by_name_.equal_range(std::string(name));
+  std::vector<const WeightOffer*> found;
+  for (auto it = lo; it != hi; ++it) found.push_back(&offers_[it->second]);
+  // A file tensor wins over the absmean scale a float matrix would derive; check_scales
+  // refuses the pair if that matrix is ternarized.
+  if (found.size() > 1)
+    std::erase_if(found, [](const WeightOffer* o) { return o->kind == OfferKind::MasterScale; });
+  if (found.empty()) return static_cast<const WeightOffer*>(nullptr);
+  if (found.size() > 1) {
+    return fail(display_name_ + ": two tensors would bind " + quoted(name) + ": " + quoted(found[0]->origin) +
+                " and " + quoted(found[1]->origin) + (found[1]->kind == OfferKind::GgufScale ? " (its block scales)" : "") +
+                "; rename one with a name map rule");
+  }
+  return found.front();
+}
+
+Result<const WeightOffer*> find_param_offer(const WeightFile& file, const std::string& param, bool short_ok) {
+  TERNJIT_TRY(const WeightOffer* o, file.find(param));
+  if (o != nullptr || !short_ok) return o;
+  const std::string_view layer = ir::layer_of(param);
+  if (layer.empty()) return o;
+  return file.find(std::string_view(param).substr(layer.size() + 1));
+}
+
+Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const WeightOffer& o, const ir::Type& declared,
+                                                                     const std::string& what) const {
+  using Shape = std::optional<std::vector<std::int64_t>>;
+  const bool ternary = declared.elem == ElemKind::T2;
+  const std::string from = what + ": tensor " + quoted(o.origin) + " of " + display_name_;
+  auto need_float = [&]() -> Result<void> {
+    if (is_float(declared.elem)) return success();
+    return fail(from + " holds float scales, but the parameter is " + std::string(elem_name(declared.elem)));
+  };
+  switch (o.kind) {
+    case OfferKind::Safetensors: {
+      const StTensor& t = st_->tensors[o.tensor];
+      if (!t.used) return fail(from + " has dtype " + t.dtype + ", which ternjit does not bind");
+      if (ternary && is_master_source(t)) return Shape{std::vector<std::int64_t>{t.shape[1], t.shape[0]}};
+      if (ternary && st_->metadata.count(t.name + ".format")) {
+        auto s = st_->metadata.find(t.name + ".shape");
+        if (s == st_->metadata.end()) return Shape{};
+        auto dims = ir::parse_dims(s->second);
+        if (!dims) return fail(from + ": bad " + quoted(t.name + ".shape") + " metadata " + quoted(s->second));
+        return Shape{*dims};
+      }
+      return Shape{t.shape};
+    }
+    case OfferKind::GgufFloat: {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      if (!gguf_type_converted(t.type))
+        return fail(from + " is " + std::string(gguf_type_name(t.type)) +
+                    ", which ternjit does not convert (it reads F32, F16, BF16, Q8_0, TQ1_0 and TQ2_0)");
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      return Shape{d.shape};
+    }
+    case OfferKind::GgufTernary: {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      if (!ternary)
+        return fail(from + " is " + std::string(gguf_type_name(t.type)) +
+                    " (ternary): declare the parameter TernaryTensor[K, N] (its scales bind '" + o.name + "_scale')");
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      return Shape{d.shape};
+    }
+    case OfferKind::GgufScale: {
+      TERNJIT_TRY_VOID(need_float());
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      const std::size_t g = d.k / kQK;
+      if (declared.rank() == 2) return Shape{std::vector<std::int64_t>{static_cast<std::int64_t>(g), static_cast<std::int64_t>(d.n)}};
+      for (std::size_t n = 0; n < d.n; ++n) {
+        std::size_t at = 0;
+        if (!row_uniform(t, n, g, &at)) {
+          return fail(from + ": its block scales vary along K (row " + std::to_string(n) + ": d = " +
+                      fmt_float(block_scale(t, n * g)) + " in block 0, " + fmt_float(block_scale(t, n * g + at)) +
+                      " in block " + std::to_string(at) + "), so they bind only a grouped scale: declare the parameter Tensor[G, N] with G = K / 256 = " +
+                      std::to_string(g));
+        }
+      }
+      return Shape{std::vector<std::int64_t>{static_cast<std::int64_t>(d.n)}};
+    }
+    case OfferKind::HfPacked: {
+      const StTensor& t = st_->tensors[o.tensor];
+      if (!ternary)
+        return fail(from + " is a Hugging Face BitNet packed ternary weight (U8 with '" + t.name +
+                    "_scale'): declare the parameter TernaryTensor[K, N]");
+      return Shape{std::vector<std::int64_t>{t.shape[1], t.shape[0] * 4}};
+    }
+    case OfferKind::HfScale: {
+      TERNJIT_TRY_VOID(need_float());
+      return Shape{std::vector<std::int64_t>{st_->tensors[o.tensor].shape[0] * 4}};
+    }
+    case OfferKind::MasterScale: {
+      TERNJIT_TRY_VOID(need_float());
+      if (st_) return Shape{std::vector<std::int64_t>{st_->tensors[o.tensor].shape[0]}};
+      return Shape{std::vector<std::int64_t>{static_cast<std::int64_t>(gguf_->tensors[o.tensor].dims[1])}};
+    }
+  }
+  TERNJIT_UNREACHABLE("shape_for: offer kind");
+}
+
+Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declared, std::vector<std::int64_t> shape,
+                                          const std::string& what) const {
+  ir::Type as{declared, std::vector<ir::Dim>(shape.size(), ir::Dim::fixed(1)), WeightFormat::Plain};
+  TERNJIT_TRY(auto expect, shape_for(o, as, what));
+  const std::string from = what + ": tensor " + quoted(o.origin) + " of " + display_name_;
+  if (expect && *expect != shape)
+    return fail(from + " has shape " + ir::index_str(*expect) + ", not " + ir::index_str(shape));
+  const bool ternary = declared == ElemKind::T2;
+  auto wrap = [&](Result<ir::StoredTensor> r) -> Result<ir::StoredTensor> {
+    if (!r.ok()) return fail(from + ": " + r.error().message);
+    return r;
+  };
+  switch (o.kind) {
+    case OfferKind::Safetensors: {
+      const StTensor& t = st_->tensors[o.tensor];
+      if (ternary && is_master_source(t)) return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor), from));
+      WeightFormat format = WeightFormat::Plain;
+      if (ternary) {
+        if (auto f = st_->metadata.find(t.name + ".format"); f != st_->metadata.end()) {
+          auto parsed = parse_weight_format(f->second);
+          if (!parsed) return fail(from + ": unknown ternary format " + quoted(f->second) + " in metadata");
+          format = *parsed;
+        }
+        if (format != WeightFormat::Plain && t.kind != ElemKind::U8)
+          return fail(from + ": packed ternary data must be U8, got " + t.dtype);
+        if (format == WeightFormat::Plain && t.kind != ElemKind::I8)
+          return fail(from + " is ternary: it needs I8 values in {-1, 0, 1}, U8 bytes with a '" + t.name +
+                      ".format' metadata entry, a float master weight, or a Hugging Face packed weight; got " + t.dtype);
+      } else if (is_float(declared) ? !is_float(t.kind) : t.kind != declared) {
+        return fail(from + " is " + t.dtype + " but the parameter is " + std::string(elem_name(declared)));
+      }
+      return wrap(store_weight(declared, t.kind, format, std::move(shape), t.bytes));
+    }
+    case OfferKind::GgufFloat: {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      if (ternary) {
+        if (t.dims.size() != 2) return fail(from + " is a float vector; a ternary parameter needs a matrix");
+        return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor), from));
+      }
+      if (!is_float(declared))
+        return fail(from + " is " + std::string(gguf_type_name(t.type)) + " but the parameter is " +
+                    std::string(elem_name(declared)));
+      return wrap(gguf_float(t, d, declared));
+    }
+    case OfferKind::GgufTernary: {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      return gguf_ternary_transposed(t, d, what);
+    }
+    case OfferKind::GgufScale: {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      const std::size_t g = d.k / kQK;
+      std::vector<float> values;
+      if (shape.size() == 1) {
+        for (std::size_t n = 0; n < d.n; ++n) values.push_back(block_scale(t, n * g));
+      } else {
+        values.resize(g * d.n);
+        for (std::size_t n = 0; n < d.n; ++n)
+          for (std::size_t b = 0; b < g; ++b) values[b * d.n + n] = block_scale(t, n * g + b);
+      }
+      return encode_floats(declared, std::move(shape), values);
+    }
+    case OfferKind::HfPacked: {
+      // transformers' pack_weights: row n of the [N, K] weight is byte row n % R, bits
+      // 2 (n / R), code = value + 1 (unpack_weights). tern2 has the same code.
+      const StTensor& t = st_->tensors[o.tensor];
+      const auto r_rows = static_cast<std::size_t>(t.shape[0]);
+      const auto k = static_cast<std::size_t>(t.shape[1]);
+      Tern2Out out(k, 4 * r_rows);
+      for (std::size_t plane = 0; plane < 4; ++plane) {
+        for (std::size_t r = 0; r < r_rows; ++r) {
+          const std::uint8_t* src = t.bytes.data() + r * k;
+          for (std::size_t i = 0; i < k; ++i) {
+            const auto code = static_cast<std::uint8_t>((src[i] >> (2 * plane)) & 3);
+            if (code == 3)
+              return fail(from + ": packed byte [" + std::to_string(r) + ", " + std::to_string(i) + "] bits " +
+                          std::to_string(2 * plane) + "-" + std::to_string(2 * plane + 1) + " (row " +
+                          std::to_string(plane * r_rows + r) + ") hold code 3, not ternary");
+            out.set(i, plane * r_rows + r, code);
+          }
+        }
+      }
+      return wrap(out.finish(std::move(shape)));
+    }
+    case OfferKind::HfScale: {
+      const StTensor& s = st_->tensors[o.sibling];
+      TERNJIT_TRY(std::vector<float> ws, to_f32(s));
+      if (!std::isfinite(ws[0]) || ws[0] == 0.0f)
+        return fail(from + " is " + fmt_float(ws[0]) + ": a weight_scale must be finite and non-zero");
+      // BitLinear computes y / weight_scale: the multiplier is its reciprocal.
+      const std::vector<float> values(static_cast<std::size_t>(shape[0]), 1.0f / ws[0]);
+      return encode_floats(declared, std::move(shape), values);
+    }
+    case OfferKind::MasterScale: {
+      const FloatRows rows = master_rows(st_, gguf_, o.tensor);
+      const std::vector<float> values(rows.n, master_scale(rows));
+      return encode_floats(declared, std::move(shape), values);
+    }
+  }
+  TERNJIT_UNREACHABLE("load: offer kind");
+}
+
+Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, const std::set<std::string>& bound) const {
+  for (const WeightOffer& o : offers_) {
+    if (o.kind == OfferKind::MasterScale && bound.count(o.name)) {
+      TERNJIT_TRY(const WeightOffer* chosen, find(o.name));
+      if (chosen == &o && !ternary.count(o.name.substr(0, o.name.size() - 6)))
+        return fail(display_name_ + ": '" + o.name + "' would be the absmean scale of float tensor " + quoted(o.origin) +
+                    ", but that tensor binds no ternary parameter");
+    }
+    if (!ternary.count(o.name)) continue;
+    bool master = false;
+    if (o.kind == OfferKind::Safetensors) master = is_master_source(st_->tensors[o.tensor]);
+    if (o.kind == OfferKind::GgufFloat) master = is_master_source(gguf_->tensors[o.tensor]);
+    const bool scaled = master || o.kind == OfferKind::GgufTernary || o.kind == OfferKind::HfPacked;
+    if (!scaled) continue;
+    const std::string scale = o.name + "_scale";
+    TERNJIT_TRY(const WeightOffer* s, find(scale));
+    if (master && s != nullptr && s->kind != OfferKind::MasterScale) {
+      return fail(display_name_ + ": float tensor " + quoted(o.origin) + " is ternarized (absmean) for a ternary parameter, "
+                  "whose scale is '" + scale + "', but the file also holds a tensor " + quoted(s->origin) +
+                  " by that name: bind a ternary tensor instead, or rename one with a name map rule");
+    }
+    if (bound.count(scale)) continue;
+    // Unbound: fine only when every scale is exactly 1.
+    bool unit = true;
+    std::string what;
+    if (o.kind == OfferKind::GgufTernary) {
+      const GgufTensor& t = gguf_->tensors[o.tensor];
+      const std::size_t blocks = static_cast<std::size_t>(t.elem_count() / kQK);
+      for (std::size_t b = 0; b < blocks && unit; ++b) unit = block_scale(t, b) == 1.0f;
+      what = std::string(gguf_type_name(t.type)) + " tensor " + quoted(o.origin) + " has block scales";
+    } else if (o.kind == OfferKind::HfPacked) {
+      TERNJIT_TRY(std::vector<float> ws, to_f32(st_->tensors[o.sibling]));
+      unit = ws[0] == 1.0f;
+      what = "Hugging Face packed tensor " + quoted(o.origin) + " has a weight_scale";
+    } else {
+      unit = master_scale(master_rows(st_, gguf_, o.tensor)) == 1.0f;
+      what = "float tensor " + quoted(o.origin) + " ternarized with absmean has a scale";
+    }
+    if (!unit) {
+      return fail(display_name_ + ": " + what + " other than 1, and no parameter '" + scale +
+                  "' takes them: declare it (a scale is never dropped)");
+    }
+  }
+  return success();
+}
+
+}  // namespace ternjit::formats

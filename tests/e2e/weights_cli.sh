@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/e2e/weights_cli.sh - `ternjit run --weights` on a GGUF file (by content), --map,
+# --random-missing and `ternjit inspect`, end to end. The GGUF file is written byte by
+# byte here (independently of the project's writer).
+#   tests/e2e/weights_cli.sh TERNJIT_BINARY
+set -u
+bin="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+passed=0
+failed=0
+
+check() {  # check NAME CONDITION-EXIT-CODE
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
+}
+expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits 1 and stderr matches PATTERN
+  local name="$1" pattern="$2"; shift 2
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  if [ $rc -eq 1 ] && grep -qE -- "$pattern" err.txt; then passed=$((passed + 1)); else
+    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
+}
+le() {  # le VALUE BYTES: VALUE little-endian as printf escapes
+  local v=$1 n=$2 s="" i
+  for ((i = 0; i < n; i++)); do s+=$(printf '\\x%02x' $(((v >> (8 * i)) & 255))); done
+  printf '%s' "$s"
+}
+gguf_tq2() {  # gguf_tq2 FILE NAME: metadata general.architecture = "bitnet" and a U32 array 0..9;
+  # one TQ2_0 tensor NAME, dims (256, 4), codes 0x99, d = 0.5
+  local name="$2" hdr body i kv
+  kv="$(le 20 8)general.architecture$(le 8 4)$(le 6 8)bitnet$(le 3 8)ids$(le 9 4)$(le 4 4)$(le 10 8)"
+  for ((i = 0; i < 10; i++)); do kv+="$(le $i 4)"; done
+  hdr="GGUF$(le 3 4)$(le 1 8)$(le 2 8)${kv}$(le ${#name} 8)${name}$(le 2 4)$(le 256 8)$(le 4 8)$(le 35 4)$(le 0 8)"
+  printf "$hdr" >"$1"
+  while [ $(($(stat -c %s "$1") % 32)) -ne 0 ]; do printf '\x00' >>"$1"; done
+  for ((i = 0; i < 4; i++)); do
+    body=""
+    for ((j = 0; j < 64; j++)); do body+='\x99'; done
+    printf "${body}\\x00\\x38" >>"$1"
+  done
+}
+
+cat >g.tri <<'TRI'
+layer L0 {
+    param w: TernaryTensor[K, N]
+    param w_scale: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return (x @ w) * w_scale
+    }
+}
+TRI
+gguf_tq2 model.safetensors "blk.0.w"  # a GGUF file whatever its name says
+
+"$bin" inspect model.safetensors >out.txt 2>err.txt
+check "inspect reads GGUF by content" $?
+grep -qE '^blk\.0\.w +TQ2_0 +\[256, 4\] +264 +0$' out.txt
+check "inspect lists name, type, dims, bytes, offset" $?
+grep -q '^  general.architecture (STRING) = "bitnet"$' out.txt && grep -q '^  ids (ARRAY) = \[U32 x 10: 0, 1, 2, 3, 4, 5, 6, 7, \.\.\.\]$' out.txt
+check "inspect shows metadata, arrays summarized" $?
+"$bin" inspect model.safetensors --map 'blk.{i}.w=L{i}.w' >out.txt 2>err.txt && \
+  grep -qE '^  L0\.w +\[256, 4\] +<- blk\.0\.w, ternary$' out.txt && \
+  grep -qE '^  L0\.w_scale +\[4\] +<- blk\.0\.w, scale' out.txt
+check "inspect --map shows what parameters bind" $?
+"$bin" inspect --json model.safetensors >out.json 2>err.txt && grep -q '"type": "TQ2_0"' out.json && \
+  grep -q '"format": "gguf"' out.json && grep -q '"count": 10' out.json
+check "inspect --json" $?
+
+"$bin" run g.tri --layer L0 --shape M=1 --weights model.safetensors --map 'blk.{i}.w=L{i}.w' >out.txt 2>err.txt
+check "run --weights GGUF with --map" $?
+expect_fail "unmapped: the parameter is missing, closest names named" "parameter 'L0.w' has no tensor in model.safetensors.*did you mean" \
+  "$bin" run g.tri --layer L0 --shape M=1 --weights model.safetensors
+cat >typo.tri <<'TRI'
+layer L0 {
+    param w: TernaryTensor[K, N]
+    param w_scale: Tensor[N]
+    param w_bias: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return (x @ w) * w_scale + w_bias
+    }
+}
+TRI
+expect_fail "a parameter the file lacks is an error" "parameter 'L0.w_bias' has no tensor" \
+  "$bin" run typo.tri --layer L0 --shape M=1 --weights model.safetensors --map 'blk.{i}.w=L{i}.w'
+"$bin" run typo.tri --layer L0 --shape M=1 --weights model.safetensors --map 'blk.{i}.w=L{i}.w' --random-missing 3 \
+  >out.txt 2>err.txt
+check "--random-missing draws it" $?
+"$bin" run typo.tri --layer L0 --shape M=1,K=8,N=2 >out.txt 2>err.txt
+check "without --weights everything is drawn from --seed" $?
+expect_fail "--random-missing needs --weights" "need --weights" "$bin" run g.tri --layer L0 --shape M=1 --random-missing 1
+cat >noscale.tri <<'TRI'
+layer L0 {
+    param w: TernaryTensor[K, N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return x @ w
+    }
+}
+TRI
+expect_fail "scales other than 1 are never dropped" "no parameter 'L0.w_scale' takes them" \
+  "$bin" run noscale.tri --layer L0 --shape M=1 --weights model.safetensors --map 'blk.{i}.w=L{i}.w'
+if "$bin" info | grep -qE '^  llvm +cpu +available'; then
+  "$bin" compile g.tri --layer L0 --shape M=1,K=256,N=4 --target llvm --emit obj --weights model.safetensors \
+    --map 'blk.{i}.w=L{i}.w' -o g.o >out.txt 2>err.txt && [ -s g.o ]
+  check "compile --emit obj bakes GGUF weights in" $?
+fi
+printf 'GGUF\x03\x00\x00\x00' >trunc.gguf
+expect_fail "truncated GGUF" "trunc.gguf" "$bin" run g.tri --layer L0 --shape M=1 --weights trunc.gguf
+expect_fail "inspect a truncated GGUF" "trunc.gguf" "$bin" inspect trunc.gguf
+
+echo "weights_cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

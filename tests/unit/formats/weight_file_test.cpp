@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: Apache-2.0
+// weight_file_test.cpp - WeightFile: GGUF and Hugging Face BitNet tensors as parameter offers, name maps, scales.
+#include "formats/weight_file.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <fstream>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "formats/run_inputs.h"
+#include "ir/bind.h"
+#include "ir/dsl/dsl.h"
+#include "ir/numeric.h"
+#include "tests/unit/formats/tq_testing.h"
+
+namespace {
+
+using namespace ternjit;
+using namespace ternjit::formats;
+using testing::make_tq_tensor;
+
+bool has(const Error& e, const std::string& s) { return e.message.find(s) != std::string::npos; }
+
+ir::Type type_of(ElemKind kind, std::size_t rank) {
+  return ir::Type{kind, std::vector<ir::Dim>(rank, ir::Dim::fixed(1)), WeightFormat::Plain};
+}
+
+std::vector<int> random_ternary(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> v(n);
+  for (int& x : v) x = static_cast<int>(rng() % 3) - 1;
+  return v;
+}
+
+// A GGUF image written by the project's writer and parsed back (mapped as a file would be).
+WeightFile gguf_file(std::vector<GgufTensor> tensors, const NameMap& names = {}) {
+  auto image = serialize_gguf({}, tensors);
+  REQUIRE(image.ok());
+  auto parsed = parse_gguf(ir::SharedBytes::copy_of(image.value()), "m.gguf");
+  REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.error().message));
+  return WeightFile::from_gguf(std::move(parsed.value()), "m.gguf", names);
+}
+
+const WeightOffer& offer(const WeightFile& f, const std::string& name) {
+  auto o = f.find(name);
+  REQUIRE(o.ok());
+  REQUIRE_MESSAGE(o.value() != nullptr, "no offer " << name);
+  return *o.value();
+}
+
+// transformers' pack_weights, written from its definition (integrations/bitnet.py): the
+// [N, K] weight's row i * R + r goes to bits 2i of packed row r, R = ceil(N / 4), code
+// value + 1.
+std::vector<std::uint8_t> hf_pack(const std::vector<int>& w, std::size_t n, std::size_t k) {
+  const std::size_t r_rows = (n + 3) / 4;
+  std::vector<std::uint8_t> packed(r_rows * k, 0);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t r = 0; r < r_rows && i * r_rows + r < n; ++r)
+      for (std::size_t c = 0; c < k; ++c)
+        packed[r * k + c] = static_cast<std::uint8_t>(packed[r * k + c] | (w[(i * r_rows + r) * k + c] + 1) << (2 * i));
+  return packed;
+}
+
+StTensor bf16_tensor(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& v) {
+  std::vector<std::uint8_t> bytes;
+  for (float x : v) {
+    const std::uint16_t b = ir::f32_to_bf16_bits(x);
+    bytes.push_back(static_cast<std::uint8_t>(b & 0xFF));
+    bytes.push_back(static_cast<std::uint8_t>(b >> 8));
+  }
+  return StTensor{std::move(name), "BF16", ElemKind::BF16, std::move(shape), ir::SharedBytes::adopt(std::move(bytes))};
+}
+
+}  // namespace
+
+TEST_CASE("name map: placeholders, first match wins, unmatched names kept, errors") {
+  const std::vector<std::string> rules{"model.layers.{i}.mlp.{p}_proj.weight=L{i}.w_{p}", "model.norm.weight=norm",
+                                       "model.{x}.weight=other"};
+  auto m = NameMap::parse(rules);
+  REQUIRE(m.ok());
+  CHECK(m->apply("model.layers.12.mlp.gate_proj.weight") == "L12.w_gate");
+  CHECK(m->apply("model.norm.weight") == "norm");
+  CHECK(m->apply("model.embed.weight") == "other");
+  CHECK(m->apply("model.layers.1.2.mlp.up_proj.weight") == "model.layers.1.2.mlp.up_proj.weight");  // {i} stops at '.'
+  CHECK(m->apply("lm_head.weight") == "lm_head.weight");
+  for (const char* bad : {"noequals", "=x", "x=", "a{=b", "a{}=b", "{a}.{a}=b", "a{i}=b{j}"}) {
+    const std::vector<std::string> one{bad};
+    CHECK_MESSAGE(!NameMap::parse(one).ok(), bad);
+  }
+  // Regex characters in names are literal.
+  const std::vector<std::string> dots{"a.b=c"};
+  CHECK(NameMap::parse(dots)->apply("aXb") == "aXb");
+}
+
+TEST_CASE("closest names: edit distance, a shared last part, the note") {
+  CHECK(ir::edit_distance("kitten", "sitting") == 3);
+  CHECK(ir::edit_distance("", "abc") == 3);
+  const std::vector<std::string> names{"BitLinear.w_scale", "BitLinear.gamma", "other.thing", "w_scale"};
+  CHECK(ir::closest_names("BitLinear.w_scal", names) == std::vector<std::string>{"BitLinear.w_scale", "w_scale"});
+  CHECK(ir::did_you_mean("BitLinear.w_scal", names) == " (did you mean 'BitLinear.w_scale' or 'w_scale'?)");
+  CHECK(ir::did_you_mean("zzzzzzzzzz", names).empty());
+  CHECK(ir::closest_names("L0.gamma", names) == std::vector<std::string>{"BitLinear.gamma"});
+}
+
+TEST_CASE("gguf ternary: [K, N] transposed, uniform scales bind Tensor[N], every ggml value kept") {
+  for (GgufTensorType type : {GgufTensorType::TQ2_0, GgufTensorType::TQ1_0}) {
+    for (std::size_t n : {std::size_t{128}, std::size_t{8}, std::size_t{5}}) {  // 64-row tiles, whole bytes, odd N
+      CAPTURE(gguf_type_name(type));
+      CAPTURE(n);
+      const std::size_t k = 512;
+      const std::vector<int> values = random_ternary(k * n, 3);
+      std::vector<float> scales;
+      for (std::size_t r = 0; r < n; ++r) scales.insert(scales.end(), 2, 0.25f * static_cast<float>(r + 1));
+      const GgufTensor tq = make_tq_tensor("w", type, k, n, values, scales);
+      const WeightFile f = gguf_file({tq});
+      const WeightOffer& w = offer(f, "w");
+      CHECK(w.kind == OfferKind::GgufTernary);
+      auto shape = f.shape_for(w, type_of(ElemKind::T2, 2), "parameter 'L.w'");
+      REQUIRE(shape.ok());
+      CHECK(*shape.value() == std::vector<std::int64_t>{512, static_cast<std::int64_t>(n)});
+      auto t = f.load(w, ElemKind::T2, {512, static_cast<std::int64_t>(n)}, "parameter 'L.w'");
+      REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+      CHECK(t->bytes().size() == (k * n + 3) / 4);  // 2 bits a value at rest
+      auto s = f.load(offer(f, "w_scale"), ElemKind::F32, {static_cast<std::int64_t>(n)}, "parameter 'L.w_scale'");
+      REQUIRE(s.ok());
+      // x @ W^T of ggml's dequantization: value (k, n) * scale n is ggml's element (n, k).
+      const std::vector<float> deq = dequantize_gguf(tq).value();
+      for (std::size_t r = 0; r < n; ++r)
+        for (std::size_t c = 0; c < k; ++c) {
+          REQUIRE(t->at(c * n + r) == values[r * k + c]);
+          REQUIRE(static_cast<float>(t->at(c * n + r)) * static_cast<float>(s->at(r)) == deq[r * k + c]);
+        }
+      // No parameter takes the scales, which are not 1: an error, never a silent drop.
+      auto dropped = f.check_scales({"w"}, {"w"});
+      REQUIRE(!dropped.ok());
+      CHECK(has(dropped.error(), "no parameter 'w_scale'"));
+      CHECK(f.check_scales({"w"}, {"w", "w_scale"}).ok());
+    }
+  }
+}
+
+TEST_CASE("gguf ternary: scales varying along K bind only Tensor[G, N]; all-1 scales may go unbound") {
+  const std::size_t k = 768, n = 3;
+  const std::vector<int> values = random_ternary(k * n, 5);
+  std::vector<float> scales(3 * n);
+  for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = 0.5f + static_cast<float>(i) / 8;
+  const WeightFile f = gguf_file({make_tq_tensor("blk.0.w", GgufTensorType::TQ2_0, k, n, values, scales)});
+  const WeightOffer& s = offer(f, "blk.0.w_scale");
+  auto one = f.shape_for(s, type_of(ElemKind::F32, 1), "parameter 'L.w_scale'");
+  REQUIRE(!one.ok());
+  CHECK(has(one.error(), "vary along K"));
+  CHECK(has(one.error(), "Tensor[G, N] with G = K / 256 = 3"));
+  auto two = f.load(s, ElemKind::F32, {3, 3}, "parameter 'L.w_scale'");
+  REQUIRE(two.ok());
+  for (std::size_t g = 0; g < 3; ++g)
+    for (std::size_t r = 0; r < n; ++r) CHECK(two->at(g * n + r) == scales[r * 3 + g]);
+  CHECK(!f.load(s, ElemKind::F32, {3}, "p").ok());
+
+  const WeightFile unit = gguf_file({make_tq_tensor("w", GgufTensorType::TQ2_0, 256, 2, random_ternary(512, 1), {1.0f, 1.0f})});
+  CHECK(unit.check_scales({"w"}, {"w"}).ok());
+  // A TQ tensor binds only ternary parameters.
+  auto as_float = unit.shape_for(offer(unit, "w"), type_of(ElemKind::F32, 2), "parameter 'L.w'");
+  REQUIRE(!as_float.ok());
+  CHECK(has(as_float.error(), "declare the parameter TernaryTensor[K, N]"));
+}
+
+TEST_CASE("gguf ternary: a TQ2_0 code 3 is an error naming the element") {
+  GgufTensor t = make_tq_tensor("w", GgufTensorType::TQ2_0, 256, 4, random_ternary(1024, 2), std::vector<float>(4, 1.0f));
+  std::vector<std::uint8_t> bytes(t.bytes.span().begin(), t.bytes.span().end());
+  bytes[66 * 2 + 33] |= 0x0C;  // row 2, byte 33, bits 2-3: element 128 + 32 + 1
+  t.bytes = ir::SharedBytes::adopt(bytes);
+  const WeightFile f = gguf_file({t});
+  auto r = f.load(offer(f, "w"), ElemKind::T2, {256, 4}, "parameter 'L.w'");
+  REQUIRE(!r.ok());
+  CHECK(has(r.error(), "element (k 161, row 2) has code 3"));
+}
+
+TEST_CASE("gguf float tensors: F32 vectors are views, matrices transposed, Q8_0 dequantized as ggml") {
+  GgufTensor vec;
+  vec.name = "norm";
+  vec.type = GgufTensorType::F32;
+  vec.dims = {3};
+  std::vector<std::uint8_t> vb;
+  for (float x : {1.5f, -2.0f, 0.25f}) {
+    const auto bits = std::bit_cast<std::uint32_t>(x);
+    for (int b = 0; b < 4; ++b) vb.push_back(static_cast<std::uint8_t>(bits >> (8 * b)));
+  }
+  vec.bytes = ir::SharedBytes::adopt(vb);
+  GgufTensor q8;  // dims (32, 2): two rows of one block each
+  q8.name = "head";
+  q8.type = GgufTensorType::Q8_0;
+  q8.dims = {32, 2};
+  std::vector<std::uint8_t> qb;
+  for (int row = 0; row < 2; ++row) {
+    const std::uint16_t d = ir::f32_to_f16_bits(row == 0 ? 0.5f : -0.125f);
+    qb.push_back(static_cast<std::uint8_t>(d & 0xFF));
+    qb.push_back(static_cast<std::uint8_t>(d >> 8));
+    for (int j = 0; j < 32; ++j) qb.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(j - 16 + row)));
+  }
+  q8.bytes = ir::SharedBytes::adopt(qb);
+  const WeightFile f = gguf_file({vec, q8});
+  auto v = f.load(offer(f, "norm"), ElemKind::F32, {3}, "p");
+  REQUIRE(v.ok());
+  CHECK(v->at(1) == -2.0);
+  auto h = f.load(offer(f, "head"), ElemKind::F32, {32, 2}, "p");
+  REQUIRE(h.ok());
+  for (int row = 0; row < 2; ++row)
+    for (int j = 0; j < 32; ++j)
+      CHECK(h->at(static_cast<std::size_t>(j * 2 + row)) == static_cast<float>(j - 16 + row) * (row == 0 ? 0.5f : -0.125f));
+  CHECK(!f.load(offer(f, "norm"), ElemKind::I32, {3}, "p").ok());
+}
+
+TEST_CASE("gguf: a tensor of a type ternjit does not convert is skipped, and refused by name when bound") {
+  GgufTensor q6;
+  q6.name = "token_embd.weight";
+  q6.type = GgufTensorType::Q6_K;
+  q6.dims = {256, 2};
+  q6.bytes = ir::SharedBytes::adopt(std::vector<std::uint8_t>(2 * 210, 0));
+  const WeightFile f = gguf_file({q6, make_tq_tensor("w", GgufTensorType::TQ2_0, 256, 4, random_ternary(1024, 8),
+                                                     std::vector<float>(4, 1.0f))});
+  CHECK(f.load(offer(f, "w"), ElemKind::T2, {256, 4}, "p").ok());
+  auto e = f.shape_for(offer(f, "token_embd.weight"), type_of(ElemKind::F32, 2), "parameter 'L.emb'");
+  REQUIRE(!e.ok());
+  CHECK(has(e.error(), "tensor 'token_embd.weight' of m.gguf is Q6_K, which ternjit does not convert"));
+  CHECK(f.find("token_embd.weight_scale").value() == nullptr);  // never a master weight
+}
+
+TEST_CASE("hugging face packed: transformers' unpack_weights example by hand, weight_scale divides") {
+  // unpack_weights' documented example: packed [[0b10100001, 0b00011000], [0b10010000,
+  // 0b00001010]] (R = 2 rows, K = 2) is the [8, 2] weight below. By hand, byte [0][0] =
+  // 0b10'10'00'01: bits 0-1 = 01 -> row 0 = 0, bits 2-3 = 00 -> row 2 = -1, bits 4-5 = 10
+  // -> row 4 = +1, bits 6-7 = 10 -> row 6 = +1 (column 0).
+  const std::vector<std::uint8_t> packed{0b10100001, 0b00011000, 0b10010000, 0b00001010};
+  const int expect[8][2] = {{0, -1}, {-1, 1}, {-1, 1}, {-1, 1}, {1, 0}, {0, -1}, {1, -1}, {1, -1}};
+  StFile st;
+  st.tensors.push_back(make_u8_tensor("model.layers.3.mlp.up_proj.weight", {2, 2}, packed));
+  st.tensors.push_back(bf16_tensor("model.layers.3.mlp.up_proj.weight_scale", {1}, {4.0f}));
+  st.tensors.push_back(make_f32_tensor("model.norm.weight", {2}, std::vector<float>{1, 2}));
+  const std::vector<std::string> rules{"model.layers.{i}.mlp.up_proj.weight=L{i}.w"};
+  const auto f = std::optional(WeightFile::from_safetensors(st, "hf.safetensors", NameMap::parse(rules).value()));
+  const WeightOffer& w = offer(*f, "L3.w");
+  CHECK(w.kind == OfferKind::HfPacked);
+  CHECK(*f->shape_for(w, type_of(ElemKind::T2, 2), "p").value() == std::vector<std::int64_t>{2, 8});
+  auto t = f->load(w, ElemKind::T2, {2, 8}, "parameter 'L3.w'");
+  REQUIRE(t.ok());
+  for (int n = 0; n < 8; ++n)
+    for (int k = 0; k < 2; ++k) CHECK(t->at(static_cast<std::size_t>(k * 8 + n)) == expect[n][k]);
+  // BitLinear computes y / weight_scale: the multiplier ternjit binds is 1 / 4.
+  auto s = f->load(offer(*f, "L3.w_scale"), ElemKind::F32, {8}, "parameter 'L3.w_scale'");
+  REQUIRE(s.ok());
+  for (std::size_t n = 0; n < 8; ++n) CHECK(s->at(n) == 0.25);
+  // The weight_scale tensor itself is consumed, not offered under its own name.
+  CHECK(f->find("model.layers.3.mlp.up_proj.weight_scale").value() == nullptr);
+  CHECK(!f->check_scales({"L3.w"}, {"L3.w"}).ok());
+  CHECK(f->check_scales({"L3.w"}, {"L3.w", "L3.w_scale"}).ok());
+}
+
+TEST_CASE("hugging face packed: round trip through an independent packer, odd K") {
+  const std::size_t n = 12, k = 7;
+  const std::vector<int> w = random_ternary(n * k, 11);
+  StFile st;
+  st.tensors.push_back(make_u8_tensor("proj.weight", {3, 7}, hf_pack(w, n, k)));
+  st.tensors.push_back(make_f32_tensor("proj.weight_scale", {1}, std::vector<float>{2.0f}));
+  const auto f = std::optional(WeightFile::from_safetensors(st, "hf.safetensors"));
+  auto t = f->load(offer(*f, "proj.weight"), ElemKind::T2, {7, 12}, "p");
+  REQUIRE(t.ok());
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t c = 0; c < k; ++c) REQUIRE(t->at(c * n + r) == w[r * k + c]);
+  // A code 3 names the packed byte and the row.
+  std::vector<std::uint8_t> bad = hf_pack(w, n, k);
+  bad[8] |= 0xC0;
+  st.tensors[0] = make_u8_tensor("proj.weight", {3, 7}, bad);
+  const auto g = std::optional(WeightFile::from_safetensors(st, "hf.safetensors"));
+  auto e = g->load(offer(*g, "proj.weight"), ElemKind::T2, {7, 12}, "p");
+  REQUIRE(!e.ok());
+  CHECK(has(e.error(), "packed byte [1, 1] bits 6-7 (row 10) hold code 3"));
+}
+
+TEST_CASE("bf16 master weights: absmean ternarization at load, scale 1/s, transposed") {
+  const std::size_t n = 4, k = 6;
+  std::vector<float> w(n * k);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  for (float& x : w) x = ir::round_to_bf16(dist(rng));
+  StFile st;
+  st.tensors.push_back(bf16_tensor("q_proj.weight", {4, 6}, w));
+  const auto f = std::optional(WeightFile::from_safetensors(st, "bf16.safetensors"));
+  auto t = f->load(offer(*f, "q_proj.weight"), ElemKind::T2, {6, 4}, "p");
+  REQUIRE(t.ok());
+  // transformers' WeightQuant in f32: s = 1 / clamp(mean|w|, 1e-5), round half to even, clamp.
+  double sum = 0;
+  for (float x : w) sum += std::fabs(x);
+  const float s = 1.0f / std::max(static_cast<float>(sum / static_cast<double>(w.size())), 1e-5f);
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t c = 0; c < k; ++c)
+      CHECK(t->at(c * n + r) == std::clamp(std::nearbyint(w[r * k + c] * s), -1.0f, 1.0f));
+  auto sc = f->load(offer(*f, "q_proj.weight_scale"), ElemKind::F32, {4}, "p");
+  REQUIRE(sc.ok());
+  CHECK(sc->at(0) == static_cast<double>(1.0f / s));
+  CHECK(!f->check_scales({"q_proj.weight"}, {"q_proj.weight"}).ok());
+  // The absmean scale exists only for a ternarized weight.
+  CHECK(!f->check_scales({}, {"q_proj.weight", "q_proj.weight_scale"}).ok());
+  // A real tensor by the scale's name wins the lookup; ternarizing the weight is then refused.
+  st.tensors.push_back(make_f32_tensor("q_proj.weight_scale", {4}, std::vector<float>(4, 1.0f)));
+  const auto g = std::optional(WeightFile::from_safetensors(st, "both.safetensors"));
+  CHECK(offer(*g, "q_proj.weight_scale").kind == OfferKind::Safetensors);
+  auto both = g->check_scales({"q_proj.weight"}, {"q_proj.weight", "q_proj.weight_scale"});
+  REQUIRE(!both.ok());
+  CHECK(has(both.error(), "also holds a tensor"));
+}
+
+TEST_CASE("unused dtypes are parsed, skipped, and refused only when a parameter needs them") {
+  // {"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},"w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}}
+  const std::string header =
+      R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},"w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})";
+  std::vector<std::uint8_t> image;
+  for (int b = 0; b < 8; ++b) image.push_back(static_cast<std::uint8_t>(header.size() >> (8 * b)));
+  image.insert(image.end(), header.begin(), header.end());
+  image.resize(image.size() + 20, 0);
+  auto st = parse_safetensors(std::span<const std::uint8_t>(image), "ids.safetensors");
+  REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
+  CHECK(!st->find("ids")->used);
+  CHECK(has(to_f32(*st->find("ids")).error(), "dtype 'I64' is not one ternjit reads"));
+  const auto f = std::optional(WeightFile::from_safetensors(*st, "ids.safetensors"));
+  CHECK(f->load(offer(*f, "w"), ElemKind::F32, {1}, "p").ok());
+  auto ids = f->shape_for(offer(*f, "ids"), type_of(ElemKind::I32, 1), "parameter 'L.ids'");
+  REQUIRE(!ids.ok());
+  CHECK(has(ids.error(), "tensor 'ids' of ids.safetensors has dtype I64, which ternjit does not bind"));
+}
+
+TEST_CASE("open: GGUF by content whatever the extension; prepare_run is strict with a weights file") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ternjit_weight_file_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "model.safetensors").string();  // a GGUF file, misnamed
+  const std::vector<int> values = random_ternary(256 * 4, 1);
+  REQUIRE(write_gguf(path, {}, std::vector{make_tq_tensor("L.w", GgufTensorType::TQ2_0, 256, 4, values,
+                                                           std::vector<float>(4, 0.5f))})
+              .ok());
+  auto f = WeightFile::open(path);
+  REQUIRE_MESSAGE(f.ok(), (f.ok() ? "" : f.error().message));
+  CHECK(offer(*f, "L.w").kind == OfferKind::GgufTernary);
+
+  auto m = dsl::compile_tri(
+      "layer L {\n param w: TernaryTensor[K, N]\n param w_scal: Tensor[N]\n"
+      " fn forward(x: Tensor[M, K]) -> Tensor[M, N] { return (x @ w) * w_scal }\n}\n",
+      "l.tri");
+  REQUIRE(m.ok());
+  ir::ShapeBindings shapes;
+  shapes.values["M"] = 1;
+  PrepareOptions strict;
+  strict.random_missing_params = false;
+  auto run = prepare_run(*m, *m->find_function("L.forward"), nullptr, &*f, shapes, strict);
+  REQUIRE(!run.ok());
+  CHECK(has(run.error(), "parameter 'L.w_scal' has no tensor in " + path + " (did you mean 'L.w_scale'?)"));
+  PrepareOptions lenient;
+  lenient.params_seed = 5;
+  run = prepare_run(*m, *m->find_function("L.forward"), nullptr, &*f, shapes, lenient);
+  REQUIRE(!run.ok());  // the random w_scal cannot hide that the file's scales would be dropped
+  CHECK(has(run.error(), "no parameter 'L.w_scale' takes them"));
+  std::filesystem::remove_all(dir);
+}
