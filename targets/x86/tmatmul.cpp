@@ -111,6 +111,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   if (p.M > kMaxDim || p.K > kMaxDim || p.N > kMaxDim)
     return bad("tmatmul sizes must be at most " + std::to_string(kMaxDim));
   if (p.w_scale_per_channel && !p.w_scale) return bad("tmatmul: w_scale_per_channel set without w_scale");
+  if (p.w_scale_group < 0) return bad("tmatmul: w_scale_group must be >= 0");
+  if (p.w_scale_group > 0) return detail::validate_grouped(p, c);
   if (p.x_kind == ElemKind::I8) {
     if (p.out_kind != ElemKind::F32)
       return bad("tmatmul with i8 x must produce f32, not " + std::string(elem_name(p.out_kind)));
@@ -147,6 +149,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
 }
 
 TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
+  // A grouped problem runs one kernel per K group: configure for that kernel's problem.
+  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads);
   TMatMulConfig c;
   c.isa = isa;
   c.threads = std::max(1, threads);
@@ -196,6 +200,7 @@ Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProble
   if (!allow_foreign_isa && !host_isas().supports(config.isa))
     return make_error(ErrorCode::Unavailable,
                       "tmatmul: this CPU cannot run isa=" + std::string(isa_name(config.isa)));
+  if (problem.w_scale_group > 0) return detail::create_grouped(problem, config, allow_foreign_isa);
   switch (config.variant) {
     case TMatMulVariant::Dot:
     case TMatMulVariant::MaskDot: return detail::create_int8(problem, config);

@@ -145,7 +145,8 @@ TMatMulBench::TMatMulBench(const TMatMulProblem& p, int threads, const TuningBen
   }
   s.x_scale.resize(M);
   for (float& v : s.x_scale) v = 0.01f + 0.001f * static_cast<float>(rng() % 100);
-  s.w_scale.resize(p.w_scale_per_channel ? N : 1);
+  s.w_scale.resize(p.w_scale_group > 0 ? static_cast<std::size_t>((p.K - 1) / p.w_scale_group + 1) * N
+                   : p.w_scale_per_channel ? N : 1);
   for (float& v : s.w_scale) v = 0.5f + 0.01f * static_cast<float>(rng() % 100);
   s.bias.resize(N * 2);  // out_kind[N]: f32 or a 2-byte kind; zero is exact in both
   std::fill(s.bias.begin(), s.bias.end(), 0.0f);
