@@ -7,14 +7,15 @@
 //
 // Code. Every group is one run of an ordinary generated kernel (tmatmul_int8.cpp,
 // tmatmul_amx.cpp or tmatmul_float.cpp: the configuration's variant on its ISA) over the
-// group's K slice, with the per-channel scale s[g, :] as its only epilogue, so the
-// multiply by the group's scale happens in the generated code's epilogue. At most two
-// kernels exist: one for full groups and one for a shorter last group. The group
-// results are added in f32 in ascending g (the first group's written straight into y),
-// then the problem's own epilogue (x_scale, bias, residual, relu) is applied in f32 in
-// the reference's order (ir/interpret.cpp tmatmul); the additions and the epilogue run
-// on the Parallel over rows. A row of x is gathered into a contiguous [M, group] slice
-// when M > 1 (M = 1: the slice is already contiguous).
+// group's K slice, with the per-channel scale s[g, :] and a residual as its epilogue:
+// y = p_g * s[g, :] + y, in place (y starts at 0). Every variant's epilogue reads the
+// residual element before it stores the same element, so the in-place residual is the
+// group accumulation, in the generated code, without another pass over y. At most two
+// kernels exist: one for full groups and one for a shorter last group. Then the
+// problem's own epilogue (x_scale, bias, residual, relu), when it has one, is applied in
+// f32 in the reference's order (ir/interpret.cpp tmatmul) on the Parallel over rows.
+// A row of x is gathered into a contiguous [M, group] slice when M > 1 (M = 1: the
+// slice is already contiguous).
 //
 // Numerics (what the tests' tolerance is derived from). i8 x: p_g is the exact int32
 // sum (|p_g| <= 127 * group < 2^24 for group <= 132104, so float(p_g) is exact), times
@@ -36,7 +37,8 @@ namespace {
 
 Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::move(msg)); }
 
-// The problem one group's kernel solves: `k` columns of x, scaled per channel, nothing else.
+// The problem one group's kernel solves: `k` columns of x, scaled per channel, plus the
+// running sum as the residual.
 TMatMulProblem group_problem(const TMatMulProblem& p, std::int64_t k) {
   TMatMulProblem q;
   q.M = p.M;
@@ -46,6 +48,7 @@ TMatMulProblem group_problem(const TMatMulProblem& p, std::int64_t k) {
   q.out_kind = p.out_kind;
   q.w_scale = true;
   q.w_scale_per_channel = true;
+  q.residual = true;
   return q;
 }
 
@@ -99,8 +102,7 @@ class GroupedKernel final : public TMatMulKernel {
     const auto* x = static_cast<const std::uint8_t*>(args.x);
     auto* y = static_cast<float*>(args.y);
     std::vector<std::uint8_t> xslice(M > 1 ? static_cast<std::size_t>(M * std::min(group, K)) * xsize : 0);
-    std::vector<float> part(G > 1 ? static_cast<std::size_t>(M * N) : 0);
-    const std::int64_t chunks = std::min<std::int64_t>(std::max(1, parallel.threads), M);
+    std::fill(y, y + M * N, 0.0f);
     for (std::int64_t g = 0; g < G; ++g) {
       const TMatMulKernel& k = kernel_of(g);
       const std::int64_t k0 = g * group, kg = k.problem().K;
@@ -114,21 +116,15 @@ class GroupedKernel final : public TMatMulKernel {
       }
       a.w = &args.w->parts[static_cast<std::size_t>(g)];
       a.w_scale = args.w_scale + g * N;
-      a.y = g == 0 ? static_cast<void*>(y) : static_cast<void*>(part.data());
+      a.residual = y;
+      a.y = y;
       k.run(a, parallel);
-      const bool last = g + 1 == G;
-      if (g > 0 || last)
-        parallel.for_each(chunks, [&](std::int64_t ci) {
-          for (std::int64_t m = M * ci / chunks; m < M * (ci + 1) / chunks; ++m) {
-            float* yr = y + m * N;
-            if (g > 0) {
-              const float* pr = part.data() + m * N;
-              for (std::int64_t n = 0; n < N; ++n) yr[n] += pr[n];
-            }
-            if (last) finish_row(args, m, yr);
-          }
-        });
     }
+    if (!(p_.x_scale || p_.bias || p_.residual || p_.relu)) return;
+    const std::int64_t chunks = std::min<std::int64_t>(std::max(1, parallel.threads), M);
+    parallel.for_each(chunks, [&](std::int64_t ci) {
+      for (std::int64_t m = M * ci / chunks; m < M * (ci + 1) / chunks; ++m) finish_row(args, m, y + m * N);
+    });
   }
 
   std::vector<CodeBlob> code() const override {
