@@ -388,22 +388,6 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
   return p;
 }
 
-// A copy whose data starts 64-byte aligned in its own storage (a plain copy of the
-// vector would keep the original's offset, which is only right at the original address).
-PackedWeights aligned_copy(const PackedWeights& w) {
-  PackedWeights c;
-  c.signature = w.signature;
-  c.K = w.K;
-  c.N = w.N;
-  c.size = w.size;
-  for (const PackedWeights& part : w.parts) c.parts.push_back(aligned_copy(part));
-  if (!w.parts.empty()) return c;  // a grouped pack: the parts hold the weights
-  c.storage.resize(w.size + 64);
-  c.offset = (64 - reinterpret_cast<std::uintptr_t>(c.storage.data()) % 64) % 64;
-  std::memcpy(c.storage.data() + c.offset, w.data(), w.size);
-  return c;
-}
-
 TernjitData build_ternjit(const Case& c, std::int64_t group) {
   TernjitData d;
   std::optional<Isa> isa = best_isa(host_isas());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -191,6 +192,20 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
   // Split K when there are fewer column panels than threads (small N, one row).
   const std::int64_t panels = (p.N + c.n_block - 1) / c.n_block;
   if (c.threads > 1 && panels < c.threads && p.M < 4 && p.K >= 1024) c.split_k = c.threads;
+  return c;
+}
+
+PackedWeights aligned_copy(const PackedWeights& w) {
+  PackedWeights c;
+  c.signature = w.signature;
+  c.K = w.K;
+  c.N = w.N;
+  c.size = w.size;
+  for (const PackedWeights& part : w.parts) c.parts.push_back(aligned_copy(part));
+  if (!w.parts.empty()) return c;  // a grouped pack: the parts hold the weights
+  c.storage.resize(w.storage.size() - w.offset + 64);  // the data and any slack after it
+  c.offset = (64 - reinterpret_cast<std::uintptr_t>(c.storage.data()) % 64) % 64;
+  std::memcpy(c.storage.data() + c.offset, w.data(), w.storage.size() - w.offset);
   return c;
 }
 

@@ -90,6 +90,11 @@ struct PackedWeights {
   [[nodiscard]] const std::uint8_t* data() const { return storage.data() + offset; }
 };
 
+/// A copy of `w` whose data starts 64-byte aligned in its own storage (a plain copy of
+/// the vector keeps the original's offset, which is only right at the original address);
+/// a grouped pack's parts are copied likewise. For benchmarks rotating weight copies.
+PackedWeights aligned_copy(const PackedWeights& w);
+
 /// The K*N ternary weights pack() reads, row-major: int8 values (pack checks that each
 /// is -1, 0 or 1) or 2-bit tern2 codes (ir::StoredTensor's t2 form), read where they are,
 /// so packing a bound weight never widens it to one byte (or a double) per value.

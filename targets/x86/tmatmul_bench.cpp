@@ -165,18 +165,7 @@ Result<std::unique_ptr<TuningRun>> TMatMulBench::prepare(std::string_view text) 
   out->bench = impl_.get();
   TERNJIT_TRY(out->kernel, TMatMulKernel::create(impl_->p, config));
   TERNJIT_TRY(PackedWeights first, out->kernel->pack(impl_->w));
-  for (std::size_t c = 1; c < impl_->copies; ++c) {
-    // A copy re-aligned to 64 bytes (a vector copy may move the alignment).
-    PackedWeights copy;
-    copy.signature = first.signature;
-    copy.K = first.K;
-    copy.N = first.N;
-    copy.size = first.size;
-    copy.storage.resize(first.size + 64);
-    copy.offset = (64 - reinterpret_cast<std::uintptr_t>(copy.storage.data()) % 64) % 64;
-    std::memcpy(copy.storage.data() + copy.offset, first.data(), first.size);
-    out->packs.push_back(std::move(copy));
-  }
+  for (std::size_t c = 1; c < impl_->copies; ++c) out->packs.push_back(aligned_copy(first));
   out->packs.push_back(std::move(first));
   return std::unique_ptr<TuningRun>(std::move(out));
 }
