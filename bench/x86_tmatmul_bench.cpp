@@ -11,6 +11,9 @@
 //   reference/...   the IR interpreter (one small case only: it is very slow)
 //   ternjit_i8/...  TMatMulKernel, default_config, int8 x with x_scale[M] and
 //                   w_scale[N] epilogue (what BitLinear runs)
+//   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
+//                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
+//                   t_ternjit_i8 / t
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
 // weights come from DRAM; the probe rotates the same way.
@@ -196,6 +199,8 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
   if (impl != "probe" && row.count("probe")) state.counters["vs_probe"] = row["probe"] / ms;
   if ((impl == "ternjit_i8" || impl == "reference") && row.count("onednn_s8"))
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
+  // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
+  if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
   return ms;
 }
 
@@ -369,7 +374,7 @@ struct TernjitData {
   std::string error;
 };
 
-TMatMulProblem bitlinear_problem(const Case& c) {
+TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
   TMatMulProblem p;
   p.M = c.M;
   p.K = c.K;
@@ -378,32 +383,19 @@ TMatMulProblem bitlinear_problem(const Case& c) {
   p.out_kind = ElemKind::F32;
   p.x_scale = true;
   p.w_scale = true;
-  p.w_scale_per_channel = true;
+  p.w_scale_per_channel = group == 0;
+  p.w_scale_group = group;
   return p;
 }
 
-// A copy whose data starts 64-byte aligned in its own storage (a plain copy of the
-// vector would keep the original's offset, which is only right at the original address).
-PackedWeights aligned_copy(const PackedWeights& w) {
-  PackedWeights c;
-  c.signature = w.signature;
-  c.K = w.K;
-  c.N = w.N;
-  c.size = w.size;
-  c.storage.resize(w.size + 64);
-  c.offset = (64 - reinterpret_cast<std::uintptr_t>(c.storage.data()) % 64) % 64;
-  std::memcpy(c.storage.data() + c.offset, w.data(), w.size);
-  return c;
-}
-
-TernjitData build_ternjit(const Case& c) {
+TernjitData build_ternjit(const Case& c, std::int64_t group) {
   TernjitData d;
   std::optional<Isa> isa = best_isa(host_isas());
   if (!isa) {
     d.error = "host runs no x86 kernel path (needs AVX2)";
     return d;
   }
-  TMatMulProblem p = bitlinear_problem(c);
+  TMatMulProblem p = bitlinear_problem(c, group);
   auto kernel = TMatMulKernel::create(p, default_config(p, *isa, c.threads));
   if (!kernel.ok()) {
     d.error = "create: " + kernel.error().message;
@@ -421,13 +413,15 @@ TernjitData build_ternjit(const Case& c) {
   for (std::size_t i = 1; i < copies; ++i) d.weights.push_back(aligned_copy(d.weights[0]));
   d.x = random_i8(static_cast<std::size_t>(c.M * c.K), 11);
   d.x_scale = random_f32(static_cast<std::size_t>(c.M), 12, 0.001f, 0.01f);
-  d.w_scale = random_f32(static_cast<std::size_t>(c.N), 13, 0.5f, 1.5f);
+  const std::int64_t scale_rows = group > 0 ? (c.K + group - 1) / group : 1;
+  d.w_scale = random_f32(static_cast<std::size_t>(scale_rows * c.N), 13, 0.5f, 1.5f);
   d.y.assign(static_cast<std::size_t>(c.M * c.N), 0.0f);
   return d;
 }
 
-void bm_ternjit(benchmark::State& state, Case c) {
-  TernjitData& d = cached<TernjitData>(c.name(), [&] { return build_ternjit(c); });
+void bm_ternjit(benchmark::State& state, Case c, std::int64_t group) {
+  const std::string impl = group > 0 ? "ternjit_i8_g" + std::to_string(group) : "ternjit_i8";
+  TernjitData& d = cached<TernjitData>(impl + "/" + c.name(), [&] { return build_ternjit(c, group); });
   if (!d.error.empty()) {
     state.SkipWithError(d.error.c_str());
     return;
@@ -438,7 +432,7 @@ void bm_ternjit(benchmark::State& state, Case c) {
   args.x_scale = d.x_scale.data();
   args.w_scale = d.w_scale.data();
   args.y = d.y.data();
-  time_loop(state, c, "ternjit_i8", static_cast<double>(d.weights[0].size), [&](std::size_t it) {
+  time_loop(state, c, impl.c_str(), static_cast<double>(d.weights[0].size), [&](std::size_t it) {
     args.w = &d.weights[it % d.weights.size()];
     d.kernel->run(args, par);
     benchmark::ClobberMemory();
@@ -508,7 +502,8 @@ void register_case(const Case& c) {
   // The interpreter only on the smallest case: it takes about a second per call.
   if (c.K == 2560 && c.N == 2560 && c.M == 1 && c.threads == 1 && c.mode == Mode::Hot)
     reg("reference", [c](benchmark::State& s) { bm_reference(s, c); })->Iterations(1);
-  reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c); });
+  reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
+  reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }
 
 std::string cpu_model() {

@@ -108,7 +108,23 @@ Result<std::vector<Type>> infer_tmatmul(std::span<const Type> ops, const TMatMul
     if (!(ops[next] == want_t)) return bad("x_scale", ops[next], type_str(want_t, syms));
     ++next;
   }
-  if (a.w_scale) {
+  if (a.group < 0) return fail("'tmatmul' group must be >= 0 (0: no grouping), got " + std::to_string(a.group));
+  if (a.group > 0 && !a.w_scale)
+    return fail("'tmatmul' with group = " + std::to_string(a.group) + " needs a w_scale operand (w_scale = true)");
+  if (a.w_scale && a.group > 0) {
+    // f32[G, N] with G = ceil(K / group). With a symbolic K or G the relation cannot be
+    // checked here; specialize_shapes checks it once both are bound.
+    const Type& s = ops[next];
+    const Dim k = w.shape[0];
+    const bool shape_ok = s.rank() == 2 && same_dim(s.shape[1], n);
+    const bool ok = s.elem == ElemKind::F32 && s.layout == WeightFormat::Plain && shape_ok;
+    if (!ok) return bad("w_scale", s, "f32[G, " + dim_str(n, syms) + "] (G = ceil(K / " + std::to_string(a.group) + "))");
+    if (k.is_static() && s.shape[0].is_static() && s.shape[0].extent != grouped_scale_rows(k.extent, a.group))
+      return fail("'tmatmul' grouped w_scale needs G = ceil(K / group) = ceil(" + std::to_string(k.extent) + " / " +
+                  std::to_string(a.group) + ") = " + std::to_string(grouped_scale_rows(k.extent, a.group)) +
+                  " rows, got " + type_str(s, syms));
+    ++next;
+  } else if (a.w_scale) {
     const Type& s = ops[next];
     const bool ok = s.elem == ElemKind::F32 && s.layout == WeightFormat::Plain &&
                     (s.rank() == 0 || (s.rank() == 1 && same_dim(s.shape[0], n)));

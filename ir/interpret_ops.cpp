@@ -430,7 +430,8 @@ Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a,
 
 // tmatmul: the accumulation y = x @ w (i8 x: exact integer sum, wrapped to i32, then
 // rounded once to the result kind; float x: matmul's double sum in ascending k, rounded
-// once), then each epilogue operand applied by elementwise() exactly as the standalone
+// once; with a grouped w_scale, each group's such sum times its scale, summed in double
+// over ascending groups and rounded once), then each epilogue operand applied by elementwise() exactly as the standalone
 // mul/add would (x_scale and w_scale multiply, bias and residual add, broadcasting),
 // then the activation as its unary op.
 Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std::span<const HostTensor* const> ops,
@@ -444,18 +445,39 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
   Extents shape = x.shape;
   shape.back() = n;
   HostTensor y = HostTensor::zeros(kind, shape);
+  // The sum over k in [lo, hi): i8 x exact (wrapped to i32), float x in double, ascending k.
+  auto partial = [&](std::int64_t r, std::int64_t j, std::int64_t lo, std::int64_t hi) -> double {
+    if (x.kind == ElemKind::I8) {
+      std::uint64_t sum = 0;  // modulo 2^64; its low 32 bits are the i32 sum
+      for (std::int64_t p = lo; p < hi; ++p)
+        sum += static_cast<std::uint64_t>(as_int(x.data[static_cast<std::size_t>(r * k + p)]) *
+                                          as_int(w.data[static_cast<std::size_t>(p * n + j)]));
+      return wrap_to_kind(sum, ElemKind::I32);
+    }
+    double acc = 0;
+    for (std::int64_t p = lo; p < hi; ++p)
+      acc += x.data[static_cast<std::size_t>(r * k + p)] * w.data[static_cast<std::size_t>(p * n + j)];
+    return acc;
+  };
+  // A grouped w_scale (f32[G, N]) is part of the accumulation: sum over g, ascending, of
+  // s[g, j] * partial(group g), in double, rounded once.
+  const std::size_t group_scale_at = attrs.x_scale ? 3 : 2;  // the w_scale operand
+  const HostTensor* group_scale = attrs.group > 0 ? ops[group_scale_at] : nullptr;
+  const std::int64_t group = attrs.group > 0 ? attrs.group : std::max<std::int64_t>(k, 1);
+  const std::int64_t groups = grouped_scale_rows(k, group);
+  // A function run unspecialized binds K and G from its arguments: a pair that breaks
+  // G = ceil(K / group) is the caller's error (specialize_shapes reports it earlier).
+  if (group_scale != nullptr &&
+      !(group_scale->shape.size() == 2 && group_scale->shape[0] == groups && group_scale->shape[1] == n))
+    return fail_at(inst.loc, "'tmatmul' grouped w_scale needs " + std::to_string(groups) + " rows (ceil(" +
+                                 std::to_string(k) + " / " + std::to_string(group) + ")) of " + std::to_string(n) +
+                                 ", got " + group_scale->describe());
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t j = 0; j < n; ++j) {
       double acc = 0;
-      if (x.kind == ElemKind::I8) {
-        std::uint64_t sum = 0;  // modulo 2^64; its low 32 bits are the i32 sum
-        for (std::int64_t p = 0; p < k; ++p)
-          sum += static_cast<std::uint64_t>(as_int(x.data[static_cast<std::size_t>(r * k + p)]) *
-                                            as_int(w.data[static_cast<std::size_t>(p * n + j)]));
-        acc = wrap_to_kind(sum, ElemKind::I32);
-      } else {
-        for (std::int64_t p = 0; p < k; ++p)
-          acc += x.data[static_cast<std::size_t>(r * k + p)] * w.data[static_cast<std::size_t>(p * n + j)];
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const double p = partial(r, j, g * group, std::min(k, (g + 1) * group));
+        acc += group_scale ? group_scale->data[static_cast<std::size_t>(g * n + j)] * p : p;
       }
       y.data[static_cast<std::size_t>(r * n + j)] = round_to_kind(acc, kind);
     }
@@ -465,7 +487,9 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
       {attrs.x_scale, Op::Mul}, {attrs.w_scale, Op::Mul}, {attrs.bias, Op::Add}, {attrs.residual, Op::Add}};
   for (const auto& [present, op] : epilogue) {
     if (!present) continue;
-    TERNJIT_TRY(y, elementwise(inst, op, y, ops[next++], kind));
+    const std::size_t at = next++;
+    if (group_scale != nullptr && at == group_scale_at) continue;  // applied in the accumulation
+    TERNJIT_TRY(y, elementwise(inst, op, y, ops[at], kind));
   }
   if (auto act = activation_op(attrs.act)) {
     TERNJIT_TRY(y, elementwise(inst, *act, y, nullptr, kind));

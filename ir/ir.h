@@ -198,17 +198,29 @@ std::optional<Op> activation_op(Activation act);
 std::optional<Activation> activation_of(Op op);
 
 /// `tmatmul`: which optional epilogue operands follow `x, w` (in this order:
-/// x_scale, w_scale, bias, residual) and the activation applied last.
+/// x_scale, w_scale, bias, residual), the weight scale's group size and the activation
+/// applied last.
 struct TMatMulAttrs {
   bool x_scale = false;   ///< f32 [..., 1] per-row activation scale
-  bool w_scale = false;   ///< f32 [] per-tensor or f32 [N] per-channel weight scale
+  bool w_scale = false;   ///< f32 [] per-tensor, f32 [N] per-channel or (group > 0) f32 [G, N] per group
   bool bias = false;      ///< [N] of the result kind
   bool residual = false;  ///< [..., N] of the result type
   Activation act = Activation::None;
+  /// 0: w_scale (if any) multiplies the whole sum. > 0 (needs w_scale): w_scale is
+  /// f32[G, N] with G = ceil(K / group), and row g scales the partial sum over
+  /// k in [g * group, min(K, (g + 1) * group)) inside the accumulation. Last, so that
+  /// aggregate initializers of the other fields keep their meaning.
+  std::int64_t group = 0;
   /// The number of epilogue operands (flags set).
   [[nodiscard]] int num_epilogue() const { return int{x_scale} + int{w_scale} + int{bias} + int{residual}; }
   friend bool operator==(const TMatMulAttrs&, const TMatMulAttrs&) = default;
 };
+
+/// The rows G of a grouped `tmatmul` weight scale: ceil(k / group) (0 for k == 0), computed
+/// without overflow. Preconditions: k >= 0, group > 0.
+constexpr std::int64_t grouped_scale_rows(std::int64_t k, std::int64_t group) {
+  return k == 0 ? 0 : (k - 1) / group + 1;
+}
 
 /// One step of an `ewise` loop: `op` applied to slots `a` (and `b` for binary ops, -1
 /// for unary). Slot i < n is operand i; slot n + j is the result of step j (< this one).

@@ -67,7 +67,7 @@ bool Parser::parse_attrs(std::vector<PAttr>& out) {
 }
 
 // Maps the written attributes onto the op's attribute struct: every field is required
-// (softmax's keepdims is optional), unknown and mistyped fields are errors.
+// (softmax's keepdims and tmatmul's group are optional), unknown and mistyped fields are errors.
 bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, const std::vector<PAttr>& attrs) {
   const std::string opq = "'" + std::string(op_name(inst.op)) + "'";
   std::vector<std::string> fields;
@@ -82,7 +82,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case AttrsKind::Axis: fields = {"axis", "keepdims"}; break;
     case AttrsKind::Eps: fields = {"eps"}; break;
     case AttrsKind::Threshold: fields = {"threshold"}; break;
-    case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "bias", "residual", "act"}; break;
+    case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "group", "bias", "residual", "act"}; break;
     case AttrsKind::Ewise: fields = {"steps"}; break;
     case AttrsKind::Layout: fields = {"layout"}; break;
   }
@@ -215,6 +215,8 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       if (!get_bool("x_scale", t.x_scale) || !get_bool("w_scale", t.w_scale) || !get_bool("bias", t.bias) ||
           !get_bool("residual", t.residual))
         return false;
+      // group is optional (absent: 0, no grouping); its range is the verifier's to check.
+      if (const PAttr* g = find("group"); g && !get_int(*g, t.group)) return false;
       const PAttr* act = find("act");
       if (!act) return missing("act");
       auto a = act->value.kind == PAttrValue::Kind::Word ? parse_activation(act->value.tok->text) : std::nullopt;

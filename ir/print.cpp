@@ -108,8 +108,9 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
     }
     std::string operator()(const TMatMulAttrs& t) const {
       auto flag = [](bool b) { return b ? "true" : "false"; };
+ // group is printed only when set, so ungrouped tmatmuls read as before.
       return std::string("{x_scale = ") + flag(t.x_scale) + ", w_scale = " + flag(t.w_scale) +
-             ", bias = " + flag(t.bias) + ", residual = " + flag(t.residual) +
+             (t.group != 0 ? ", group = " + std::to_string(t.group) : std::string()) + ", bias = " + flag(t.bias) + ", residual = " + flag(t.residual) +
              ", act = " + std::string(activation_name(t.act)) + "}";
     }
     std::string operator()(const EwiseAttrs& e) const {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -78,7 +79,14 @@ std::size_t checked_count(const char* what, std::span<const float> x, std::int64
 
 }  // namespace
 
-float absmax_int8_scale(std::span<const float> row) { return max_abs(row) / 127.0f; }
+float absmax_int8_scale(std::span<const float> row) {
+  // A NaN or an infinity anywhere in the row makes the row's scale NaN, so every value
+  // dequantizes to NaN (q = 0, q * NaN) and the integer path's x_scale carries the NaN
+  // through tmatmul: a non-finite input is never read as a finite number.
+  for (float v : row)
+    if (!std::isfinite(v)) return std::numeric_limits<float>::quiet_NaN();
+  return max_abs(row) / 127.0f;
+}
 
 std::int8_t quantize_int8_value(float x, float scale) {
   if (scale == 0.0f) return 0;

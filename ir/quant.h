@@ -17,12 +17,14 @@
 namespace ternjit::ir {
 
 /// The absmax int8 scale of one row: `amax / 127.0f` (f32 division), where amax is the
-/// largest |x| of the row in f32, starting from 0 and ignoring NaN. An empty row gives 0.
+/// largest |x| of the row in f32, starting from 0. An empty row gives 0. A row holding
+/// a NaN or an infinity gives NaN (so its values quantize to 0 and dequantize to NaN:
+/// non-finite input propagates to the whole row instead of being read as a number).
 float absmax_int8_scale(std::span<const float> row);
 
 /// Quantizes one value with an absmax scale: 0 if scale == 0; otherwise
 /// clamp(round_half_even(x / scale), -127, 127) with x / scale an f32 division, and 0
-/// when that quotient is NaN (x NaN, or x and scale both infinite).
+/// when that quotient is NaN (x NaN, or the scale NaN, or x and scale both infinite).
 std::int8_t quantize_int8_value(float x, float scale);
 
 /// Per-row absmax int8 quantization (SPEC `quantize_int8`): for each row r,

@@ -123,7 +123,9 @@ std::optional<EpilogueMatch> match_epilogue(const ir::Function& f, InstId mm, In
   const ir::Dim n = yt.shape.back();
   if (u.op == ir::Op::Mul) {
     if (ot.elem != ElemKind::F32) return std::nullopt;
-    if (is_row_scale(ot, yt) && !a.x_scale && !a.w_scale && !a.bias && !a.residual && a.act == ir::Activation::None) {
+    // A grouped w_scale is applied inside the accumulation, before x_scale.
+    const bool scale_free = !a.w_scale || a.group > 0;
+    if (is_row_scale(ot, yt) && !a.x_scale && scale_free && !a.bias && !a.residual && a.act == ir::Activation::None) {
       m.attrs.x_scale = true;
       return m;
     }

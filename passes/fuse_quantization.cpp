@@ -15,13 +15,16 @@
 //      weight `dequantize(%t, %g)` of one `tquantize`. Combines with (b).
 //  (d) `matmul(x, w)` of a float x and a plain t2 [K, N] weight becomes `tmatmul x, w`
 //      (exact: a float tmatmul without epilogue is matmul).
+//  (e) a `tmatmul` of an f32 `quantize_int8(x)` without x_scale (what the DSL's
+//      grouped_matmul makes: `tmatmul %a, %w, %s {w_scale = true, group = 256, ...}`)
+//      takes `%q, %s = quantize x` and x_scale, keeping its other operands and flags.
 // A rewrite is made only when the tmatmul's result type equals the matmul's (so an f16
 // activation times an f32 weight is left alone). The `quantize`/`tquantize` made for a
 // source is inserted right after it and shared by all its rewritten users. Producers
 // left unused are erased.
 // Why: (b)-(d) produce the one kernel op every target lowers; (a) removes redundant
 // rounding so that (b) can see through it.
-// Exactness: (a) first part, (d): exact. (b), (c): the kernel multiplies the exact
+// Exactness: (a) first part, (d): exact. (b), (c), (e): the kernel multiplies the exact
 // integer (or double) sum by the scales instead of summing the rounded products
 // q*s or t*g, which differs by a few f32 ulps of the sum of |products|.
 // Preconditions: verified IR.
@@ -188,6 +191,25 @@ class Fuser {
     if (ternarized) erase_if_dead(f_, *ternarized);
   }
 
+  // (e) tmatmul(quantize_int8(x), w, ...) -> tmatmul(q, w, s, ...) {x_scale = true}.
+  void tmatmul(InstId i) {
+    const ir::InstData& d = f_.inst(i);
+    ir::TMatMulAttrs attrs = std::get<ir::TMatMulAttrs>(d.attrs);
+    const ValueId a = d.operands[0];
+    std::optional<InstId> fake_x = def_with(f_, a, Op::QuantizeInt8);
+    if (attrs.x_scale || !fake_x || f_.type_of(a).elem != ElemKind::F32) return;
+    std::vector<ValueId> rest(d.operands.begin() + 1, d.operands.end());
+    const ir::Type result = f_.type_of(d.results[0]);
+    const SourceLoc loc = d.loc;
+    auto [q, s] = quantize_for(*fake_x);
+    std::vector<ValueId> operands{q, rest[0], s};
+    operands.insert(operands.end(), rest.begin() + 1, rest.end());
+    attrs.x_scale = true;
+    const InstId mm = f_.insert_inst_before(i, Op::TMatMul, std::move(operands), {result}, attrs, loc);
+    replace(i, f_.inst(mm).results[0]);
+    erase_if_dead(f_, *fake_x);
+  }
+
  private:
   // Redirects the uses of i's single result to `v` and erases i (and dead producers).
   void replace(InstId i, ValueId v) {
@@ -239,6 +261,7 @@ void fuse_quantization(ir::Function& f) {
       switch (f.inst(i).op) {
         case Op::Dequantize: fuser.dequantize_of_quantize(i); break;
         case Op::MatMul: fuser.matmul(i); break;
+        case Op::TMatMul: fuser.tmatmul(i); break;
         default: break;
       }
     }

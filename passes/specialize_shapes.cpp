@@ -193,17 +193,23 @@ void specialize_decls(ir::Module& m, const ir::ShapeBindings& bindings, std::vec
 
 // After binding, every call must still type-check: a callee bound apart from its caller
 // (`{"N": 8}` fixes BitLinear's N but not the caller's `BitLinear.N`) is the user's error.
+// So must every grouped tmatmul: G = ceil(K / group) relates two dims the type rule can
+// only check once both are static (a GGUF scale bound as `Tensor[G, N]`, K bound elsewhere).
 void recheck_calls(const ir::Module& m, std::vector<Diagnostic>& out) {
   for (const ir::Function& f : m.functions())
     for (ir::BlockId b : f.blocks())
       for (ir::InstId i : f.insts(b)) {
         const ir::InstData& d = f.inst(i);
-        if (d.op != ir::Op::Call) continue;
+        const bool grouped = d.op == ir::Op::TMatMul && std::get<ir::TMatMulAttrs>(d.attrs).group > 0;
+        if (d.op != ir::Op::Call && !grouped) continue;
         std::vector<ir::Type> ops, declared;
         for (ir::ValueId v : d.operands) ops.push_back(f.type_of(v));
         for (ir::ValueId v : d.results) declared.push_back(f.type_of(v));
-        auto r = ir::infer_types(&m, f, ir::Op::Call, ops, d.attrs, declared);
-        if (!r.ok())
+        auto r = ir::infer_types(&m, f, d.op, ops, d.attrs, declared);
+        if (r.ok()) continue;
+        if (grouped)
+          out.push_back(error_in(f, d.loc, "after binding, " + r.error().message));
+        else
           out.push_back(error_in(f, d.loc, "after binding, the call to @" + std::get<ir::CallAttrs>(d.attrs).callee +
                                                " does not type-check (bind caller and callee symbols alike): " +
                                                r.error().message));

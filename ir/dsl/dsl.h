@@ -38,7 +38,11 @@
 //   rmsnorm(x, gamma, eps) (eps a number literal); transpose(x) (reverses all dims);
 //   ternarize(x, threshold) (threshold a number literal >= 0); dequantize(q, scale),
 //   and dequantize(x) of a float x is x itself; cast<T>(x) with T one of f16 bf16
-//   f32 i8 i32 t2; maximum(a, b) and minimum(a, b) (IR max/min).
+//   f32 i8 i32 t2; maximum(a, b) and minimum(a, b) (IR max/min);
+//   grouped_matmul(x, w, scale[, group]): x [..., K] @ ternary w [K, N] with
+//   scale [G, N], G = ceil(K / group), row g scaling the sum over k in
+//   [g * group, (g + 1) * group) (IR `tmatmul {w_scale = true, group = ...}`; group an
+//   integer literal in [1, 2^24], 256 when left out: GGUF TQ1_0/TQ2_0 blocks).
 // - Composition: `Other.fn(args)` calls a function of another layer (or the same
 //   one), `Other(args)` means `Other.forward(args)`, and a plain `fn(args)` calls a
 //   function of the same layer. Calls lower to IR `call @Other.fn`. Calls may go to

@@ -9,6 +9,11 @@ namespace ternjit::dsl::lower_detail {
 
 namespace {
 
+// grouped_matmul's group without a fourth argument, and the largest it accepts (so that
+// group * 127 fits the integer path's exact int32 group sums with room to spare).
+constexpr std::int64_t kDefaultScaleGroup = 256;
+constexpr std::int64_t kMaxScaleGroup = std::int64_t{1} << 24;
+
 constexpr Builtin kBuiltins[] = {
     {"relu", BuiltinKind::Unary, Op::Relu, 1, 1},
     {"sigmoid", BuiltinKind::Unary, Op::Sigmoid, 1, 1},
@@ -33,6 +38,7 @@ constexpr Builtin kBuiltins[] = {
     {"ternarize", BuiltinKind::Ternarize, Op::Ternarize, 2, 2},
     {"dequantize", BuiltinKind::Dequantize, Op::Dequantize, 1, 2},
     {"cast", BuiltinKind::Cast, Op::Cast, 1, 1},
+    {"grouped_matmul", BuiltinKind::GroupedMatMul, Op::TMatMul, 3, 4},
 };
 
 std::string plural(std::size_t n, std::string_view word) {
@@ -195,6 +201,31 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
       auto x = tensor_arg(e.args[0]);
       if (!x) return std::nullopt;
       return value_or_error(b_->create1(Op::Cast, {*x}, ir::CastAttrs{cast_to}, {}, at), e.pos, name);
+    }
+    case BuiltinKind::GroupedMatMul: {
+      // grouped_matmul(x, w, scale[, group]): x @ w with scale[g, n] applied to the sum over
+      // group g of K (group consecutive k; 256 by default, GGUF's TQ1_0/TQ2_0 block).
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      auto w = tensor_arg(e.args[1]);
+      if (!w) return std::nullopt;
+      auto scale = tensor_arg(e.args[2]);
+      if (!scale) return std::nullopt;
+      ir::TMatMulAttrs attrs;
+      attrs.w_scale = true;
+      attrs.group = kDefaultScaleGroup;
+      if (n == 4) {
+        auto g = number_arg(bi, e.args[3], "group", true);
+        if (!g) return std::nullopt;
+        // Checked on the literal's double value: a huge one must not be converted (UB).
+        if (!(g->value >= 1 && g->value <= static_cast<double>(kMaxScaleGroup))) {
+          error(e.args[3].pos, "'grouped_matmul' group must be in [1, " + std::to_string(kMaxScaleGroup) + "], got " +
+                                   g->text);
+          return std::nullopt;
+        }
+        attrs.group = static_cast<std::int64_t>(g->value);
+      }
+      return value_or_error(b_->create1(Op::TMatMul, {*x, *w, *scale}, attrs, {}, at), e.pos, name);
     }
   }
   return std::nullopt;

@@ -36,6 +36,7 @@ enum class BuiltinKind : std::uint8_t {
   Ternarize,   // ternarize(x, threshold)
   Dequantize,  // dequantize(q, scale) or dequantize(x) (identity on floats)
   Cast,        // cast<T>(x)
+  GroupedMatMul,  // grouped_matmul(x, w, scale[, group]): per-group weight scales
 };
 
 /// A built-in function of the DSL: name, lowering, IR op and argument counts.

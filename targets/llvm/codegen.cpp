@@ -132,6 +132,11 @@ class Gen {
   // Emits a loop i = 0..n-1 (n > 0) around body(i).
   template <class Body>
   void loop(std::int64_t n, Body body, bool no_unroll = false) {
+    loop_n(c64(n), body, no_unroll);
+  }
+  // The same with a run-time trip count n (> 0 when the loop is reached).
+  template <class Body>
+  void loop_n(llvm::Value* n, Body body, bool no_unroll = false) {
     llvm::Function* fn = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "loop", fn);
@@ -144,7 +149,7 @@ class Gen {
     body(static_cast<llvm::Value*>(i));
     llvm::Value* next = b_.CreateAdd(i, c64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
     i->addIncoming(next, b_.GetInsertBlock());
-    llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, c64(n)), head, exit);
+    llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, n), head, exit);
     if (loops_ != before || no_unroll) {
       // An outer loop: unrolling it only multiplies the vectorized inner loops (and the
       // compile time); the inner loops are where unrolling pays.
@@ -244,7 +249,9 @@ class Gen {
             llvm::Value* tmp) {
     switch (inst.op) {
       case Op::TMatMul:
-        if (f_.type_of(inst.operands[0]).elem == ElemKind::I8 && mc_.dot != Dot::Plain)
+        // A grouped w_scale takes the plain loops (per-group sums scaled in double).
+        if (f_.type_of(inst.operands[0]).elem == ElemKind::I8 && mc_.dot != Dot::Plain &&
+            std::get<ir::TMatMulAttrs>(inst.attrs).group == 0)
           return tmatmul_dot(inst, in, out[0], tmp);
         return tmatmul(inst, in, out[0]);
       case Op::Quantize: return quantize(inst, in[0], out[0], out[1]);
@@ -285,15 +292,23 @@ class Gen {
     std::vector<std::pair<Op, Operand2d>> epi;
     std::size_t next = 2;
     const std::pair<bool, Op> flags[] = {{a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add}, {a.residual, Op::Add}};
+    llvm::Value* gscale = nullptr;  // grouped w_scale f32[Gs, N], applied per group below
     for (const auto& [present, op] : flags)
       if (present) {
-        epi.push_back({op, view(out, inst.operands[next], in[next])});
+        if (a.group > 0 && next == (a.x_scale ? 3u : 2u)) gscale = in[next];
+        else epi.push_back({op, view(out, inst.operands[next], in[next])});
         ++next;
       }
     const auto act = ir::activation_op(a.act);
     llvm::Value* x = in[0];
     llvm::Value* w = in[1];  // the [N, Kp] panel
+    // Groups of k: one (the whole of K) without a grouped scale. Each group's sum (i32 or
+    // double) is scaled by its f32 scale and added in double in ascending group order,
+    // then rounded once: the interpreter's arithmetic, so this path is bit-exact.
+    const std::int64_t kg = a.group > 0 ? a.group : K;
+    const std::int64_t Gs = ir::grouped_scale_rows(K, kg);
     llvm::AllocaInst* acc = local(int8 ? i32() : f64(), "acc");
+    llvm::AllocaInst* total = local(f64(), "total");
     loop(M, [&](llvm::Value* r) {
       llvm::Value* xrow = gep(int8 ? i8() : f32(), x, b_.CreateMul(r, c64(K)));
       loop(N, [&](llvm::Value* j) {
@@ -301,20 +316,38 @@ class Gen {
         const std::int64_t G = group_;
         llvm::Value* wcol = gep(i8(), w, b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(j, c64(G)), c64(Kp * G)),
                                                       b_.CreateMul(b_.CreateURem(j, c64(G)), c64(4))));
-        b_.CreateStore(int8 ? static_cast<llvm::Value*>(b_.getInt32(0)) : cd(0.0), acc);
-        loop(K, [&](llvm::Value* p) {
-          llvm::Value* wv = ld(i8(), wcol, G == 1 ? p : b_.CreateAdd(b_.CreateMul(b_.CreateLShr(p, 2), c64(4 * G)),
-                                                                     b_.CreateAnd(p, c64(3))));
-          if (int8) {
-            llvm::Value* prod = b_.CreateMul(b_.CreateSExt(ld(i8(), xrow, p), i32()), b_.CreateSExt(wv, i32()));
-            b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i32(), acc), prod), acc);
-          } else {
-            llvm::Value* prod = b_.CreateFMul(b_.CreateFPExt(ld(f32(), xrow, p), f64()), b_.CreateSIToFP(wv, f64()));
-            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), acc), prod), acc);
-          }
-        });
-        llvm::Value* v = int8 ? b_.CreateSIToFP(b_.CreateLoad(i32(), acc), f32())
-                              : b_.CreateFPTrunc(b_.CreateLoad(f64(), acc), f32());
+        auto group_sum = [&](llvm::Value* lo, llvm::Value* len) {
+          b_.CreateStore(int8 ? static_cast<llvm::Value*>(b_.getInt32(0)) : cd(0.0), acc);
+          loop_n(len, [&](llvm::Value* i) {
+            llvm::Value* p = b_.CreateAdd(lo, i);
+            llvm::Value* wv = ld(i8(), wcol, G == 1 ? p : b_.CreateAdd(b_.CreateMul(b_.CreateLShr(p, 2), c64(4 * G)),
+                                                                       b_.CreateAnd(p, c64(3))));
+            if (int8) {
+              llvm::Value* prod = b_.CreateMul(b_.CreateSExt(ld(i8(), xrow, p), i32()), b_.CreateSExt(wv, i32()));
+              b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i32(), acc), prod), acc);
+            } else {
+              llvm::Value* prod = b_.CreateFMul(b_.CreateFPExt(ld(f32(), xrow, p), f64()), b_.CreateSIToFP(wv, f64()));
+              b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), acc), prod), acc);
+            }
+          });
+        };
+        llvm::Value* v = nullptr;
+        if (gscale == nullptr) {
+          group_sum(c64(0), c64(K));
+          v = int8 ? b_.CreateSIToFP(b_.CreateLoad(i32(), acc), f32()) : b_.CreateFPTrunc(b_.CreateLoad(f64(), acc), f32());
+        } else {
+          b_.CreateStore(cd(0.0), total);
+          loop(Gs, [&](llvm::Value* g) {
+            llvm::Value* lo = b_.CreateMul(g, c64(kg));
+            llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(b_.CreateAdd(lo, c64(kg)), c64(K)),
+                                              b_.CreateAdd(lo, c64(kg)), c64(K));
+            group_sum(lo, b_.CreateSub(hi, lo));
+            llvm::Value* p = int8 ? b_.CreateSIToFP(b_.CreateLoad(i32(), acc), f64()) : b_.CreateLoad(f64(), acc);
+            llvm::Value* sc = b_.CreateFPExt(ld(f32(), gscale, b_.CreateAdd(b_.CreateMul(g, c64(N)), j)), f64());
+            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), total), b_.CreateFMul(sc, p)), total);
+          });
+          v = b_.CreateFPTrunc(b_.CreateLoad(f64(), total), f32());
+        }
         for (const auto& [op, o] : epi) v = apply(op, v, at2d(o, r, j));
         if (act) v = apply(*act, v, nullptr);
         st(v, y, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
@@ -444,16 +477,21 @@ class Gen {
 
   void quantize(const ir::InstData& inst, llvm::Value* x, llvm::Value* q, llvm::Value* scales) {
     const auto [rows, cols] = rows_cols(ext(inst.operands[0]));
-    llvm::AllocaInst* amax = local(f32(), "amax");
+    // amax over the bit patterns of |x| (unsigned max: the float order for non-negative
+    // values, with NaN above inf, where a float max would skip NaN). A row holding a NaN
+    // or an inf (bits >= inf's) gets the scale NaN, as ir/quant.h absmax_int8_scale.
+    llvm::AllocaInst* amax = local(i32(), "amax");
     loop(rows, [&](llvm::Value* r) {
       llvm::Value* row = gep(f32(), x, b_.CreateMul(r, c64(cols)));
-      b_.CreateStore(cf(0.0f), amax);
+      b_.CreateStore(b_.getInt32(0), amax);
       if (cols > 0) loop(cols, [&](llvm::Value* c) {
-        llvm::Value* av = intr(llvm::Intrinsic::fabs, {ld(f32(), row, c)});
-        llvm::Value* m = b_.CreateLoad(f32(), amax);
-        b_.CreateStore(b_.CreateSelect(b_.CreateFCmpOGT(av, m), av, m), amax);
+        llvm::Value* av = b_.CreateBitCast(intr(llvm::Intrinsic::fabs, {ld(f32(), row, c)}), i32());
+        b_.CreateStore(intr(llvm::Intrinsic::umax, {av, b_.CreateLoad(i32(), amax)}), amax);
       });
-      llvm::Value* s = b_.CreateFDiv(b_.CreateLoad(f32(), amax), cf(127.0f));
+      llvm::Value* bits = b_.CreateLoad(i32(), amax);
+      llvm::Value* finite = b_.CreateICmpULT(bits, b_.getInt32(0x7F80'0000u));
+      llvm::Value* s = b_.CreateSelect(finite, b_.CreateFDiv(b_.CreateBitCast(bits, f32()), cf(127.0f)),
+                                       cf(std::numeric_limits<float>::quiet_NaN()));
       st(s, scales, r);
       if (cols > 0) loop(cols, [&](llvm::Value* c) {
         llvm::Value* rv = intr(llvm::Intrinsic::roundeven, {b_.CreateFDiv(ld(f32(), row, c), s)});

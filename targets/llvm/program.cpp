@@ -44,9 +44,12 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
     if (kind(inst.results[0]) != ElemKind::F32) return false;
     return std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return kind(v) == ElemKind::F32; });
   };
+  // A grouped tmatmul w_scale (f32[G, N]) is read by the accumulation, not broadcast.
+  const auto* mm = std::get_if<ir::TMatMulAttrs>(&inst.attrs);
+  const std::size_t grouped_at = mm != nullptr && mm->group > 0 ? (mm->x_scale ? 3 : 2) : 0;
   auto views_ok = [&](std::size_t first) {
     for (std::size_t k = first; k < inst.operands.size(); ++k)
-      if (!view2d(out, extents_of(f.type_of(inst.operands[k])))) return false;
+      if (k != grouped_at && !view2d(out, extents_of(f.type_of(inst.operands[k])))) return false;
     return true;
   };
   if (rt.static_numel().value_or(0) == 0) return unsupported("empty result");

@@ -373,11 +373,15 @@ class Builder {
     p.x_scale = a.x_scale;
     if (a.x_scale) ++next;
     p.w_scale = a.w_scale;
-    if (a.w_scale) p.w_scale_per_channel = f_.type_of(inst.operands[next++]).rank() == 1;
+    if (a.w_scale) p.w_scale_per_channel = a.group == 0 && f_.type_of(inst.operands[next++]).rank() == 1;
+    p.w_scale_group = a.group;
     p.bias = a.bias;
     p.residual = a.residual;
     p.relu = a.act == ir::Activation::Relu;
     if (p.M == 0 || p.K == 0 || p.N == 0) return lower_reference(i, inst);  // empty: nothing to generate
+    // Grouped scales are generated for i8 and f32 x (tmatmul_grouped.cpp); bf16/f16 x
+    // would round every group's partial result to its kind.
+    if (p.w_scale_group > 0 && p.x_kind != ElemKind::I8 && p.x_kind != ElemKind::F32) return lower_reference(i, inst);
 
     // The configuration: given by the caller, else asked of the tuning source (the
     // space also reaches o_.spaces when the caller collects them), else the default.

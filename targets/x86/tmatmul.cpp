@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -111,6 +112,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   if (p.M > kMaxDim || p.K > kMaxDim || p.N > kMaxDim)
     return bad("tmatmul sizes must be at most " + std::to_string(kMaxDim));
   if (p.w_scale_per_channel && !p.w_scale) return bad("tmatmul: w_scale_per_channel set without w_scale");
+  if (p.w_scale_group < 0) return bad("tmatmul: w_scale_group must be >= 0");
+  if (p.w_scale_group > 0) return detail::validate_grouped(p, c);
   if (p.x_kind == ElemKind::I8) {
     if (p.out_kind != ElemKind::F32)
       return bad("tmatmul with i8 x must produce f32, not " + std::string(elem_name(p.out_kind)));
@@ -147,6 +150,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
 }
 
 TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
+  // A grouped problem runs one kernel per K group: configure for that kernel's problem.
+  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads);
   TMatMulConfig c;
   c.isa = isa;
   c.threads = std::max(1, threads);
@@ -190,12 +195,27 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
   return c;
 }
 
+PackedWeights aligned_copy(const PackedWeights& w) {
+  PackedWeights c;
+  c.signature = w.signature;
+  c.K = w.K;
+  c.N = w.N;
+  c.size = w.size;
+  for (const PackedWeights& part : w.parts) c.parts.push_back(aligned_copy(part));
+  if (!w.parts.empty()) return c;  // a grouped pack: the parts hold the weights
+  c.storage.resize(w.storage.size() - w.offset + 64);  // the data and any slack after it
+  c.offset = (64 - reinterpret_cast<std::uintptr_t>(c.storage.data()) % 64) % 64;
+  std::memcpy(c.storage.data() + c.offset, w.data(), w.storage.size() - w.offset);
+  return c;
+}
+
 Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProblem& problem,
                                                              const TMatMulConfig& config, bool allow_foreign_isa) {
   TERNJIT_TRY_VOID(validate(problem, config));
   if (!allow_foreign_isa && !host_isas().supports(config.isa))
     return make_error(ErrorCode::Unavailable,
                       "tmatmul: this CPU cannot run isa=" + std::string(isa_name(config.isa)));
+  if (problem.w_scale_group > 0) return detail::create_grouped(problem, config, allow_foreign_isa);
   switch (config.variant) {
     case TMatMulVariant::Dot:
     case TMatMulVariant::MaskDot: return detail::create_int8(problem, config);

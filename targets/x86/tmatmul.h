@@ -2,7 +2,8 @@
 // tmatmul.h - the fused ternary matmul as x86 machine code: problem, knobs, packing, run.
 //
 // y[m, n] = epilogue( sum_k x[m, k] * w[k, n] ) for m < M (all leading dims of x
-// flattened), n < N, with w in {-1, 0, +1}. Semantics are exactly the IR's `tmatmul`
+// flattened), n < N, with w in {-1, 0, +1} (with a grouped w_scale, each group's sum is
+// scaled before the groups are added: tmatmul_grouped.cpp). Semantics are exactly the IR's `tmatmul`
 // (ir/interpret.cpp): the i8 path accumulates exactly in int32 (wrapping), converts
 // to f32 once, then multiplies by x_scale[m], by w_scale (per tensor or per column),
 // adds bias[n], adds residual[m, n] - each an f32 operation in that order, no FMA
@@ -35,6 +36,9 @@ struct TMatMulProblem {
   bool x_scale = false;              ///< f32[M] (one per row)
   bool w_scale = false;
   bool w_scale_per_channel = false;  ///< with w_scale: f32[N], else f32[1]
+  /// > 0 (with w_scale, not per channel): w_scale is f32[ceil(K / group), N], row g scaling
+  /// the sum over k in [g * group, (g + 1) * group) (tmatmul_grouped.cpp; i8 or f32 x).
+  std::int64_t w_scale_group = 0;
   bool bias = false;                 ///< out_kind[N]
   bool residual = false;             ///< out_kind[M, N]
   bool relu = false;                 ///< apply relu last
@@ -79,9 +83,17 @@ struct PackedWeights {
   std::int64_t K = 0, N = 0;
   std::vector<std::uint8_t> storage;  ///< over-allocated; the data starts 64-byte aligned at offset
   std::size_t offset = 0;
-  std::size_t size = 0;               ///< bytes of packed data
+  std::size_t size = 0;               ///< bytes of packed data (with parts: theirs, summed)
+  /// A grouped kernel's packs, one per K group (each its group kernel's layout); the
+  /// storage above then holds no weights.
+  std::vector<PackedWeights> parts;
   [[nodiscard]] const std::uint8_t* data() const { return storage.data() + offset; }
 };
+
+/// A copy of `w` whose data starts 64-byte aligned in its own storage (a plain copy of
+/// the vector keeps the original's offset, which is only right at the original address);
+/// a grouped pack's parts are copied likewise. For benchmarks rotating weight copies.
+PackedWeights aligned_copy(const PackedWeights& w);
 
 /// The K*N ternary weights pack() reads, row-major: int8 values (pack checks that each
 /// is -1, 0 or 1) or 2-bit tern2 codes (ir::StoredTensor's t2 form), read where they are,

@@ -145,7 +145,8 @@ TMatMulBench::TMatMulBench(const TMatMulProblem& p, int threads, const TuningBen
   }
   s.x_scale.resize(M);
   for (float& v : s.x_scale) v = 0.01f + 0.001f * static_cast<float>(rng() % 100);
-  s.w_scale.resize(p.w_scale_per_channel ? N : 1);
+  s.w_scale.resize(p.w_scale_group > 0 ? static_cast<std::size_t>((p.K - 1) / p.w_scale_group + 1) * N
+                   : p.w_scale_per_channel ? N : 1);
   for (float& v : s.w_scale) v = 0.5f + 0.01f * static_cast<float>(rng() % 100);
   s.bias.resize(N * 2);  // out_kind[N]: f32 or a 2-byte kind; zero is exact in both
   std::fill(s.bias.begin(), s.bias.end(), 0.0f);
@@ -164,18 +165,7 @@ Result<std::unique_ptr<TuningRun>> TMatMulBench::prepare(std::string_view text) 
   out->bench = impl_.get();
   TERNJIT_TRY(out->kernel, TMatMulKernel::create(impl_->p, config));
   TERNJIT_TRY(PackedWeights first, out->kernel->pack(impl_->w));
-  for (std::size_t c = 1; c < impl_->copies; ++c) {
-    // A copy re-aligned to 64 bytes (a vector copy may move the alignment).
-    PackedWeights copy;
-    copy.signature = first.signature;
-    copy.K = first.K;
-    copy.N = first.N;
-    copy.size = first.size;
-    copy.storage.resize(first.size + 64);
-    copy.offset = (64 - reinterpret_cast<std::uintptr_t>(copy.storage.data()) % 64) % 64;
-    std::memcpy(copy.storage.data() + copy.offset, first.data(), first.size);
-    out->packs.push_back(std::move(copy));
-  }
+  for (std::size_t c = 1; c < impl_->copies; ++c) out->packs.push_back(aligned_copy(first));
   out->packs.push_back(std::move(first));
   return std::unique_ptr<TuningRun>(std::move(out));
 }

@@ -34,4 +34,12 @@ Result<std::unique_ptr<TMatMulKernel>> create_amx_emulated(const TMatMulProblem&
 Result<void> validate_float(const TMatMulProblem& problem, const TMatMulConfig& config);
 Result<std::unique_ptr<TMatMulKernel>> create_float(const TMatMulProblem& problem, const TMatMulConfig& config);
 
+// tmatmul_grouped.cpp: a grouped w_scale (problem.w_scale_group > 0) on any variant and Isa,
+// one kernel run of config's variant per K group.
+/// The problem of one full group's kernel (K = min(K, group), per-channel w_scale, residual).
+TMatMulProblem grouped_part_problem(const TMatMulProblem& problem);
+Result<void> validate_grouped(const TMatMulProblem& problem, const TMatMulConfig& config);
+Result<std::unique_ptr<TMatMulKernel>> create_grouped(const TMatMulProblem& problem, const TMatMulConfig& config,
+                                                      bool allow_foreign_isa);
+
 }  // namespace ternjit::targets::x86::detail

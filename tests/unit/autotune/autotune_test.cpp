@@ -315,6 +315,26 @@ TEST_CASE("real kernels: a halving search on the host measures valid configs and
   CHECK(!ev.prepare("not a config").ok());
 }
 
+TEST_CASE("real kernels: tuning a grouped-scale tmatmul (rotated weight copies keep their groups)") {
+  x86::TMatMulProblem p = small_problem(1);
+  p.K = 300;  // groups of 256 and 44
+  p.w_scale_per_channel = false;
+  p.w_scale_group = 256;
+  targets::TuningBenchOptions bo;
+  bo.rotate_bytes = 1 << 20;  // several copies of the packed weights
+  x86::TMatMulBench ev(p, 1, bo);
+  TuneOptions o;
+  o.strategy = Strategy::Halving;
+  o.budget_s = 5;
+  o.max_trials = 6;
+  o.measure.max_reps = 4;
+  const auto space = x86::tmatmul_tuning_space(p, host_isa(), 1);
+  auto r = tune(*space, ev, o);
+  REQUIRE(r.ok());
+  CHECK(r->failures.empty());
+  CHECK(x86::validate(p, *x86::TMatMulConfig::parse(r->winner)).ok());
+}
+
 TEST_CASE("records round-trip through the cache; decide: exact, nearest, default") {
   TempDir dir;
   cache::CacheOptions co;

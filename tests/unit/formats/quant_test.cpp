@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,12 +72,27 @@ TEST_CASE("quantize_int8: every q stays in [-127, 127] and NaN becomes 0") {
   CHECK(quantize_int8_value(5.0f, 0.0f) == 0);
   CHECK(quantize_int8_value(kInf, kInf) == 0);
 
-  const std::vector<float> x = {kNaN, 2.0f, -254.0f};
-  std::vector<std::int8_t> q(3);
-  std::vector<float> scales(1);
-  REQUIRE(quantize_int8_rows(x, 1, 3, q, scales).ok());
-  CHECK(scales[0] == 2.0f);  // NaN ignored for amax
-  CHECK(q == std::vector<std::int8_t>{0, 1, -127});
+  CHECK(quantize_int8_value(2.0f, kNaN) == 0);
+}
+
+TEST_CASE("quantize_int8: a NaN or an inf in a row makes that row's scale NaN and its values NaN") {
+  // Rows: a NaN, +inf, -inf, then a finite row that must be unaffected.
+  const std::vector<float> x = {kNaN, 2.0f, -254.0f, 1.0f, kInf, 3.0f, -kInf, 0.5f, 1.0f, 2.0f, -254.0f, 0.0f};
+  std::vector<std::int8_t> q(12, 99);
+  std::vector<float> scales(3);
+  REQUIRE(quantize_int8_rows(std::span(x).first(9), 3, 3, std::span(q).first(9), scales).ok());
+  for (float s : scales) CHECK(std::isnan(s));
+  for (std::size_t i = 0; i < 9; ++i) CHECK(q[i] == 0);
+  std::vector<float> fake(12);
+  REQUIRE(fake_quantize_int8_rows(x, 4, 3, fake).ok());
+  for (std::size_t i = 0; i < 9; ++i) CHECK(std::isnan(fake[i]));
+  // The finite row {2, -254, 0}: scale 2, q = {1, -127, 0}.
+  CHECK(fake[9] == 2.0f);
+  CHECK(fake[10] == -254.0f);
+  CHECK(fake[11] == 0.0f);
+  CHECK(std::isnan(absmax_int8_scale(std::vector<float>{1.0f, kNaN})));
+  CHECK(std::isnan(absmax_int8_scale(std::vector<float>{-kInf})));
+  CHECK(absmax_int8_scale(std::vector<float>{-254.0f, 1.0f}) == 2.0f);
 }
 
 TEST_CASE("quantize_int8: tiny amax whose scale underflows to zero") {

@@ -9,6 +9,7 @@
 
 #include "ir/builder.h"
 #include "ir/interpret.h"
+#include "ir/parse.h"
 #include "ir/verify.h"
 
 namespace ternjit::ir {
@@ -418,6 +419,54 @@ TEST_CASE("quantize returns i8 values and f32 per-row scales") {
   REQUIRE(r->size() == 2);
   expect_eq(T(I8, {2, 2}, {64, -127, 0, 0}), (*r)[0]);
   expect_eq(T(F32, {2, 1}, {2, 0}), (*r)[1]);
+}
+
+TEST_CASE("quantize of a row holding NaN or inf: scale NaN, values 0; quantize_int8 gives NaN rows") {
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  HostTensor x = T(F32, {4, 2}, {1, nan, inf, 2, -inf, 0, 127, -254});
+  auto r = run_op(Op::Quantize, {x});
+  REQUIRE(r.ok());
+  expect_eq(T(I8, {4, 2}, {0, 0, 0, 0, 0, 0, 64, -127}), (*r)[0]);
+  expect_eq(T(F32, {4, 1}, {nan, nan, nan, 2}), (*r)[1]);
+  expect_eq(T(F32, {4, 2}, {nan, nan, nan, nan, nan, nan, 128, -254}), run1(Op::QuantizeInt8, {x}));
+}
+
+TEST_CASE("tmatmul with a grouped w_scale scales each group's sum before adding the groups") {
+  // K = 5, group 2: groups {0, 1}, {2, 3}, {4} (partial); x = [1, 2, 3, 4, 5], w column 0
+  // all +1, column 1 alternating: sums per group [3, 7, 5] and [1 - 2, 3 - 4, 5] = [-1, -1, 5].
+  HostTensor x = T(I8, {1, 5}, {1, 2, 3, 4, 5});
+  HostTensor w = T(T2, {5, 2}, {1, 1, 1, -1, 1, 1, 1, -1, 1, 1});
+  HostTensor s = T(F32, {3, 2}, {0.5, 2, 0.25, 4, 2, -1});
+  TMatMulAttrs a;
+  a.w_scale = true;
+  a.group = 2;
+  // column 0: 3 * 0.5 + 7 * 0.25 + 5 * 2 = 13.25; column 1: -1 * 2 + -1 * 4 + 5 * -1 = -11.
+  expect_eq(T(F32, {1, 2}, {13.25, -11}), run1(Op::TMatMul, {x, w, s}, a));
+  // Then x_scale and bias, as after an ungrouped accumulation; float x the same way.
+  a.x_scale = a.bias = true;
+  expect_eq(T(F32, {1, 2}, {13.25 * 2 + 1, -11 * 2 + 1}),
+            run1(Op::TMatMul, {x, w, T(F32, {1, 1}, {2}), s, T(F32, {2}, {1, 1})}, a));
+  TMatMulAttrs f;
+  f.w_scale = true;
+  f.group = 2;
+  expect_eq(T(F32, {1, 2}, {13.25, -11}), run1(Op::TMatMul, {T(F32, {1, 5}, {1, 2, 3, 4, 5}), w, s}, f));
+  // Run unspecialized, K and G come from the arguments: a G that is not ceil(K / group)
+  // is an error of the run, not a crash.
+  auto m = parse_module(
+      "func @f<K, G>(%x: f32[1, K], %w: t2[K, 2], %s: f32[G, 2]) -> f32[1, 2] {\n^entry:\n"
+      "  %y = tmatmul %x, %w, %s {x_scale = false, w_scale = true, group = 2, bias = false, residual = false, "
+      "act = none} : f32[1, 2]\n  ret %y\n}\n",
+      "g.tir");
+  REQUIRE(m.ok());
+  const std::vector<HostTensor> args{T(F32, {1, 5}, {1, 2, 3, 4, 5}), w, T(F32, {2, 2}, {1, 1, 1, 1})};
+  auto bad = interpret(*m, "f", args, ParamValues{});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("'tmatmul' grouped w_scale needs 3 rows (ceil(5 / 2)) of 2, got f32[2, 2]") !=
+        std::string::npos);
+  // One group covering all of K (group >= K) is a per-channel scale.
+  f.group = 8;
+  expect_eq(T(F32, {1, 2}, {15 * 0.5, 3 * 2}),
+            run1(Op::TMatMul, {T(F32, {1, 5}, {1, 2, 3, 4, 5}), w, T(F32, {1, 2}, {0.5, 2})}, f));
 }
 
 TEST_CASE("tquantize returns t2 values and one f32 scale") {
