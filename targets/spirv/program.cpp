@@ -220,7 +220,7 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
 // ------------------------------------------------------------------ row-wise ops
 
 // quantize (f32 -> i8 + f32 row scale) and quantize_int8 (f32 -> f32): one invocation
-// per row, the absmax scale of ir/quant.cpp, round half to even, clamp to +-127. The
+// per row, the absmax scale of ir/quant.cpp (NaN for a non-finite row), round half to even, clamp to +-127. The
 // int8 rows are written a word at a time; a word shared with a neighbouring row is
 // OR-ed atomically into the result the dispatch cleared first.
 std::string quantize_glsl(std::int64_t rows, std::int64_t k, bool fake) {
@@ -231,8 +231,12 @@ std::string quantize_glsl(std::int64_t rows, std::int64_t k, bool fake) {
   g += "int qv(float x, float s) {\n  if (s == 0.0) return 0;\n  precise float r = roundEven(x / s);\n"
        "  if (isnan(r)) return 0;\n  return int(clamp(r, -127.0, 127.0));\n}\n";
   g += "void main() {\n  uint r = linear_id();\n  if (r >= ROWS) return;\n  uint base = r * K;\n";
-  g += "  float amax = 0.0;\n  for (uint c = 0u; c < K; ++c) { float a = abs(b0[base + c]); if (a > amax) amax = a; }\n";
-  g += "  precise float s = amax / 127.0;\n";
+  // A row holding a NaN or an infinity gets the scale NaN (q = 0, every value NaN): the
+  // rule of ir/README.md "quantize_int8" that every target follows.
+  g += "  float amax = 0.0;\n  bool finite = true;\n";
+  g += "  for (uint c = 0u; c < K; ++c) {\n    float x = b0[base + c];\n"
+       "    if (isnan(x) || isinf(x)) finite = false;\n    float a = abs(x);\n    if (a > amax) amax = a;\n  }\n";
+  g += "  precise float s = finite ? amax / 127.0 : uintBitsToFloat(0x7fc00000u);\n";
   if (fake) {
     g += "  for (uint c = 0u; c < K; ++c) { precise float q = float(qv(b0[base + c], s)) * s; b1[base + c] = q; }\n}\n";
     return g;
