@@ -65,6 +65,33 @@ std::vector<EngineOptions> cpu_configs() {
   return available;
 }
 
+// Runs G.forward of a bound program at M = 1 and 3 on random x (poisoned outputs) and
+// checks x @ W against x @ deq^T (deq: ggml's dequantized [N, K] rows) in double, each
+// output within tol(n, sum|x|) of it.
+template <class Tol>
+void check_against_dequantized(Program& p, std::size_t K, std::size_t N, const std::vector<float>& deq,
+                               std::uint64_t seed, Tol tol) {
+  for (std::int64_t M : {1, 3}) {
+    std::vector<float> x = random_f32(M * static_cast<std::int64_t>(K), seed + static_cast<std::uint64_t>(M));
+    std::vector<float> y(static_cast<std::size_t>(M) * N, std::nanf(""));  // poisoned
+    std::vector<TensorView> in{view(x, {M, static_cast<std::int64_t>(K)})};
+    std::vector<TensorView> out{view(y, {M, static_cast<std::int64_t>(N)})};
+    auto r = p.run("G.forward", in, out);
+    REQUIRE_MESSAGE(r.ok(), message_of(r));
+    for (std::int64_t m = 0; m < M; ++m) {
+      for (std::size_t n = 0; n < N; ++n) {
+        double want = 0, mag = 0;
+        for (std::size_t k = 0; k < K; ++k) {
+          want += static_cast<double>(x[static_cast<std::size_t>(m) * K + k]) * deq[n * K + k];
+          mag += std::fabs(static_cast<double>(x[static_cast<std::size_t>(m) * K + k]));
+        }
+        const double got = y[static_cast<std::size_t>(m) * N + n];
+        REQUIRE_MESSAGE(std::fabs(got - want) <= tol(n, mag), "m " << m << " n " << n << ": " << got << " vs " << want);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("GGUF TQ1_0/TQ2_0 (v2 and v3): x @ W on every CPU target equals x @ (dequantized W)^T") {
@@ -97,28 +124,11 @@ TEST_CASE("GGUF TQ1_0/TQ2_0 (v2 and v3): x @ W on every CPU target equals x @ (d
         REQUIRE(p.ok());
         const auto bound = p->bind_file(path);
         REQUIRE_MESSAGE(bound.ok(), message_of(bound));
-        for (std::int64_t M : {1, 3}) {
-          std::vector<float> x = random_f32(M * static_cast<std::int64_t>(K), 5 + static_cast<std::uint64_t>(M));
-          std::vector<float> y(static_cast<std::size_t>(M) * N, std::nanf(""));  // poisoned
-          std::vector<TensorView> in{view(x, {M, static_cast<std::int64_t>(K)})};
-          std::vector<TensorView> out{view(y, {M, static_cast<std::int64_t>(N)})};
-          auto r = p->run("G.forward", in, out);
-          REQUIRE_MESSAGE(r.ok(), message_of(r));
-          for (std::int64_t m = 0; m < M; ++m) {
-            for (std::size_t n = 0; n < N; ++n) {
-              double want = 0, mag = 0;
-              for (std::size_t k = 0; k < K; ++k) {
-                want += static_cast<double>(x[static_cast<std::size_t>(m) * K + k]) * deq[n * K + k];
-                mag += std::fabs(static_cast<double>(x[static_cast<std::size_t>(m) * K + k]));
-              }
-              // Any f32 summation order of K products of x with -1/0/1 errs by at most
-              // (K - 1) u sum|x|, and the scale multiply by u |y|: (K + 1) u sum|x| |d|.
-              const double tol = static_cast<double>(K + 1) * std::ldexp(1.0, -24) * mag * scales[n * 2] + 1e-30;
-              const double got = y[static_cast<std::size_t>(m) * N + n];
-              REQUIRE_MESSAGE(std::fabs(got - want) <= tol, "m " << m << " n " << n << ": " << got << " vs " << want);
-            }
-          }
-        }
+        // Any f32 summation order of K products of x with -1/0/1 errs by at most
+        // (K - 1) u sum|x|, and the scale multiply by u |y|: (K + 1) u sum|x| |d|.
+        check_against_dequantized(*p, K, N, deq, 5, [&](std::size_t n, double mag) {
+          return static_cast<double>(K + 1) * std::ldexp(1.0, -24) * mag * scales[n * 2] + 1e-30;
+        });
       }
     }
   }
@@ -213,4 +223,52 @@ TEST_CASE("sized bind: a buffer shorter or longer than the format needs is refus
   CHECK(p.bind("BitLinear.gamma", view(gamma, {64}), WeightFormat::Plain, 256).ok());
   CHECK(message_of(p.bind("BitLinear.gamma", view(gamma, {64}), WeightFormat::Plain, 255)).find("needs 256 bytes") !=
         std::string::npos);
+}
+
+TEST_CASE("GGUF scales varying along K bind Tensor[G, N] and run as grouped_matmul on every CPU target") {
+  // ggml dequantizes block b of row n as d[n, b] * value; the layer consumes the block
+  // scales with grouped_matmul (group 256, the TQ block), so x @ W must equal
+  // x @ (dequantized W)^T within float rounding on every target.
+  constexpr const char* kGrouped =
+      "layer G {\n"
+      "    param w: TernaryTensor[K, N]\n"
+      "    param w_scale: Tensor[G, N]\n"
+      "    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {\n"
+      "        return grouped_matmul(x, w, w_scale)\n"
+      "    }\n"
+      "}\n";
+  TempDir dir;
+  const std::vector<EngineOptions> configs = cpu_configs();
+  for (formats::GgufTensorType type : {formats::GgufTensorType::TQ2_0, formats::GgufTensorType::TQ1_0}) {
+    const std::size_t K = 768, G = 3, N = 5;
+    std::vector<int> values(K * N);
+    const std::vector<std::int8_t> t2 = random_t2(static_cast<std::int64_t>(K * N), 77);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = t2[i];
+    std::vector<float> scales;  // row n, block b: distinct along K
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t b = 0; b < G; ++b) scales.push_back(0.01f * static_cast<float>(n + 1) * static_cast<float>(b + 2));
+    const formats::GgufTensor w = make_tq_tensor("G.w", type, K, N, values, scales);
+    const std::string path = (dir.path / (std::string(formats::gguf_type_name(type)) + ".gguf")).string();
+    REQUIRE(formats::write_gguf(path, {}, std::vector{w}).ok());
+    const std::vector<float> deq = formats::dequantize_gguf(w).value();
+    double smax = 0;
+    for (float s : scales) smax = std::max(smax, static_cast<double>(std::fabs(s)));
+
+    for (const EngineOptions& o : configs) {
+      CAPTURE(o.target);
+      CAPTURE(o.target_options);
+      CAPTURE(formats::gguf_type_name(type));
+      Engine engine = Engine::create(o).value();
+      auto p = engine.compile(kGrouped, "g.tri");
+      REQUIRE(p.ok());
+      const auto bound = p->bind_file(path);
+      REQUIRE_MESSAGE(bound.ok(), message_of(bound));
+      // Each group's f32 sum of x * (-1/0/1) errs by (K/G - 1) u sum|x_g|, its scale
+      // multiply and the G-term f32 sum of scaled groups add (G + 1) u: at most
+      // (K + G + 1) u sum|x| max|s| in any summation order.
+      check_against_dequantized(*p, K, N, deq, 9, [&](std::size_t, double mag) {
+        return static_cast<double>(K + G + 1) * std::ldexp(1.0, -24) * mag * smax + 1e-30;
+      });
+    }
+  }
 }
