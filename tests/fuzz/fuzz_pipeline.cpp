@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "formats/run_inputs.h"
 #include "ir/bind.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
@@ -81,12 +82,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ir::InterpretOptions options;
   options.max_steps = 20'000;
   options.max_elements = 1 << 16;
+  options.max_work = 1 << 24;  // a loop of large ops stops in well under the -timeout
   for (const ir::Function& f : before.functions()) {
-    ir::PrepareOptions po;
+    formats::PrepareOptions po;
     po.seed = size;
     const ir::ShapeBindings shapes = testing::small_shapes(before, f);
     if (!small_inputs(before, f, shapes)) continue;
-    auto inputs = ir::prepare_run(before, f, nullptr, nullptr, shapes, po);
+    auto inputs = formats::prepare_run(before, f, nullptr, nullptr, shapes, po);
     if (!inputs.ok()) continue;
     auto want = ir::interpret(before, f, inputs->args, inputs->params, options);
     if (!want.ok()) continue;
