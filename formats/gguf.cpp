@@ -472,12 +472,18 @@ Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view displa
                            : ir::SharedBytes::copy_of(data.span().subspan(begin, static_cast<std::size_t>(size)));
     ranges.emplace_back(t.offset, k);
   }
+  // Sorted by offset, each non-empty tensor is checked against the non-empty one before
+  // it that ends last (not merely its neighbour, which may be empty or end earlier).
   std::sort(ranges.begin(), ranges.end());
-  for (std::size_t r = 1; r < ranges.size(); ++r) {
-    const GgufTensor& prev = file.tensors[ranges[r - 1].second];
-    const GgufTensor& next = file.tensors[ranges[r].second];
-    if (!prev.bytes.empty() && !next.bytes.empty() && prev.offset + prev.bytes.size() > next.offset) {
-      return in.fail("tensor " + quoted(prev.name) + " and tensor " + quoted(next.name) + " overlap");
+  const GgufTensor* furthest = nullptr;
+  for (const auto& [offset, k] : ranges) {
+    const GgufTensor& next = file.tensors[k];
+    if (next.bytes.empty()) continue;
+    if (furthest != nullptr && furthest->offset + furthest->bytes.size() > next.offset) {
+      return in.fail("tensor " + quoted(furthest->name) + " and tensor " + quoted(next.name) + " overlap");
+    }
+    if (furthest == nullptr || next.offset + next.bytes.size() > furthest->offset + furthest->bytes.size()) {
+      furthest = &next;
     }
   }
   return file;

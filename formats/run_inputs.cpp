@@ -2,6 +2,7 @@
 // run_inputs.cpp - prepare_run: arguments and parameters of a run from safetensors files, shapes and seeds.
 #include "formats/run_inputs.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -112,7 +113,30 @@ std::set<std::string> params_used(const Module& m, const Function& f) {
   return used;
 }
 
+// Charges `what`'s allocation of `bytes` (nullopt: overflowed) to `used`, or an error
+// when it would pass the cap.
+Result<void> charge(std::optional<std::uint64_t> bytes, std::uint64_t& used, std::uint64_t cap,
+                    const std::string& what, const std::vector<std::int64_t>& shape) {
+  if (!bytes || *bytes > cap - std::min(cap, used))
+    return fail(what + " of shape " + index_str(shape) + " needs " +
+                (bytes ? std::to_string(*bytes) + " bytes" : std::string("more than 2^64 bytes")) +
+                (used != 0 ? ", which with the " + std::to_string(used) + " bytes of the tensors before it" : std::string(", which")) +
+                " is over the run's limit of " + std::to_string(cap) + " bytes");
+  used += *bytes;
+  return success();
+}
+
 }  // namespace
+
+std::optional<std::uint64_t> tensor_bytes(ElemKind kind, std::int64_t numel, int bytes_per_element) {
+  if (numel < 0) return std::nullopt;
+  const auto n = static_cast<std::uint64_t>(numel);
+  if (bytes_per_element == 0 && kind == ElemKind::T2) return n / 4 + (n % 4 != 0);
+  const auto size = static_cast<std::uint64_t>(bytes_per_element != 0 ? bytes_per_element : std::max(elem_bits(kind) / 8, 1));
+  std::uint64_t out = 0;
+  if (__builtin_mul_overflow(n, size, &out)) return std::nullopt;
+  return out;
+}
 
 Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* inputs,
                               const WeightFile* weights, const ShapeBindings& shapes,
@@ -154,12 +178,17 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
   }
 
   // Pass 2: materialize every argument and parameter.
+  std::uint64_t allocated = 0;  // bytes so far (PrepareOptions::max_bytes)
+  auto numel_of = [](const std::vector<std::int64_t>& shape) { return *ir::checked_numel(shape); };
   std::uint64_t salt = 0;
   for (ValueId a : f.args()) {
     const std::string& name = f.value(a).name;
     const std::string what = "input '" + name + "'";
     const StTensor* t = inputs ? inputs->find(name) : nullptr;
     TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
+    if (t || options.random_missing_inputs)
+      TERNJIT_TRY_VOID(charge(tensor_bytes(f.type_of(a).elem, numel_of(shape), sizeof(double)), allocated,
+                              options.max_bytes, what, shape));
     if (t) {
       TERNJIT_TRY(auto stored, convert_input(*inputs, *t, f.type_of(a).elem, shape, what));
       run.args.push_back(stored.to_host());
@@ -183,6 +212,7 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
       bound.insert(offer->name);
       if (p.type.elem == ElemKind::T2) ternary.insert(offer->name);
     } else if (options.random_missing_params) {
+      TERNJIT_TRY_VOID(charge(tensor_bytes(p.type.elem, numel_of(shape)), allocated, options.max_bytes, what, shape));
       run.params.values.insert_or_assign(
           p.name, ir::StoredTensor::random(p.type.elem, shape, ir::derive_seed(options.params_seed.value_or(options.seed), salt)));
     } else {

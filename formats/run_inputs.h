@@ -32,7 +32,18 @@ struct PrepareOptions {
   /// Most elements in one tensor: a larger (or overflowing) shape is an error, so a typo
   /// in a shape binding cannot exhaust memory.
   std::int64_t max_elements = std::int64_t{1} << 31;
+  /// Most bytes the prepared tensors may take together: 8 per element of every argument
+  /// (a HostTensor holds doubles) plus the stored bytes of every random parameter (data
+  /// from the files is shared or mapped, not counted). Checked before each allocation,
+  /// so shapes that pass max_elements but together exceed memory are an error naming the
+  /// tensor, not std::bad_alloc. `ternjit run` applies the same cap to the engine's
+  /// input and output buffers (tensor_bytes).
+  std::uint64_t max_bytes = std::uint64_t{4} << 30;
 };
+
+/// Bytes of `numel` elements of `kind` held as `bytes_per_element` (0: the kind's packed
+/// size, t2 2 bits), or nullopt when that overflows 64 bits.
+std::optional<std::uint64_t> tensor_bytes(ElemKind kind, std::int64_t numel, int bytes_per_element = 0);
 
 /// Prepares a run of `f` in `m`. Arguments come from `inputs` by argument name and
 /// parameters from the offers of `weights` ("Layer.p", or "p" for the run layer's own;
@@ -47,7 +58,8 @@ struct PrepareOptions {
 /// a mapped file, its mapping), not copied. Symbolic dims bind from `shapes`, then from the files' shapes;
 /// a conflict or an unbound dim of a random tensor is an error naming it. Missing
 /// tensors are drawn from `seed` unless the options forbid it. `inputs`/`weights`
-/// may be null. Errors are InvalidInput with a message naming the tensor.
+/// may be null. Errors are InvalidInput with a message naming the tensor, also when a
+/// tensor exceeds options.max_elements or the tensors together options.max_bytes.
 Result<RunInputs> prepare_run(const ir::Module& m, const ir::Function& f, const StFile* inputs,
                               const WeightFile* weights, const ir::ShapeBindings& shapes,
                               const PrepareOptions& options);

@@ -25,6 +25,11 @@ using nlohmann::json;
 // memory a hostile header can make us spend on JSON.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::string_view kMetadataKey = "__metadata__";
+// A safetensors header nests 3 levels (the header object, a tensor's object, its shape
+// array); the JSON library builds a heap node per level, so a hostile header of nested
+// brackets costs ~100 bytes of memory per byte of header. Deeper headers are rejected
+// before parsing (the margin keeps the precise messages for ill-typed fields).
+constexpr int kMaxHeaderDepth = 8;
 
 struct Dtype {
   std::string_view name;
@@ -150,6 +155,29 @@ class JsonErrorLocator final : public nlohmann::json_sax<json> {
  private:
   std::string message_;
 };
+
+// The deepest nesting of objects and arrays in the JSON text, counted up to `limit + 1`
+// in one pass over the bytes (brackets inside strings do not count). Exact for valid
+// JSON; what it says about invalid JSON does not matter, the parser rejects that.
+int json_depth(std::span<const std::uint8_t> text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const std::uint8_t c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 // A tensor entry once validated, before its bytes are copied.
 struct Entry {
@@ -344,6 +372,10 @@ Result<StFile> parse_safetensors(const ir::SharedBytes& image, std::string_view 
   }
   const std::uint8_t* header_begin = data.data() + 8;
   const std::uint8_t* header_end = header_begin + header_size;
+  if (json_depth({header_begin, header_end}, kMaxHeaderDepth) > kMaxHeaderDepth) {
+    return fail("header nests objects and arrays deeper than " + std::to_string(kMaxHeaderDepth) +
+                " levels (a safetensors header needs 3)");
+  }
   const json header = json::parse(header_begin, header_end, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) {
     JsonErrorLocator locator;

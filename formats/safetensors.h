@@ -57,7 +57,9 @@ std::string_view st_dtype_name(ElemKind kind);
 /// error (never a crash) whose message starts with "<display_name>: ", e.g.
 /// "w.st: tensor 'w': data_offsets [0, 12] hold 12 bytes, but dtype F32 and shape
 /// [2, 2] need 16". Rejected: fewer than 8 bytes; a header length over 100'000'000 or
-/// past the end; invalid JSON or a non-object header; a non-object entry; missing or
+/// past the end; objects and arrays nested deeper than 8 levels (checked before
+/// parsing, so a hostile header cannot make the JSON parser spend memory on them); invalid JSON or
+/// a non-object header; a non-object entry; missing or
 /// ill-typed dtype/shape/data_offsets; an unknown dtype; a negative or fractional dim;
 /// an element or byte count over 2^63 - 1; offsets out of the data buffer or begin >
 /// end; a byte length != product(shape) * element size; two tensors whose byte ranges

@@ -66,6 +66,7 @@ class Interpreter {
   const ParamValues& params_;
   const InterpretOptions& options_;
   std::uint64_t steps_ = 0;
+  std::uint64_t work_ = 0;  // InterpretOptions::max_work
 };
 
 Result<void> Interpreter::bind_dim(Frame& fr, SymbolId sym, std::int64_t extent, const std::string& source,
@@ -256,6 +257,18 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
                                     "the result of " + q(inst.op)));
     shapes.push_back(std::move(s));
   }
+  // The work of this instruction (InterpretOptions::max_work), counted before it runs.
+  // Each count is at most max_elements (2^28 by default) and K too, so nothing wraps.
+  std::uint64_t work = 0;
+  for (const HostTensor* t : ops) work += t->data.size();
+  for (const Extents& s : shapes) work += static_cast<std::uint64_t>(numel(s));
+  if ((inst.op == Op::MatMul || inst.op == Op::TMatMul) && !ops[0]->shape.empty() && !shapes.empty())
+    work += static_cast<std::uint64_t>(numel(shapes[0])) * static_cast<std::uint64_t>(ops[0]->shape.back());
+  work_ += work;
+  if (work_ > options_.max_work)
+    return fail_at(inst.loc, "execution exceeded the interpreter's work limit of " + std::to_string(options_.max_work) +
+                                 " element operations at " + q(inst.op) + " in @" + f.name() +
+                                 " (a long loop of large ops?)");
   auto kind = [&](std::size_t r = 0) { return f.type_of(inst.results.at(r)).elem; };
   auto axis_of = [&](const HostTensor& t) -> Result<std::size_t> {
     const auto& ax = std::get<AxisAttrs>(inst.attrs);

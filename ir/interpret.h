@@ -89,6 +89,14 @@ struct InterpretOptions {
   int max_call_depth = 64;
   /// Most elements in any one tensor the interpreter creates (about 2 GiB of doubles).
   std::int64_t max_elements = std::int64_t{1} << 28;
+  /// Most work in one interpret() call (all calls included), counted before each
+  /// instruction runs: the elements of its operands and results, plus M*N*K
+  /// multiply-adds for matmul and tmatmul (the element count of the result times the
+  /// contracted extent). Bounds a loop of large ops that max_steps alone would let run
+  /// for hours. The default, 2^34 (~1.7e10), is a few minutes of one core (the reference
+  /// matmul runs ~1e8 multiply-adds a second): e.g. ~62,000 iterations of a loop over a
+  /// 64x64 matmul, or one [512, 4096] x [4096, 4096] matmul twice over.
+  std::uint64_t max_work = std::uint64_t{1} << 34;
 };
 
 /// Runs `f` (a function of `m`) on `args` with parameter values `params` and returns
@@ -108,8 +116,9 @@ struct InterpretOptions {
 /// validate); a missing parameter value or one of the wrong kind or shape; a violated
 /// constraint; a symbol no argument or parameter binds but a shape needs; integer
 /// division by zero (naming the op and the element); reduce_max of an empty axis;
-/// a call to an unknown function (NotFound); more than options.max_steps instructions,
-/// calls nested deeper than options.max_call_depth, or a tensor larger than
+/// a call to an unknown function (NotFound); more than options.max_steps instructions or
+/// options.max_work work ("execution exceeded the interpreter's work limit of ... element
+/// operations"), calls nested deeper than options.max_call_depth, or a tensor larger than
 /// options.max_elements; malformed IR as listed above.
 /// Deterministic: the same inputs give bit-identical outputs.
 Result<std::vector<HostTensor>> interpret(const Module& m, const Function& f,

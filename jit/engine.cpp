@@ -64,6 +64,7 @@ class KeyBuilder {
 
  private:
   void append(const void* p, std::size_t n) {
+    if (n == 0) return;  // a scalar's empty shape: p may be null, which memcpy must not see
     if (heap_.empty() && size_ + n <= stack_.size()) {
       std::memcpy(stack_.data() + size_, p, n);
       size_ += n;

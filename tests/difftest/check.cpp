@@ -187,21 +187,31 @@ std::vector<Level> default_levels() {
   return out;
 }
 
+Reference reference_results(const ir::Module& m, std::span<const std::uint64_t> input_seeds) {
+  Reference ref;
+  for (std::uint64_t seed : input_seeds) {
+    ref.inputs.push_back(make_inputs(m, seed));
+    auto r = run_main(m, ref.inputs.back());
+    if (!r.ok()) {
+      ref.error = "input seed " + std::to_string(seed) + ": " + one_line(render(r.error()));
+      return ref;
+    }
+    ref.expected.push_back(std::move(r.value()));
+  }
+  return ref;
+}
+
 CheckReport check_module(const ir::Module& m, std::span<const Level> levels,
                          std::span<const std::uint64_t> input_seeds, const Tolerance& tol) {
   CheckReport rep;
   const std::vector<double> bounds = output_bounds(m);
-  std::vector<Inputs> inputs;
-  std::vector<std::vector<ir::HostTensor>> expected;
-  for (std::uint64_t seed : input_seeds) {
-    inputs.push_back(make_inputs(m, seed));
-    auto r = run_main(m, inputs.back());
-    if (!r.ok()) {
-      rep.original_error = "input seed " + std::to_string(seed) + ": " + one_line(render(r.error()));
-      return rep;
-    }
-    expected.push_back(std::move(r.value()));
+  Reference ref = reference_results(m, input_seeds);
+  if (!ref.error.empty()) {
+    rep.original_error = ref.error;
+    return rep;
   }
+  const std::vector<Inputs>& inputs = ref.inputs;
+  const std::vector<std::vector<ir::HostTensor>>& expected = ref.expected;
   const std::string original = ir::print_module(m);
   // Levels often produce the same module: compare each distinct text once.
   std::map<std::string, std::vector<std::optional<std::string>>> seen;
@@ -236,20 +246,24 @@ CheckReport check_module(const ir::Module& m, std::span<const Level> levels,
 
 ir::Module minimize(const ir::Module& m, const Level& level, std::span<const std::uint64_t> input_seeds,
                     const Tolerance& tol) {
+  if (!still_fails(m, level, input_seeds, tol)) return m;
+  return minimize_with(m, [&](const ir::Module& c) { return still_fails(c, level, input_seeds, tol); });
+}
+
+ir::Module minimize_with(const ir::Module& m, const std::function<bool(const ir::Module&)>& fails) {
   ir::Module cur = m;
-  if (!still_fails(cur, level, input_seeds, tol)) return cur;
   for (bool progress = true; progress;) {
     progress = false;
     for (std::size_t j = cur.find_function(kMainFunction)->result_types().size(); j-- > 0;) {
       auto c = drop_result(cur, j);
-      if (c && still_fails(*c, level, input_seeds, tol)) cur = std::move(*c), progress = true;
+      if (c && fails(*c)) cur = std::move(*c), progress = true;
     }
     // Later instructions first: dropping a use early makes its operands dead too.
     for (std::size_t n = count_insts(cur); n-- > 0;) {
       if (n >= count_insts(cur)) continue;
       for (std::size_t side = 0; side < 2; ++side) {
         auto c = drop_inst(cur, n, side);
-        if (c && still_fails(*c, level, input_seeds, tol)) {
+        if (c && fails(*c)) {
           cur = std::move(*c);
           progress = true;
           break;
@@ -258,7 +272,7 @@ ir::Module minimize(const ir::Module& m, const Level& level, std::span<const std
     }
   }
   // Unused arguments last: dropping them changes the other arguments' values.
-  if (auto c = normalize(cur, true); c && still_fails(*c, level, input_seeds, tol)) cur = std::move(*c);
+  if (auto c = normalize(cur, true); c && fails(*c)) cur = std::move(*c);
   return cur;
 }
 

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/ir.h"
 #include "passes/pipeline.h"
+#include "tests/difftest/gen.h"
 
 namespace ternjit::difftest {
 
@@ -60,6 +62,15 @@ struct CheckReport {
   std::string original_error;      ///< non-empty when the original module failed to run
 };
 
+/// The inputs make_inputs(m, seed) of each seed and the interpreter's results of @main
+/// on them, or `error` (the original program does not run: "input seed 2: ...").
+struct Reference {
+  std::vector<Inputs> inputs;                         ///< one per seed
+  std::vector<std::vector<ir::HostTensor>> expected;  ///< one per seed
+  std::string error;                                  ///< non-empty when a run failed
+};
+Reference reference_results(const ir::Module& m, std::span<const std::uint64_t> input_seeds);
+
 /// Compares `m` with its optimization by each level, on inputs make_inputs(m, seed) for
 /// every seed. A verifier failure after a pass aborts (passes::run_pipeline).
 CheckReport check_module(const ir::Module& m, std::span<const Level> levels,
@@ -70,5 +81,9 @@ CheckReport check_module(const ir::Module& m, std::span<const Level> levels,
 /// then removes what became unused. Returns the smallest failing module found (or `m`).
 ir::Module minimize(const ir::Module& m, const Level& level, std::span<const std::uint64_t> input_seeds,
                     const Tolerance& tol = {});
+
+/// The shrinking of minimize() under any test: `fails(candidate)` says whether a
+/// candidate module still fails. Precondition: fails(m).
+ir::Module minimize_with(const ir::Module& m, const std::function<bool(const ir::Module&)>& fails);
 
 }  // namespace ternjit::difftest

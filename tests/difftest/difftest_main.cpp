@@ -2,13 +2,17 @@
 // difftest_main.cpp - the `difftest` tool: random programs, every level, interpreter before/after.
 //
 //   difftest [--programs N] [--seed S] [--inputs K] [--levels O1,O2] [--passes a,b]
-//            [--file F.tir] [--minimize] [--free-quant] [--max-reports R] [--print] [--verbose]
+//            [--target T[,T...]|all] [--file F.tir]... [--minimize] [--free-quant]
+//            [--max-reports R] [--print] [--verbose]
 //
 // Program i has seed S + i and is checked on input seeds 1..K against each level's
-// pipeline (or one custom --passes list). A failure prints the program seed, the level,
-// the input seed, the first mismatch and the program's IR (minimized with --minimize).
-// Exit status: 0 when every run agrees, 1 otherwise. The last line is always
-// `difftest: N programs, M runs passed, K failed`.
+// pipeline (or one custom --passes list). With --target, each program is instead compiled
+// and run by the engine of each named target configuration (tests/difftest/targets.h:
+// "x86" is every ISA cap this CPU runs, "x86/avx2" one of them, "llvm", "all" every
+// available one) and compared with the interpreter. A failure prints the program seed,
+// the level or target, the input seed, the first mismatch and the program's IR
+// (minimized with --minimize). Exit status: 0 when every run agrees, 1 otherwise. The
+// last line is always `difftest: N programs, M runs passed, K failed`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -20,6 +24,7 @@
 #include "passes/pipeline.h"
 #include "tests/difftest/check.h"
 #include "tests/difftest/gen.h"
+#include "tests/difftest/targets.h"
 
 namespace {
 
@@ -39,7 +44,8 @@ int main(int argc, char** argv) {
   int inputs = 3;
   std::string levels_text = "O0,O1,O2,O3";
   std::string passes_text;
-  std::string file;
+  std::vector<std::string> files;
+  std::string target_text;
   bool minimize = false;
   bool free_quant = false;
   int max_reports = 3;
@@ -48,10 +54,14 @@ int main(int argc, char** argv) {
   difftest::Tolerance tol;
   app.add_option("--programs", programs, "number of random programs (default 2000)");
   app.add_option("--seed", seed, "seed of the first program; program i has seed + i (default 1)");
-  app.add_option("--inputs", inputs, "random input sets per program: input seeds 1..K (default 3)");
+  auto* inputs_opt =
+      app.add_option("--inputs", inputs, "random input sets per program: input seeds 1..K (default 3; 1 with --target)");
   app.add_option("--levels", levels_text, "comma-separated levels to check (default O0,O1,O2,O3)");
   app.add_option("--passes", passes_text, "check this comma-separated pass list instead of the levels");
-  app.add_option("--file", file, "check this .tir module (with a @main) instead of random programs");
+  app.add_option("--file", files, "check these .tir modules (each with a @main) instead of random programs");
+  app.add_option("--target", target_text,
+                 "compare these targets with the interpreter instead of the pass levels: comma-separated "
+                 "configurations (x86, x86/avx2, llvm, ...) or all");
   app.add_flag("--minimize", minimize, "shrink each failing program before printing it");
   app.add_flag("--free-quant", free_quant,
                "let quantizers read any value (may report legitimate rounding-boundary flips)");
@@ -77,11 +87,12 @@ int main(int argc, char** argv) {
                                        passes::default_pipeline(*l, passes::TargetInfo{})});
     }
   }
+  if (!target_text.empty() && inputs_opt->count() == 0) inputs = 1;  // a compile per program and input
   std::vector<std::uint64_t> input_seeds;
   for (int i = 1; i <= inputs; ++i) input_seeds.push_back(static_cast<std::uint64_t>(i));
 
-  std::optional<ir::Module> from_file;
-  if (!file.empty()) {
+  std::vector<ir::Module> from_files;
+  for (const std::string& file : files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return fail_usage("cannot read " + file);
     std::stringstream text;
@@ -89,19 +100,37 @@ int main(int argc, char** argv) {
     auto m = ir::parse_module(text.str(), file);
     if (!m.ok()) return fail_usage(render(m.error()));
     if (!m->find_function(difftest::kMainFunction)) return fail_usage(file + " has no @main");
-    from_file = std::move(m.value());
-    programs = 1;
+    from_files.push_back(std::move(m.value()));
+  }
+  if (!files.empty()) programs = static_cast<int>(files.size());
+
+  std::vector<difftest::TargetConfig> targets;
+  if (!target_text.empty()) {
+    std::vector<std::string> skipped;
+    const std::vector<difftest::TargetConfig> all = difftest::available_targets(&skipped);
+    for (const std::string& s : skipped) std::printf("difftest: not available here: %s\n", s.c_str());
+    if (target_text == "all") {
+      targets = all;
+    } else {
+      auto chosen = difftest::select_targets(all, target_text);
+      if (!chosen.ok()) return fail_usage(chosen.error().message);
+      targets = std::move(chosen.value());
+    }
+    std::string names;
+    for (const difftest::TargetConfig& t : targets) names += (names.empty() ? "" : ", ") + t.name;
+    std::printf("difftest: targets %s\n", names.empty() ? "(none available)" : names.c_str());
   }
 
-  difftest::GenOptions gen;
+  difftest::GenOptions gen = target_text.empty() ? difftest::GenOptions{} : difftest::target_gen_options();
   gen.strict_quant = !free_quant;
   int passed = 0, failed = 0, reports = 0;
   for (int i = 0; i < programs; ++i) {
     std::uint64_t pseed = seed + static_cast<std::uint64_t>(i);
     if (verbose) std::fprintf(stderr, "difftest: program seed %llu\n", static_cast<unsigned long long>(pseed));
-    ir::Module m = from_file ? *from_file : difftest::generate_program(pseed, gen);
-    difftest::CheckReport rep = difftest::check_module(m, levels, input_seeds, tol);
-    if (print) {
+    ir::Module m = !from_files.empty() ? from_files[static_cast<std::size_t>(i)] : difftest::generate_program(pseed, gen);
+    difftest::CheckReport rep = target_text.empty() ? difftest::check_module(m, levels, input_seeds, tol)
+                                                    : difftest::check_targets(m, targets, input_seeds);
+    if (print && target_text.empty()) {
       std::printf("--- program seed %llu\n%s", static_cast<unsigned long long>(pseed), ir::print_module(m).c_str());
       for (const difftest::Level& l : levels) {
         ir::Module opt = m;
@@ -109,7 +138,7 @@ int main(int argc, char** argv) {
           std::printf("--- %s\n%s", l.name.c_str(), ir::print_module(opt).c_str());
       }
     }
-    std::string what = from_file ? file : "program seed " + std::to_string(pseed);
+    std::string what = !files.empty() ? files[static_cast<std::size_t>(i)] : "program seed " + std::to_string(pseed);
     if (!rep.original_error.empty()) {
       // The generator must only build programs the interpreter runs.
       ++failed;
@@ -127,6 +156,19 @@ int main(int argc, char** argv) {
     if (reports++ >= max_reports) continue;
     const difftest::Failure& first = rep.failures.front();
     std::printf("--- original (%s)\n%s", what.c_str(), ir::print_module(m).c_str());
+    if (!target_text.empty()) {
+      if (minimize) {
+        const difftest::TargetConfig* target = nullptr;
+        for (const difftest::TargetConfig& t : targets)
+          if (t.name == first.level) target = &t;
+        ir::Module small = difftest::minimize_on_target(m, *target, input_seeds);
+        difftest::CheckReport again = difftest::check_targets(small, std::span(target, 1), input_seeds);
+        std::printf("--- minimized (%s: %s)\n%s", first.level.c_str(),
+                    again.failures.empty() ? "passes?" : again.failures.front().message.c_str(),
+                    ir::print_module(small).c_str());
+      }
+      continue;
+    }
     std::printf("--- optimized (%s)\n%s", first.level.c_str(), first.optimized_ir.c_str());
     if (minimize) {
       const difftest::Level* level = nullptr;

@@ -153,7 +153,7 @@ class FuncGen {
     int branch_at = rng_.chance(0.15) ? rng_.below(steps) : -1;
     int call_at = helper_ ? rng_.below(steps) : -1;
     for (int s = 0; s < steps; ++s) {
-      if (s == branch_at) diamond();
+      if (s == branch_at && sh_.opt.control_flow) diamond();
       if (s == call_at) call_helper();
       step();
     }
@@ -171,7 +171,7 @@ class FuncGen {
     int steps = rng_.range(1, 5);
     int branch_at = rng_.chance(0.3) ? rng_.below(steps) : -1;  // the inliner splits blocks
     for (int s = 0; s < steps; ++s) {
-      if (s == branch_at) diamond();
+      if (s == branch_at && sh_.opt.control_flow) diamond();
       step();
     }
     std::vector<Val> outs = {pool_.back()};
@@ -281,7 +281,7 @@ class FuncGen {
     return c[static_cast<std::size_t>(rng_.below(static_cast<int>(c.size())))];
   }
 
-  bool quant_ok(const Val& v) const { return !sh_.opt.strict_quant || v.depth <= 1; }
+  bool quant_ok(const Val& v) const { return !sh_.opt.strict_quant || v.depth <= (sh_.opt.exact_quant ? 0 : 1); }
 
   // A float value of rank >= min_rank (a new argument when the pool has none). With
   // `quant` it may feed a quantizer; `last_static` asks for a static last dim.
@@ -736,7 +736,8 @@ class FuncGen {
     std::int64_t rows = numel_bound(xt) / std::max<std::int64_t>(k, 1);
     std::int64_t n = out_width(rows);
     if (rng_.chance(0.2) && rows * k <= sh_.opt.max_elements) n = k;  // lets a residual add fit
-    Val h = rng_.chance(0.8) ? rmsnorm_of(x) : x;
+    // rmsnorm rounds: with exact_quant its result cannot feed the quantizer.
+    Val h = rng_.chance(0.8) && !(sh_.opt.strict_quant && sh_.opt.exact_quant) ? rmsnorm_of(x) : x;
     const bool integer = rng_.chance(0.3);
     const bool half = !integer && rng_.chance(0.1);  // the product and epilogue in f16
     auto [w, wscale] = ternary_weight(k, n, integer);
@@ -848,7 +849,8 @@ class FuncGen {
       q = make(Op::Quantize, {x.id})[0];
     } else {
       Val x = need_float(1, true, true);
-      ValueId s = x.depth == 0 || !sh_.opt.strict_quant ? make1(Op::Mul, {x.id, scalar(100)}) : x.id;
+      const bool scale = !sh_.opt.strict_quant || (x.depth == 0 && !sh_.opt.exact_quant);
+      ValueId s = scale ? make1(Op::Mul, {x.id, scalar(100)}) : x.id;
       q = make1(Op::Cast, {s}, ir::CastAttrs{ElemKind::I8});
     }
     const Type qt = type(q);

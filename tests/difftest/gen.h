@@ -41,7 +41,23 @@ struct GenOptions {
   /// flip a quantizer's rounding boundary, which is no bug. Off: quantizers anywhere, to
   /// hunt for such flips by hand.
   bool strict_quant = true;
+  /// With strict_quant: quantizers only read values computed without any rounding op
+  /// (arguments, parameters, exact ops), for comparing targets with the interpreter: a
+  /// target may round any float op differently by an ulp (f32 instead of double, another
+  /// summation order), which can flip a quantizer's step (tests/difftest/targets.h).
+  bool exact_quant = false;
+  /// Whether functions may branch (diamonds of blocks). Off for the compiled targets,
+  /// which take single-block functions only (the engine's pipeline keeps a cond_br).
+  bool control_flow = true;
 };
+
+/// The options of the differential test across targets (exact_quant on, control_flow off).
+inline GenOptions target_gen_options() {
+  GenOptions o;
+  o.exact_quant = true;
+  o.control_flow = false;
+  return o;
+}
 
 /// Name of the function the checker runs.
 inline constexpr std::string_view kMainFunction = "main";

@@ -83,6 +83,17 @@ expect_fail "missing file" "cannot read 'missing.tri'" "$bin" check missing.tri
 expect_fail "unknown target" "unknown target 'nope'" "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target nope
 "$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --seed 7 --target reference >e.txt && cmp -s a.txt e.txt
 check "--target reference gives the same numbers as auto" $?
+# Issue 19 item 6: huge shapes are errors with exit 1, checked before anything is allocated.
+expect_fail "shape product past the element limit" "input 'x' of shape \[4294967296, 4294967296\] has more than 2147483648 elements" \
+  "$bin" run two.tri --layer Lin --shape M=4294967296,K=4294967296,N=16
+expect_fail "shape past the element limit" "input 'x' of shape \[1099511627776, 4\] has more than" \
+  "$bin" run two.tri --layer Lin --shape M=1099511627776,K=4,N=16
+expect_fail "shapes past the byte cap" "input 'x' of shape \[1073741824, 1\] needs 8589934592 bytes, which is over the run's limit" \
+  "$bin" run two.tri --layer Lin --shape M=1073741824,K=1,N=1
+h='{"x":{"dtype":"F32","shape":[0,4611686018427387905],"data_offsets":[0,0]}}'
+printf "$(printf '\\x%02x' "${#h}")\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$h" >zero_rows.safetensors
+expect_fail "an empty input with a huge dim" "parameter 'Lin.w' of shape \[4611686018427387905, 2\] has more than" \
+  "$bin" run two.tri --layer Lin --input zero_rows.safetensors --shape N=2
 expect_fail "bad --shape" "bad shape binding" "$bin" run two.tri --layer Lin --shape M=-1
 
 # --version names the version, the build and the targets.

@@ -82,6 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ir::InterpretOptions options;
   options.max_steps = 20'000;
   options.max_elements = 1 << 16;
+  options.max_work = 1 << 24;  // a loop of large ops stops in well under the -timeout
   for (const ir::Function& f : before.functions()) {
     formats::PrepareOptions po;
     po.seed = size;

@@ -18,19 +18,22 @@ jobs="${JOBS:-2}"
 seed="${FUZZ_SEED:-0}"
 
 command -v clang++-19 >/dev/null || { echo "fuzz: clang++-19 not found (tools/setup installs it)" >&2; exit 1; }
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+launcher=$(command -v ccache || true)
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} >/dev/null
 cmake --build "$build" -j "$jobs"
 
 status=0
-for h in dsl ir pipeline cache; do
+for h in dsl ir pipeline cache safetensors ternary gguf; do
   case "$h" in
     dsl) dict="$here/dsl.dict" ;;
     ir | pipeline) dict="$here/ir.dict" ;;
-    cache) dict="$here/cache.dict" ;;
+    cache | safetensors | gguf) dict="$here/$h.dict" ;;
+    *) dict="" ;;
   esac
   bin="$build/fuzz_$h"
   log="$build/fuzz_$h.log"
-  mapfile -t regressions < <(find "$here/regressions/$h" -type f | sort)
+  mapfile -t regressions < <(find "$here/regressions/$h" -type f 2>/dev/null | sort)
   if [ ${#regressions[@]} -gt 0 ] &&
     ! "$bin" -rss_limit_mb=2048 -timeout=60 "${regressions[@]}" >"$build/regressions_$h.log" 2>&1; then
     echo "fuzz_$h: a regression input fails (see $build/regressions_$h.log)"
@@ -38,7 +41,7 @@ for h in dsl ir pipeline cache; do
     status=1
   fi
   mkdir -p "$build/corpus/$h"
-  if ! "$bin" -seed="$seed" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -dict="$dict" \
+  if ! "$bin" -seed="$seed" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 ${dict:+-dict="$dict"} \
     -print_final_stats=1 -artifact_prefix="$build/crash-$h-" "$build/corpus/$h" "$here/corpus/$h" >"$log" 2>&1; then
     echo "fuzz_$h: FAILED (see $log)"
     grep -A25 -m1 -E "ERROR|finding|runtime error|Test unit written" "$log" || tail -25 "$log"

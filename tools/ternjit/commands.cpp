@@ -110,18 +110,35 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, con
     const TensorView view{const_cast<std::uint8_t*>(t.bytes().data()), ternary ? ElemKind::U8 : t.kind(), t.shape()};
     TERNJIT_TRY_VOID(program.bind(name, view, ternary ? WeightFormat::Tern2 : WeightFormat::Plain));
   }
+  // The engine's buffers stay within the cap of prepare_run (PrepareOptions::max_bytes),
+  // checked before each allocation: output shapes come from user-given extents.
+  const std::uint64_t cap = formats::PrepareOptions{}.max_bytes;
+  std::uint64_t used = 0;
+  auto reserve = [&](ElemKind kind, const std::vector<std::int64_t>& shape, const std::string& what) -> Result<std::size_t> {
+    const auto numel = ir::checked_numel(shape);
+    const auto bytes = numel ? formats::tensor_bytes(kind, *numel, std::max(elem_bits(kind) / 8, 1)) : std::nullopt;
+    if (!bytes || *bytes > cap - std::min(cap, used))
+      return make_error(ErrorCode::InvalidInput, what + " " + ir::index_str(shape) + " needs " +
+                                                     (bytes ? std::to_string(*bytes) : std::string("more than 2^64")) +
+                                                     " bytes, over the run's limit of " + std::to_string(cap) +
+                                                     " bytes for all its tensors");
+    used += *bytes;
+    return static_cast<std::size_t>(*bytes);
+  };
   std::vector<std::vector<std::uint8_t>> arg_bytes;
   std::vector<TensorView> inputs;
-  for (const ir::HostTensor& t : prepared.args) arg_bytes.push_back(t.to_bytes());
+  for (const ir::HostTensor& t : prepared.args) {
+    TERNJIT_TRY_VOID(reserve(t.kind, t.shape, "an input of shape"));
+    arg_bytes.push_back(t.to_bytes());
+  }
   for (std::size_t i = 0; i < prepared.args.size(); ++i)
     inputs.push_back(TensorView{arg_bytes[i].data(), prepared.args[i].kind, prepared.args[i].shape});
   TERNJIT_TRY(const Kernel* kernel, program.kernel(fname, inputs));
   std::vector<std::vector<std::uint8_t>> out_bytes;
   std::vector<TensorView> outputs;
   for (const TensorView& spec : kernel->outputs()) {
-    std::size_t n = 1;
-    for (std::int64_t d : spec.shape) n *= static_cast<std::size_t>(d);
-    out_bytes.emplace_back(n * static_cast<std::size_t>(elem_bits(spec.kind) / 8));
+    TERNJIT_TRY(const std::size_t bytes, reserve(spec.kind, spec.shape, "the output of shape"));
+    out_bytes.emplace_back(bytes);
   }
   for (std::size_t i = 0; i < out_bytes.size(); ++i)
     outputs.push_back(TensorView{out_bytes[i].data(), kernel->outputs()[i].kind, kernel->outputs()[i].shape});

@@ -5,13 +5,19 @@
 // subcommands with their own --help and typed options without hand-written parsing.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <new>
+#include <stdexcept>
+
 #include "passes/passes.h"
 #include "tools/ternjit/commands.h"
 #include "tools/ternjit/cache_cmd.h"
 #include "tools/ternjit/compile_cmd.h"
 #include "tools/ternjit/tune_cmd.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int cli_main(int argc, char** argv) {
   using namespace ternjit::cli;
   CLI::App app{"ternjit - a JIT compiler for ternary-weight neural-network kernels"};
   app.require_subcommand(1);
@@ -114,4 +120,20 @@ int main(int argc, char** argv) {
   if (info->parsed()) return cmd_info(info_json);
   if (inspect->parsed()) return cmd_inspect(inspect_file, inspect_json, inspect_map);
   return 2;
+}
+
+}  // namespace
+
+// Sizes from the user are checked before anything is allocated; should memory run out
+// anyway (a limit of the machine, not of ternjit), the command fails with a message
+// and exit 1 instead of an uncaught exception's abort.
+int main(int argc, char** argv) {
+  try {
+    return cli_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("error: out of memory (the machine could not provide the memory this command needs)\n", stderr);
+  } catch (const std::length_error& e) {
+    std::fprintf(stderr, "error: a size is too large to allocate (%s)\n", e.what());
+  }
+  return 1;
 }

@@ -162,3 +162,34 @@ TEST_CASE("BitLinear: a shape too large or overflowing is an error, not a crash"
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().message == "input 'x' of shape [4611686018427387904, 4] has more than 9223372036854775807 elements");
 }
+
+TEST_CASE("BitLinear: tensors within the element limit but together past the byte cap are an error (issue 19 item 6)") {
+  // M=2^30, K=1: 2^30 elements pass max_elements (2^31), but the input as doubles needs
+  // 8 GiB, which threw std::bad_alloc (an abort in `ternjit run`) on smaller machines.
+  Module m = compile(kBitLinear);
+  const Function* f = m.find_function("BitLinear.forward");
+  auto shapes = parse_shape_list("M=1073741824,K=1,N=1");
+  REQUIRE(shapes.ok());
+  auto run = prepare_run(m, *f, nullptr, nullptr, *shapes, PrepareOptions{});
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().message ==
+        "input 'x' of shape [1073741824, 1] needs 8589934592 bytes, which is over the run's limit of 4294967296 bytes");
+  CHECK(PrepareOptions{}.max_bytes == std::uint64_t{4} << 30);
+  // The cap counts every tensor, in order: x [16, 64] as doubles (8192 bytes), gamma f32
+  // [64] (256), then w t2 [64, 64] (1024, 2 bits a value) is one byte too many.
+  PrepareOptions small;
+  small.max_bytes = 8192 + 256 + 1024 - 1;
+  shapes = parse_shape_list("M=16,K=64,N=64");
+  REQUIRE(shapes.ok());
+  run = prepare_run(m, *f, nullptr, nullptr, *shapes, small);
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().message == "parameter 'BitLinear.w' of shape [64, 64] needs 1024 bytes, which with the 8448 "
+                               "bytes of the tensors before it is over the run's limit of 9471 bytes");
+  small.max_bytes = 8192 + 256 + 1024 + 256;  // and w_scale f32 [64]: all fit exactly
+  CHECK(prepare_run(m, *f, nullptr, nullptr, *shapes, small).ok());
+  // tensor_bytes: element sizes, t2 packed 4 a byte, overflow.
+  CHECK(tensor_bytes(ElemKind::F32, 10) == 40u);
+  CHECK(tensor_bytes(ElemKind::T2, 9) == 3u);
+  CHECK(tensor_bytes(ElemKind::F32, 10, 8) == 80u);
+  CHECK_FALSE(tensor_bytes(ElemKind::F32, std::int64_t{1} << 62, 8).has_value());
+}

@@ -230,6 +230,20 @@ TEST_CASE("gguf: malformations") {
     REQUIRE(!r.ok());
     CHECK(has(r.error(), "overlap"));
   }
+  SUBCASE("overlapping tensors with an empty one between them (issue 19, seen writing fuzz_gguf)") {
+    // Sorted by offset: a [0, 64), e (empty, at 32), b [32, 64). Comparing neighbours
+    // only, a-e and e-b were skipped for the empty e and the overlap of a and b passed.
+    Bytes f;
+    f.u(0x46554747, 4).u(3, 4).u(3, 8).u(0, 8);
+    f.str("a").u(1, 4).u(16, 8).u(0, 4).u(0, 8);
+    f.str("e").u(1, 4).u(0, 8).u(0, 4).u(32, 8);
+    f.str("b").u(1, 4).u(8, 8).u(0, 4).u(32, 8);
+    f.pad_to(32);
+    for (int k = 0; k < 16; ++k) f.u(0, 4);
+    auto r = parse_gguf(owned(f.b), "o.gguf");
+    REQUIRE(!r.ok());
+    CHECK(has(r.error(), "tensor 'a' and tensor 'b' overlap"));
+  }
   SUBCASE("dims whose product overflows") {
     Bytes f;
     f.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8);

@@ -330,6 +330,23 @@ TEST_CASE("malformed: invalid JSON") {
   CHECK_FALSE(contains(header_error("{\"w\": " + std::string(1000, 'x') + "}"), "xxxx"));
 }
 
+TEST_CASE("malformed: deep nesting is rejected before the JSON parser builds it (issue 19 item 10)") {
+  // 10 MB of nested arrays in a metadata value made the parser build 5 million nodes
+  // (~900 MB); the depth check rejects it before parsing.
+  const std::size_t levels = 5'000'000;
+  const std::string deep = R"({"__metadata__": {"a": )" + std::string(levels, '[') + std::string(levels, ']') + "}}";
+  CHECK(header_error(deep) == "w.st: header nests objects and arrays deeper than 8 levels (a safetensors header needs 3)");
+  // Objects count as well; brackets inside strings do not.
+  CHECK(contains(header_error(std::string(9, '{') + std::string(9, '}')), "deeper than 8 levels"));
+  const std::string quoted = R"({"__metadata__": {"a": "[[[[[[[[[[\"{{{{{{{{{{"}})";
+  auto ok = parse_safetensors(image(quoted), "w.st");
+  REQUIRE(ok.ok());
+  CHECK(ok->metadata.at("a") == "[[[[[[[[[[\"{{{{{{{{{{");
+  // Eight levels are still parsed, and an ill-typed deep field keeps its precise message.
+  CHECK(header_error(R"({"w": {"dtype": "F32", "shape": [[[[[[1]]]]]], "data_offsets": [0, 4]}})") ==
+        "w.st: tensor 'w': shape dimension 0 is array, expected a non-negative integer");
+}
+
 TEST_CASE("malformed: header is not an object") {
   CHECK(header_error("[1, 2]") == "w.st: header is array, expected a JSON object");
   CHECK(header_error("42") == "w.st: header is 42, expected a JSON object");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ir/builder.h"
+#include "ir/parse.h"
 #include "ir/verify.h"
 
 namespace ternjit::ir {
@@ -219,6 +220,49 @@ TEST_CASE("multi-block function with cond_br and a loop carrying block arguments
   opts.max_steps = 1000;
   auto r = interpret(m, "tri", std::vector<HostTensor>{HostTensor::scalar(ElemKind::I32, -1)}, {}, opts);
   CHECK(error_of(r) == "execution exceeded 1000 instructions (an infinite loop?) in @tri");
+}
+
+TEST_CASE("a loop of large ops stops at the work limit, not hours later (issue 19 item 7)") {
+  // A matmul f32[64,64] under a constant-true cond_br: 262,144 multiply-adds per
+  // iteration, which 100 million instructions (max_steps) would let run for hours.
+  auto m = parse_module(R"(func @spin(%x: f32[64, 64]) -> f32[64, 64] {
+^entry:
+  br ^loop(%x)
+^loop(%a: f32[64, 64]):
+  %b = matmul %a, %x : f32[64, 64]
+  %c = const {value = 1} : bool[]
+  cond_br %c, ^loop(%b), ^done(%b)
+^done(%r: f32[64, 64]):
+  ret %r
+}
+)", "spin.tir");
+  REQUIRE(m.ok());
+  REQUIRE(verify_module(*m).empty());
+  const std::vector<HostTensor> args{HostTensor::zeros(ElemKind::F32, {64, 64})};
+  // Per iteration: matmul 2 * 4096 operand + 4096 result elements + 64^3 multiply-adds,
+  // const 1 result element, cond_br its 1 condition element (ret never runs).
+  const std::uint64_t per_iteration = 3 * 4096 + 64 * 64 * 64 + 1 + 1;
+  InterpretOptions opts;
+  opts.max_work = 10 * per_iteration;  // the matmul of the 11th iteration crosses it
+  auto r = interpret(*m, "spin", args, {}, opts);
+  CHECK(error_of(r) == "execution exceeded the interpreter's work limit of " + std::to_string(opts.max_work) +
+                           " element operations at 'matmul' in @spin (a long loop of large ops?)");
+  // The default budget is documented (interpret.h) and bounds the loop: 2^34 element
+  // operations are ~65,000 iterations here, where max_steps alone allows 33 million.
+  CHECK(InterpretOptions{}.max_work == std::uint64_t{1} << 34);
+  CHECK(InterpretOptions{}.max_work / per_iteration < InterpretOptions{}.max_steps / 3 / 100);
+  // Work within the budget runs: the loop exits at once on a false condition.
+  auto once = parse_module(R"(func @once(%x: f32[64, 64]) -> f32[64, 64] {
+^entry:
+  %b = matmul %x, %x : f32[64, 64]
+  ret %b
+}
+)", "once.tir");
+  REQUIRE(once.ok());
+  opts.max_work = 3 * 4096 + 64 * 64 * 64 + 4096;  // matmul, then ret's one operand
+  CHECK(interpret(*once, "once", args, {}, opts).ok());
+  opts.max_work -= 1;
+  CHECK(error_of(interpret(*once, "once", args, {}, opts)).find("work limit") != std::string::npos);
 }
 
 TEST_CASE("block arguments are assigned in parallel on a back edge") {
