@@ -314,10 +314,11 @@ Result<Engine> Engine::create(const EngineOptions& options) {
     }
     // Opened on first use; its warnings go where trace lines go (the engine outlives it).
     const jit::EngineShared* sp = shared.get();
-    shared->disk_cache = std::make_unique<jit::KernelCache>(
-        jit::kernel_cache_config(options, target->name(), shared->compile_options(*target),
-                                 [sp](std::string_view line) { sp->trace(std::string(line)); }),
-        *target);
+    jit::KernelCacheConfig cache_config = jit::kernel_cache_config(
+        options, target->name(), shared->compile_options(*target),
+        [sp](std::string_view line) { sp->trace(std::string(line)); });
+    shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
+    shared->disk_cache = std::make_unique<jit::KernelCache>(std::move(cache_config), *target);
     // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
     autotune::DispatchOptions dopts;
     dopts.mode = shared->typed.tuning;

@@ -272,6 +272,7 @@ Result<std::unique_ptr<jit::Trampoline>> Program::Impl::load(const jit::Compiled
   ctx.options = engine->compile_options(*c.target).target;
   ctx.tuning = engine->typed.tuning;
   ctx.tuning_source = engine->tuning.get();
+  ctx.cache_dir = engine->cache_dir;
   TERNJIT_TRY(targets::LoadedKernel loaded, c.target->load(c.artifact, ctx));
   return std::make_unique<jit::Trampoline>(std::move(loaded));
 }

@@ -47,6 +47,12 @@ Result<const Target*> TargetRegistry::find(std::string_view name) const {
 Result<const Target*> TargetRegistry::pick_auto() const {
   std::string reasons;
   for (const auto& t : targets_) {
+    // `auto` takes a GPU target only for a hardware GPU: where none can exist, its
+    // driver is not even loaded (a Vulkan probe loads every ICD: tens of milliseconds).
+    if (t->kind() == TargetKind::Gpu && !t->may_have_gpu()) {
+      reasons += "; " + std::string(t->name()) + ": no GPU device on this machine (not picked by auto)";
+      continue;
+    }
     auto ok = t->available();
     // A GPU API whose device is a CPU implementation (Vulkan on lavapipe) is never
     // preferred over the CPU targets: it describes itself with kind "cpu".

@@ -96,6 +96,11 @@ struct LoadContext {
   TargetOptions options;                    ///< this target's options
   TuningMode tuning = TuningMode::Cached;   ///< how `tuning_source` is consulted
   const TuningSource* tuning_source = nullptr;  ///< where load-time decisions come from (null: defaults)
+  /// The engine's kernel cache directory, resolved once by jit/ (EngineOptions::cache_dir,
+  /// TERNJIT_CACHE_DIR, the XDG default); "" when caching is off. Targets keep their own
+  /// load-time caches there (spirv: the Vulkan pipeline-cache blob), never read the
+  /// environment for it.
+  std::string cache_dir;
 };
 
 /// A kernel ready to call: `run(state, buffers)` with buffers = input data pointers in
@@ -148,6 +153,10 @@ class Target {
   /// The device description for `ternjit info` (name, kind, availability, memory,
   /// features), filled whether or not the target is available.
   [[nodiscard]] virtual TargetDescription describe() const = 0;
+  /// GPU targets: false when this machine cannot have a hardware device for the target,
+  /// decided cheaply without loading a driver; `auto` then passes the target over
+  /// without probing it (available() and describe() still probe when asked).
+  [[nodiscard]] virtual bool may_have_gpu() const { return kind() == TargetKind::Gpu; }
   /// What the pass pipeline may know about this target (weight layout, int8 dot).
   [[nodiscard]] virtual passes::TargetInfo info() const = 0;
   /// Validates this target's options (the entries of its prefix in the options string).

@@ -2,6 +2,7 @@
 // step_plan.cpp - the shared walk of CPU targets (step_plan.h).
 #include "targets/common/step_plan.h"
 
+#include "targets/common/view2d.h"
 #include "targets/load_value.h"
 
 #include <algorithm>
@@ -154,6 +155,53 @@ Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const S
     for (std::size_t j = 0; j < outs.size(); ++j) values[k + j].computed = std::move(outs[j]);
   }
   return values;
+}
+
+std::optional<Result<void>> row_op_supported(const ir::Function& f, const ir::InstData& inst) {
+  using ir::Op;
+  auto unsupported = [](const std::string& why) -> Result<void> { return make_error(ErrorCode::Unsupported, why); };
+  auto extents = [](const ir::Type& t) {
+    std::vector<std::int64_t> e;
+    for (const ir::Dim& d : t.shape) e.push_back(d.extent);
+    return e;
+  };
+  auto kind = [&](ir::ValueId v) { return f.type_of(v).elem; };
+  const ir::Type& rt = f.type_of(inst.results[0]);
+  auto all_f32 = [&] {
+    return rt.elem == ElemKind::F32 &&
+           std::all_of(inst.operands.begin(), inst.operands.end(), [&](ir::ValueId v) { return kind(v) == ElemKind::F32; });
+  };
+  auto views_ok = [&] {
+    const auto out = extents(rt);
+    return std::all_of(inst.operands.begin(), inst.operands.end(),
+                       [&](ir::ValueId v) { return view2d(out, extents(f.type_of(v))).has_value(); });
+  };
+  switch (inst.op) {
+    case Op::Quantize:
+      if (kind(inst.operands[0]) != ElemKind::F32 || rt.elem != ElemKind::I8 || kind(inst.results[1]) != ElemKind::F32 ||
+          rt.rank() == 0)
+        return unsupported("quantize must be f32 -> i8, f32");
+      return success();
+    case Op::RmsNorm:
+    case Op::Softmax:
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+    case Op::ReduceMax:
+      if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+      if (f.type_of(inst.operands[0]).static_numel().value_or(0) == 0) return unsupported("empty operand");
+      return success();
+    case Op::Ewise:
+      if (!all_f32()) return unsupported("ewise is generated for f32 only");
+      if (!views_ok()) return unsupported("ewise broadcast is not a row/column pattern");
+      return success();
+    default: break;
+  }
+  if (ir::is_ewise_step_op(inst.op)) {
+    if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
+    if (!views_ok()) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
+    return success();
+  }
+  return std::nullopt;
 }
 
 }  // namespace ternjit::targets

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,13 @@ std::size_t static_bytes(const ir::Type& t);
 /// Success when `f` can be planned: one block, no calls, static argument and result
 /// types. Otherwise Unsupported naming `target` and the first reason.
 Result<void> plannable(const ir::Function& f, std::string_view target);
+
+/// The op rule the targets generating one kernel per op on [rows, cols] views share
+/// (llvm, spirv), for the ops whose rule they agree on: quantize (f32 -> i8, f32 of rank
+/// >= 1), rmsnorm, softmax and the reductions (f32, a non-empty operand), ewise and the
+/// elementwise step ops (f32, every broadcast a row/column pattern, view2d.h). Success
+/// or Unsupported with the reason; nullopt for any other op (the target's own rule).
+std::optional<Result<void>> row_op_supported(const ir::Function& f, const ir::InstData& inst);
 
 /// Plans `f` (see the file comment). Precondition: plannable(f).
 StepPlan plan_steps(const ir::Function& f);

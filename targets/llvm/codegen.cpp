@@ -36,7 +36,7 @@
 #include <cmath>
 #include <limits>
 
-#include "targets/llvm/view2d.h"
+#include "targets/common/view2d.h"
 #include <mutex>
 
 namespace ternjit::targets::llvmjit {

@@ -8,7 +8,7 @@
 
 #include "ir/print.h"
 #include "targets/load_value.h"
-#include "targets/llvm/view2d.h"
+#include "targets/common/view2d.h"
 
 namespace ternjit::targets::llvmjit {
 
@@ -40,10 +40,6 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
   auto kind = [&](ValueId v) { return f.type_of(v).elem; };
   const ir::Type& rt = f.type_of(inst.results[0]);
   const auto out = extents_of(rt);
-  auto all_f32 = [&]() {
-    if (kind(inst.results[0]) != ElemKind::F32) return false;
-    return std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return kind(v) == ElemKind::F32; });
-  };
   // A grouped tmatmul w_scale (f32[G, N]) is read by the accumulation, not broadcast.
   const auto* mm = std::get_if<ir::TMatMulAttrs>(&inst.attrs);
   const std::size_t grouped_at = mm != nullptr && mm->group > 0 ? (mm->x_scale ? 3 : 2) : 0;
@@ -66,30 +62,9 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
       if (!views_ok(2)) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
       return success();
     }
-    case Op::Quantize:
-      if (kind(inst.operands[0]) != ElemKind::F32 || kind(inst.results[0]) != ElemKind::I8 ||
-          kind(inst.results[1]) != ElemKind::F32 || rt.rank() == 0)
-        return unsupported("quantize must be f32 -> i8, f32");
-      return success();
-    case Op::RmsNorm:
-    case Op::Softmax:
-    case Op::ReduceSum:
-    case Op::ReduceMean:
-    case Op::ReduceMax:
-      if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
-      if (f.type_of(inst.operands[0]).static_numel().value_or(0) == 0) return unsupported("empty operand");
-      return success();
-    case Op::Ewise:
-      if (!all_f32()) return unsupported("ewise is generated for f32 only");
-      if (!views_ok(0)) return unsupported("ewise broadcast is not a row/column pattern");
-      return success();
     default: break;
   }
-  if (ir::is_ewise_step_op(inst.op)) {
-    if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
-    if (!views_ok(0)) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
-    return success();
-  }
+  if (auto rule = row_op_supported(f, inst)) return *rule;  // the rule spirv shares (step_plan.h)
   return unsupported("no LLVM generator for " + quote(inst.op));
 }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "targets/llvm/view2d.h"
+#include "targets/common/view2d.h"
 
 namespace ternjit::targets::spirv {
 
@@ -339,7 +339,7 @@ Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, c
   };
   auto views_ok = [&](std::size_t first) {
     for (std::size_t k = first; k < inst.operands.size(); ++k)
-      if (!llvmjit::view2d(out, extents(f.type_of(inst.operands[k])))) return false;
+      if (!targets::view2d(out, extents(f.type_of(inst.operands[k])))) return false;
     return true;
   };
   switch (inst.op) {
@@ -357,32 +357,16 @@ Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, c
         return unsupported("tmatmul weights must be known at load (a parameter or constant)");
       return success();
     }
-    case Op::Quantize:
-      if (!f32(f, inst.operands[0]) || rt.elem != ElemKind::I8 || f.type_of(inst.results[1]).elem != ElemKind::F32 ||
-          rt.rank() == 0)
-        return unsupported("quantize must be f32 -> i8, f32");
-      return success();
     case Op::QuantizeInt8:
       if (!all_f32() || rt.rank() == 0) return unsupported("quantize_int8 is generated for f32 rows only");
       return success();
-    case Op::RmsNorm:
-    case Op::Softmax:
-    case Op::ReduceSum:
-    case Op::ReduceMean:
-    case Op::ReduceMax:
-      if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
-      if (f.type_of(inst.operands[0]).static_numel().value_or(0) == 0) return unsupported("empty operand");
-      if (f.type_of(inst.operands[0]).rank() == 0) return unsupported(quote(inst.op) + " of a scalar");
-      return success();
-    case Op::Ewise:
-      if (!all_f32()) return unsupported("ewise is generated for f32 only");
-      if (!views_ok(0)) return unsupported("ewise broadcast is not a row/column pattern");
-      return success();
     default: break;
   }
-  if (ir::is_ewise_step_op(inst.op)) {
-    if (!all_f32()) return unsupported(quote(inst.op) + " is generated for f32 only");
-    if (!views_ok(0)) return unsupported(quote(inst.op) + " broadcast is not a row/column pattern");
+  if (auto rule = row_op_supported(f, inst)) {  // the rule llvm shares (step_plan.h)
+    if (!rule->ok()) return *rule;
+    const bool reduction = inst.op == Op::RmsNorm || inst.op == Op::Softmax || inst.op == Op::ReduceSum ||
+                           inst.op == Op::ReduceMean || inst.op == Op::ReduceMax;
+    if (reduction && f.type_of(inst.operands[0]).rank() == 0) return unsupported(quote(inst.op) + " of a scalar");
     return success();
   }
   return unsupported("no shader for " + quote(inst.op));
@@ -399,7 +383,7 @@ Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedSte
   const auto out = extents(f.type_of(inst.results[0]));
   const std::int64_t items = numel(out);
   const std::int64_t cols = out.empty() ? 1 : out.back();
-  auto view = [&](ValueId v) { return *llvmjit::view2d(out, extents(f.type_of(v))); };
+  auto view = [&](ValueId v) { return *targets::view2d(out, extents(f.type_of(v))); };
   switch (inst.op) {
     case Op::TMatMul: {
       const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);

@@ -81,6 +81,8 @@ class SpirvTarget final : public Target {
     return success();
   }
 
+  [[nodiscard]] bool may_have_gpu() const override { return spirv::gpu_device_node_exists(); }
+
   [[nodiscard]] TargetDescription describe() const override {
     TargetDescription t;
     t.name = std::string(name());
@@ -184,6 +186,7 @@ class SpirvTarget final : public Target {
       return make_error(ErrorCode::Unavailable, "the artifact uses the integer dot product, which " + info->name +
                                                     " lacks (compile with spirv.int_dot=off)");
     TERNJIT_TRY(std::shared_ptr<Device> device, Device::open(*info));
+    device->load_pipeline_cache(context.cache_dir);
 
     // Load-time values and the Program-wide keys of parameter weights.
     TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
@@ -207,7 +210,7 @@ class SpirvTarget final : public Target {
     }
     auto state = std::make_shared<LoadedState>();
     TERNJIT_TRY(state->kernel, spirv::Kernel::create(device, std::move(p), modules, configs, values, keys,
-                                                     dynamic_cast<DeviceWeights*>(context.state)));
+                                                     dynamic_cast<DeviceWeights*>(context.state), context.cache_dir));
     LoadedKernel k;
     k.run = &run_loaded;
     k.state = state.get();

@@ -51,6 +51,7 @@ namespace ternjit::targets::spirv {
   X(vkCreatePipelineCache)                   \
   X(vkDestroyPipelineCache)                  \
   X(vkGetPipelineCacheData)                  \
+  X(vkMergePipelineCaches)                   \
   X(vkCreateComputePipelines)                \
   X(vkDestroyPipeline)                       \
   X(vkCreatePipelineLayout)                  \

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #define XXH_INLINE_ALL
@@ -261,14 +262,17 @@ Pipeline::~Pipeline() {
 
 // ------------------------------------------------------------------ device
 
-std::string kernel_cache_dir() {
-  // The same rule as the engine's disk cache (jit/options.cpp): the pipeline blob sits
-  // beside the kernel entries. TODO(issue 15): take the directory from the engine once
-  // LoadContext carries it.
-  if (const char* d = std::getenv("TERNJIT_CACHE_DIR"); d && *d) return std::string(d) == "off" ? "" : d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') return std::string(x) + "/ternjit";
-  if (const char* h = std::getenv("HOME"); h && h[0] == '/') return std::string(h) + "/.cache/ternjit";
-  return "";
+bool gpu_device_node_exists() {
+  static const bool exists = [] {
+    std::error_code ec;
+    for (const char* path : {"/dev/kfd", "/dev/dxg", "/dev/nvidiactl", "/dev/nvidia0"})
+      if (std::filesystem::exists(path, ec)) return true;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/dri", ec))
+      if (e.path().filename().string().rfind("renderD", 0) == 0 || e.path().filename().string().rfind("card", 0) == 0)
+        return true;
+    return false;
+  }();
+  return exists;
 }
 
 Result<std::shared_ptr<Device>> Device::open(const DeviceInfo& info) {
@@ -315,20 +319,12 @@ Result<std::shared_ptr<Device>> Device::open(const DeviceInfo& info) {
   if (dev->host_type_ == UINT32_MAX)
     return make_error(ErrorCode::Unavailable, info.name + " has no host-visible coherent memory");
 
-  // The pipeline cache starts from the stored blob (a driver also checks its own header:
-  // another device's or driver's blob is ignored by it).
-  const std::vector<std::uint8_t> blob = read_blob(dev->pipeline_cache_path());
+  // The pipeline cache starts empty; each engine's kernel cache directory merges its
+  // stored blob in (load_pipeline_cache).
   VkPipelineCacheCreateInfo cci{};
   cci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-  cci.initialDataSize = blob.size();
-  cci.pInitialData = blob.empty() ? nullptr : blob.data();
-  if (VkResult r = vk->vkCreatePipelineCache(dev->device_, &cci, nullptr, &dev->cache_); r != VK_SUCCESS) {
-    cci.initialDataSize = 0;  // a blob the driver rejects: start empty
-    cci.pInitialData = nullptr;
-    if (VkResult r2 = vk->vkCreatePipelineCache(dev->device_, &cci, nullptr, &dev->cache_); r2 != VK_SUCCESS)
-      return vk_error("vkCreatePipelineCache", r2);
-    (void)r;
-  }
+  if (VkResult r = vk->vkCreatePipelineCache(dev->device_, &cci, nullptr, &dev->cache_); r != VK_SUCCESS)
+    return vk_error("vkCreatePipelineCache", r);
   opened[info.index] = dev;
   return dev;
 }
@@ -341,17 +337,38 @@ Device::~Device() {
   vk_->vkDestroyDevice(device_, nullptr);
 }
 
-std::string Device::pipeline_cache_path() const {
-  const std::string dir = kernel_cache_dir();
+std::string Device::pipeline_cache_path(const std::string& dir) const {
   if (dir.empty()) return "";
   return dir + "/vulkan-pipelines-" + hex(info_.cache_uuid) + "-" + std::to_string(info_.driver_version) + ".bin";
 }
 
-void Device::save_pipeline_cache() const {
+void Device::load_pipeline_cache(const std::string& dir) const {
+  if (dir.empty()) return;
   std::lock_guard lock(mutex_);
-  if (!cache_dirty_) return;
-  const std::string path = pipeline_cache_path();
+  for (const auto& [d, saved] : cache_dirs_)
+    if (d == dir) return;
+  cache_dirs_.emplace_back(dir, 0);
+  // A driver also checks the blob's own header: another device's or driver's blob is
+  // ignored by it, one it rejects outright is skipped here.
+  const std::vector<std::uint8_t> blob = read_blob(pipeline_cache_path(dir));
+  if (blob.empty()) return;
+  VkPipelineCacheCreateInfo cci{};
+  cci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  cci.initialDataSize = blob.size();
+  cci.pInitialData = blob.data();
+  VkPipelineCache stored = VK_NULL_HANDLE;
+  if (vk_->vkCreatePipelineCache(device_, &cci, nullptr, &stored) != VK_SUCCESS) return;
+  (void)vk_->vkMergePipelineCaches(device_, cache_, 1, &stored);
+  vk_->vkDestroyPipelineCache(device_, stored, nullptr);
+}
+
+void Device::save_pipeline_cache(const std::string& dir) const {
+  std::lock_guard lock(mutex_);
+  const std::string path = pipeline_cache_path(dir);
   if (path.empty()) return;
+  auto entry = std::find_if(cache_dirs_.begin(), cache_dirs_.end(), [&](const auto& e) { return e.first == dir; });
+  if (entry == cache_dirs_.end()) entry = cache_dirs_.insert(cache_dirs_.end(), {dir, 0});
+  if (entry->second == pipelines_created_) return;  // nothing new since the last save there
   std::size_t size = 0;
   if (vk_->vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0 || size > UINT32_MAX)
     return;
@@ -363,7 +380,6 @@ void Device::save_pipeline_cache() const {
   std::memcpy(file.data(), &kBlobMagic, 4);
   std::memcpy(file.data() + 4, &hash, 8);
   std::memcpy(file.data() + 12, &size32, 4);
-  const std::string dir = path.substr(0, path.rfind('/'));
   std::string made;
   for (std::size_t pos = 1; pos <= dir.size(); ++pos) {  // create missing parents 0700, as the disk cache does
     pos = dir.find('/', pos);
@@ -374,7 +390,7 @@ void Device::save_pipeline_cache() const {
     std::fprintf(stderr, "ternjit: warning: cannot store the Vulkan pipeline cache: %s\n", ok.error().message.c_str());
     return;
   }
-  cache_dirty_ = false;
+  entry->second = pipelines_created_;
 }
 
 Result<DeviceBuffer> Device::create_buffer(std::size_t bytes, bool host_visible) const {
@@ -488,10 +504,10 @@ Result<std::unique_ptr<Pipeline>> Device::create_pipeline(std::span<const std::u
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = p->layout;
+  std::lock_guard lock(mutex_);  // the cache is merged into under it (load_pipeline_cache)
   if (VkResult r = vk_->vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline); r != VK_SUCCESS)
     return vk_error("vkCreateComputePipelines", r);
-  std::lock_guard lock(mutex_);
-  cache_dirty_ = true;
+  ++pipelines_created_;
   return p;
 }
 

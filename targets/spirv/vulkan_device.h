@@ -16,6 +16,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "targets/spirv/vulkan_api.h"
@@ -54,6 +55,11 @@ struct DeviceInfo {
 
 /// Every physical device of the process's instance (enumerated once). Errors as vulkan_api().
 Result<const std::vector<DeviceInfo>*> devices();
+
+/// Whether a GPU driver exposes a device node here (/dev/dri/renderD*, /dev/nvidia*,
+/// /dev/kfd, /dev/dxg), checked once per process without loading Vulkan: with none, the
+/// only Vulkan devices can be CPU implementations, which `auto` never picks.
+bool gpu_device_node_exists();
 
 /// The device an option names: "" or "auto" (a discrete GPU first, then integrated,
 /// virtual, and a CPU implementation last), an index ("1"), or a case-insensitive
@@ -138,12 +144,15 @@ class Device : public std::enable_shared_from_this<Device> {
   /// Submits `cb` on the queue and waits for it (at most `timeout_ns`). Errors:
   /// Unavailable on device loss or timeout.
   Result<void> submit_and_wait(VkCommandBuffer cb, std::uint64_t timeout_ns = 60'000'000'000ull) const;
-  /// Writes the pipeline cache's blob to the kernel cache directory (when there is one)
-  /// if pipelines were created since the last save. Failures only warn: the cache is a
-  /// speed-up, never a correctness matter.
-  void save_pipeline_cache() const;
-  /// The file holding this device's pipeline-cache blob ("" when caching is off).
-  [[nodiscard]] std::string pipeline_cache_path() const;
+  /// Merges the pipeline-cache blob stored in the kernel cache directory `dir` into the
+  /// device's cache, once per directory ("" does nothing; a missing, damaged or rejected
+  /// blob is ignored: the cache is a speed-up, never a correctness matter).
+  void load_pipeline_cache(const std::string& dir) const;
+  /// Writes the pipeline cache's blob to the kernel cache directory `dir` ("" does
+  /// nothing) if pipelines were created since the last save there. Failures only warn.
+  void save_pipeline_cache(const std::string& dir) const;
+  /// The file holding this device's pipeline-cache blob in `dir` ("" when `dir` is "").
+  [[nodiscard]] std::string pipeline_cache_path(const std::string& dir) const;
 
  private:
   Device() = default;
@@ -156,11 +165,9 @@ class Device : public std::enable_shared_from_this<Device> {
   bool int_dot_ = false;
   std::uint32_t host_type_ = UINT32_MAX, device_type_ = UINT32_MAX;  // memory type indices
   mutable std::mutex mutex_;  // the queue, the command pool, the cache file
-  mutable bool cache_dirty_ = false;
+  mutable std::uint64_t pipelines_created_ = 0;  // bumped by create_pipeline
+  // Per kernel cache directory: the blob was merged, and pipelines_created_ at its last save.
+  mutable std::vector<std::pair<std::string, std::uint64_t>> cache_dirs_;
 };
-
-/// The kernel cache directory the pipeline blob goes to: TERNJIT_CACHE_DIR, else
-/// $XDG_CACHE_HOME/ternjit, else $HOME/.cache/ternjit; "" when TERNJIT_CACHE_DIR is "off".
-std::string kernel_cache_dir();
 
 }  // namespace ternjit::targets::spirv

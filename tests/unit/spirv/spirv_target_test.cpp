@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "ir/interpret.h"
@@ -155,6 +156,11 @@ TEST_CASE("spirv: devices are listed and described") {
   auto pick = reg.resolve("auto");
   REQUIRE(pick.ok());
   if (!(*targets::spirv::select_device("auto"))->is_gpu()) CHECK((*pick)->name() != "spirv");
+  // The cheap check `auto` uses first never hides a hardware device Vulkan reports.
+  bool hardware = false;
+  for (const auto& d : **all) hardware = hardware || d.is_gpu();
+  if (hardware) CHECK(target->may_have_gpu());
+  if (!target->may_have_gpu()) CHECK(desc.kind != "gpu");
 }
 
 TEST_CASE("spirv: options are validated") {
@@ -679,6 +685,73 @@ TEST_CASE("spirv: the framework launch path through the C ABI: the caller's buff
   CHECK(ternjit_kernel_launch(kernel, reinterpret_cast<void*>(1), buffers) == TERNJIT_UNSUPPORTED);
   ternjit_program_destroy(program);
   ternjit_engine_destroy(engine);
+}
+
+// The names of the pipeline-cache blobs anywhere under `dir`.
+std::vector<std::string> pipeline_blobs(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir))
+    if (f.path().filename().string().rfind("vulkan-pipelines-", 0) == 0) found.push_back(f.path().string());
+  return found;
+}
+
+TEST_CASE("spirv: an Engine's explicit cache directory gets the pipeline blob, the environment's does not") {
+  testing::TempDir mine, env;
+  // Every variable the default directory comes from points elsewhere: the engine's own
+  // directory must win (the target never reads the environment for it).
+  const char* names[] = {"TERNJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+    ::setenv(n, env.path.string().c_str(), 1);
+  }
+  {
+    EngineOptions o;
+    o.target = "spirv";
+    o.cache_dir = mine.path.string();
+    auto e = Engine::create(o);
+    REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+    Program p = testing::bitlinear(*e);
+    testing::BitLinearWeights w(37, 21, 7);
+    w.bind(p);
+    std::vector<float> x = testing::random_f32(3 * 37, 5);
+    std::vector<float> y(3 * 21, std::nanf(""));
+    TensorView in[] = {testing::view(x, {3, 37})};
+    TensorView out[] = {testing::view(y, {3, 21})};
+    auto ran = p.run("BitLinear.forward", in, out);
+    CHECK_MESSAGE(ran.ok(), (ran.ok() ? "" : ran.error().message));
+  }
+  for (const auto& [n, v] : saved) {
+    if (v) ::setenv(n.c_str(), v->c_str(), 1);
+    else ::unsetenv(n.c_str());
+  }
+  const std::vector<std::string> blobs = pipeline_blobs(mine.path);
+  REQUIRE(blobs.size() == 1);
+  CHECK(std::filesystem::file_size(blobs[0]) > 16);
+  CHECK(pipeline_blobs(env.path).empty());
+
+  // cache_dir "off": no blob anywhere.
+  testing::TempDir off_env;
+  {
+    ::setenv("TERNJIT_CACHE_DIR", off_env.path.string().c_str(), 1);
+    EngineOptions o;
+    o.target = "spirv";
+    o.cache_dir = "off";
+    auto e = Engine::create(o);
+    REQUIRE(e.ok());
+    Program p = testing::bitlinear(*e);
+    testing::BitLinearWeights w(45, 19, 9);
+    w.bind(p);
+    std::vector<float> x = testing::random_f32(45, 6);
+    std::vector<float> y(19, std::nanf(""));
+    TensorView in[] = {testing::view(x, {1, 45})};
+    TensorView out[] = {testing::view(y, {1, 19})};
+    CHECK(p.run("BitLinear.forward", in, out).ok());
+    if (saved[0].second) ::setenv("TERNJIT_CACHE_DIR", saved[0].second->c_str(), 1);
+    else ::unsetenv("TERNJIT_CACHE_DIR");
+  }
+  CHECK(pipeline_blobs(off_env.path).empty());
 }
 
 TEST_CASE("spirv: the pipeline cache is stored in the kernel cache directory, a corrupt one is rebuilt") {

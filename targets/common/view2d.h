@@ -4,9 +4,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
-namespace ternjit::targets::llvmjit {
+namespace ternjit::targets {
 
 /// Element strides (per row, per column) of an operand of extents `in` broadcast
 /// (NumPy rules) to `out`, viewed as [prod(out[:-1]), out[-1]]; nullopt when the
@@ -34,4 +35,4 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> view2d(const std::ve
   return std::pair<std::int64_t, std::int64_t>{in_last, col_stride};
 }
 
-}  // namespace ternjit::targets::llvmjit
+}  // namespace ternjit::targets
