@@ -57,6 +57,13 @@ std::vector<TargetConfig> available_targets(std::vector<std::string>* skipped) {
       if (skipped) skipped->push_back(t.name + ": " + t.reason);
       continue;
     }
+    if (t.name == "spirv") {
+      // The spirv target runs the kernel ops the O2 pipeline forms and refuses other
+      // programs as Unsupported; its op tests are tests/unit/spirv. Random programs mix
+      // in ops it has no shader for, so difftest leaves it out (a known gap: issue 19).
+      if (skipped) skipped->push_back("spirv: not checked by difftest (tests/unit/spirv checks its ops)");
+      continue;
+    }
     if (t.name != "x86") {
       out.push_back(TargetConfig{t.name, t.name, "", 1});
       continue;
