@@ -347,6 +347,9 @@ Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, c
       const ElemKind xk = f.type_of(inst.operands[0]).elem;
       if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
       if (f.type_of(inst.operands[1]).elem != ElemKind::T2) return unsupported("tmatmul weights must be t2");
+      // Per-group scales ([G, N], group > 0) scale partial sums inside the accumulation,
+      // which the shader does not do: never read them as an epilogue broadcast.
+      if (std::get<ir::TMatMulAttrs>(inst.attrs).group > 0) return unsupported("tmatmul with per-group scales");
       if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
       if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
         return unsupported("tmatmul weight must be a non-empty matrix");

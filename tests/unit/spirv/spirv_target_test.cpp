@@ -324,6 +324,18 @@ TEST_CASE("spirv: unsupported ops and non-load-time weights are Unsupported erro
                             "t.tir");
   REQUIRE(t.ok());
   CHECK(!target->check_supported(*t->find_function("t")).ok());
+  // Per-group scales f32[G, N] with G == M look like an [M, N] epilogue operand: refused,
+  // never read as one.
+  auto g = ir::parse_module("param @w : t2[200, 5]\nfunc @g(%x: f32[2, 200], %s: f32[2, 5]) -> f32[2, 5] {\n^entry:\n"
+                            "  %w = param @w : t2[200, 5]\n"
+                            "  %y = tmatmul %x, %w, %s {x_scale = false, w_scale = true, group = 100, bias = false, "
+                            "residual = false, act = none} : f32[2, 5]\n  ret %y\n}\n",
+                            "g.tir");
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  auto gr = target->check_supported(*g->find_function("g"));
+  REQUIRE(!gr.ok());
+  CHECK(gr.error().code == ErrorCode::Unsupported);
+  CHECK(gr.error().message.find("per-group scales") != std::string::npos);
 }
 
 TEST_CASE("spirv: a damaged module fails validation with an error, never a crash") {
