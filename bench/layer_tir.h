@@ -13,10 +13,11 @@ namespace ternjit::bench {
 /// TQ1_0/TQ2_0: group 256).
 inline std::string layer_tir(std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t group = 0) {
   const std::string m = std::to_string(M), k = std::to_string(K), n = std::to_string(N);
-  const std::string ws = group > 0 ? "f32[" + std::to_string((K + group - 1) / group) + ", " + n + "]" : "f32[" + n + "]";
+  const std::string ws =
+      group > 0 ? "f32[" + std::to_string((K + group - 1) / group) + ", " + n + "]" : "f32[" + n + "]";
   const std::string g = group > 0 ? ", group = " + std::to_string(group) : "";
-  return "param @w : t2[" + k + ", " + n + "]\nparam @ws : " + ws + "\nfunc @f(%x: f32[" + m + ", " + k +
-         "]) -> f32[" + m + ", " + n + "] {\n^entry:\n  %q, %s = quantize %x : i8[" + m + ", " + k + "], f32[" + m +
+  return "param @w : t2[" + k + ", " + n + "]\nparam @ws : " + ws + "\nfunc @f(%x: f32[" + m + ", " + k + "]) -> f32[" +
+         m + ", " + n + "] {\n^entry:\n  %q, %s = quantize %x : i8[" + m + ", " + k + "], f32[" + m +
          ", 1]\n  %w = param @w : t2[" + k + ", " + n + "]\n  %ws = param @ws : " + ws +
          "\n  %y = tmatmul %q, %w, %s, %ws {x_scale = true, w_scale = true" + g +
          ", bias = false, residual = false, act = none} : f32[" + m + ", " + n + "]\n  ret %y\n}\n";

@@ -87,9 +87,16 @@ void BM_Layer(benchmark::State& state) {
 }
 
 // x86 before spirv for each shape (registration order), so the ratio has its baseline.
-#define TERNJIT_SHAPES                                                                                       \
-  ->Args({1, 2048, 0})->Args({1, 4096, 0})->Args({16, 2048, 0})->Args({64, 2048, 0})->Args({1, 2048, 256})      \
-      ->Args({1, 4096, 256})->Args({16, 2048, 256})->Args({64, 2048, 256})->Unit(benchmark::kMicrosecond)       \
+#define TERNJIT_SHAPES                \
+  ->Args({1, 2048, 0})                \
+      ->Args({1, 4096, 0})            \
+      ->Args({16, 2048, 0})           \
+      ->Args({64, 2048, 0})           \
+      ->Args({1, 2048, 256})          \
+      ->Args({1, 4096, 256})          \
+      ->Args({16, 2048, 256})         \
+      ->Args({64, 2048, 256})         \
+      ->Unit(benchmark::kMicrosecond) \
       ->UseRealTime()
 BENCHMARK(BM_Layer<false>)->Name("BM_Layer/x86") TERNJIT_SHAPES;
 BENCHMARK(BM_Layer<true>)->Name("BM_Layer/spirv") TERNJIT_SHAPES;

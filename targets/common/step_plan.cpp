@@ -161,7 +161,8 @@ std::vector<TMatMulEpilogueOperand> tmatmul_epilogue(const ir::InstData& inst) {
   const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
   const std::optional<std::size_t> grouped = tmatmul_group_scale(inst);
   std::vector<TMatMulEpilogueOperand> out;
-  const std::pair<bool, Op> flags[] = {{a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add}, {a.residual, Op::Add}};
+  const std::pair<bool, Op> flags[] = {
+      {a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add}, {a.residual, Op::Add}};
   std::size_t next = 2;
   for (const auto& [present, op] : flags) {
     if (!present) continue;

@@ -141,8 +141,8 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
   const std::size_t out = 2 + epilogue.size() + (grouped ? 1 : 0);
   std::string g = head(int8 && int_dot);
   g += "layout(constant_id = 1) const uint TM = 4u;\n";
-  g += "const uint M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KW = " + u(kw) + ", KFULL = " +
-       u(kfull) + ";\n";
+  g += "const uint M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KW = " + u(kw) +
+       ", KFULL = " + u(kfull) + ";\n";
   if (grouped) g += "const uint GROUP = " + u(s.group) + ", G = " + u(ir::grouped_scale_rows(s.k, s.group)) + ";\n";
   g += binding(0, s.x, true) + binding(1, ElemKind::T2, true);
   for (std::size_t b = 2; b < out; ++b) g += binding(b, ElemKind::F32, true);
@@ -192,7 +192,8 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
     word = [&](const std::string& kwv, bool tail, const std::string& wexpr) {
       std::string b = "    uint wv = " + wexpr + ";\n";
       const std::int64_t groups = tail ? (rem + 3) / 4 : 4;
-      for (std::int64_t j = 0; j < groups; ++j) b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
+      for (std::int64_t j = 0; j < groups; ++j)
+        b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
       b += "    for (uint t = 0u; t < TM; ++t) {\n      uint r = r0 + t;\n      if (r >= M) break;\n";
       b += "      uint o = r * K + " + kwv + " * 16u;\n      acc[t] += 0";
       for (std::int64_t j = 0; j < groups; ++j) {
@@ -234,8 +235,8 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
     g += "  float gacc[TM];\n  for (uint t = 0u; t < TM; ++t) gacc[t] = 0.0;\n";
     g += "  for (uint gi = 0u; gi < G; ++gi) {\n    uint lo = gi * GROUP, hi = min(K, lo + GROUP);\n";
     g += "    " + acc_ty + " acc[TM];\n  " + zero_acc;
-    g += "    for (uint kw = lo / 16u; kw < min((hi + 15u) / 16u, KFULL); ++kw) {\n" + word("kw", false, "b1[kw * N + n]" + wm) +
-         "    }\n";
+    g += "    for (uint kw = lo / 16u; kw < min((hi + 15u) / 16u, KFULL); ++kw) {\n" +
+         word("kw", false, "b1[kw * N + n]" + wm) + "    }\n";
     if (rem) g += "    if (hi > KFULL * 16u) {\n" + word("KFULL", true, "b1[KFULL * N + n]" + wt) + "    }\n";
     g += "    for (uint t = 0u; t < TM; ++t) {\n      if (r0 + t >= M) break;\n";
     g += "      gacc[t] += " + std::string(int8 ? "float(acc[t])" : "acc[t]") + " * b" + std::to_string(group_scale) +

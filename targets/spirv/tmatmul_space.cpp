@@ -110,12 +110,13 @@ class Space final : public TuningSpace {
     problem_.op = "spirv.tmatmul";
     problem_.family = "K=" + std::to_string(s.k) + ";N=" + std::to_string(s.n) +
                       ";x=" + std::string(s.x == ElemKind::I8 ? "i8" : "f32") +
-                      (s.group > 0 ? ";group=" + std::to_string(s.group) : std::string()) + ";dot=" + (int_dot ? "sdot" : "scalar") +
-                      ";device=" + (info ? info->key() : std::string("-"));
+                      (s.group > 0 ? ";group=" + std::to_string(s.group) : std::string()) +
+                      ";dot=" + (int_dot ? "sdot" : "scalar") + ";device=" + (info ? info->key() : std::string("-"));
     problem_.m = s.m;
     problem_.label = "M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n) + " " +
                      (s.x == ElemKind::I8 ? "i8" : "f32") + "->f32" +
-                     (s.group > 0 ? " group=" + std::to_string(s.group) : std::string()) + " on " + (info ? info->name : std::string("-"));
+                     (s.group > 0 ? " group=" + std::to_string(s.group) : std::string()) + " on " +
+                     (info ? info->name : std::string("-"));
   }
   [[nodiscard]] const TuningProblem& problem() const override { return problem_; }
   [[nodiscard]] std::string default_config() const override { return config_text(spirv::default_config(shader_)); }

@@ -20,7 +20,6 @@
 // checking none. Exit status: 0 when every run agrees, 1 otherwise. The last line is always
 // `difftest: N programs, M runs passed, K failed`.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -133,9 +132,8 @@ int main(int argc, char** argv) {
     // --except names configurations whether or not they are available here.
     std::stringstream except(except_text);
     for (std::string item; std::getline(except, item, ',');)
-      std::erase_if(targets, [&](const difftest::TargetConfig& t) {
-        return t.name == item || t.name.rfind(item + "/", 0) == 0;
-      });
+      std::erase_if(
+          targets, [&](const difftest::TargetConfig& t) { return t.name == item || t.name.rfind(item + "/", 0) == 0; });
     std::string names;
     for (const difftest::TargetConfig& t : targets) names += (names.empty() ? "" : ", ") + t.name;
     std::printf("difftest: targets %s\n", names.empty() ? "(none available)" : names.c_str());

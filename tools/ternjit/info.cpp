@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // info.cpp - `ternjit info`: the target table (availability, device, memory, features, devices) and `auto`'s pick.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "targets/registry.h"
 #include "ternjit/engine.h"
@@ -52,7 +51,8 @@ nlohmann::json device_json(const targets::DeviceDescription& d) {
 void print_devices(const std::vector<targets::DeviceDescription>& devices) {
   if (devices.empty()) return;
   int name_width = 4;
-  for (const targets::DeviceDescription& d : devices) name_width = std::max(name_width, static_cast<int>(d.name.size()));
+  for (const targets::DeviceDescription& d : devices)
+    name_width = std::max(name_width, static_cast<int>(d.name.size()));
   std::printf("  %-10s devices:\n", "");
   std::printf("  %-10s   %-3s %-15s %-10s %-8s %-11s %-6s %-8s %-10s %-14s %-*s %s\n", "", "#", "type", "memory",
               "subgroup", "int dot", "max wg", "shared", "buffer", "api", name_width, "name", "driver");

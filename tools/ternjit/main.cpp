@@ -97,8 +97,10 @@ int cli_main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   bool info_json = false;
-  auto* info = app.add_subcommand("info", "list the targets (availability, device, features, the devices of GPU targets) and what auto picks");
-  info->add_flag("--json", info_json, "print a JSON object: targets (name, kind, available, reason, ..., devices) and auto");
+  auto* info = app.add_subcommand(
+      "info", "list the targets (availability, device, features, the devices of GPU targets) and what auto picks");
+  info->add_flag("--json", info_json,
+                 "print a JSON object: targets (name, kind, available, reason, ..., devices) and auto");
 
   add_compile_command(app);  // its callback runs the command and ends parsing with its status
   add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`

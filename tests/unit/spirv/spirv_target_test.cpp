@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// spirv_target_test.cpp - the SPIR-V target on a Vulkan device (lavapipe in CI): every kernel op against the interpreter.
+// spirv_target_test.cpp - the SPIR-V target on a Vulkan device (lavapipe in CI): every kernel op against the
+// interpreter.
 //
 // Each case writes a small fully static function in IR text, compiles it with the spirv
 // target (glslang + SPIRV-Tools), loads it onto the device, runs it twice on random
@@ -19,6 +20,8 @@
 //     plus an absolute 1e-30 for values that underflow;
 //   - the transcendental activations and ewise functions: erf by Abramowitz-Stegun
 //     7.1.26 (|error| < 1.5e-7) and exp-based forms in f32: 4e-6 (1 + |want|).
+#include "targets/spirv/spirv_target.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -34,7 +37,6 @@
 #include "targets/common/device_weights.h"
 #include "targets/registry.h"
 #include "targets/spirv/program.h"
-#include "targets/spirv/spirv_target.h"
 #include "targets/spirv/vulkan_device.h"
 #include "ternjit/ternjit.h"
 #include "tests/difftest/targets.h"
@@ -313,10 +315,10 @@ TEST_CASE("spirv: grouped-scale tmatmul (w_scale f32[G, N]), i8 and f32 x, every
   // 100 with M = 2: the scales must never be read as an [M, N] epilogue operand), and
   // group 1 (G = K).
   const S cases[] = {
-      {1, 300, 37, 256, 1, "relu"}, {3, 513, 17, 256, 3, "none"}, {17, 256, 65, 256, 2, "none"},
-      {64, 100, 9, 256, 0, "none"}, {1, 100, 33, 32, 3, "gelu"},  {3, 37, 5, 6, 1, "relu"},
+      {1, 300, 37, 256, 1, "relu"},  {3, 513, 17, 256, 3, "none"}, {17, 256, 65, 256, 2, "none"},
+      {64, 100, 9, 256, 0, "none"},  {1, 100, 33, 32, 3, "gelu"},  {3, 37, 5, 6, 1, "relu"},
       {17, 770, 31, 256, 3, "silu"}, {1, 2563, 7, 256, 2, "none"}, {2, 200, 5, 100, 0, "none"},
-      {5, 45, 19, 20, 3, "tanh"},   {3, 21, 4, 1, 1, "sigmoid"},
+      {5, 45, 19, 20, 3, "tanh"},    {3, 21, 4, 1, 1, "sigmoid"},
   };
   const bool device_dot = (*targets::spirv::select_device("auto"))->int_dot;
   std::uint64_t seed = 500;
@@ -357,7 +359,8 @@ TEST_CASE("spirv: grouped-scale tmatmul (w_scale f32[G, N]), i8 and f32 x, every
             for (std::int64_t g = 0; g < G; ++g) {
               double p = 0, a = 0;
               for (std::int64_t k = g * s.group; k < std::min(s.K, (g + 1) * s.group); ++k) {
-                const double t = xv.data[static_cast<std::size_t>(m * s.K + k)] * w.data[static_cast<std::size_t>(k * s.N + n)];
+                const double t =
+                    xv.data[static_cast<std::size_t>(m * s.K + k)] * w.data[static_cast<std::size_t>(k * s.N + n)];
                 p += t;
                 a += std::fabs(t);
               }
@@ -368,12 +371,15 @@ TEST_CASE("spirv: grouped-scale tmatmul (w_scale f32[G, N]), i8 and f32 x, every
             }
             const double xscale = xs ? std::fabs(xsv.data[static_cast<std::size_t>(m)]) : 1.0;
             double terms = std::fabs(acc) * xscale;
-            if (br) terms += std::fabs(b.data[static_cast<std::size_t>(n)]) + std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
-            const double d = (static_cast<double>(G + 2) * big_s + (i8 ? 0.0 : static_cast<double>(s.group) * f32_sums)) * kU;
+            if (br)
+              terms += std::fabs(b.data[static_cast<std::size_t>(n)]) +
+                       std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
+            const double d =
+                (static_cast<double>(G + 2) * big_s + (i8 ? 0.0 : static_cast<double>(s.group) * f32_sums)) * kU;
             tol.per.push_back((d * xscale + 8 * kU * terms) * (exact_a ? 1.0 : 1.2) + 1e-37);
           }
-        const std::string isa = check(grouped_tir(s.M, s.K, s.N, s.group, x, s.act, s.epi, scale_arg), "f", args, pv, tol,
-                                      i8 ? dot : "auto");
+        const std::string isa = check(grouped_tir(s.M, s.K, s.N, s.group, x, s.act, s.epi, scale_arg), "f", args, pv,
+                                      tol, i8 ? dot : "auto");
         if (i8) CHECK(isa == (std::string(dot) == "on" ? "vulkan_sdot" : "vulkan_scalar"));
       }
     }
@@ -478,9 +484,10 @@ TEST_CASE("spirv: difftest's target check counts a program spirv refuses as not 
   const difftest::TargetConfig spirv{"spirv", "spirv", "", 1};
   const std::uint64_t seeds[] = {1, 2};
   // transpose has no shader: Unsupported, neither a run nor a failure.
-  auto refused = ir::parse_module("func @main(%x: f32[3, 4]) -> f32[4, 3] {\n^entry:\n"
-                                  "  %y = transpose %x {perm = [1, 0]} : f32[4, 3]\n  ret %y\n}\n",
-                                  "r.tir");
+  auto refused = ir::parse_module(
+      "func @main(%x: f32[3, 4]) -> f32[4, 3] {\n^entry:\n"
+      "  %y = transpose %x {perm = [1, 0]} : f32[4, 3]\n  ret %y\n}\n",
+      "r.tir");
   REQUIRE(refused.ok());
   const difftest::CheckReport r = difftest::check_targets(*refused, std::span(&spirv, 1), seeds);
   CHECK(r.original_error.empty());
@@ -490,9 +497,10 @@ TEST_CASE("spirv: difftest's target check counts a program spirv refuses as not 
   CHECK(r.unsupported[0].level == "spirv");
   CHECK(r.unsupported[0].message.find("no shader for 'transpose'") != std::string::npos);
   // A program it has shaders for runs on every seed and agrees.
-  auto own = ir::parse_module("func @main(%x: f32[3, 4], %b: f32[4]) -> f32[3, 4] {\n^entry:\n"
-                              "  %y = add %x, %b : f32[3, 4]\n  %z = relu %y : f32[3, 4]\n  ret %z\n}\n",
-                              "o.tir");
+  auto own = ir::parse_module(
+      "func @main(%x: f32[3, 4], %b: f32[4]) -> f32[3, 4] {\n^entry:\n"
+      "  %y = add %x, %b : f32[3, 4]\n  %z = relu %y : f32[3, 4]\n  ret %z\n}\n",
+      "o.tir");
   REQUIRE(own.ok());
   const difftest::CheckReport o = difftest::check_targets(*own, std::span(&spirv, 1), seeds);
   CHECK(o.runs == 2);
