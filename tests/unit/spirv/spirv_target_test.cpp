@@ -736,6 +736,79 @@ TEST_CASE("spirv: BitLinear and a BitNet FFN through the Engine, kernels used fr
   }
 }
 
+// The DSL's grouped_matmul through the Engine (O2: quantize_int8 -> grouped integer
+// tmatmul with the bias + relu epilogue; and the f32 path) on spirv against the reference
+// target. Bound per row, as tests/unit/engine/grouped_scale_test.cpp derives it for f32
+// group sums (u = 2^-24): (G + 9) u (max|s| sum_k (|x_k| + amax/127) + max|b|), the f32
+// path adding group u max|s| sum_k |x_k|.
+TEST_CASE("spirv: grouped_matmul layers through the Engine against the reference target") {
+  const char* layer = R"(layer GLinear {
+    param w: TernaryTensor[K, N]
+    param s: Tensor[G, N]
+    param b: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return relu(grouped_matmul(quantize_int8(x), w, s, 32) + b)
+    }
+    fn float_path(x: Tensor[M, K]) -> Tensor[M, N] {
+        return grouped_matmul(x, w, s, 32) + b
+    }
+})";
+  Engine engines[2] = {Engine::create([] {
+                         EngineOptions o;
+                         o.target = "spirv";
+                         o.cache_dir = "off";
+                         return o;
+                       }()).value(),
+                       Engine::create([] {
+                         EngineOptions o;
+                         o.target = "reference";
+                         o.cache_dir = "off";
+                         return o;
+                       }()).value()};
+  struct Shape {
+    std::int64_t M, K, N;
+  };
+  for (const Shape& sh : {Shape{1, 100, 9}, Shape{3, 67, 33}, Shape{17, 300, 5}}) {
+    const std::int64_t G = (sh.K + 31) / 32;
+    std::vector<std::int8_t> w = testing::random_t2(sh.K * sh.N, 1);
+    std::vector<float> sc = testing::random_f32(G * sh.N, 2), b = testing::random_f32(sh.N, 3),
+                       x = testing::random_f32(sh.M * sh.K, 4);
+    for (const std::string fn : {"GLinear.forward", "GLinear.float_path"}) {
+      CAPTURE(fn);
+      CAPTURE(sh.M);
+      CAPTURE(sh.K);
+      std::vector<float> ys[2];
+      for (int i = 0; i < 2; ++i) {
+        auto p = engines[i].compile(layer, "glinear.tri");
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        REQUIRE(p->bind("GLinear.w", testing::view(w, {sh.K, sh.N})).ok());
+        REQUIRE(p->bind("GLinear.s", testing::view(sc, {G, sh.N})).ok());
+        REQUIRE(p->bind("GLinear.b", testing::view(b, {sh.N})).ok());
+        ys[i].assign(static_cast<std::size_t>(sh.M * sh.N), std::nanf(""));
+        TensorView in[] = {testing::view(x, {sh.M, sh.K})};
+        TensorView out[] = {testing::view(ys[i], {sh.M, sh.N})};
+        auto r = p->run(fn, in, out);
+        REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+      }
+      double smax = 0, bmax = 0;
+      for (float v : sc) smax = std::max(smax, std::fabs(double{v}));
+      for (float v : b) bmax = std::max(bmax, std::fabs(double{v}));
+      for (std::int64_t m = 0; m < sh.M; ++m) {
+        double sum = 0, amax = 0;
+        for (std::int64_t k = 0; k < sh.K; ++k) amax = std::max(amax, std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}));
+        for (std::int64_t k = 0; k < sh.K; ++k) sum += std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}) + amax / 127;
+        const double factor = static_cast<double>(G + 9) + (fn == "GLinear.float_path" ? 32.0 : 0.0);
+        const double bound = factor * kU * (smax * sum + bmax) + 1e-30;
+        for (std::int64_t n = 0; n < sh.N; ++n) {
+          const std::size_t i = static_cast<std::size_t>(m * sh.N + n);
+          CHECK_MESSAGE(std::fabs(double{ys[0][i]} - double{ys[1][i]}) <= bound,
+                        "[" << m << ", " << n << "]: " << ys[0][i] << " vs " << ys[1][i] << " (bound " << bound << ")");
+        }
+      }
+    }
+  }
+}
+
 // A host-visible buffer of the caller (the framework), made with the Vulkan API on the
 // device ternjit_kernel_device names.
 struct CallerBuffer {
