@@ -758,13 +758,15 @@ TEST_CASE("spirv: grouped_matmul layers through the Engine against the reference
                          o.target = "spirv";
                          o.cache_dir = "off";
                          return o;
-                       }()).value(),
+                       }())
+                           .value(),
                        Engine::create([] {
                          EngineOptions o;
                          o.target = "reference";
                          o.cache_dir = "off";
                          return o;
-                       }()).value()};
+                       }())
+                           .value()};
   struct Shape {
     std::int64_t M, K, N;
   };
@@ -795,8 +797,10 @@ TEST_CASE("spirv: grouped_matmul layers through the Engine against the reference
       for (float v : b) bmax = std::max(bmax, std::fabs(double{v}));
       for (std::int64_t m = 0; m < sh.M; ++m) {
         double sum = 0, amax = 0;
-        for (std::int64_t k = 0; k < sh.K; ++k) amax = std::max(amax, std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}));
-        for (std::int64_t k = 0; k < sh.K; ++k) sum += std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}) + amax / 127;
+        for (std::int64_t k = 0; k < sh.K; ++k)
+          amax = std::max(amax, std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}));
+        for (std::int64_t k = 0; k < sh.K; ++k)
+          sum += std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}) + amax / 127;
         const double factor = static_cast<double>(G + 9) + (fn == "GLinear.float_path" ? 32.0 : 0.0);
         const double bound = factor * kU * (smax * sum + bmax) + 1e-30;
         for (std::int64_t n = 0; n < sh.N; ++n) {
