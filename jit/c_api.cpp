@@ -416,18 +416,21 @@ void ternjit_program_destroy(ternjit_program* program) {
 
 namespace {
 // ternjit_bind_weight and ternjit_bind_weight_sized: `nbytes` when the caller gave it.
+// `dtype` and `format` are the ints the caller stored (raw_enum): passing a C caller's
+// out-of-range enum on by value would load it as the C++ enum (undefined; UBSan's enum check
+// caught (ternjit_dtype)99 here).
 ternjit_status bind_weight(const char* fn, ternjit_program* program, const char* name, const void* data,
-                           std::optional<std::size_t> nbytes, ternjit_dtype dtype, ternjit_format format,
-                           const int64_t* shape, int32_t rank) {
+                           std::optional<std::size_t> nbytes, int dtype, int format, const int64_t* shape,
+                           int32_t rank) {
   if (program == nullptr) return misuse(fn, "program is null");
   if (name == nullptr) return misuse(fn, "name is null");
   if (data == nullptr && nbytes.value_or(1) != 0) return misuse(fn, std::string("data of '") + name + "' is null");
   ternjit::WeightFormat wf{};
-  if (!weight_format_of(raw_enum(format), &wf))
-    return misuse(fn, "unknown format " + std::to_string(raw_enum(format)) + " for '" + name + "'");
+  if (!weight_format_of(format, &wf))
+    return misuse(fn, "unknown format " + std::to_string(format) + " for '" + name + "'");
   ternjit::TensorView view;
   // The view is only read: Program::bind copies it.
-  if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), raw_enum(dtype), shape,
+  if (auto s = make_view(fn, std::string("weight '") + name + "'", const_cast<void*>(data), dtype, shape,
                          rank, &view);
       s != TERNJIT_OK)
     return s;
@@ -440,14 +443,18 @@ ternjit_status bind_weight(const char* fn, ternjit_program* program, const char*
 ternjit_status ternjit_bind_weight(ternjit_program* program, const char* name, const void* data, ternjit_dtype dtype,
                                    ternjit_format format, const int64_t* shape, int32_t rank) {
   constexpr const char* fn = "ternjit_bind_weight";
-  return guarded(fn, [&] { return bind_weight(fn, program, name, data, std::nullopt, dtype, format, shape, rank); });
+  return guarded(fn, [&] {
+    return bind_weight(fn, program, name, data, std::nullopt, raw_enum(dtype), raw_enum(format), shape, rank);
+  });
 }
 
 ternjit_status ternjit_bind_weight_sized(ternjit_program* program, const char* name, const void* data, size_t nbytes,
                                          ternjit_dtype dtype, ternjit_format format, const int64_t* shape,
                                          int32_t rank) {
   constexpr const char* fn = "ternjit_bind_weight_sized";
-  return guarded(fn, [&] { return bind_weight(fn, program, name, data, nbytes, dtype, format, shape, rank); });
+  return guarded(fn, [&] {
+    return bind_weight(fn, program, name, data, nbytes, raw_enum(dtype), raw_enum(format), shape, rank);
+  });
 }
 
 ternjit_status ternjit_bind_weights_file(ternjit_program* program, const char* path) {

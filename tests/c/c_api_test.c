@@ -611,8 +611,10 @@ static void check_introspection(const char* source, size_t len) {
     CHECK(traces > 0); /* verbose lines went to the callback */
     if (kernel != NULL) {
       CHECK_OK(ternjit_kernel_entry(kernel, &fn, &state));
-      expect_error("compile(syntax error) before a kernel call", ternjit_compile(engine, "layer {", 7, "e.tri", &p),
+      ternjit_program* bad = NULL; /* not &p: a failed compile stores NULL there, and p is still in use */
+      expect_error("compile(syntax error) before a kernel call", ternjit_compile(engine, "layer {", 7, "e.tri", &bad),
                    TERNJIT_INVALID_INPUT, "e.tri");
+      CHECK(bad == NULL);
       buffers[0] = NULL;
       buffers[1] = y;
       st = fn(state, (void* const*)buffers);
