@@ -53,11 +53,12 @@ struct CeilingResult {
 Result<CeilingResult> measure_read_bandwidth(const Parallel& parallel, std::size_t bytes,
                                              const CeilingOptions& options);
 
-/// The instruction path an int8-dot ceiling runs: the best of avx512_vnni (vpdpbusd zmm),
-/// avx_vnni (vpdpbusd ymm) and avx2 (vpmaddubsw + vpmaddwd + vpaddd) that the host runs
-/// and `cap` allows (Avx512 and Amx count as their int8 dot, avx2 resp. avx512_vnni:
-/// the x86 target's tmatmul runs vpdpbusd under AMX for M < 16 and maddubs under Avx512).
-/// Nullopt when not even AVX2 runs.
+/// The instruction path an int8-dot ceiling runs: the first of avx512_vnni (vpdpbusd
+/// zmm), avx_vnni (vpdpbusd ymm) and avx2 (vpmaddubsw + vpmaddwd + vpaddd, ymm) that the
+/// host runs and that is at most `cap` in Isa order, where Amx counts as avx512_vnni (AMX
+/// tiles are not probed: a cap of amx rates vpdpbusd). Under a cap of Avx512 (no VNNI) the
+/// ymm avx2 loop stands in for the zmm vpmaddubsw one: the ceiling is then low by up to
+/// 2x. Nullopt when not even AVX2 runs.
 std::optional<Isa> dot_ceiling_isa(Isa cap = Isa::Amx);
 
 /// A register-only loop of independent u8 x s8 -> s32 dot products on `isa` (from
