@@ -232,12 +232,6 @@ std::string max_isa_of(const std::string& target_options, const std::string& fal
   return target_options.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
 }
 
-std::string shape_text(const std::map<std::string, std::int64_t>& s) {
-  std::string t;
-  for (const auto& [k, v] : s) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return t.empty() ? "-" : t;
-}
-
 nlohmann::json timing_json(const Timing& t, const Work& w) {
   return {{"median_ns", t.median_ns},
           {"min_ns", t.min_ns},
@@ -311,11 +305,7 @@ int cmd_bench(const BenchCommandOptions& o) {
   if (!m.ok()) return report(m.error());
   auto fname = pick_function(*m, o.file, o.layer, o.fn, o.function);
   if (!fname.ok()) return report(fname.error());
-  std::string joined;
-  for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-  auto parsed = ir::parse_shape_list(joined);
-  if (!parsed.ok()) return report(parsed.error());
-  auto shapes = resolve_shapes(*m, parsed->values);
+  auto shapes = shape_flags(*m, o.shapes);
   if (!shapes.ok()) return report(shapes.error());
   formats::PrepareOptions popts;
   popts.seed = o.seed;

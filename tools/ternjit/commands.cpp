@@ -237,11 +237,7 @@ int cmd_opt(const OptOptions& o) {
   auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
   if (!o.shapes.empty()) {
-    std::string joined;
-    for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-    auto parsed = ir::parse_shape_list(joined);
-    if (!parsed.ok()) return report(parsed.error());
-    auto shapes = resolve_shapes(*m, parsed->values);
+    auto shapes = shape_flags(*m, o.shapes);
     if (!shapes.ok()) return report(shapes.error());
     auto bound = passes::specialize_shapes(*m, shapes->values);
     if (!bound.ok()) return report(bound.error());
@@ -270,9 +266,7 @@ int cmd_run(const RunOptions& o) {
     return report(make_error(ErrorCode::NotFound, "no function '" + fname + "' in " + o.file +
                                                       " (it has: " + have + ")"));
   }
-  auto parsed = ir::parse_shape_list(o.shapes);
-  if (!parsed.ok()) return report(parsed.error());
-  auto shapes = resolve_shapes(*m, parsed->values);
+  auto shapes = shape_flags(*m, {o.shapes});
   if (!shapes.ok()) return report(shapes.error());
   std::optional<formats::WeightFile> weights;
   std::optional<formats::StFile> inputs;
@@ -369,6 +363,19 @@ Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std
       if (auto it = given.find(s.substr(dot + 1)); it != given.end()) out.values.emplace(s, it->second);
     }
   return out;
+}
+
+Result<ir::ShapeBindings> shape_flags(const ir::Module& m, const std::vector<std::string>& flags) {
+  std::string joined;
+  for (const std::string& f : flags) joined += (joined.empty() ? "" : ",") + f;
+  TERNJIT_TRY(ir::ShapeBindings parsed, ir::parse_shape_list(joined));
+  return resolve_shapes(m, parsed.values);
+}
+
+std::string shape_text(const std::map<std::string, std::int64_t>& shapes) {
+  std::string t;
+  for (const auto& [k, v] : shapes) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return t.empty() ? "-" : t;
 }
 
 Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,

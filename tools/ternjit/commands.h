@@ -69,6 +69,13 @@ Result<std::string> pick_function(const ir::Module& m, const std::string& file, 
 /// names no symbol of `m`, listing the symbols it has.
 Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std::string, std::int64_t>& given);
 
+/// --shape flags as given (each "M=4,K=64"; repeatable), joined, parsed
+/// (ir::parse_shape_list) and resolved against `m` (resolve_shapes).
+Result<ir::ShapeBindings> shape_flags(const ir::Module& m, const std::vector<std::string>& flags);
+
+/// "K=64,M=4" (sorted by name), or "-" when empty: how commands print a binding.
+std::string shape_text(const std::map<std::string, std::int64_t>& shapes);
+
 /// `target`'s options from a command's --target-options text plus the shorthands
 /// --max-isa (x86.max_isa), --triple (llvm.triple) and --cpu (llvm.cpu), validated by the
 /// target. An option of another target is an error (it would be silently ignored).
