@@ -117,6 +117,23 @@ check "TERNJIT_THREADS" 'j["threads"] == 2' \
   -- env TERNJIT_THREADS=2 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 "${fast[@]}" --json
 check "--threads over TERNJIT_THREADS" 'j["threads"] == 1' \
   -- env TERNJIT_THREADS=2 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --threads 1 "${fast[@]}" --json
+# TERNJIT_MAX_ISA and TERNJIT_TARGET_OPTIONS cap the int8-dot path too; --max-isa wins.
+auto_isa="$("$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --threads 1 "${fast[@]}" --json 2>/dev/null |
+  "$python" -c 'import json, sys; print(json.load(sys.stdin)["int8_dot"]["isa"])')"
+check "TERNJIT_MAX_ISA" 'j["int8_dot"]["isa"] == "avx2"' \
+  -- env TERNJIT_MAX_ISA=avx2 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --threads 1 "${fast[@]}" --json
+check "TERNJIT_TARGET_OPTIONS" 'j["int8_dot"]["isa"] == "avx2"' \
+  -- env TERNJIT_TARGET_OPTIONS=x86.max_isa=avx2 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 \
+  --threads 1 "${fast[@]}" --json
+check "--max-isa over TERNJIT_MAX_ISA" "j[\"int8_dot\"][\"isa\"] == \"$auto_isa\"" \
+  -- env TERNJIT_MAX_ISA=avx2 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --max-isa amx --threads 1 \
+  "${fast[@]}" --json
+# TERNJIT_CACHE_DIR: the compiled kernel is stored there.
+check "TERNJIT_CACHE_DIR" 'j["kernel"]["median_ns"] > 0' \
+  -- env TERNJIT_CACHE_DIR="$work/cache2" "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --threads 1 \
+  "${fast[@]}" --json
+if [ -n "$(find "$work/cache2" -type f 2>/dev/null | head -1)" ]; then passed=$((passed + 1)); else
+  echo "FAIL TERNJIT_CACHE_DIR: nothing stored in $work/cache2"; failed=$((failed + 1)); fi
 expect_fail "bad TERNJIT_THREADS" "TERNJIT_THREADS" \
   -- env TERNJIT_THREADS=many "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 "${fast[@]}"
 
