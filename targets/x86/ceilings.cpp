@@ -58,16 +58,18 @@ __attribute__((target("avx2"))) std::uint64_t sum_bytes_avx2(const std::uint8_t*
 }
 
 // The dot loops: kChains independent accumulators, operands from the caller's seed so
-// nothing folds at compile time. Each returns the lanes' sum. 16 chains: on the AMD EPYC
-// (znver4) this was written on, 12 reached the zmm peak (236 GOPS, one core) but only half
-// of it with ymm, 16 both (8: 218 GOPS zmm).
-constexpr int kChains = 16;
+// nothing folds at compile time, the chain loop unrolled so the accumulators live in
+// registers (rolled, GCC 12 kept them in memory: half the peak). Each returns the lanes'
+// sum. On the AMD EPYC (znver4) this was written on, 8, 12 and 16 chains all reached
+// 473 GOPS on one core with zmm and 12 and 16 with ymm; 24 spilled (231).
+constexpr int kChains = 12;
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) std::int64_t dot_avx512_vnni(std::int64_t iters, int seed) {
   const __m512i a = _mm512_set1_epi32(seed | 0x01010101), b = _mm512_set1_epi32(seed ^ 0x7f01fe02);
   __m512i c[kChains];
   for (auto& x : c) x = _mm512_setzero_si512();
   for (std::int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (auto& x : c) x = _mm512_dpbusd_epi32(x, a, b);
   __m512i s = c[0];
   for (int j = 1; j < kChains; ++j) s = _mm512_add_epi32(s, c[j]);
@@ -83,6 +85,7 @@ __attribute__((target("avx2,avxvnni"))) std::int64_t dot_avx_vnni(std::int64_t i
   __m256i c[kChains];
   for (auto& x : c) x = _mm256_setzero_si256();
   for (std::int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (auto& x : c) x = _mm256_dpbusd_avx_epi32(x, a, b);
   __m256i s = c[0];
   for (int j = 1; j < kChains; ++j) s = _mm256_add_epi32(s, c[j]);
@@ -95,15 +98,22 @@ __attribute__((target("avx2,avxvnni"))) std::int64_t dot_avx_vnni(std::int64_t i
 
 // AVX2 has no int8 dot: u8 x s8 pairs to s16 (vpmaddubsw), pairs of s16 to s32 with
 // ones (vpmaddwd), then an add: 3 instructions per 32 multiply-adds, as the x86
-// tmatmul's avx2 path does. 8 chains (two ports for each of the three).
+// tmatmul's avx2 path does. Each chain's u8 operand is its own accumulator, so no
+// product is loop-invariant (a constant pair would be hoisted out of the loop) and none
+// is shared between chains. 10 chains: on the znver4 EPYC 6, 8, 10 and 12 gave 189, 209,
+// 217 and 167 GOPS on one core (12 no longer fit AVX2's 16 ymm registers with the
+// temporaries: spills); the bound there is two multiplies per 32 multiply-adds on two
+// pipes, ~236 GOPS.
+constexpr int kAvx2Chains = 10;
+
 __attribute__((target("avx2"))) std::int64_t dot_avx2(std::int64_t iters, int seed) {
-  constexpr int kAvx2Chains = 8;
-  const __m256i a = _mm256_set1_epi32(seed | 0x01010101), b = _mm256_set1_epi32((seed ^ 0x7f01fe02) & 0x3f3f3f3f);
+  const __m256i b = _mm256_set1_epi32((seed ^ 0x7f01fe02) & 0x3f3f3f3f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i c[kAvx2Chains];
-  for (auto& x : c) x = _mm256_setzero_si256();
+  for (int j = 0; j < kAvx2Chains; ++j) c[j] = _mm256_set1_epi32(seed + j);
   for (std::int64_t i = 0; i < iters; ++i)
-    for (auto& x : c) x = _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+#pragma GCC unroll 16
+    for (auto& x : c) x = _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b), ones));
   __m256i s = c[0];
   for (int j = 1; j < kAvx2Chains; ++j) s = _mm256_add_epi32(s, c[j]);
   alignas(32) std::int32_t lanes[8];
@@ -118,7 +128,7 @@ double macs_per_iter(Isa isa) {
   switch (isa) {
     case Isa::Avx512Vnni: case Isa::Amx: return kChains * 64.0;
     case Isa::AvxVnni: return kChains * 32.0;
-    case Isa::Avx2: case Isa::Avx512: return 8 * 32.0;
+    case Isa::Avx2: case Isa::Avx512: return kAvx2Chains * 32.0;
   }
   return 0;
 }
