@@ -3,6 +3,7 @@
 #include "targets/x86/ceilings.h"
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -199,8 +200,14 @@ Result<CeilingResult> measure_read_bandwidth(const Parallel& parallel, std::size
   struct Free {
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
-  std::unique_ptr<std::uint8_t, Free> buf(static_cast<std::uint8_t*>(std::aligned_alloc(kPage, total)));
+  // 2 MiB aligned and asked for transparent huge pages (where THP is "madvise"): with 4 KiB
+  // pages the znver4 VM read 16 GB/s from one core, with huge pages 31 GB/s: the ceiling
+  // is the better of the two. A refusal (THP off) only leaves 4 KiB pages.
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const std::size_t alloc = (total + kHuge - 1) / kHuge * kHuge;
+  std::unique_ptr<std::uint8_t, Free> buf(static_cast<std::uint8_t*>(std::aligned_alloc(kHuge, alloc)));
   if (!buf) return make_error(ErrorCode::Unavailable, "cannot allocate the probe's " + std::to_string(total) + " bytes");
+  (void)madvise(buf.get(), alloc, MADV_HUGEPAGE);
   // Non-zero pages, written by the threads that read them (first touch places them there).
   parallel.for_each(chunks, [&](std::int64_t t) {
     std::memset(buf.get() + static_cast<std::size_t>(t) * chunk, static_cast<int>(t + 1), chunk);

@@ -47,7 +47,8 @@ struct CeilingResult {
 };
 
 /// Streaming read of a `bytes`-byte buffer (rounded up to whole 4 KiB pages per thread),
-/// split in `parallel.threads` page-aligned chunks read concurrently with stream_sum.
+/// split in `parallel.threads` page-aligned chunks read concurrently with stream_sum, on
+/// transparent huge pages where the kernel grants them (madvise).
 /// Choose bytes well above the last-level cache to measure DRAM. Errors: Unavailable when
 /// the host lacks AVX2; InvalidArgument when bytes is 0.
 Result<CeilingResult> measure_read_bandwidth(const Parallel& parallel, std::size_t bytes,
