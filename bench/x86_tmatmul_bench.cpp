@@ -536,6 +536,15 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "");
   benchmark::AddCustomContext("cold_bytes", std::to_string(kColdBytes >> 20) + " MiB of weight copies per impl");
   benchmark::AddCustomContext("ratios", "vs_probe = t_probe / t; vs_onednn_s8 = t_onednn_s8 / t (>1: faster)");
+  // The int8 compute ceiling of one thread on the ternjit ISA's dot path (the roof GOPS
+  // counters approach at large M; `ternjit bench` measures the same).
+  if (auto dot_isa = isa ? dot_ceiling_isa(*isa) : std::nullopt) {
+    auto dot = measure_int8_dot(Parallel{}, *dot_isa, CeilingOptions{});
+    benchmark::AddCustomContext("int8_dot_ceiling", dot.ok() ? std::to_string(static_cast<int>(dot->best_rate())) +
+                                                                   " GOPS, 1 thread, " +
+                                                                   std::string(isa_name(*dot_isa))
+                                                             : dot.error().message);
+  }
 
   for (const WeightShape& s : kShapes)
     for (std::int64_t m : kMs)
