@@ -541,8 +541,7 @@ int main(int argc, char** argv) {
   if (auto dot_isa = isa ? dot_ceiling_isa(*isa) : std::nullopt) {
     auto dot = measure_int8_dot(Parallel{}, *dot_isa, CeilingOptions{});
     benchmark::AddCustomContext("int8_dot_ceiling", dot.ok() ? std::to_string(static_cast<int>(dot->best_rate())) +
-                                                                   " GOPS, 1 thread, " +
-                                                                   std::string(isa_name(*dot_isa))
+                                                                   " GOPS, 1 thread, " + std::string(isa_name(*dot_isa))
                                                              : dot.error().message);
   }
 

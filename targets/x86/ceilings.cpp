@@ -127,9 +127,11 @@ __attribute__((target("avx2"))) std::int64_t dot_avx2(std::int64_t iters, int se
 // Multiply-adds per loop iteration of each dot path.
 double macs_per_iter(Isa isa) {
   switch (isa) {
-    case Isa::Avx512Vnni: case Isa::Amx: return kChains * 64.0;
+    case Isa::Avx512Vnni:
+    case Isa::Amx: return kChains * 64.0;
     case Isa::AvxVnni: return kChains * 32.0;
-    case Isa::Avx2: case Isa::Avx512: return kAvx2Chains * 32.0;
+    case Isa::Avx2:
+    case Isa::Avx512: return kAvx2Chains * 32.0;
   }
   return 0;
 }
@@ -206,7 +208,8 @@ Result<CeilingResult> measure_read_bandwidth(const Parallel& parallel, std::size
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t alloc = (total + kHuge - 1) / kHuge * kHuge;
   std::unique_ptr<std::uint8_t, Free> buf(static_cast<std::uint8_t*>(std::aligned_alloc(kHuge, alloc)));
-  if (!buf) return make_error(ErrorCode::Unavailable, "cannot allocate the probe's " + std::to_string(total) + " bytes");
+  if (!buf)
+    return make_error(ErrorCode::Unavailable, "cannot allocate the probe's " + std::to_string(total) + " bytes");
   (void)madvise(buf.get(), alloc, MADV_HUGEPAGE);
   // Non-zero pages, written by the threads that read them (first touch places them there).
   parallel.for_each(chunks, [&](std::int64_t t) {
@@ -250,9 +253,11 @@ Result<CeilingResult> measure_int8_dot(const Parallel& parallel, Isa isa, const 
       const int seed = static_cast<int>(t) + 3;
       std::int64_t s = 0;
       switch (isa) {
-        case Isa::Avx512Vnni: case Isa::Amx: s = dot_avx512_vnni(kIters, seed); break;
+        case Isa::Avx512Vnni:
+        case Isa::Amx: s = dot_avx512_vnni(kIters, seed); break;
         case Isa::AvxVnni: s = dot_avx_vnni(kIters, seed); break;
-        case Isa::Avx2: case Isa::Avx512: s = dot_avx2(kIters, seed); break;
+        case Isa::Avx2:
+        case Isa::Avx512: s = dot_avx2(kIters, seed); break;
       }
       sums[static_cast<std::size_t>(t)] += s;
     });

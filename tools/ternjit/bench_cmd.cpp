@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench_cmd.cpp - `ternjit bench`: a layer's kernel timed beside the reference, a read-bandwidth probe and an int8-dot ceiling.
+// bench_cmd.cpp - `ternjit bench`: a layer's kernel timed beside the reference, a read-bandwidth probe and an int8-dot
+// ceiling.
 //
 // One process, in this order: the kernel compiled once (run's plumbing: prepare_run,
 // prepare_kernel), its work counted from the specialized, optimized IR, the reference
@@ -51,8 +52,8 @@ Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::
 constexpr double kReferenceOpsPerSecond = 50e6;
 // At most this many timed samples; shorter calls are batched so the samples fill --min-time.
 constexpr int kMaxSamples = 200;
-// --cold rotates weight copies totalling 4x the last-level cache (as the read probe), at most this many
-// copies and bytes (64 MiB of copies when the cache size is unknown).
+// --cold rotates weight copies totalling 4x the last-level cache (as the read probe), at
+// most this many copies and bytes (64 MiB of copies when the cache size is unknown).
 constexpr int kMaxColdCopies = 64;
 constexpr std::uint64_t kMaxColdBytes = std::uint64_t{1} << 30;
 // The read probe's buffer: 4x the last-level cache, at least 64 MiB, at most 1 GiB.
@@ -62,9 +63,9 @@ constexpr const char* kPython = "/usr/bin/python3";
 
 // What one call of the function does, from its specialized, optimized IR.
 struct Work {
-  double ops = 0;                 // 2*M*N*K summed over matmul and tmatmul
-  int matmuls = 0;                // how many
-  std::uint64_t weight_bytes = 0;  // every parameter read, ternary ones at the packed size
+  double ops = 0;                   // 2*M*N*K summed over matmul and tmatmul
+  int matmuls = 0;                  // how many
+  std::uint64_t weight_bytes = 0;   // every parameter read, ternary ones at the packed size
   std::uint64_t ternary_bytes = 0;  // the ternary part of weight_bytes
 };
 
@@ -97,7 +98,7 @@ void count_work(const ir::Module& m, const std::string& name, WeightFormat targe
           const auto n = t.static_numel();
           if (!n) break;
           if (t.elem == ElemKind::T2) {
-            const WeightFormat layout = t.layout != WeightFormat::Plain      ? t.layout
+            const WeightFormat layout = t.layout != WeightFormat::Plain        ? t.layout
                                         : target_layout != WeightFormat::Plain ? target_layout
                                                                                : WeightFormat::Tern2;
             const auto bytes = formats::packed_size(layout, static_cast<std::size_t>(*n));
@@ -209,7 +210,9 @@ Result<void> write_plot(const nlohmann::json& data, const std::string& png) {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/ternjit-bench-XXXXXX";
   const int fd = mkstemp(path.data());
-  if (fd < 0) return make_error(ErrorCode::IoError, "cannot create a temporary file for --plot: " + std::string(std::strerror(errno)));
+  if (fd < 0)
+    return make_error(ErrorCode::IoError,
+                      "cannot create a temporary file for --plot: " + std::string(std::strerror(errno)));
   close(fd);
   {
     std::ofstream out(path);
@@ -218,8 +221,8 @@ Result<void> write_plot(const nlohmann::json& data, const std::string& png) {
   const int rc = spawn_wait({kPython, "-c", examples::kRooflineScript, path, png});
   std::remove(path.c_str());
   if (rc != 0)
-    return make_error(ErrorCode::IoError, "--plot: " + std::string(kPython) + " failed to write '" + png +
-                                              "' (exit " + std::to_string(rc) + "; its message is above)");
+    return make_error(ErrorCode::IoError, "--plot: " + std::string(kPython) + " failed to write '" + png + "' (exit " +
+                                              std::to_string(rc) + "; its message is above)");
   return {};
 }
 
@@ -247,8 +250,8 @@ nlohmann::json timing_json(const Timing& t, const Work& w) {
 nlohmann::json ceiling_json(const targets::x86::CeilingResult& c, const char* rate, const char* work) {
   // A ceiling is an upper bound: rated at its fastest call (load on the machine only
   // slows calls down); the median's rate is there too.
-  return {{work, c.work}, {"median_ns", c.median_ns}, {"min_ns", c.min_ns}, {"reps", c.reps},
-          {rate, c.best_rate()}, {std::string(rate) + "_median", c.rate()}};
+  return {{work, c.work},   {"median_ns", c.median_ns}, {"min_ns", c.min_ns},
+          {"reps", c.reps}, {rate, c.best_rate()},      {std::string(rate) + "_median", c.rate()}};
 }
 
 void print_table(const nlohmann::json& j) {
@@ -270,8 +273,7 @@ void print_table(const nlohmann::json& j) {
   row("kernel", k);
   if (j["reference"].contains("skipped"))
     std::printf("%-12s skipped: %s\n", "reference", j["reference"]["skipped"].get<std::string>().c_str());
-  else
-    row("reference", j["reference"]);
+  else row("reference", j["reference"]);
   const auto& p = j["probe"];
   std::printf("%-12s %12.6f %12.6f %9d %10.3f %10s  (streaming read of %.0f MiB)\n", "read probe",
               p["median_ns"].get<double>() / 1e6, p["min_ns"].get<double>() / 1e6, p["reps"].get<int>(),
@@ -282,9 +284,10 @@ void print_table(const nlohmann::json& j) {
               d["isa"].get<std::string>().c_str());
   const auto& r = j["ratios"];
   std::string speedup = r["speedup"].is_null() ? "-" : std::to_string(r["speedup"].get<double>()) + "x";
-  std::printf("speedup over reference: %s; weight GB/s / probe: %.4f; GOPS / int8-dot ceiling: %.4f\n",
-              speedup.c_str(), r["bandwidth_fraction"].get<double>(), r["compute_fraction"].get<double>());
-  std::printf("check: %s\n", j["checked"].get<bool>() ? "outputs match the reference" : "not checked (reference skipped)");
+  std::printf("speedup over reference: %s; weight GB/s / probe: %.4f; GOPS / int8-dot ceiling: %.4f\n", speedup.c_str(),
+              r["bandwidth_fraction"].get<double>(), r["compute_fraction"].get<double>());
+  std::printf("check: %s\n",
+              j["checked"].get<bool>() ? "outputs match the reference" : "not checked (reference skipped)");
   if (j.contains("cold")) {
     const auto& c = j["cold"];
     std::printf("cold: %d weight copies, %.1f MiB rotated%s\n", c["copies"].get<int>(),
@@ -344,8 +347,9 @@ int cmd_bench(const BenchCommandOptions& o) {
   const double ref_estimate = work->ops / kReferenceOpsPerSecond;
   if (ref_estimate > o.ref_max_time) {
     char why[160];
-    std::snprintf(why, sizeof why, "estimated %.3g s per call (%.3g ops at %.0f M ops/s) is above --ref-max-time %.3g s",
-                  ref_estimate, work->ops, kReferenceOpsPerSecond / 1e6, o.ref_max_time);
+    std::snprintf(why, sizeof why,
+                  "estimated %.3g s per call (%.3g ops at %.0f M ops/s) is above --ref-max-time %.3g s", ref_estimate,
+                  work->ops, kReferenceOpsPerSecond / 1e6, o.ref_max_time);
     ref_json = {{"skipped", why}};
     notes.push_back(std::string("reference skipped: ") + why + "; the kernel's output is not checked");
   } else {
@@ -389,24 +393,25 @@ int cmd_bench(const BenchCommandOptions& o) {
       copies.push_back(std::move(*program));
     }
     const double rotated = static_cast<double>(per_copy) * n;
-    cold_json = {{"copies", n}, {"rotated_bytes", rotated}, {"beyond_llc", llc > 0 && rotated > static_cast<double>(llc)}};
+    cold_json = {
+        {"copies", n}, {"rotated_bytes", rotated}, {"beyond_llc", llc > 0 && rotated > static_cast<double>(llc)}};
   }
 
-  auto timing = time_kernel(
-      [&](long long i) { return call_kernel(*kernels[static_cast<std::size_t>(i) % kernels.size()], *pk); }, o.warmup,
-      o.reps, o.min_time);
+  auto timing =
+      time_kernel([&](long long i) { return call_kernel(*kernels[static_cast<std::size_t>(i) % kernels.size()], *pk); },
+                  o.warmup, o.reps, o.min_time);
   if (!timing.ok()) return report(timing.error());
 
   // The ceilings, on the kernel's pool.
   targets::x86::CeilingOptions co;
   co.max_seconds = std::min(0.25, std::max(o.min_time, 0.01));
-  const std::uint64_t probe_bytes = std::clamp<std::uint64_t>(llc ? 4 * llc : 4 * kMinProbeBytes, kMinProbeBytes,
-                                                              kMaxProbeBytes);
+  const std::uint64_t probe_bytes =
+      std::clamp<std::uint64_t>(llc ? 4 * llc : 4 * kMinProbeBytes, kMinProbeBytes, kMaxProbeBytes);
   auto probe = targets::x86::measure_read_bandwidth(par, static_cast<std::size_t>(probe_bytes), co);
   if (!probe.ok()) return report(probe.error());
   const std::string isa_text = max_isa_of(options->target_options, options->max_isa);
-  auto cap = isa_text.empty() ? std::optional<targets::x86::Isa>(targets::x86::Isa::Amx)
-                              : targets::x86::parse_isa(isa_text);
+  auto cap =
+      isa_text.empty() ? std::optional<targets::x86::Isa>(targets::x86::Isa::Amx) : targets::x86::parse_isa(isa_text);
   if (!cap) return report(bad("unknown max_isa '" + isa_text + "'"));
   const auto dot_isa = targets::x86::dot_ceiling_isa(*cap);
   if (!dot_isa) return report(make_error(ErrorCode::Unavailable, "the int8-dot ceiling needs AVX2"));
@@ -422,8 +427,8 @@ int cmd_bench(const BenchCommandOptions& o) {
   j["shape"] = prepared->shapes.values;
   j["shape_text"] = shape_text(prepared->shapes.values);
   j["mode"] = o.cold ? "cold" : "hot";
-  j["machine"] = {{"cpu", cpu.model}, {"features", cpu.feature_string()}, {"logical_cores", cpu.logical_cores},
-                  {"llc_bytes", llc}};
+  j["machine"] = {
+      {"cpu", cpu.model}, {"features", cpu.feature_string()}, {"logical_cores", cpu.logical_cores}, {"llc_bytes", llc}};
   j["ops"] = work->ops;
   j["matmuls"] = work->matmuls;
   j["weight_bytes"] = work->weight_bytes;
@@ -450,10 +455,8 @@ int cmd_bench(const BenchCommandOptions& o) {
 
   if (!o.plot.empty())
     if (auto ok = write_plot(j, o.plot); !ok.ok()) return report(ok.error());
-  if (o.json)
-    std::printf("%s\n", j.dump(2).c_str());
-  else
-    print_table(j);
+  if (o.json) std::printf("%s\n", j.dump(2).c_str());
+  else print_table(j);
   if (!o.plot.empty() && !o.json) std::printf("roofline written to %s\n", o.plot.c_str());
   return 0;
 }
@@ -461,8 +464,9 @@ int cmd_bench(const BenchCommandOptions& o) {
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchCommandOptions>();
   auto threads = std::make_shared<int>(0);
-  auto* cmd = app.add_subcommand("bench", "time a layer's compiled kernel beside the reference target, a "
-                                          "read-bandwidth probe and an int8-dot ceiling");
+  auto* cmd = app.add_subcommand("bench",
+                                 "time a layer's compiled kernel beside the reference target, a "
+                                 "read-bandwidth probe and an int8-dot ceiling");
   cmd->add_option("file", o->file, "the .tri or .tir file")->required();
   auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to time (LAYER.forward)");
   cmd->add_option("--fn", o->fn, "with --layer: the layer's function (default forward)");
@@ -477,11 +481,12 @@ void add_bench_command(CLI::App& app) {
                   "the targets' options, TARGET.NAME=VALUE;... (default: TERNJIT_TARGET_OPTIONS)");
   cmd->add_option("--max-isa", o->max_isa,
                   "shorthand for x86.max_isa; also caps the int8-dot ceiling's path (default: TERNJIT_MAX_ISA)");
-  auto* threads_opt = cmd->add_option("--threads", *threads,
-                                      "threads of the kernel and the probes (default: TERNJIT_THREADS, else every core)");
+  auto* threads_opt = cmd->add_option(
+      "--threads", *threads, "threads of the kernel and the probes (default: TERNJIT_THREADS, else every core)");
   cmd->add_option("--warmup", o->warmup, "untimed calls first (default 3)");
   cmd->add_option("--reps", o->reps, "timed samples at least (default 10)");
-  cmd->add_option("--min-time", o->min_time, "seconds to keep timing the kernel, at least --reps samples (default 0.5)");
+  cmd->add_option("--min-time", o->min_time,
+                  "seconds to keep timing the kernel, at least --reps samples (default 0.5)");
   cmd->add_option("--ref-max-time", o->ref_max_time,
                   "skip the reference when its estimated time per call exceeds these seconds (default 2)");
   cmd->add_flag("--cold", o->cold, "rotate weight copies totalling 4x the last-level cache (at most 64 copies, 1 GiB)");

@@ -125,7 +125,8 @@ Result<PreparedKernel> prepare_kernel(const EngineOptions& options, const ir::Mo
   // checked before each allocation: output shapes come from user-given extents.
   const std::uint64_t cap = formats::PrepareOptions{}.max_bytes;
   std::uint64_t used = 0;
-  auto reserve = [&](ElemKind kind, const std::vector<std::int64_t>& shape, const std::string& what) -> Result<std::size_t> {
+  auto reserve = [&](ElemKind kind, const std::vector<std::int64_t>& shape,
+                     const std::string& what) -> Result<std::size_t> {
     const auto numel = ir::checked_numel(shape);
     const auto bytes = numel ? formats::tensor_bytes(kind, *numel, std::max(elem_bits(kind) / 8, 1)) : std::nullopt;
     if (!bytes || *bytes > cap - std::min(cap, used))
@@ -148,7 +149,8 @@ Result<PreparedKernel> prepare_kernel(const EngineOptions& options, const ir::Mo
     pk.out_bytes.emplace_back(bytes);
   }
   for (std::size_t i = 0; i < pk.out_bytes.size(); ++i)
-    pk.outputs.push_back(TensorView{pk.out_bytes[i].data(), pk.kernel->outputs()[i].kind, pk.kernel->outputs()[i].shape});
+    pk.outputs.push_back(
+        TensorView{pk.out_bytes[i].data(), pk.kernel->outputs()[i].kind, pk.kernel->outputs()[i].shape});
   for (const TensorView& v : pk.inputs) pk.buffers.push_back(v.data);
   for (const TensorView& v : pk.outputs) pk.buffers.push_back(v.data);
   return pk;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // ceilings_test.cpp - the roofline probes of targets/x86/ceilings.h: what stream_sum adds,
 // the work each probe counts, its path choice and its errors. No timing threshold.
+#include "targets/x86/ceilings.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -10,7 +12,6 @@
 #include <random>
 #include <vector>
 
-#include "targets/x86/ceilings.h"
 #include "tests/unit/x86/x86_testing.h"
 
 namespace {
@@ -100,8 +101,9 @@ TEST_CASE("the int8-dot ceiling counts 2 ops per multiply-add on every path the 
     double macs;
   };
   const double iters = 65536;
-  for (const Path& p : {Path{Isa::Avx512Vnni, host.avx512_vnni, 12 * 64 * iters},
-                        Path{Isa::AvxVnni, host.avx_vnni, 12 * 32 * iters}, Path{Isa::Avx2, host.avx2, 10 * 32 * iters}}) {
+  for (const Path& p :
+       {Path{Isa::Avx512Vnni, host.avx512_vnni, 12 * 64 * iters}, Path{Isa::AvxVnni, host.avx_vnni, 12 * 32 * iters},
+        Path{Isa::Avx2, host.avx2, 10 * 32 * iters}}) {
     CAPTURE(isa_name(p.isa));
     for (int threads : {1, 2}) {
       auto r = measure_int8_dot(testing::std_threads(threads), p.isa, quick());
@@ -126,8 +128,7 @@ TEST_CASE("dot_ceiling_isa picks the best int8 dot under the cap") {
   }
   CHECK(dot_ceiling_isa(Isa::Avx2) == Isa::Avx2);
   CHECK(dot_ceiling_isa(Isa::Avx512) == (host.avx_vnni ? Isa::AvxVnni : Isa::Avx2));
-  CHECK(dot_ceiling_isa(Isa::Amx) ==
-        (host.avx512_vnni ? Isa::Avx512Vnni : host.avx_vnni ? Isa::AvxVnni : Isa::Avx2));
+  CHECK(dot_ceiling_isa(Isa::Amx) == (host.avx512_vnni ? Isa::Avx512Vnni : host.avx_vnni ? Isa::AvxVnni : Isa::Avx2));
   CHECK(dot_ceiling_isa(Isa::Avx512Vnni) == dot_ceiling_isa(Isa::Amx));
 }
 
@@ -138,7 +139,7 @@ TEST_CASE("last_level_cache_bytes reads sysfs") {
     return;
   }
   const std::uint64_t llc = last_level_cache_bytes();
-  CHECK(llc >= 64 * 1024);                    // no last-level cache is smaller
-  CHECK(llc <= std::uint64_t{4} << 30);       // nor above 4 GiB
-  CHECK(llc % 1024 == 0);                     // sysfs gives K or M
+  CHECK(llc >= 64 * 1024);               // no last-level cache is smaller
+  CHECK(llc <= std::uint64_t{4} << 30);  // nor above 4 GiB
+  CHECK(llc % 1024 == 0);                // sysfs gives K or M
 }
