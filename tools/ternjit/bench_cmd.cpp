@@ -139,16 +139,24 @@ struct Timing {
 };
 
 // Times `call(i)` (i counts every call, for rotating copies): `warmup` calls, an
-// estimate of one call, then samples of `batch` calls (batch > 1 only when a call is
+// estimate of one call (the fastest of up to 5), then samples of `batch` calls (batch > 1 only when a call is
 // shorter than min_time / kMaxSamples) through autotune::measure until `reps` samples
 // and `min_time` seconds have passed, at most kMaxSamples.
 template <class Call>
 Result<Timing> time_kernel(Call&& call, int warmup, int reps, double min_time) {
   long long n = 0;
   for (int i = 0; i < warmup; ++i) TERNJIT_TRY_VOID(call(n++));
-  const auto t0 = std::chrono::steady_clock::now();
-  TERNJIT_TRY_VOID(call(n++));
-  const double one = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // The estimate: the fastest of a few calls (one preempted call would give batch 1 and
+  // end the timing long before min_time), at most ~min_time / 10 of them.
+  double one = 1e9;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    TERNJIT_TRY_VOID(call(n++));
+    const auto t1 = std::chrono::steady_clock::now();
+    one = std::min(one, std::max(1e-9, std::chrono::duration<double>(t1 - t0).count()));
+    if (std::chrono::duration<double>(t1 - start).count() > min_time / 10) break;
+  }
   Timing t;
   t.batch = static_cast<int>(std::clamp(min_time / (kMaxSamples * one), 1.0, 1e6));
   Error failure{};
