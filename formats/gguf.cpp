@@ -77,6 +77,9 @@ class Reader {
   [[nodiscard]] std::uint64_t pos() const { return pos_; }
   [[nodiscard]] std::uint64_t remaining() const { return data_.size() - pos_; }
 
+  /// Metadata array elements read so far, over every key (see kMaxMetadataValues).
+  std::uint64_t metadata_values = 0;
+
   Result<std::uint64_t> uint(int n, const std::string& what) {
     if (remaining() < static_cast<std::uint64_t>(n)) return truncated(static_cast<std::uint64_t>(n), what);
     const std::uint64_t v = load_le(data_.data() + pos_, n);
@@ -104,6 +107,12 @@ class Reader {
 };
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Metadata array elements a file may hold in all. Each parsed element is a GgufValue of
+// about 100 bytes, so without a cap a 1 GB u8 array would take ~100 GB; real models hold
+// well under a million (a 128k-token vocabulary: tokens, scores and types, plus ~300k BPE
+// merges), so 2^22 leaves room and bounds the parse at ~0.5 GB.
+constexpr std::uint64_t kMaxMetadataValues = std::uint64_t{1} << 22;
 
 Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::string& what, int depth) {
   const std::optional<std::uint64_t> size = scalar_size(type_id);
@@ -157,6 +166,11 @@ Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::strin
         return in.fail(what + ": array count " + std::to_string(count) + " exceeds what the remaining " +
                        std::to_string(in.remaining()) + " bytes can hold");
       }
+      if (count > kMaxMetadataValues - in.metadata_values) {
+        return in.fail(what + ": array count " + std::to_string(count) + " takes the metadata past " +
+                       std::to_string(kMaxMetadataValues) + " array elements in all (a limit of this reader)");
+      }
+      in.metadata_values += count;
       v.array_type = static_cast<GgufValueType>(elem_id);
       v.array.reserve(static_cast<std::size_t>(count));
       for (std::uint64_t k = 0; k < count; ++k) {

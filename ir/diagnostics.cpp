@@ -3,6 +3,7 @@
 #include "ternjit/result.h"
 #include "ternjit/types.h"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -63,6 +64,33 @@ std::pair<std::string, std::string> display_line(std::string_view line, std::uin
   return {std::move(shown), std::move(caret)};
 }
 
+// A source line longer than this is shown as a window of about this many bytes around the
+// caret, with "..." where it was cut: a generated 80 KB expression line must not flood the
+// terminal with one diagnostic.
+constexpr std::size_t kMaxShownLine = 160;
+
+// The part of `line` rendered for a caret at byte column `col`: the whole line when it is
+// short, else a window around the caret that starts and ends on UTF-8 sequence boundaries.
+// `col` is rebased onto the window; `cut_front` / `cut_back` tell where "..." goes.
+struct LineWindow {
+  std::string_view text;
+  std::uint32_t col = 0;
+  bool cut_front = false, cut_back = false;
+};
+
+LineWindow line_window(std::string_view line, std::uint32_t col) {
+  if (line.size() <= kMaxShownLine) return {line, col, false, false};
+  const auto continuation = [&](std::size_t i) {
+    return i < line.size() && (static_cast<unsigned char>(line[i]) & 0xC0) == 0x80;
+  };
+  const std::size_t at = col == 0 ? 0 : std::min<std::size_t>(col - 1, line.size());
+  std::size_t begin = at > kMaxShownLine / 2 ? at - kMaxShownLine / 2 : 0;
+  while (begin > 0 && continuation(begin)) --begin;
+  std::size_t end = std::min(line.size(), begin + kMaxShownLine);
+  while (end < line.size() && continuation(end)) ++end;
+  return {line.substr(begin, end - begin), static_cast<std::uint32_t>(col - begin), begin > 0, end < line.size()};
+}
+
 void render_into(const Diagnostic& d, std::string& out) {
   if (!d.loc.file.empty()) {
     out += d.loc.file;
@@ -78,9 +106,13 @@ void render_into(const Diagnostic& d, std::string& out) {
   out += '\n';
   if (!d.source_line.empty() && d.loc.known()) {
     // The caret sits under byte column `col`; tabs are kept so the caret lines up.
-    auto [shown, caret] = display_line(d.source_line, d.loc.col);
+    const LineWindow w = line_window(d.source_line, d.loc.col);
+    auto [shown, caret] = display_line(w.text, w.col);
+    if (w.cut_front) out += "...";
     out += shown;
+    if (w.cut_back) out += "...";
     out += '\n';
+    if (w.cut_front) out += "   ";
     out += caret;
     out += "^\n";
   }

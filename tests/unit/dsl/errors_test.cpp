@@ -79,6 +79,37 @@ TEST_CASE("errors: render() shows the source line and a caret under the column")
   CHECK(r.error().message == "caret.tri: 1 error");
 }
 
+TEST_CASE("errors: a very long source line is shown as a window around the caret") {
+  // A generated 20,000-operand chain is rejected by the nesting limit; its diagnostic must
+  // not echo the whole ~80 KB line (it did), but a bounded window with the caret in it.
+  std::string chain = "x";
+  for (int i = 1; i < 20000; ++i) chain += " + x";
+  const std::string src = "layer L {\n fn forward(x: Tensor[4]) -> Tensor[4] {\n  return " + chain + "\n }\n}\n";
+  auto r = compile_tri(src, "long.tri");
+  REQUIRE_FALSE(r.ok());
+  const std::string text = render(r.error());
+  CHECK(text.size() < 600);
+  std::istringstream lines(text);
+  std::string head, shown, caret;
+  std::getline(lines, head);
+  std::getline(lines, shown);
+  std::getline(lines, caret);
+  CHECK(head.find("long.tri:3:") == 0);
+  CHECK(shown.substr(0, 3) == "...");
+  CHECK(shown.substr(shown.size() - 3) == "...");
+  REQUIRE(caret.size() >= 4);
+  CHECK(caret.back() == '^');
+  CHECK(caret.size() <= shown.size());
+  // The caret sits under the character the column names: the column counted in the full
+  // line equals the caret's position in the window plus the bytes cut off in front.
+  const auto col = std::stoul(head.substr(std::string("long.tri:3:").size()));
+  const std::string line3 = "  return " + chain;
+  const std::size_t in_window = caret.size() - 1 - 3;  // minus the caret and the "..." indent
+  const std::string window = shown.substr(3, shown.size() - 6);
+  REQUIRE(col - 1 >= in_window);
+  CHECK(line3.compare(col - 1 - in_window, window.size(), window) == 0);
+}
+
 TEST_CASE("errors: notes render with their own line and caret") {
   const char* src =
       "layer L {\n"

@@ -202,6 +202,27 @@ TEST_CASE("gguf: malformations") {
     f[0] = 'X';
     CHECK(has(parse_gguf(owned(f), "m").error(), "magic"));
   }
+  SUBCASE("metadata arrays past the element budget") {
+    // Two u8 arrays of 2^21 + 1 elements (a 4 MB file): each fits the file, together they
+    // pass the 2^22 elements the reader parses in all (each costs ~100 bytes parsed).
+    const std::uint64_t n = (std::uint64_t{1} << 21) + 1;
+    Bytes f;
+    f.u(0x46554747, 4).u(3, 4).u(0, 8).u(2, 8);
+    for (const char* key : {"a", "b"}) {
+      f.str(key).u(9, 4).u(0, 4).u(n, 8);
+      f.b.resize(f.b.size() + n, 7);
+    }
+    auto r = parse_gguf(owned(f.b), "arrays.gguf");
+    REQUIRE(!r.ok());
+    CHECK(has(r.error(), "key 'b'"));
+    CHECK(has(r.error(), "4194304 array elements in all"));
+    // One of them alone parses.
+    f.b.resize(f.b.size() - n - 1 - 8 - 4 - 4 - 8);
+    f.b[16] = 1;
+    auto one = parse_gguf(owned(f.b), "one.gguf");
+    REQUIRE(one.ok());
+    CHECK(one.value().metadata.at(0).value.array.size() == n);
+  }
   SUBCASE("offset past the end") {
     Bytes f;
     f.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8);
