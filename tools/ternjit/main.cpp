@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "passes/passes.h"
+#include "tools/ternjit/bench_cmd.h"
 #include "tools/ternjit/commands.h"
 #include "tools/ternjit/cache_cmd.h"
 #include "tools/ternjit/compile_cmd.h"
@@ -105,6 +106,7 @@ int cli_main(int argc, char** argv) {
   add_compile_command(app);  // its callback runs the command and ends parsing with its status
   add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
   add_tune_command(app);     // `tune` (autotune/): the same
+  add_bench_command(app);    // `bench`: the same
 
   CLI11_PARSE(app, argc, argv);
 
