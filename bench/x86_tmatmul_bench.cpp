@@ -27,7 +27,6 @@
 // Without --benchmark_filter only a quick subset runs (kQuickFilter); see
 // bench/README.md for the full table.
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 #include <omp.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -49,6 +48,7 @@
 
 #include "ir/interpret.h"
 #include "ir/parse.h"
+#include "targets/x86/ceilings.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/parallel.h"
 #include "targets/x86/tmatmul.h"
@@ -206,43 +206,7 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
 
 // --- probe -----------------------------------------------------------------------------
 
-// Plain loads, 4 independent accumulators: software prefetch (512..4096 bytes ahead) or
-// 2..8 interleaved streams did not read DRAM faster on the EPYC this was written on
-// (17-20 GB/s on one core either way, within the noise of the shared machine).
-__attribute__((target("avx512f"))) std::uint64_t sum_bytes_avx512(const std::uint8_t* p, std::size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  std::size_t i = 0;
-  for (; i + 256 <= n; i += 256) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
-  }
-  // Stored and summed: GCC 12's _mm512_reduce_add_epi64 trips -Wuninitialized.
-  alignas(64) std::uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  std::uint64_t s = 0;
-  for (std::uint64_t l : lanes) s += l;
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
-
-__attribute__((target("avx2"))) std::uint64_t sum_bytes_avx2(const std::uint8_t* p, std::size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  std::size_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  alignas(32) std::uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-  std::uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
+// The streaming read is targets/x86/ceilings.h's stream_sum (shared with `ternjit bench`).
 
 struct ProbeData {
   std::size_t bytes = 0, stride = 0, copies = 0;
@@ -276,7 +240,7 @@ void bm_probe(benchmark::State& state, Case c) {
     par.for_each(chunks, [&](std::int64_t t) {
       std::size_t lo = std::min(d.bytes, static_cast<std::size_t>(t) * chunk);
       std::size_t hi = std::min(d.bytes, lo + chunk);
-      sums[t] += avx512 ? sum_bytes_avx512(base + lo, hi - lo) : sum_bytes_avx2(base + lo, hi - lo);
+      sums[t] += stream_sum(base + lo, hi - lo);
     });
     benchmark::DoNotOptimize(sums);
   });
@@ -572,6 +536,14 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "");
   benchmark::AddCustomContext("cold_bytes", std::to_string(kColdBytes >> 20) + " MiB of weight copies per impl");
   benchmark::AddCustomContext("ratios", "vs_probe = t_probe / t; vs_onednn_s8 = t_onednn_s8 / t (>1: faster)");
+  // The int8 compute ceiling of one thread on the ternjit ISA's dot path (the roof GOPS
+  // counters approach at large M; `ternjit bench` measures the same).
+  if (auto dot_isa = isa ? dot_ceiling_isa(*isa) : std::nullopt) {
+    auto dot = measure_int8_dot(Parallel{}, *dot_isa, CeilingOptions{});
+    benchmark::AddCustomContext("int8_dot_ceiling", dot.ok() ? std::to_string(static_cast<int>(dot->best_rate())) +
+                                                                   " GOPS, 1 thread, " + std::string(isa_name(*dot_isa))
+                                                             : dot.error().message);
+  }
 
   for (const WeightShape& s : kShapes)
     for (std::int64_t m : kMs)

@@ -136,6 +136,30 @@ enum class TargetKind : std::uint8_t { Interpreter, Cpu, Gpu };
 /// "interpreter", "cpu" or "gpu".
 std::string_view target_kind_name(TargetKind kind);
 
+/// The limits of a device that decide its kernels' launch geometry.
+struct DeviceLimits {
+  std::uint32_t max_workgroup_invocations = 0;  ///< threads per workgroup / block
+  std::uint32_t max_workgroup_size_x = 0;       ///< the x extent of a workgroup / block
+  std::uint32_t max_shared_bytes = 0;           ///< shared (workgroup-local) memory per workgroup
+  std::uint64_t max_buffer_bytes = 0;           ///< the largest buffer a binding reaches (Vulkan)
+};
+
+/// One device of a GPU target's API as `ternjit info` lists it (spirv: a Vulkan physical
+/// device; cuda and hip: a GPU of their runtime). Plain data, filled by Target::devices().
+struct DeviceDescription {
+  std::uint32_t index = 0;           ///< what the target's `device` option takes
+  std::string name;                  ///< "NVIDIA H100", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;                  ///< "discrete gpu", "integrated gpu", "virtual gpu", "cpu" or "other"
+  std::string driver;                ///< driver name and version text
+  std::string api;                   ///< the API and its version ("Vulkan 1.3.230", "CUDA 12.4")
+  std::uint64_t memory_bytes = 0;    ///< device-local memory (the largest heap)
+  std::uint32_t subgroup_size = 0;   ///< subgroup / warp / wavefront width (0: unknown)
+  bool int_dot = false;              ///< an int8x4 dot product instruction (OpSDot, dp4a)
+  bool int_dot_accelerated = false;  ///< ... that the device reports as accelerated
+  DeviceLimits limits;               ///< launch limits
+  bool selected = false;             ///< the device the target uses by default
+};
+
 /// One code generator. Implementations are stateless after construction apart from
 /// what they detected about the machine, and every method is safe to call from several
 /// threads at once. Inheritance depth is one: `FooTarget : Target`.
@@ -153,6 +177,10 @@ class Target {
   /// The device description for `ternjit info` (name, kind, availability, memory,
   /// features), filled whether or not the target is available.
   [[nodiscard]] virtual TargetDescription describe() const = 0;
+  /// GPU targets: every device of the target's API on this machine, in the order its
+  /// `device` option indexes them; empty for CPU targets and where the API is
+  /// unavailable (available() says why). Probes the driver like describe().
+  [[nodiscard]] virtual std::vector<DeviceDescription> devices() const { return {}; }
   /// GPU targets: false when this machine cannot have a hardware device for the target,
   /// decided cheaply without loading a driver; `auto` then passes the target over
   /// without probing it (available() and describe() still probe when asked).

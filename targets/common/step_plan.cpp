@@ -157,6 +157,53 @@ Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const S
   return values;
 }
 
+std::vector<TMatMulEpilogueOperand> tmatmul_epilogue(const ir::InstData& inst) {
+  const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+  const std::optional<std::size_t> grouped = tmatmul_group_scale(inst);
+  std::vector<TMatMulEpilogueOperand> out;
+  const std::pair<bool, Op> flags[] = {
+      {a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add}, {a.residual, Op::Add}};
+  std::size_t next = 2;
+  for (const auto& [present, op] : flags) {
+    if (!present) continue;
+    if (next != grouped) out.push_back({next, op});
+    ++next;
+  }
+  return out;
+}
+
+std::optional<std::size_t> tmatmul_group_scale(const ir::InstData& inst) {
+  const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+  if (a.group <= 0 || !a.w_scale) return std::nullopt;
+  return a.x_scale ? 3 : 2;
+}
+
+Result<void> tmatmul_operands_supported(const ir::Function& f, const ir::InstData& inst) {
+  auto unsupported = [](const std::string& why) -> Result<void> { return make_error(ErrorCode::Unsupported, why); };
+  auto extents = [](const ir::Type& t) {
+    std::vector<std::int64_t> e;
+    for (const ir::Dim& d : t.shape) e.push_back(d.extent);
+    return e;
+  };
+  const auto out = extents(f.type_of(inst.results[0]));
+  for (const TMatMulEpilogueOperand& e : tmatmul_epilogue(inst)) {
+    const ir::Type& t = f.type_of(inst.operands[e.operand]);
+    if (t.elem != ElemKind::F32) return unsupported("tmatmul epilogue operands must be f32");
+    if (!view2d(out, extents(t))) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
+  }
+  if (const auto at = tmatmul_group_scale(inst)) {
+    const ir::Type& w = f.type_of(inst.operands[1]);
+    const ir::Type& s = f.type_of(inst.operands[*at]);
+    const std::int64_t group = std::get<ir::TMatMulAttrs>(inst.attrs).group;
+    if (w.rank() != 2) return unsupported("tmatmul weight must be a matrix");
+    const std::int64_t k = w.shape[0].extent, n = w.shape[1].extent;
+    if (s.elem != ElemKind::F32) return unsupported("tmatmul grouped w_scale must be f32");
+    if (s.rank() != 2 || s.shape[0].extent != ir::grouped_scale_rows(k, group) || s.shape[1].extent != n)
+      return unsupported("tmatmul grouped w_scale must be f32[ceil(K / group), N]");
+  }
+  return success();
+}
+
 std::optional<Result<void>> row_op_supported(const ir::Function& f, const ir::InstData& inst) {
   using ir::Op;
   auto unsupported = [](const std::string& why) -> Result<void> { return make_error(ErrorCode::Unsupported, why); };

@@ -90,6 +90,28 @@ Result<void> plannable(const ir::Function& f, std::string_view target);
 /// or Unsupported with the reason; nullopt for any other op (the target's own rule).
 std::optional<Result<void>> row_op_supported(const ir::Function& f, const ir::InstData& inst);
 
+/// One epilogue operand of a tmatmul that is broadcast to its result: operand index
+/// `operand` (x_scale, w_scale, bias, residual, in that order) applied as `op` (mul or add).
+struct TMatMulEpilogueOperand {
+  std::size_t operand = 0;
+  ir::Op op = ir::Op::Mul;
+};
+
+/// The operands of tmatmul `inst` applied after the accumulation, in order. A grouped
+/// w_scale (`group > 0`: f32[G, N], read per group by the accumulation) is not one of
+/// them: tmatmul_group_scale() names it.
+std::vector<TMatMulEpilogueOperand> tmatmul_epilogue(const ir::InstData& inst);
+
+/// The operand index of tmatmul `inst`'s grouped w_scale, or nullopt when it has none.
+std::optional<std::size_t> tmatmul_group_scale(const ir::InstData& inst);
+
+/// The epilogue rule of the targets generating a tmatmul kernel per op on [rows, cols]
+/// views (llvm, spirv; the GPU targets): every tmatmul_epilogue() operand is f32 and
+/// broadcasts to the result as a row/column pattern (view2d.h); a grouped w_scale is
+/// f32[G, N] with G = ceil(K / group), never checked as a broadcast. Success or
+/// Unsupported with the reason. Precondition: `inst` is a tmatmul of a static function.
+Result<void> tmatmul_operands_supported(const ir::Function& f, const ir::InstData& inst);
+
 /// Plans `f` (see the file comment). Precondition: plannable(f).
 StepPlan plan_steps(const ir::Function& f);
 

@@ -35,7 +35,9 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "targets/common/step_plan.h"
 #include "targets/common/view2d.h"
 #include <mutex>
 
@@ -289,16 +291,13 @@ class Gen {
     const std::int64_t K = wt[0], N = wt[1], Kp = padded_k(K);
     const std::int64_t M = f_.type_of(inst.operands[0]).static_numel().value_or(0) / K;
     const bool int8 = f_.type_of(inst.operands[0]).elem == ElemKind::I8;
+    // The operand rule the GPU targets share (step_plan.h): epilogue broadcasts, and the
+    // grouped w_scale f32[Gs, N], applied per group below.
     std::vector<std::pair<Op, Operand2d>> epi;
-    std::size_t next = 2;
-    const std::pair<bool, Op> flags[] = {{a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add}, {a.residual, Op::Add}};
-    llvm::Value* gscale = nullptr;  // grouped w_scale f32[Gs, N], applied per group below
-    for (const auto& [present, op] : flags)
-      if (present) {
-        if (a.group > 0 && next == (a.x_scale ? 3u : 2u)) gscale = in[next];
-        else epi.push_back({op, view(out, inst.operands[next], in[next])});
-        ++next;
-      }
+    for (const TMatMulEpilogueOperand& e : tmatmul_epilogue(inst))
+      epi.push_back({e.op, view(out, inst.operands[e.operand], in[e.operand])});
+    const std::optional<std::size_t> grouped = tmatmul_group_scale(inst);
+    llvm::Value* gscale = grouped ? in[*grouped] : nullptr;
     const auto act = ir::activation_op(a.act);
     llvm::Value* x = in[0];
     llvm::Value* w = in[1];  // the [N, Kp] panel

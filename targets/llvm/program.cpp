@@ -8,7 +8,6 @@
 
 #include "ir/print.h"
 #include "targets/load_value.h"
-#include "targets/common/view2d.h"
 
 namespace ternjit::targets::llvmjit {
 
@@ -39,15 +38,6 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
   const ir::InstData& inst = f.inst(i);
   auto kind = [&](ValueId v) { return f.type_of(v).elem; };
   const ir::Type& rt = f.type_of(inst.results[0]);
-  const auto out = extents_of(rt);
-  // A grouped tmatmul w_scale (f32[G, N]) is read by the accumulation, not broadcast.
-  const auto* mm = std::get_if<ir::TMatMulAttrs>(&inst.attrs);
-  const std::size_t grouped_at = mm != nullptr && mm->group > 0 ? (mm->x_scale ? 3 : 2) : 0;
-  auto views_ok = [&](std::size_t first) {
-    for (std::size_t k = first; k < inst.operands.size(); ++k)
-      if (k != grouped_at && !view2d(out, extents_of(f.type_of(inst.operands[k])))) return false;
-    return true;
-  };
   if (rt.static_numel().value_or(0) == 0) return unsupported("empty result");
   switch (inst.op) {
     case Op::TMatMul: {
@@ -57,10 +47,7 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
       if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
       if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
         return unsupported("tmatmul weight must be a non-empty matrix");
-      for (std::size_t k = 2; k < inst.operands.size(); ++k)
-        if (kind(inst.operands[k]) != ElemKind::F32) return unsupported("tmatmul epilogue operands must be f32");
-      if (!views_ok(2)) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
-      return success();
+      return tmatmul_operands_supported(f, inst);  // the epilogue rule spirv shares (step_plan.h)
     }
     default: break;
   }

@@ -3,7 +3,9 @@
 #include "targets/spirv/program.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "targets/common/view2d.h"
 
@@ -118,25 +120,41 @@ std::string apply(Op op, const std::string& a, const std::string& b) {
 
 // ------------------------------------------------------------------ tmatmul
 
-// Epilogue operand `slot` of a tmatmul read at row r, column n (strides of its view).
+// Epilogue operand `binding` of a tmatmul read at row r, column n (strides of its view).
 struct EpilogueRead {
   Op op;
   std::size_t binding;
   std::int64_t row_stride, col_stride;
 };
 
+// The tmatmul shader: invocation (n, row tile) computes y[r0 .. r0 + TM - 1, n].
+// Ungrouped: one running sum over K (i8 x: int32, wrapping like the reference; f32 x:
+// f32). Grouped (s.group > 0, the scales f32[G, N] at binding `group_scale`): per group
+// i, the sum p_i over k in [i g, min(K, (i + 1) g)) in int32 (i8 x, exact up to the
+// reference's own i32 wrap) or f32, then y += float(p_i) * s[i, n] in f32, ascending i.
+// Then the epilogue's f32 ops in the reference's order.
 std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>& epilogue, ir::Activation act,
-                         bool int_dot) {
+                         bool int_dot, std::size_t group_scale) {
   const bool int8 = s.x == ElemKind::I8;
+  const bool grouped = s.group > 0;
   const std::int64_t kw = weight_words_per_column(s.k), kfull = s.k / 16, rem = s.k % 16;
-  const std::size_t out = 2 + epilogue.size();
+  const std::size_t out = 2 + epilogue.size() + (grouped ? 1 : 0);
   std::string g = head(int8 && int_dot);
   g += "layout(constant_id = 1) const uint TM = 4u;\n";
-  g += "const uint M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KW = " + u(kw) + ";\n";
+  g += "const uint M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KW = " + u(kw) +
+       ", KFULL = " + u(kfull) + ";\n";
+  if (grouped) g += "const uint GROUP = " + u(s.group) + ", G = " + u(ir::grouped_scale_rows(s.k, s.group)) + ";\n";
   g += binding(0, s.x, true) + binding(1, ElemKind::T2, true);
-  for (std::size_t e = 0; e < epilogue.size(); ++e) g += binding(2 + e, ElemKind::F32, true);
+  for (std::size_t b = 2; b < out; ++b) g += binding(b, ElemKind::F32, true);
   g += binding(out, ElemKind::F32, false);
   g += kMath;
+  // A group whose bounds are not multiples of 16 covers part of a weight word: the
+  // planes' bits of k outside [lo, hi) are masked off (their products become 0).
+  const bool masked = grouped && s.group % 16 != 0;
+  if (masked)
+    g += "uint wmask(uint kw, uint lo, uint hi) {\n"
+         "  uint a = max(lo, kw * 16u) - kw * 16u, b = min(hi, kw * 16u + 16u) - kw * 16u;\n"
+         "  uint m = (b >= 16u ? 0xffffu : (1u << b) - 1u) & ~((1u << a) - 1u);\n  return m | (m << 16);\n}\n";
   if (int8) {
     if (int_dot) {
       // OpSDot on packed int8x4 (SPV_KHR_integer_dot_product, PackedVectorFormat4x8Bit = 0).
@@ -166,13 +184,16 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
   }
   g += "void main() {\n  uint n = gl_GlobalInvocationID.x, r0 = gl_GlobalInvocationID.y * TM;\n";
   g += "  if (n >= N) return;\n";
-  g += std::string("  ") + (int8 ? "int" : "float") + " acc[TM];\n";
-  g += std::string("  for (uint t = 0u; t < TM; ++t) acc[t] = ") + (int8 ? "0" : "0.0") + ";\n";
+  const std::string acc_ty = int8 ? "int" : "float", zero = int8 ? "0" : "0.0";
+  // The sum over the weight word `kwv` (a full word, or the last one of K when `tail`)
+  // added to acc[], with the word's planes `wexpr`.
+  std::function<std::string(const std::string&, bool, const std::string&)> word;
   if (int8) {
-    auto body = [&](const std::string& kwv, bool tail) {
-      std::string b = "    uint wv = b1[" + kwv + " * N + n];\n";
+    word = [&](const std::string& kwv, bool tail, const std::string& wexpr) {
+      std::string b = "    uint wv = " + wexpr + ";\n";
       const std::int64_t groups = tail ? (rem + 3) / 4 : 4;
-      for (std::int64_t j = 0; j < groups; ++j) b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
+      for (std::int64_t j = 0; j < groups; ++j)
+        b += "    uint w" + std::to_string(j) + " = expand(wv, " + u(j) + ");\n";
       b += "    for (uint t = 0u; t < TM; ++t) {\n      uint r = r0 + t;\n      if (r >= M) break;\n";
       b += "      uint o = r * K + " + kwv + " * 16u;\n      acc[t] += 0";
       for (std::int64_t j = 0; j < groups; ++j) {
@@ -190,24 +211,41 @@ std::string tmatmul_glsl(const TMatMulShape& s, const std::vector<EpilogueRead>&
       }
       return b + ";\n    }\n";
     };
-    g += "  for (uint kw = 0u; kw < " + u(kfull) + "; ++kw) {\n" + body("kw", false) + "  }\n";
-    if (rem) g += "  {\n" + body(u(kfull), true) + "  }\n";
   } else {
-    auto body = [&](const std::string& kwv, std::int64_t count) {
-      return "    uint wv = b1[" + kwv + " * N + n];\n" + "    for (uint t = 0u; t < TM; ++t) {\n" +
+    // f32 x: k = 16 kwv + i for i in [i0, i1) (the whole word, its tail, or a group's part).
+    word = [&](const std::string& kwv, bool tail, const std::string& wexpr) {
+      const std::string i0 = masked ? "(max(lo, " + kwv + " * 16u) - " + kwv + " * 16u)" : "0u";
+      const std::string i1 = masked ? "(min(hi, " + kwv + " * 16u + 16u) - " + kwv + " * 16u)" : u(tail ? rem : 16);
+      return "    uint wv = " + wexpr + ";\n" + "    for (uint t = 0u; t < TM; ++t) {\n" +
              "      uint r = r0 + t;\n      if (r >= M) break;\n      uint o = r * K + " + kwv + " * 16u;\n" +
-             "      for (uint i = 0u; i < " + u(count) + "; ++i) {\n" +
+             "      for (uint i = " + i0 + "; i < " + i1 + "; ++i) {\n" +
              "        float w = float(int((wv >> i) & 1u) - int((wv >> (16u + i)) & 1u));\n" +
              "        acc[t] += b0[o + i] * w;\n      }\n    }\n";
     };
-    g += "  for (uint kw = 0u; kw < " + u(kfull) + "; ++kw) {\n" + body("kw", 16) + "  }\n";
-    if (rem) g += "  {\n" + body(u(kfull), rem) + "  }\n";
+  }
+  const std::string zero_acc = "  for (uint t = 0u; t < TM; ++t) acc[t] = " + zero + ";\n";
+  if (!grouped) {
+    g += "  " + acc_ty + " acc[TM];\n" + zero_acc;
+    g += "  for (uint kw = 0u; kw < KFULL; ++kw) {\n" + word("kw", false, "b1[kw * N + n]") + "  }\n";
+    if (rem) g += "  {\n" + word("KFULL", true, "b1[KFULL * N + n]") + "  }\n";
+  } else {
+    // Masked words (the f32 path masks by its k range instead).
+    const std::string wm = masked && int8 ? " & wmask(kw, lo, hi)" : "";
+    const std::string wt = masked && int8 ? " & wmask(KFULL, lo, hi)" : "";
+    g += "  float gacc[TM];\n  for (uint t = 0u; t < TM; ++t) gacc[t] = 0.0;\n";
+    g += "  for (uint gi = 0u; gi < G; ++gi) {\n    uint lo = gi * GROUP, hi = min(K, lo + GROUP);\n";
+    g += "    " + acc_ty + " acc[TM];\n  " + zero_acc;
+    g += "    for (uint kw = lo / 16u; kw < min((hi + 15u) / 16u, KFULL); ++kw) {\n" +
+         word("kw", false, "b1[kw * N + n]" + wm) + "    }\n";
+    if (rem) g += "    if (hi > KFULL * 16u) {\n" + word("KFULL", true, "b1[KFULL * N + n]" + wt) + "    }\n";
+    g += "    for (uint t = 0u; t < TM; ++t) {\n      if (r0 + t >= M) break;\n";
+    g += "      gacc[t] += " + std::string(int8 ? "float(acc[t])" : "acc[t]") + " * b" + std::to_string(group_scale) +
+         "[gi * N + n];\n    }\n  }\n";
   }
   g += "  for (uint t = 0u; t < TM; ++t) {\n    uint r = r0 + t;\n    if (r >= M) break;\n";
   // precise: no contraction into fma, so each epilogue op rounds as the reference's does.
-  g += std::string("    precise float y = ") + (int8 ? "float(acc[t])" : "acc[t]") + ";\n";
-  for (std::size_t e = 0; e < epilogue.size(); ++e) {
-    const EpilogueRead& ep = epilogue[e];
+  g += std::string("    precise float y = ") + (grouped ? "gacc[t]" : int8 ? "float(acc[t])" : "acc[t]") + ";\n";
+  for (const EpilogueRead& ep : epilogue) {
     const std::string v = "b" + std::to_string(ep.binding) + "[r * " + u(ep.row_stride) + " + n * " +
                           u(ep.col_stride) + "]";
     g += "    y = " + apply(ep.op, "y", v) + ";\n";
@@ -328,7 +366,6 @@ std::string ewise_glsl(const std::vector<ir::EwiseStep>& steps, const std::vecto
 
 Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
   const ir::Type& rt = f.type_of(inst.results[0]);
-  const auto out = extents(rt);
   for (ValueId v : inst.operands)
     if (f.type_of(v).static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
   if (rt.static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
@@ -337,25 +374,17 @@ Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, c
     return rt.elem == ElemKind::F32 &&
            std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return f32(f, v); });
   };
-  auto views_ok = [&](std::size_t first) {
-    for (std::size_t k = first; k < inst.operands.size(); ++k)
-      if (!targets::view2d(out, extents(f.type_of(inst.operands[k])))) return false;
-    return true;
-  };
   switch (inst.op) {
     case Op::TMatMul: {
       const ElemKind xk = f.type_of(inst.operands[0]).elem;
       if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
       if (f.type_of(inst.operands[1]).elem != ElemKind::T2) return unsupported("tmatmul weights must be t2");
-      // Per-group scales ([G, N], group > 0) scale partial sums inside the accumulation,
-      // which the shader does not do: never read them as an epilogue broadcast.
-      if (std::get<ir::TMatMulAttrs>(inst.attrs).group > 0) return unsupported("tmatmul with per-group scales");
       if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
       if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
         return unsupported("tmatmul weight must be a non-empty matrix");
-      for (std::size_t k = 2; k < inst.operands.size(); ++k)
-        if (!f32(f, inst.operands[k])) return unsupported("tmatmul epilogue operands must be f32");
-      if (!views_ok(2)) return unsupported("tmatmul epilogue broadcast is not a row/column pattern");
+      // Epilogue operands as row/column views; a grouped w_scale is read per group (the
+      // rule llvm shares, step_plan.h).
+      if (auto r = tmatmul_operands_supported(f, inst); !r.ok()) return unsupported(r.error().message);
       if (plan && !plan->is_load_time(inst.operands[1]))
         return unsupported("tmatmul weights must be known at load (a parameter or constant)");
       return success();
@@ -396,19 +425,16 @@ Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedSte
       s.mm.n = wt.shape[1].extent;
       s.mm.m = items / s.mm.n;
       s.mm.x = f.type_of(inst.operands[0]).elem;
+      const std::optional<std::size_t> group_scale = tmatmul_group_scale(inst);
+      s.mm.group = group_scale ? a.group : 0;
       s.items = s.mm.n;
       s.weight_const = plan.slot(inst.operands[1]).index;
       std::vector<EpilogueRead> ep;
-      const std::pair<bool, Op> flags[] = {{a.x_scale, Op::Mul}, {a.w_scale, Op::Mul}, {a.bias, Op::Add},
-                                           {a.residual, Op::Add}};
-      std::size_t next = 2;
-      for (const auto& [present, op] : flags) {
-        if (!present) continue;
-        const auto [rs, cs] = view(inst.operands[next]);
-        ep.push_back({op, next, rs, cs});
-        ++next;
+      for (const TMatMulEpilogueOperand& e : tmatmul_epilogue(inst)) {
+        const auto [rs, cs] = view(inst.operands[e.operand]);
+        ep.push_back({e.op, e.operand, rs, cs});
       }
-      s.glsl = tmatmul_glsl(s.mm, ep, a.act, int_dot);
+      s.glsl = tmatmul_glsl(s.mm, ep, a.act, int_dot, group_scale.value_or(0));
       return s;
     }
     case Op::Quantize:
@@ -506,7 +532,8 @@ Shader tmatmul_bench_shader(const TMatMulShape& shape, bool int_dot) {
   s.mm = shape;
   s.items = shape.n;
   s.bindings = {Slot{SlotKind::Arg, 0}, Slot{SlotKind::Const, 0}, Slot{SlotKind::Out, 0}};
-  s.glsl = tmatmul_glsl(shape, {}, ir::Activation::None, int_dot);
+  if (shape.group > 0) s.bindings.insert(s.bindings.begin() + 2, Slot{SlotKind::Arg, 1});  // the scales f32[G, N]
+  s.glsl = tmatmul_glsl(shape, {}, ir::Activation::None, int_dot, 2);
   return s;
 }
 

@@ -37,6 +37,7 @@ namespace ternjit::targets::spirv {
 struct TMatMulShape {
   std::int64_t m = 0, k = 0, n = 0;
   ElemKind x = ElemKind::I8;  ///< activations: i8 or f32
+  std::int64_t group = 0;     ///< > 0: a grouped w_scale f32[ceil(K / group), N] scales each group's sum
 };
 
 /// One computed instruction as a compute shader.
@@ -73,8 +74,8 @@ struct SpirvProgram {
 inline constexpr std::uint32_t kDefaultWorkgroup = 64;
 
 /// Success when every instruction of `f` has a shader (single block, static shapes,
-/// each computed op one of: tmatmul (i8 or f32 x t2/i8 weights that are load-time, f32
-/// epilogue in row/column broadcast), ewise and the elementwise ops (f32), quantize,
+/// each computed op one of: tmatmul (i8 or f32 x t2 weights that are load-time, f32
+/// epilogue in row/column broadcast, a grouped w_scale f32[G, N]), ewise and the elementwise ops (f32), quantize,
 /// quantize_int8, rmsnorm, softmax, reduce_sum/mean/max (f32)); otherwise Unsupported
 /// naming the first that has none.
 Result<void> program_supported(const ir::Function& f);
@@ -83,8 +84,8 @@ Result<void> program_supported(const ir::Function& f);
 /// (SPV_KHR_integer_dot_product), else scalar multiply-adds.
 Result<SpirvProgram> build_program(const ir::Function& f, bool int_dot);
 
-/// The standalone tmatmul shader of `shape` (epilogue: none) bound as x, w, y: what
-/// the tuning bench compiles.
+/// The standalone tmatmul shader of `shape` (epilogue: none) bound as x, w, y (grouped:
+/// x, w, the scales f32[G, N] as argument 1, y): what the tuning bench compiles.
 Shader tmatmul_bench_shader(const TMatMulShape& shape, bool int_dot);
 
 /// Words per weight column: ceil(K / 16).

@@ -98,11 +98,22 @@ class SpirvTarget final : public Target {
     if (!(*d)->is_gpu()) t.kind = "cpu";
     t.device = (*d)->name + " (Vulkan, " + (*d)->driver + ")";
     t.memory_bytes = (*d)->device_local_bytes;
+    // The selected device only: every device is listed by devices().
     t.features = "int dot " + std::string((*d)->int_dot ? "yes" : "no") + ", subgroup " +
                  std::to_string((*d)->subgroup_size) + ", " + (*d)->key();
-    if (auto all = spirv::devices(); all.ok())
-      for (const DeviceInfo& x : **all) t.features += "\n             device " + x.summary();
     return t;
+  }
+
+  [[nodiscard]] std::vector<DeviceDescription> devices() const override {
+    std::vector<DeviceDescription> out;
+    auto all = spirv::devices();
+    if (!all.ok()) return out;
+    auto chosen = spirv::select_device("auto");
+    for (const DeviceInfo& x : **all) {
+      out.push_back(x.description());
+      out.back().selected = chosen.ok() && *chosen == &x;
+    }
+    return out;
   }
 
   [[nodiscard]] passes::TargetInfo info() const override {

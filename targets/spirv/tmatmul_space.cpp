@@ -19,16 +19,20 @@ constexpr std::uint32_t kRows[] = {1, 2, 4, 8, 16};
 // One prepared candidate: its kernel and its (rotated) input and output copies.
 class Run final : public TuningRun {
  public:
-  Run(std::shared_ptr<Kernel> k, std::shared_ptr<std::vector<std::vector<std::uint8_t>>> xs, std::size_t y_bytes)
-      : kernel_(std::move(k)), xs_(std::move(xs)), y_(y_bytes) {}
+  Run(std::shared_ptr<Kernel> k, std::shared_ptr<std::vector<std::vector<std::uint8_t>>> xs,
+      std::shared_ptr<std::vector<float>> scales, std::size_t y_bytes)
+      : kernel_(std::move(k)), xs_(std::move(xs)), scales_(std::move(scales)), y_(y_bytes) {}
   void run(int i) const override {
-    void* buffers[2] = {(*xs_)[static_cast<std::size_t>(i) % xs_->size()].data(), y_.data()};
-    (void)kernel_->run(buffers);
+    void* x = (*xs_)[static_cast<std::size_t>(i) % xs_->size()].data();
+    void* grouped[3] = {x, scales_->data(), y_.data()};
+    void* plain[2] = {x, y_.data()};
+    (void)kernel_->run(scales_->empty() ? plain : grouped);
   }
 
  private:
   std::shared_ptr<Kernel> kernel_;
   std::shared_ptr<std::vector<std::vector<std::uint8_t>>> xs_;
+  std::shared_ptr<std::vector<float>> scales_;  // grouped: the scales f32[G, N] (input 1); else empty
   mutable std::vector<std::uint8_t> y_;
 };
 
@@ -57,7 +61,14 @@ class Bench final : public TuningBench {
     ir::HostTensor w{ElemKind::T2, {s.k, s.n}, std::vector<double>(static_cast<std::size_t>(s.k * s.n))};
     for (double& v : w.data) v = static_cast<double>(static_cast<int>(rng() % 3) - 1);
     weight_.computed = std::move(w);
+    scales_ = std::make_shared<std::vector<float>>();
+    if (s.group > 0) {
+      std::uniform_real_distribution<float> d(0.001f, 0.1f);
+      scales_->resize(static_cast<std::size_t>(ir::grouped_scale_rows(s.k, s.group) * s.n));
+      for (float& v : *scales_) v = d(rng);
+    }
     program_.plan.in_bytes = {x_bytes};
+    if (s.group > 0) program_.plan.in_bytes.push_back(scales_->size() * 4);
     program_.plan.out_bytes = {static_cast<std::size_t>(s.m * s.n) * 4};
     program_.plan.load_time.resize(1);
     program_.shaders = {shader_};
@@ -71,7 +82,8 @@ class Bench final : public TuningBench {
       return make_error(ErrorCode::InvalidArgument, "'" + std::string(config) + "' is not a spirv tmatmul configuration");
     if (!module_.ok()) return module_.error();
     TERNJIT_TRY(auto kernel, Kernel::create(device_, program_, {*module_}, {*c}, {weight_}, {""}, nullptr, ""));
-    return std::unique_ptr<TuningRun>(std::make_unique<Run>(std::move(kernel), xs_, program_.plan.out_bytes[0]));
+    return std::unique_ptr<TuningRun>(
+        std::make_unique<Run>(std::move(kernel), xs_, scales_, program_.plan.out_bytes[0]));
   }
 
  private:
@@ -80,6 +92,7 @@ class Bench final : public TuningBench {
   SpirvProgram program_;
   LoadValue weight_;
   std::shared_ptr<std::vector<std::vector<std::uint8_t>>> xs_;
+  std::shared_ptr<std::vector<float>> scales_;
   Result<std::vector<std::uint32_t>> module_ = std::vector<std::uint32_t>{};
 };
 
@@ -96,11 +109,14 @@ class Space final : public TuningSpace {
     const TMatMulShape& s = shader.mm;
     problem_.op = "spirv.tmatmul";
     problem_.family = "K=" + std::to_string(s.k) + ";N=" + std::to_string(s.n) +
-                      ";x=" + std::string(s.x == ElemKind::I8 ? "i8" : "f32") + ";dot=" + (int_dot ? "sdot" : "scalar") +
-                      ";device=" + (info ? info->key() : std::string("-"));
+                      ";x=" + std::string(s.x == ElemKind::I8 ? "i8" : "f32") +
+                      (s.group > 0 ? ";group=" + std::to_string(s.group) : std::string()) +
+                      ";dot=" + (int_dot ? "sdot" : "scalar") + ";device=" + (info ? info->key() : std::string("-"));
     problem_.m = s.m;
     problem_.label = "M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n) + " " +
-                     (s.x == ElemKind::I8 ? "i8" : "f32") + "->f32 on " + (info ? info->name : std::string("-"));
+                     (s.x == ElemKind::I8 ? "i8" : "f32") + "->f32" +
+                     (s.group > 0 ? " group=" + std::to_string(s.group) : std::string()) + " on " +
+                     (info ? info->name : std::string("-"));
   }
   [[nodiscard]] const TuningProblem& problem() const override { return problem_; }
   [[nodiscard]] std::string default_config() const override { return config_text(spirv::default_config(shader_)); }

@@ -34,8 +34,6 @@ std::string version_text(std::uint32_t v) {
          std::to_string(VK_API_VERSION_PATCH(v));
 }
 
-std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
 DeviceInfo describe_device(const VulkanApi& vk, VkPhysicalDevice pd, std::uint32_t index) {
   DeviceInfo d;
   d.index = index;
@@ -179,18 +177,26 @@ bool DeviceInfo::is_gpu() const {
          type == VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU;
 }
 
-std::string DeviceInfo::summary() const {
-  return "[" + std::to_string(index) + "] " + name + " (" + type_name() + ", " + driver + ", Vulkan " +
-         version_text(api_version) + ", " + mib(device_local_bytes) + " device-local, subgroup " +
-         std::to_string(subgroup_size) + ", int dot " +
-         (int_dot ? (int_dot_accelerated ? "accelerated" : "yes") : "no") + ", max workgroup " +
-         std::to_string(max_workgroup_invocations) + ", shared " + std::to_string(max_shared_bytes >> 10) +
-         " KiB, storage buffer range " + mib(max_storage_buffer_range) +
-         (timestamps ? ", timestamps" : "") + (compute_queue_family == UINT32_MAX ? ", no compute queue" : "") + ")";
-}
-
 std::string DeviceInfo::key() const {
   return name + ";driver=" + std::to_string(driver_version) + ";uuid=" + hex(cache_uuid);
+}
+
+DeviceDescription DeviceInfo::description() const {
+  DeviceDescription d;
+  d.index = index;
+  d.name = name;
+  d.type = type_name();
+  d.driver = driver;
+  d.api = "Vulkan " + version_text(api_version);
+  d.memory_bytes = device_local_bytes;
+  d.subgroup_size = subgroup_size;
+  d.int_dot = int_dot;
+  d.int_dot_accelerated = int_dot_accelerated;
+  d.limits.max_workgroup_invocations = max_workgroup_invocations;
+  d.limits.max_workgroup_size_x = max_workgroup_size_x;
+  d.limits.max_shared_bytes = max_shared_bytes;
+  d.limits.max_buffer_bytes = max_storage_buffer_range;
+  return d;
 }
 
 Result<const std::vector<DeviceInfo>*> devices() {

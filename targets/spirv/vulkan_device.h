@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "targets/spirv/vulkan_api.h"
+#include "targets/target.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets::spirv {
@@ -47,10 +48,11 @@ struct DeviceInfo {
   [[nodiscard]] std::string type_name() const;
   /// True for a GPU (discrete, integrated or virtual), false for a CPU implementation.
   [[nodiscard]] bool is_gpu() const;
-  /// One line: name, type, driver, memory, subgroup size, integer dot, limits.
-  [[nodiscard]] std::string summary() const;
   /// The cache-key text of the device: name, driver version, pipeline-cache UUID (hex).
   [[nodiscard]] std::string key() const;
+  /// The target-neutral description (targets/target.h) `ternjit info` prints; `selected`
+  /// is left false.
+  [[nodiscard]] DeviceDescription description() const;
 };
 
 /// Every physical device of the process's instance (enumerated once). Errors as vulkan_api().

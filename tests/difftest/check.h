@@ -60,6 +60,10 @@ struct CheckReport {
   int runs = 0;                    ///< (level, input seed) pairs compared
   std::vector<Failure> failures;   ///< at most one per (level, input seed)
   std::string original_error;      ///< non-empty when the original module failed to run
+  /// Target runs only: the targets that refused the program as Unsupported, "not this
+  /// target's program" (Failure::level names the target, `message` its reason), one per
+  /// target; neither runs nor failures.
+  std::vector<Failure> unsupported;
 };
 
 /// The inputs make_inputs(m, seed) of each seed and the interpreter's results of @main

@@ -2,7 +2,8 @@
 // difftest_main.cpp - the `difftest` tool: random programs, every level, interpreter before/after.
 //
 //   difftest [--programs N] [--seed S] [--inputs K] [--levels O1,O2] [--passes a,b]
-//            [--target T[,T...]|all] [--file F.tir]... [--minimize] [--free-quant]
+//            [--target T[,T...]|all] [--except T[,T...]] [--min-checked C] [--file F.tir]...
+//            [--minimize] [--free-quant]
 //            [--max-reports R] [--print] [--verbose]
 //
 // Program i has seed S + i and is checked on input seeds 1..K against each level's
@@ -11,12 +12,18 @@
 // "x86" is every ISA cap this CPU runs, "x86/avx2" one of them, "llvm", "all" every
 // available one) and compared with the interpreter. A failure prints the program seed,
 // the level or target, the input seed, the first mismatch and the program's IR
-// (minimized with --minimize). Exit status: 0 when every run agrees, 1 otherwise. The
-// last line is always `difftest: N programs, M runs passed, K failed`.
+// (minimized with --minimize). A target that refuses a program as Unsupported (spirv:
+// an op it has no shader for) is not failed: the program is not its own; such programs
+// are counted per target and reported with their most frequent reasons before the last
+// line; with --min-checked C, a target that checked fewer than C programs (it refused
+// the rest) fails the run, so a target that stops supporting programs cannot pass by
+// checking none. Exit status: 0 when every run agrees, 1 otherwise. The last line is always
+// `difftest: N programs, M runs passed, K failed`.
 #include <CLI/CLI.hpp>
-
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ir/parse.h"
@@ -46,6 +53,8 @@ int main(int argc, char** argv) {
   std::string passes_text;
   std::vector<std::string> files;
   std::string target_text;
+  std::string except_text;
+  int min_checked = 0;
   bool minimize = false;
   bool free_quant = false;
   int max_reports = 3;
@@ -62,6 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("--target", target_text,
                  "compare these targets with the interpreter instead of the pass levels: comma-separated "
                  "configurations (x86, x86/avx2, llvm, ...) or all");
+  app.add_option("--except", except_text,
+                 "with --target: leave out these comma-separated configurations (\"all --except spirv\")");
+  app.add_option("--min-checked", min_checked,
+                 "with --target: fail when a target checked fewer programs than this (refused the rest)");
   app.add_flag("--minimize", minimize, "shrink each failing program before printing it");
   app.add_flag("--free-quant", free_quant,
                "let quantizers read any value (may report legitimate rounding-boundary flips)");
@@ -116,6 +129,11 @@ int main(int argc, char** argv) {
       if (!chosen.ok()) return fail_usage(chosen.error().message);
       targets = std::move(chosen.value());
     }
+    // --except names configurations whether or not they are available here.
+    std::stringstream except(except_text);
+    for (std::string item; std::getline(except, item, ',');)
+      std::erase_if(
+          targets, [&](const difftest::TargetConfig& t) { return t.name == item || t.name.rfind(item + "/", 0) == 0; });
     std::string names;
     for (const difftest::TargetConfig& t : targets) names += (names.empty() ? "" : ", ") + t.name;
     std::printf("difftest: targets %s\n", names.empty() ? "(none available)" : names.c_str());
@@ -124,6 +142,8 @@ int main(int argc, char** argv) {
   difftest::GenOptions gen = target_text.empty() ? difftest::GenOptions{} : difftest::target_gen_options();
   gen.strict_quant = !free_quant;
   int passed = 0, failed = 0, reports = 0;
+  // Per target: programs it refused as Unsupported, by reason.
+  std::map<std::string, std::map<std::string, int>> refused;
   for (int i = 0; i < programs; ++i) {
     std::uint64_t pseed = seed + static_cast<std::uint64_t>(i);
     if (verbose) std::fprintf(stderr, "difftest: program seed %llu\n", static_cast<unsigned long long>(pseed));
@@ -147,6 +167,7 @@ int main(int argc, char** argv) {
       if (reports++ < max_reports) std::printf("--- original\n%s", ir::print_module(m).c_str());
       continue;
     }
+    for (const difftest::Failure& u : rep.unsupported) ++refused[u.level][u.message];
     passed += rep.runs - static_cast<int>(rep.failures.size());
     failed += static_cast<int>(rep.failures.size());
     if (rep.failures.empty()) continue;
@@ -180,6 +201,22 @@ int main(int argc, char** argv) {
                   again.failures.empty() ? "passes?" : again.failures.front().message.c_str(),
                   ir::print_module(small).c_str());
       if (!again.failures.empty()) std::printf("--- minimized, optimized\n%s", again.failures.front().optimized_ir.c_str());
+    }
+  }
+  for (const difftest::TargetConfig& t : targets) {
+    int total = 0;
+    std::vector<std::pair<int, std::string>> by_count;
+    for (const auto& [why, count] : refused[t.name]) total += count, by_count.emplace_back(-count, why);
+    std::sort(by_count.begin(), by_count.end());
+    if (total > 0)
+      std::printf("difftest: %s: %d of %d programs not its own (Unsupported), checked %d\n", t.name.c_str(), total,
+                  programs, programs - total);
+    for (std::size_t i = 0; i < std::min<std::size_t>(by_count.size(), 5); ++i)
+      std::printf("difftest:   %5d %s\n", -by_count[i].first, by_count[i].second.c_str());
+    if (programs - total < min_checked) {
+      ++failed;
+      std::printf("difftest: FAIL %s checked %d programs, fewer than --min-checked %d\n", t.name.c_str(),
+                  programs - total, min_checked);
     }
   }
   std::printf("difftest: %d programs, %d runs passed, %d failed\n", programs, passed, failed);

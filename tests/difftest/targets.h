@@ -33,7 +33,7 @@ struct TargetConfig {
 
 /// Every configuration this machine can run, in a fixed order: the x86 target at each ISA
 /// cap the CPU supports (avx2, avx_vnni, avx512, avx512_vnni, amx), then every other
-/// available target but the reference (llvm, ...). `skipped` (when given) receives one
+/// available target but the reference (llvm, spirv, ...). `skipped` (when given) receives one
 /// "name: reason" line per configuration that is not available here.
 std::vector<TargetConfig> available_targets(std::vector<std::string>* skipped = nullptr);
 
@@ -87,6 +87,9 @@ std::optional<std::string> compare_target_results(const std::vector<ir::HostTens
 
 /// Compares every target with the interpreter on each input seed. Failure::level names
 /// the target configuration. An interpreter error on `m` is CheckReport::original_error.
+/// A target whose engine answers Unsupported (check_supported refused an op of the
+/// optimized program) is listed in CheckReport::unsupported instead: not its program,
+/// neither a run nor a failure.
 CheckReport check_targets(const ir::Module& m, std::span<const TargetConfig> targets,
                           std::span<const std::uint64_t> input_seeds, const TargetTolerance& tol = {});
 

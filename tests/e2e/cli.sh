@@ -156,6 +156,32 @@ check "info --json" $?
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 -c "import json; d=json.load(open('info.json')); assert any(t['name'] == 'reference' and t['available'] for t in d['targets']) and d['auto']"
   check "info --json parses" $?
+  # Every target has a "devices" array (targets/target.h devices()): empty for the CPU
+  # targets; spirv, where available, lists its Vulkan devices with one marked selected,
+  # and on lavapipe (ctest pins VK_ICD_FILENAMES to it) exactly one, of type cpu.
+  /usr/bin/python3 - info.json <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for t in d['targets']:
+    assert isinstance(t['devices'], list), t['name']
+    if t['name'] in ('reference', 'x86', 'llvm'):
+        assert t['devices'] == [], t
+    if t['name'] == 'spirv' and t['available']:
+        devs = t['devices']
+        assert devs and sum(x['selected'] for x in devs) == 1, devs
+        for i, x in enumerate(devs):
+            assert x['index'] == i and x['name'] and x['api'].startswith('Vulkan 1.'), x
+            assert x['memory_bytes'] > 0 and x['subgroup_size'] > 0 and isinstance(x['int_dot'], bool), x
+            assert x['limits']['max_workgroup_invocations'] >= 128 and x['limits']['max_buffer_bytes'] > 0, x
+        if 'lvp_icd' in os.environ.get('VK_ICD_FILENAMES', ''):
+            assert len(devs) == 1 and devs[0]['type'] == 'cpu', devs
+PY
+  check "info --json lists each target's devices" $?
+  if /usr/bin/python3 -c "import json,sys; sys.exit(0 if any(t['name']=='spirv' and t['available'] for t in json.load(open('info.json'))['targets']) else 1)"; then
+    "$bin" info > info.txt
+    awk '/^  spirv /{s=1} s && /devices:/{d=1} d && /# +type +memory +subgroup +int dot/{h=1} h && /^ +[0-9]+\* /{print; exit}' info.txt | grep -q .
+    check "info prints spirv's devices as a table, the selected one marked" $?
+  fi
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -70,6 +70,8 @@ formats::StTensor to_st(const std::string& name, const ir::HostTensor& t) {
 // f32 sums and compute rmsnorm in f32 where the reference uses double, a few ulps per op.
 constexpr double kCheckTolerance = 1e-4;
 
+}  // namespace
+
 bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual) {
   bool ok = expected.size() == actual.size();
   if (!ok)
@@ -92,17 +94,18 @@ bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vecto
   return ok;
 }
 
-}  // namespace
-
-Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
-                                                  const ir::Module& m, const std::string& fname,
-                                                  const formats::RunInputs& prepared) {
+Result<EngineOptions> command_engine_options(const std::string& target, const std::string& target_options,
+                                             std::optional<int> threads) {
   // A flag overrides its variable; the environment sets the rest (TERNJIT_TARGET,
   // TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
   TERNJIT_TRY(EngineOptions options, EngineOptions::from_env());
   if (!target.empty()) options.target = target;
   if (!target_options.empty()) options.target_options = target_options;
-  TERNJIT_TRY(Engine engine, Engine::create(options));
+  if (threads) options.threads = *threads;
+  return options;
+}
+
+Result<Program> compile_and_bind(Engine& engine, const ir::Module& m, const formats::RunInputs& prepared) {
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
   // Bind copies each stored value once as it is: ternary weights as 2-bit tern2 codes.
   for (const auto& [name, t] : prepared.params.values) {
@@ -110,11 +113,20 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, con
     const TensorView view{const_cast<std::uint8_t*>(t.bytes().data()), ternary ? ElemKind::U8 : t.kind(), t.shape()};
     TERNJIT_TRY_VOID(program.bind(name, view, ternary ? WeightFormat::Tern2 : WeightFormat::Plain));
   }
+  return program;
+}
+
+Result<PreparedKernel> prepare_kernel(const EngineOptions& options, const ir::Module& m, const std::string& fname,
+                                      const formats::RunInputs& prepared) {
+  TERNJIT_TRY(Engine engine, Engine::create(options));
+  TERNJIT_TRY(Program program, compile_and_bind(engine, m, prepared));
+  PreparedKernel pk{std::move(engine), std::move(program)};
   // The engine's buffers stay within the cap of prepare_run (PrepareOptions::max_bytes),
   // checked before each allocation: output shapes come from user-given extents.
   const std::uint64_t cap = formats::PrepareOptions{}.max_bytes;
   std::uint64_t used = 0;
-  auto reserve = [&](ElemKind kind, const std::vector<std::int64_t>& shape, const std::string& what) -> Result<std::size_t> {
+  auto reserve = [&](ElemKind kind, const std::vector<std::int64_t>& shape,
+                     const std::string& what) -> Result<std::size_t> {
     const auto numel = ir::checked_numel(shape);
     const auto bytes = numel ? formats::tensor_bytes(kind, *numel, std::max(elem_bits(kind) / 8, 1)) : std::nullopt;
     if (!bytes || *bytes > cap - std::min(cap, used))
@@ -125,30 +137,41 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, con
     used += *bytes;
     return static_cast<std::size_t>(*bytes);
   };
-  std::vector<std::vector<std::uint8_t>> arg_bytes;
-  std::vector<TensorView> inputs;
   for (const ir::HostTensor& t : prepared.args) {
     TERNJIT_TRY_VOID(reserve(t.kind, t.shape, "an input of shape"));
-    arg_bytes.push_back(t.to_bytes());
+    pk.arg_bytes.push_back(t.to_bytes());
   }
   for (std::size_t i = 0; i < prepared.args.size(); ++i)
-    inputs.push_back(TensorView{arg_bytes[i].data(), prepared.args[i].kind, prepared.args[i].shape});
-  TERNJIT_TRY(const Kernel* kernel, program.kernel(fname, inputs));
-  std::vector<std::vector<std::uint8_t>> out_bytes;
-  std::vector<TensorView> outputs;
-  for (const TensorView& spec : kernel->outputs()) {
+    pk.inputs.push_back(TensorView{pk.arg_bytes[i].data(), prepared.args[i].kind, prepared.args[i].shape});
+  TERNJIT_TRY(pk.kernel, pk.program.kernel(fname, pk.inputs));
+  for (const TensorView& spec : pk.kernel->outputs()) {
     TERNJIT_TRY(const std::size_t bytes, reserve(spec.kind, spec.shape, "the output of shape"));
-    out_bytes.emplace_back(bytes);
+    pk.out_bytes.emplace_back(bytes);
   }
-  for (std::size_t i = 0; i < out_bytes.size(); ++i)
-    outputs.push_back(TensorView{out_bytes[i].data(), kernel->outputs()[i].kind, kernel->outputs()[i].shape});
-  TERNJIT_TRY_VOID(kernel->run(inputs, outputs));
+  for (std::size_t i = 0; i < pk.out_bytes.size(); ++i)
+    pk.outputs.push_back(
+        TensorView{pk.out_bytes[i].data(), pk.kernel->outputs()[i].kind, pk.kernel->outputs()[i].shape});
+  for (const TensorView& v : pk.inputs) pk.buffers.push_back(v.data);
+  for (const TensorView& v : pk.outputs) pk.buffers.push_back(v.data);
+  return pk;
+}
+
+Result<std::vector<ir::HostTensor>> kernel_outputs(const PreparedKernel& pk) {
   std::vector<ir::HostTensor> out;
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(outputs[i].kind, outputs[i].shape, out_bytes[i]));
+  for (std::size_t i = 0; i < pk.outputs.size(); ++i) {
+    TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(pk.outputs[i].kind, pk.outputs[i].shape, pk.out_bytes[i]));
     out.push_back(std::move(t));
   }
   return out;
+}
+
+Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
+                                                  const ir::Module& m, const std::string& fname,
+                                                  const formats::RunInputs& prepared) {
+  TERNJIT_TRY(EngineOptions options, command_engine_options(target, target_options));
+  TERNJIT_TRY(PreparedKernel pk, prepare_kernel(options, m, fname, prepared));
+  TERNJIT_TRY_VOID(pk.kernel->run(pk.inputs, pk.outputs));
+  return kernel_outputs(pk);
 }
 
 int report(const Error& e) {
@@ -216,11 +239,7 @@ int cmd_opt(const OptOptions& o) {
   auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
   if (!o.shapes.empty()) {
-    std::string joined;
-    for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-    auto parsed = ir::parse_shape_list(joined);
-    if (!parsed.ok()) return report(parsed.error());
-    auto shapes = resolve_shapes(*m, parsed->values);
+    auto shapes = shape_flags(*m, o.shapes);
     if (!shapes.ok()) return report(shapes.error());
     auto bound = passes::specialize_shapes(*m, shapes->values);
     if (!bound.ok()) return report(bound.error());
@@ -249,9 +268,7 @@ int cmd_run(const RunOptions& o) {
     return report(make_error(ErrorCode::NotFound, "no function '" + fname + "' in " + o.file +
                                                       " (it has: " + have + ")"));
   }
-  auto parsed = ir::parse_shape_list(o.shapes);
-  if (!parsed.ok()) return report(parsed.error());
-  auto shapes = resolve_shapes(*m, parsed->values);
+  auto shapes = shape_flags(*m, {o.shapes});
   if (!shapes.ok()) return report(shapes.error());
   std::optional<formats::WeightFile> weights;
   std::optional<formats::StFile> inputs;
@@ -348,6 +365,19 @@ Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std
       if (auto it = given.find(s.substr(dot + 1)); it != given.end()) out.values.emplace(s, it->second);
     }
   return out;
+}
+
+Result<ir::ShapeBindings> shape_flags(const ir::Module& m, const std::vector<std::string>& flags) {
+  std::string joined;
+  for (const std::string& f : flags) joined += (joined.empty() ? "" : ",") + f;
+  TERNJIT_TRY(ir::ShapeBindings parsed, ir::parse_shape_list(joined));
+  return resolve_shapes(m, parsed.values);
+}
+
+std::string shape_text(const std::map<std::string, std::int64_t>& shapes) {
+  std::string t;
+  for (const auto& [k, v] : shapes) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return t.empty() ? "-" : t;
 }
 
 Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,

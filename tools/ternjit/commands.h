@@ -13,6 +13,7 @@
 #include "ir/ir.h"
 #include "ir/tensor.h"
 #include "targets/target.h"
+#include "ternjit/engine.h"
 
 namespace ternjit::cli {
 
@@ -68,6 +69,13 @@ Result<std::string> pick_function(const ir::Module& m, const std::string& file, 
 /// names no symbol of `m`, listing the symbols it has.
 Result<ir::ShapeBindings> resolve_shapes(const ir::Module& m, const std::map<std::string, std::int64_t>& given);
 
+/// --shape flags as given (each "M=4,K=64"; repeatable), joined, parsed
+/// (ir::parse_shape_list) and resolved against `m` (resolve_shapes).
+Result<ir::ShapeBindings> shape_flags(const ir::Module& m, const std::vector<std::string>& flags);
+
+/// "K=64,M=4" (sorted by name), or "-" when empty: how commands print a binding.
+std::string shape_text(const std::map<std::string, std::int64_t>& shapes);
+
 /// `target`'s options from a command's --target-options text plus the shorthands
 /// --max-isa (x86.max_isa), --triple (llvm.triple) and --cpu (llvm.cpu), validated by the
 /// target. An option of another target is an error (it would be silently ignored).
@@ -105,15 +113,55 @@ int cmd_inspect(const std::string& file, bool json, const std::vector<std::strin
 /// reason, memory, device, features) and the one `auto` picks, as a table or JSON.
 int cmd_info(bool json = false);
 
-/// Runs `function` of `m` through an Engine on `target` ("auto" or a name): the prepared
-/// weights and inputs are bound as caller buffers, the engine specializes, optimizes and
-/// compiles for their shapes, and the outputs come back as HostTensors.
 /// `ternjit --version`: the version, the build id and every target with its availability.
 std::string version_text();
 
+/// The EngineOptions of a command: the environment's (EngineOptions::from_env: flag >
+/// variable > default), then `target`, `target_options` and `threads` where given
+/// (non-empty, has a value). Errors: a malformed variable, naming it.
+Result<EngineOptions> command_engine_options(const std::string& target, const std::string& target_options,
+                                             std::optional<int> threads = std::nullopt);
+
+/// Compiles `m` on `engine` into a Program and binds every prepared parameter (ternary
+/// ones as their 2-bit tern2 codes, copied once).
+Result<Program> compile_and_bind(Engine& engine, const ir::Module& m, const formats::RunInputs& prepared);
+
+/// A function compiled by an Engine for the shapes of prepared inputs, with the buffers of
+/// one call: what `run` runs once and `bench` times. Members are destroyed in reverse
+/// order, so the program (and its kernel) goes before its engine.
+struct PreparedKernel {
+  Engine engine;
+  Program program;
+  const Kernel* kernel = nullptr;                    ///< owned by `program`
+  std::vector<std::vector<std::uint8_t>> arg_bytes;  ///< the inputs' bytes, in argument order
+  std::vector<std::vector<std::uint8_t>> out_bytes;  ///< the outputs' bytes, in result order
+  std::vector<TensorView> inputs;                    ///< views of arg_bytes
+  std::vector<TensorView> outputs;                   ///< views of out_bytes
+  std::vector<void*> buffers;                        ///< inputs then outputs: KernelFn's `buffers`
+};
+
+/// Creates an Engine with `options`, compiles and binds (compile_and_bind) and fetches the
+/// kernel of `function` for the prepared arguments' shapes; the buffers (inputs copied,
+/// outputs zeroed) stay within formats::PrepareOptions::max_bytes together, else
+/// InvalidInput naming the tensor. Other errors: the engine's.
+Result<PreparedKernel> prepare_kernel(const EngineOptions& options, const ir::Module& m, const std::string& function,
+                                      const formats::RunInputs& prepared);
+
+/// The output buffers of `pk` as HostTensors.
+Result<std::vector<ir::HostTensor>> kernel_outputs(const PreparedKernel& pk);
+
+/// Runs `function` of `m` through an Engine on `target` ("auto" or a name; empty:
+/// TERNJIT_TARGET, else auto) once (prepare_kernel, then Kernel::run) and returns the
+/// outputs as HostTensors.
 Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
                                                   const ir::Module& m,
                                                   const std::string& function, const formats::RunInputs& prepared);
+
+/// Compares every output with the reference's and says so on stderr: integer (and bool,
+/// ternary) outputs must be equal; a float output agrees element-wise when |actual -
+/// expected| <= 1e-4 * (|expected| + max|expected over the output|). False on a mismatch
+/// (or a different number of outputs).
+bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "passes/passes.h"
+#include "tools/ternjit/bench_cmd.h"
 #include "tools/ternjit/commands.h"
 #include "tools/ternjit/cache_cmd.h"
 #include "tools/ternjit/compile_cmd.h"
@@ -97,12 +98,15 @@ int cli_main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   bool info_json = false;
-  auto* info = app.add_subcommand("info", "list the targets (availability, device, features) and what auto picks");
-  info->add_flag("--json", info_json, "print a JSON object: targets (name, kind, available, reason, ...) and auto");
+  auto* info = app.add_subcommand(
+      "info", "list the targets (availability, device, features, the devices of GPU targets) and what auto picks");
+  info->add_flag("--json", info_json,
+                 "print a JSON object: targets (name, kind, available, reason, ..., devices) and auto");
 
   add_compile_command(app);  // its callback runs the command and ends parsing with its status
   add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
   add_tune_command(app);     // `tune` (autotune/): the same
+  add_bench_command(app);    // `bench`: the same
 
   CLI11_PARSE(app, argc, argv);
 

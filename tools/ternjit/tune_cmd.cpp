@@ -93,12 +93,6 @@ Result<std::vector<std::map<std::string, std::int64_t>>> parse_shapes(const std:
   return out;
 }
 
-std::string shape_text(const std::map<std::string, std::int64_t>& s) {
-  std::string t;
-  for (const auto& [k, v] : s) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return t.empty() ? "-" : t;
-}
-
 // Progress on stderr: one rewritten line on a terminal, plain lines otherwise.
 struct ProgressPrinter {
   bool tty = isatty(2) != 0;

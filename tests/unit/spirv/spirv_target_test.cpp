@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// spirv_target_test.cpp - the SPIR-V target on a Vulkan device (lavapipe in CI): every kernel op against the interpreter.
+// spirv_target_test.cpp - the SPIR-V target on a Vulkan device (lavapipe in CI): every kernel op against the
+// interpreter.
 //
 // Each case writes a small fully static function in IR text, compiles it with the spirv
 // target (glslang + SPIRV-Tools), loads it onto the device, runs it twice on random
@@ -12,14 +13,20 @@
 //     the row scale; Vulkan allows 2.5 ulp for f32 division, lavapipe rounds correctly;
 //   - f32 tmatmul: the reference sums in double; an f32 running sum of K terms errs by
 //     at most K u sum|x w| (Higham 3.1), plus one rounding of the result;
+//   - grouped-scale tmatmul (w_scale f32[G, N]): (G + 2) u sum_i |s_i p_i| (f32 x: plus
+//     group u sum_i |s_i| sum_k |x w|) before the epilogue, derived at its test case;
 //   - rmsnorm, softmax, sum/mean: the same bound with the row length, plus the few ulp
 //     of sqrt, exp (Vulkan: 3 + 2|x| ulp) and division (2.5 ulp): (len + 64) 2u |want|
 //     plus an absolute 1e-30 for values that underflow;
 //   - the transcendental activations and ewise functions: erf by Abramowitz-Stegun
 //     7.1.26 (|error| < 1.5e-7) and exp-based forms in f32: 4e-6 (1 + |want|).
+#include "targets/spirv/spirv_target.h"
+
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -30,9 +37,9 @@
 #include "targets/common/device_weights.h"
 #include "targets/registry.h"
 #include "targets/spirv/program.h"
-#include "targets/spirv/spirv_target.h"
 #include "targets/spirv/vulkan_device.h"
 #include "ternjit/ternjit.h"
+#include "tests/difftest/targets.h"
 #include "tests/unit/engine/engine_testing.h"
 
 namespace ternjit {
@@ -139,14 +146,43 @@ TEST_CASE("spirv: devices are listed and described") {
   auto all = targets::spirv::devices();
   REQUIRE(all.ok());
   REQUIRE(!(*all)->empty());
-  for (const auto& d : **all) {
-    CHECK(!d.name.empty());
-    CHECK(d.summary().find(d.name) != std::string::npos);
-  }
+  for (const auto& d : **all) CHECK(!d.name.empty());
   auto target = targets::make_spirv_target();
   const TargetDescription desc = target->describe();
   CHECK(desc.available);
-  CHECK(desc.features.find("device [0]") != std::string::npos);
+  // The structured list (targets/target.h): every device, in index order, the one `auto`
+  // picks marked; under ctest the loader is pinned to lavapipe: one CPU-type device.
+  const std::vector<targets::DeviceDescription> listed = target->devices();
+  REQUIRE(listed.size() == (*all)->size());
+  int selected = 0;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const targets::DeviceDescription& d = listed[i];
+    CAPTURE(d.name);
+    CHECK(d.index == i);
+    CHECK(d.name == (**all)[i].name);
+    CHECK(d.type == (**all)[i].type_name());
+    CHECK(!d.driver.empty());
+    CHECK(d.api.rfind("Vulkan 1.", 0) == 0);
+    CHECK(d.memory_bytes > 0);
+    CHECK(d.subgroup_size > 0);
+    CHECK(d.limits.max_workgroup_invocations >= 128);  // Vulkan's guaranteed minimums
+    CHECK(d.limits.max_workgroup_size_x >= 128);
+    CHECK(d.limits.max_shared_bytes >= 16384);
+    CHECK(d.limits.max_buffer_bytes >= (1u << 27));
+    CHECK(d.int_dot == (**all)[i].int_dot);
+    selected += d.selected;
+    if (d.selected) CHECK(&(**all)[i] == *targets::spirv::select_device("auto"));
+  }
+  CHECK(selected == 1);
+  if (const char* icd = std::getenv("VK_ICD_FILENAMES"); icd && std::string(icd).find("lvp_icd") != std::string::npos) {
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].type == "cpu");
+    CHECK(listed[0].name.find("llvmpipe") != std::string::npos);
+  }
+  // describe() names the selected device only.
+  CHECK(desc.features.find("device [") == std::string::npos);
+  // CPU targets list no devices.
+  CHECK(targets::TargetRegistry::create().lookup("reference")->devices().empty());
   CHECK(targets::spirv::select_device("0").ok());
   auto bad = targets::spirv::select_device("no such device");
   REQUIRE(!bad.ok());
@@ -229,6 +265,124 @@ TEST_CASE("spirv: f32 x ternary tmatmul within the derived bound") {
         tol.per.push_back(static_cast<double>(K) * kU * s * std::fabs(ws.data[static_cast<std::size_t>(n)]));
       }
     check(tmatmul_tir(M, K, N, "f32", "none", false), "f", {x}, pv, tol);
+  }
+}
+
+// A tmatmul with a grouped weight scale @gs : f32[G, N] (G = ceil(K / group)) as a
+// parameter, or as argument %gs when `scale_arg`; `epi`: 0 none, 1 x_scale, 2 bias +
+// residual, 3 x_scale + bias + residual.
+std::string grouped_tir(std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t group, const std::string& x,
+                        const std::string& act, int epi, bool scale_arg) {
+  const std::int64_t G = ir::grouped_scale_rows(K, group);
+  const std::string ys = sh({M, N}), gs = "f32" + sh({G, N});
+  const bool xs = epi == 1 || epi == 3, br = epi >= 2;
+  std::string t = "param @w : t2" + sh({K, N}) + "\n" + (scale_arg ? "" : "param @gs : " + gs + "\n") +
+                  "func @f(%q: " + x + sh({M, K});
+  if (xs) t += ", %xs: f32" + sh({M, 1});
+  if (scale_arg) t += ", %gs: " + gs;
+  if (br) t += ", %b: f32" + sh({N}) + ", %r: f32" + ys;
+  t += ") -> f32" + ys + " {\n^entry:\n  %w = param @w : t2" + sh({K, N}) + "\n";
+  if (!scale_arg) t += "  %gs = param @gs : " + gs + "\n";
+  t += std::string("  %y = tmatmul %q, %w") + (xs ? ", %xs" : "") + ", %gs" + (br ? ", %b, %r" : "") +
+       " {x_scale = " + (xs ? "true" : "false") + ", w_scale = true, group = " + std::to_string(group) +
+       ", bias = " + (br ? "true" : "false") + ", residual = " + (br ? "true" : "false") + ", act = " + act +
+       "} : f32" + ys + "\n";
+  return t + "  ret %y\n}\n";
+}
+
+// Grouped weight scales: y = epilogue(sum_i s[i, n] p_i), p_i the sum over group i.
+//
+// Tolerance, per element (u = 2^-24). With S = sum_i |s[i, n] p_i| (p_i exact) the
+// shader's i8 path has p_i exact in int32 and float(p_i) exact (|p_i| <= 127 group <
+// 2^24 here), one rounding per product s p_i, then G - 1 f32 additions: within (G - 1) u
+// S + u S of the exact sum, which the reference rounds once more (u S): (G + 2) u S
+// leaves a u S for second-order terms. The f32 path sums each group in f32 first:
+// within (group - 1) u A_i of p_i (A_i = sum over the group of |x w|), which adds
+// group u sum_i |s[i, n]| A_i. The epilogue's f32 ops (x_scale, bias, residual: the
+// reference's own ops) scale that by |x_scale| and round each of their three results on
+// both sides: 8 u (|acc x_scale| + |bias| + |residual|) more. relu does not widen a
+// difference; the transcendental activations are Lipschitz with constant < 1.2 (gelu
+// 1.13) and add their 4e-6 (1 + |want|) of the ungrouped test.
+TEST_CASE("spirv: grouped-scale tmatmul (w_scale f32[G, N]), i8 and f32 x, every epilogue, OpSDot and scalar paths") {
+  struct S {
+    std::int64_t M, K, N, group;
+    int epi;
+    const char* act;
+  };
+  // Partial last groups (300, 513, 770, 2563 by 256; 100 by 32; 37 by 6), one partial
+  // group (100 by 256), an exact fit (256), groups that straddle weight words (6, 20,
+  // 100: not multiples of 16) and int8 words (6: not a multiple of 4), G == M (200 by
+  // 100 with M = 2: the scales must never be read as an [M, N] epilogue operand), and
+  // group 1 (G = K).
+  const S cases[] = {
+      {1, 300, 37, 256, 1, "relu"},  {3, 513, 17, 256, 3, "none"}, {17, 256, 65, 256, 2, "none"},
+      {64, 100, 9, 256, 0, "none"},  {1, 100, 33, 32, 3, "gelu"},  {3, 37, 5, 6, 1, "relu"},
+      {17, 770, 31, 256, 3, "silu"}, {1, 2563, 7, 256, 2, "none"}, {2, 200, 5, 100, 0, "none"},
+      {5, 45, 19, 20, 3, "tanh"},    {3, 21, 4, 1, 1, "sigmoid"},
+  };
+  const bool device_dot = (*targets::spirv::select_device("auto"))->int_dot;
+  std::uint64_t seed = 500;
+  for (const char* x : {"i8", "f32"}) {
+    for (const char* dot : {"on", "off"}) {
+      if (std::string(dot) == "on" && (!device_dot || std::string(x) == "f32")) continue;
+      for (std::size_t c = 0; c < std::size(cases); ++c) {
+        const S& s = cases[c];
+        const bool i8 = std::string(x) == "i8", scale_arg = c % 2 == 1;
+        const bool xs = s.epi == 1 || s.epi == 3, br = s.epi >= 2;
+        const std::int64_t G = ir::grouped_scale_rows(s.K, s.group);
+        CAPTURE(s.M);
+        CAPTURE(s.K);
+        CAPTURE(s.N);
+        CAPTURE(s.group);
+        CAPTURE(s.epi);
+        CAPTURE(s.act);
+        CAPTURE(x);
+        const HostTensor w = rnd(ElemKind::T2, {s.K, s.N}, seed++);
+        const HostTensor gs = rnd(ElemKind::F32, {G, s.N}, seed++);
+        ir::ParamValues pv;
+        pv.set("w", w);
+        if (!scale_arg) pv.set("gs", gs);
+        std::vector<HostTensor> args{rnd(i8 ? ElemKind::I8 : ElemKind::F32, {s.M, s.K}, seed++)};
+        const HostTensor xsv = rnd(ElemKind::F32, {s.M, 1}, seed++), b = rnd(ElemKind::F32, {s.N}, seed++),
+                         r = rnd(ElemKind::F32, {s.M, s.N}, seed++);
+        if (xs) args.push_back(xsv);
+        if (scale_arg) args.push_back(gs);
+        if (br) args.insert(args.end(), {b, r});
+        const HostTensor& xv = args[0];
+        const bool exact_a = exact_act(s.act);
+        Tol tol;
+        tol.exact = false;
+        tol.rel = tol.abs = exact_a ? 0.0 : 4e-6;
+        for (std::int64_t m = 0; m < s.M; ++m)
+          for (std::int64_t n = 0; n < s.N; ++n) {
+            double acc = 0, big_s = 0, f32_sums = 0;
+            for (std::int64_t g = 0; g < G; ++g) {
+              double p = 0, a = 0;
+              for (std::int64_t k = g * s.group; k < std::min(s.K, (g + 1) * s.group); ++k) {
+                const double t =
+                    xv.data[static_cast<std::size_t>(m * s.K + k)] * w.data[static_cast<std::size_t>(k * s.N + n)];
+                p += t;
+                a += std::fabs(t);
+              }
+              const double sc = gs.data[static_cast<std::size_t>(g * s.N + n)];
+              acc += sc * p;
+              big_s += std::fabs(sc * p);
+              f32_sums += std::fabs(sc) * a;
+            }
+            const double xscale = xs ? std::fabs(xsv.data[static_cast<std::size_t>(m)]) : 1.0;
+            double terms = std::fabs(acc) * xscale;
+            if (br)
+              terms += std::fabs(b.data[static_cast<std::size_t>(n)]) +
+                       std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
+            const double d =
+                (static_cast<double>(G + 2) * big_s + (i8 ? 0.0 : static_cast<double>(s.group) * f32_sums)) * kU;
+            tol.per.push_back((d * xscale + 8 * kU * terms) * (exact_a ? 1.0 : 1.2) + 1e-37);
+          }
+        const std::string isa = check(grouped_tir(s.M, s.K, s.N, s.group, x, s.act, s.epi, scale_arg), "f", args, pv,
+                                      tol, i8 ? dot : "auto");
+        if (i8) CHECK(isa == (std::string(dot) == "on" ? "vulkan_sdot" : "vulkan_scalar"));
+      }
+    }
   }
 }
 
@@ -324,18 +478,34 @@ TEST_CASE("spirv: unsupported ops and non-load-time weights are Unsupported erro
                             "t.tir");
   REQUIRE(t.ok());
   CHECK(!target->check_supported(*t->find_function("t")).ok());
-  // Per-group scales f32[G, N] with G == M look like an [M, N] epilogue operand: refused,
-  // never read as one.
-  auto g = ir::parse_module("param @w : t2[200, 5]\nfunc @g(%x: f32[2, 200], %s: f32[2, 5]) -> f32[2, 5] {\n^entry:\n"
-                            "  %w = param @w : t2[200, 5]\n"
-                            "  %y = tmatmul %x, %w, %s {x_scale = false, w_scale = true, group = 100, bias = false, "
-                            "residual = false, act = none} : f32[2, 5]\n  ret %y\n}\n",
-                            "g.tir");
-  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
-  auto gr = target->check_supported(*g->find_function("g"));
-  REQUIRE(!gr.ok());
-  CHECK(gr.error().code == ErrorCode::Unsupported);
-  CHECK(gr.error().message.find("per-group scales") != std::string::npos);
+}
+
+TEST_CASE("spirv: difftest's target check counts a program spirv refuses as not its own, never a failure") {
+  const difftest::TargetConfig spirv{"spirv", "spirv", "", 1};
+  const std::uint64_t seeds[] = {1, 2};
+  // transpose has no shader: Unsupported, neither a run nor a failure.
+  auto refused = ir::parse_module(
+      "func @main(%x: f32[3, 4]) -> f32[4, 3] {\n^entry:\n"
+      "  %y = transpose %x {perm = [1, 0]} : f32[4, 3]\n  ret %y\n}\n",
+      "r.tir");
+  REQUIRE(refused.ok());
+  const difftest::CheckReport r = difftest::check_targets(*refused, std::span(&spirv, 1), seeds);
+  CHECK(r.original_error.empty());
+  CHECK(r.runs == 0);
+  CHECK(r.failures.empty());
+  REQUIRE(r.unsupported.size() == 1);
+  CHECK(r.unsupported[0].level == "spirv");
+  CHECK(r.unsupported[0].message.find("no shader for 'transpose'") != std::string::npos);
+  // A program it has shaders for runs on every seed and agrees.
+  auto own = ir::parse_module(
+      "func @main(%x: f32[3, 4], %b: f32[4]) -> f32[3, 4] {\n^entry:\n"
+      "  %y = add %x, %b : f32[3, 4]\n  %z = relu %y : f32[3, 4]\n  ret %z\n}\n",
+      "o.tir");
+  REQUIRE(own.ok());
+  const difftest::CheckReport o = difftest::check_targets(*own, std::span(&spirv, 1), seeds);
+  CHECK(o.runs == 2);
+  CHECK(o.unsupported.empty());
+  CHECK_MESSAGE(o.failures.empty(), (o.failures.empty() ? "" : o.failures[0].message));
 }
 
 TEST_CASE("spirv: a damaged module fails validation with an error, never a crash") {
@@ -456,6 +626,21 @@ TEST_CASE("spirv: tmatmul tuning space: candidates run, configurations change no
     (*run)->run(0);
   }
   CHECK(!(*bench)->prepare("wg=7").ok());
+  // A grouped tmatmul is its own problem family, and its bench binds the scales.
+  auto gm = ir::parse_module(grouped_tir(17, 100, 33, 32, "i8", "none", 0, false), "g.tir");
+  REQUIRE(gm.ok());
+  auto gspaces = target->tuning_spaces(*gm, "f", {});
+  REQUIRE(gspaces.ok());
+  REQUIRE(gspaces->size() == 1);
+  const targets::TuningSpace& gspace = *(*gspaces)[0];
+  CHECK(gspace.problem().family.find("group=32") != std::string::npos);
+  auto gbench = gspace.bench({});
+  REQUIRE_MESSAGE(gbench.ok(), (gbench.ok() ? "" : gbench.error().message));
+  for (const auto& cand : gspace.candidates()) {
+    auto run = (*gbench)->prepare(cand.config);
+    REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().message));
+    (*run)->run(0);
+  }
 }
 
 TEST_CASE("spirv: BitLinear and a BitNet FFN through the Engine, kernels used from several threads") {
@@ -548,6 +733,83 @@ TEST_CASE("spirv: BitLinear and a BitNet FFN through the Engine, kernels used fr
     float mx = 0;
     for (float v : ys[1]) mx = std::max(mx, std::fabs(v));
     for (std::size_t i = 0; i < ys[0].size(); ++i) CHECK(std::fabs(ys[0][i] - ys[1][i]) <= 2e-2 * mx);
+  }
+}
+
+// The DSL's grouped_matmul through the Engine (O2: quantize_int8 -> grouped integer
+// tmatmul with the bias + relu epilogue; and the f32 path) on spirv against the reference
+// target. Bound per row, as tests/unit/engine/grouped_scale_test.cpp derives it for f32
+// group sums (u = 2^-24): (G + 9) u (max|s| sum_k (|x_k| + amax/127) + max|b|), the f32
+// path adding group u max|s| sum_k |x_k|.
+TEST_CASE("spirv: grouped_matmul layers through the Engine against the reference target") {
+  const char* layer = R"(layer GLinear {
+    param w: TernaryTensor[K, N]
+    param s: Tensor[G, N]
+    param b: Tensor[N]
+    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {
+        return relu(grouped_matmul(quantize_int8(x), w, s, 32) + b)
+    }
+    fn float_path(x: Tensor[M, K]) -> Tensor[M, N] {
+        return grouped_matmul(x, w, s, 32) + b
+    }
+})";
+  Engine engines[2] = {Engine::create([] {
+                         EngineOptions o;
+                         o.target = "spirv";
+                         o.cache_dir = "off";
+                         return o;
+                       }())
+                           .value(),
+                       Engine::create([] {
+                         EngineOptions o;
+                         o.target = "reference";
+                         o.cache_dir = "off";
+                         return o;
+                       }())
+                           .value()};
+  struct Shape {
+    std::int64_t M, K, N;
+  };
+  for (const Shape& sh : {Shape{1, 100, 9}, Shape{3, 67, 33}, Shape{17, 300, 5}}) {
+    const std::int64_t G = (sh.K + 31) / 32;
+    std::vector<std::int8_t> w = testing::random_t2(sh.K * sh.N, 1);
+    std::vector<float> sc = testing::random_f32(G * sh.N, 2), b = testing::random_f32(sh.N, 3),
+                       x = testing::random_f32(sh.M * sh.K, 4);
+    for (const std::string fn : {"GLinear.forward", "GLinear.float_path"}) {
+      CAPTURE(fn);
+      CAPTURE(sh.M);
+      CAPTURE(sh.K);
+      std::vector<float> ys[2];
+      for (int i = 0; i < 2; ++i) {
+        auto p = engines[i].compile(layer, "glinear.tri");
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        REQUIRE(p->bind("GLinear.w", testing::view(w, {sh.K, sh.N})).ok());
+        REQUIRE(p->bind("GLinear.s", testing::view(sc, {G, sh.N})).ok());
+        REQUIRE(p->bind("GLinear.b", testing::view(b, {sh.N})).ok());
+        ys[i].assign(static_cast<std::size_t>(sh.M * sh.N), std::nanf(""));
+        TensorView in[] = {testing::view(x, {sh.M, sh.K})};
+        TensorView out[] = {testing::view(ys[i], {sh.M, sh.N})};
+        auto r = p->run(fn, in, out);
+        REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+      }
+      double smax = 0, bmax = 0;
+      for (float v : sc) smax = std::max(smax, std::fabs(double{v}));
+      for (float v : b) bmax = std::max(bmax, std::fabs(double{v}));
+      for (std::int64_t m = 0; m < sh.M; ++m) {
+        double sum = 0, amax = 0;
+        for (std::int64_t k = 0; k < sh.K; ++k)
+          amax = std::max(amax, std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}));
+        for (std::int64_t k = 0; k < sh.K; ++k)
+          sum += std::fabs(double{x[static_cast<std::size_t>(m * sh.K + k)]}) + amax / 127;
+        const double factor = static_cast<double>(G + 9) + (fn == "GLinear.float_path" ? 32.0 : 0.0);
+        const double bound = factor * kU * (smax * sum + bmax) + 1e-30;
+        for (std::int64_t n = 0; n < sh.N; ++n) {
+          const std::size_t i = static_cast<std::size_t>(m * sh.N + n);
+          CHECK_MESSAGE(std::fabs(double{ys[0][i]} - double{ys[1][i]}) <= bound,
+                        "[" << m << ", " << n << "]: " << ys[0][i] << " vs " << ys[1][i] << " (bound " << bound << ")");
+        }
+      }
+    }
   }
 }
 
