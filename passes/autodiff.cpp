@@ -18,7 +18,9 @@
 // matmul, tmatmul, reductions, softmax, rmsnorm, the per-row/per-tensor quantizers) and
 // which the gradient still needs becomes an argument of `@f.bwd` (saved) and an extra
 // result of `@f.fwd`; everything elementwise, data movement, `const`, `param` and
-// `tpack` is recomputed in the backward. Dead code is removed, and common
+// `tpack` is recomputed in the backward, and so is every value that depends on no
+// argument (a `tquantize` of a parameter): targets evaluate those once at load time,
+// so the backward's `transpose` of a ternary weight is packed once, never per call. Dead code is removed, and common
 // subexpressions of `@f.fwd` shared (so a saved value the forward already computes is
 // not computed twice).
 // Quantizers are straight-through estimators (STE): `ternarize`, `ternarize_absmean`,
@@ -618,6 +620,20 @@ std::vector<char> primal_values(const ir::Function& b, std::size_t num_forward_a
   return primal;
 }
 
+// True for values that depend on no argument (params, consts and pure ops of them):
+// targets evaluate them once at load time, so recomputing them costs nothing per call
+// and they are never saved (a saved ternary weight would be transposed per call).
+std::vector<char> load_time_values(const ir::Function& b) {
+  std::vector<char> load_time(b.num_values(), 0);
+  for (InstId i : b.insts(b.entry())) {
+    const ir::InstData& d = b.inst(i);
+    bool lt = ir::op_flags(d.op) == ir::OpFlags::Pure;
+    for (ValueId o : d.operands) lt = lt && load_time[o.index];
+    for (ValueId r : d.results) load_time[r.index] = lt ? 1 : 0;
+  }
+  return load_time;
+}
+
 bool used(const ir::Function& b, ValueId v) {
   for (InstId i : b.insts(b.entry()))
     for (ValueId o : b.inst(i).operands)
@@ -680,10 +696,11 @@ Result<AutodiffResult> autodiff(ir::Module& m, const AutodiffOptions& options) {
   std::vector<ValueId> saved;  // values of b (of erased instructions) the forward returns
   std::map<std::uint32_t, ValueId> saved_by_arg;  // the argument that replaced each
   const std::vector<char> primal = primal_values(b, rev.num_forward_args());
+  const std::vector<char> load_time = load_time_values(b);
   const std::vector<InstId> order(b.insts(b.entry()).begin(), b.insts(b.entry()).end());
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::InstData& d = b.inst(*it);
-    if (!costly_to_recompute(d.op) || !primal[d.results[0].index]) continue;
+    if (!costly_to_recompute(d.op) || !primal[d.results[0].index] || load_time[d.results[0].index]) continue;
     bool any = false;
     for (std::size_t k = 0; k < d.results.size(); ++k) {
       const ValueId r = b.inst(*it).results[k];

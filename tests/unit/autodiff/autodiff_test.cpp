@@ -458,6 +458,23 @@ TEST_CASE("autodiff: costly values are saved by the forward, cheap ones recomput
   for (ir::InstId i : fwd.insts(fwd.entry())) fwd_matmuls += fwd.inst(i).op == ir::Op::MatMul;
   CHECK(fwd_matmuls == 1);  // the saved value is the forward's own, not a second copy
 
+  // Values that depend on no argument (tquantize of a parameter) are load-time values:
+  // recomputed, never saved, so the transposed ternary weight stays load-time.
+  ir::Module q = parse("param @L.w : f32[K, N]\n\n" +
+                       fn("<M, K, N>(%x: f32[M, K]) -> f32[M, N]",
+                          "  %w = param @L.w : f32[K, N]\n  %t, %g = tquantize %w : t2[K, N], f32[]\n"
+                          "  %y = tmatmul %x, %t, %g {x_scale = false, w_scale = true, bias = false, residual = false, "
+                          "act = none} : f32[M, N]\n  ret %y\n"));
+  auto r3 = passes::autodiff(q, passes::AutodiffOptions{"f", {"%x", "@L.w"}, false});
+  REQUIRE(r3.ok());
+  CHECK(r3->num_saved == 0);
+  const ir::Function& qb = *q.find_function("f.bwd");
+  for (ir::ValueId a : qb.args()) CHECK(qb.type_of(a).elem == ElemKind::F32);
+  bool transposed_weight = false;
+  for (ir::InstId i : qb.insts(qb.entry()))
+    transposed_weight = transposed_weight || (qb.inst(i).op == ir::Op::Transpose && qb.type_of(qb.inst(i).results[0]).elem == ElemKind::T2);
+  CHECK(transposed_weight);
+
   // Elementwise only: nothing saved, and the forward is the function itself.
   ir::Module e = parse(fn("<N>(%x: f32[N], %w: f32[N]) -> f32[N]", "  %0 = mul %x, %w : f32[N]\n  %1 = tanh %0 : f32[N]\n  ret %1\n"));
   auto r2 = passes::autodiff(e, passes::AutodiffOptions{"f", {"%w"}, false});
