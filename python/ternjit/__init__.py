@@ -354,6 +354,29 @@ class Engine:
         self._programs.add(program)
         return program
 
+    def compile_grad(self, source, function, wrt=(), ste_clip=False, file_name="<python>"):
+        """Compiles `.tri` source with the reverse-mode gradient of `function` added.
+
+        The program gets ``function + ".fwd"`` (the function's results, then the tensors
+        saved for the backward) and ``function + ".bwd"`` (arguments: the function's, one
+        gradient per float result, the saved tensors; results: one gradient per `wrt`
+        entry). `wrt` names arguments (``"x"``) and parameters (``"@Layer.w"``; a ternary
+        parameter's gradient is f32, the latent weights'); empty: every float argument
+        and float or ternary parameter the function reads. Quantizers are
+        straight-through estimators, clipped to their range with ``ste_clip``.
+        """
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        names = [str(w).encode() for w in wrt]
+        array = (ctypes.c_char_p * max(1, len(names)))(*names)
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.ternjit_compile_grad(
+            self._live_handle(), source, len(source), str(file_name).encode(), str(function).encode(), array,
+            len(names), 1 if ste_clip else 0, ctypes.byref(handle)))
+        program = Program(self, handle)
+        self._programs.add(program)
+        return program
+
     def compile_file(self, path):
         """Compiles a `.tri` file (its path names it in diagnostics)."""
         try:
