@@ -118,10 +118,16 @@ class Reverse {
   ValueId un(Op op, ValueId a) { return emit(op, {a}); }
   ValueId mul_c(ValueId a, double c) { return mul(a, scalar(type(a).elem, c)); }
   ValueId c_sub(double c, ValueId a) { return sub(scalar(type(a).elem, c), a); }
-  // sign(x) in {-1, 0, 1} (NaN: 0): ternarize with threshold 0.
-  ValueId sign(ValueId x) { return emit(Op::Ternarize, {x}, ir::ThresholdAttrs{0.0}); }
-  // 1 where x > 0, else 0.
-  ValueId positive(ValueId x) { return un(Op::Relu, sign(x)); }
+  // 1 where x > 0, 0 where x <= 0, NaN for NaN, from elementwise ops only (every
+  // target has kernels for them): two multiplications by F take the smallest positive
+  // subnormal to >= 1 (f32/bf16: 2^-149 * 2^254; f16: 2^-24 * 2^24) and anything larger
+  // to >= 1 or inf, which min(., 1) clamps; relu keeps 0 and the negatives at 0.
+  ValueId positive(ValueId x) {
+    const ValueId f = scalar(type(x).elem, type(x).elem == ElemKind::F16 ? 0x1p12 : 0x1p127);
+    return emit(Op::Min, {un(Op::Relu, mul(mul(x, f), f)), scalar(type(x).elem, 1.0)});
+  }
+  // sign(x) in {-1, 0, 1} (NaN for NaN).
+  ValueId sign(ValueId x) { return sub(positive(x), positive(un(Op::Neg, x))); }
   ValueId cast(ValueId v, ElemKind k) {
     return type(v).elem == k ? v : emit(Op::Cast, {v}, ir::CastAttrs{k});
   }
@@ -256,7 +262,21 @@ void Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
   if (a1) g2 = reshape(g2, with_unit(type(g).shape, type(g).rank() - 1));
   if (b1) g2 = reshape(g2, with_unit(type(g2).shape, type(g2).rank()));
   if (active_[a.index]) {
-    ValueId da = unbroadcast(emit(Op::MatMul, {g2, transpose_last2(b2)}), type(a2));
+    // By ternarize_absmean(p) = t * s: g @ (t s)^T is the ternary matmul (g @ t^T) * s,
+    // whose transposed weight is a load-time value when p is a parameter.
+    const auto ta = b1 ? std::nullopt : defined_by(b, Op::TernarizeAbsmean, 0);
+    ValueId product;
+    if (ta && type(b).rank() == 2 && is_float(type(g2).elem)) {
+      auto ts = bld_.create(Op::TQuantize, {b_.inst(*ta).operands[0]}, ir::NoAttrs{});
+      TERNJIT_CHECK(ts.ok(), "autodiff built an ill-typed tquantize");
+      const ValueId tt = emit(Op::Transpose, {(*ts)[0]}, ir::PermAttrs{{1, 0}});
+      ir::TMatMulAttrs scaled;
+      scaled.w_scale = true;
+      product = emit(Op::TMatMul, {g2, tt, (*ts)[1]}, scaled);
+    } else {
+      product = emit(Op::MatMul, {g2, transpose_last2(b2)});
+    }
+    ValueId da = unbroadcast(product, type(a2));
     accumulate(a, a1 ? reshape(da, type(a).shape) : da);
   }
   if (active_[b.index]) {

@@ -228,6 +228,10 @@ class _Inputs:
             if isinstance(v, TensorSpec):
                 arr, code, ptr = None, _DTYPE_BY_NAME[v.dtype], None
                 shape = v.shape
+            elif isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str):
+                # (array, dtype name): e.g. int8 values passed as "t2"
+                arr, code = _convert(v[0], v[1], "%s %d" % (what, i))
+                ptr, shape = arr.ctypes.data, arr.shape
             else:
                 arr, code = _convert(v, None, "%s %d" % (what, i))
                 ptr, shape = arr.ctypes.data, arr.shape
@@ -549,6 +553,9 @@ class Program:
 
     def run(self, function, *inputs, out=None):
         """Runs `function` ("Layer.forward") on numpy inputs.
+
+        An input may be an ``(array, dtype)`` pair to pass it as that dtype (``"t2"`` for
+        int8 values in {-1, 0, 1}, as a ternary result of another function comes back).
 
         Returns the output array, or a list when the function has several results.
         `out` (an array or a list of arrays of the result specs) receives the results

@@ -493,7 +493,10 @@ class _QATLinearFunction(torch.autograd.Function):
         args = [x2, w] + ([bias.detach().to(torch.float32).contiguous().numpy()] if bias is not None else [])
         outs = program.run("QATLinear.forward.fwd", *args)
         outs = outs if isinstance(outs, list) else [outs]
-        ctx.program, ctx.args, ctx.saved_outs = program, args, outs[1:]
+        specs = program.kernel("QATLinear.forward.fwd", *args).outputs
+        # The saved tensors go back to .bwd as they came (a ternary one as "t2").
+        ctx.program, ctx.args = program, args
+        ctx.saved_outs = [(a, spec.dtype) for a, spec in zip(outs[1:], specs[1:])]
         ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
         return torch.from_numpy(outs[0]).reshape(*lead, w.shape[1]).to(x.dtype)
 
