@@ -10,11 +10,13 @@
 //   bwd_dx_dw the backward with respect to x and the latent weights: adds the f32 weight
 //             gradient q^T (dy x_scale), a dense matmul the x86 target runs as a
 //             reference step (no dense-matmul kernel yet: see docs/training.md)
-// Counters: `ms` per call and `vs_forward` = this row's time / forward's (the issue's
-// goal: backward <= 2.5x forward). Run:
-//   build/bench/bench_backward --benchmark_min_time=0.2
-// torch's float backward of the same layer is timed by bench/backward_torch.py (the
-// same shapes, one thread), since Debian's libtorch C++ config is not usable here.
+//   torch_*   where libtorch is found (Debian libtorch-dev): the same layer in torch f32
+//             with the straight-through estimators written as x + (q(x) - x).detach(),
+//             one thread: its forward, backward w.r.t. x, and w.r.t. x and the weights
+// Counters: `ms` per call; ternjit rows `vs_forward` = time / ternjit forward's (the
+// issue's goal: backward <= 2.5x forward); torch rows `vs_ternjit` = torch time /
+// ternjit's time of the same row. ternjit runs one thread too. Run:
+//   build/bench/bench_backward --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -25,6 +27,9 @@
 #include <vector>
 
 #include "ir/tensor.h"
+#ifdef TERNJIT_BENCH_TORCH
+#include <torch/torch.h>
+#endif
 #include "ternjit/builder.h"
 #include "ternjit/engine.h"
 
@@ -85,12 +90,12 @@ Fixture& fixture() {
   return f;
 }
 
-std::map<std::int64_t, double>& forward_ms() {
-  static std::map<std::int64_t, double> ms;  // forward time per M, for vs_forward
+enum class Row { Forward, BackwardDx, BackwardDxDw };
+
+std::map<std::pair<Row, std::int64_t>, double>& ternjit_ms() {
+  static std::map<std::pair<Row, std::int64_t>, double> ms;  // per row and M, for the ratios
   return ms;
 }
-
-enum class Row { Forward, BackwardDx, BackwardDxDw };
 
 std::size_t bytes_of(const ternjit::TensorView& t) {
   std::size_t n = 1;
@@ -140,9 +145,48 @@ void BM_Layer(benchmark::State& state, Row row) {
   }
   const double ms = total_ms / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
   state.counters["ms"] = ms;
-  if (row == Row::Forward) forward_ms()[m] = ms;
-  else if (forward_ms().contains(m)) state.counters["vs_forward"] = ms / forward_ms()[m];
+  ternjit_ms()[{row, m}] = ms;
+  if (row != Row::Forward && ternjit_ms().contains({Row::Forward, m}))
+    state.counters["vs_forward"] = ms / ternjit_ms()[{Row::Forward, m}];
 }
+
+#ifdef TERNJIT_BENCH_TORCH
+torch::Tensor ste(const torch::Tensor& v, const torch::Tensor& q) { return v + (q - v).detach(); }
+
+// The layer in torch: per-row absmax int8 and per-tensor absmean ternary, both STE.
+torch::Tensor torch_layer(const torch::Tensor& x, const torch::Tensor& w) {
+  const torch::Tensor s = x.abs().amax({-1}, true) / 127;
+  const torch::Tensor g = w.abs().mean();
+  return torch::matmul(ste(x, torch::clamp(torch::round(x / s), -127, 127) * s),
+                       ste(w, torch::clamp(torch::round(w / g), -1, 1) * g));
+}
+
+void BM_Torch(benchmark::State& state, Row row) {
+  torch::set_num_threads(1);
+  const std::int64_t m = state.range(0);
+  torch::manual_seed(0);
+  const torch::Tensor x0 = torch::randn({m, kK}), w0 = torch::randn({kK, kN}), dy = torch::randn({m, kN});
+  double total_ms = 0;
+  for (auto _ : state) {
+    if (row == Row::Forward) {
+      torch::NoGradGuard no_grad;
+      const auto t0 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(torch_layer(x0, w0));
+      total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      continue;
+    }
+    // The backward alone is timed: the forward that records the graph is not.
+    const torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(row == Row::BackwardDxDw);
+    const torch::Tensor y = torch_layer(x, w);
+    const auto t0 = std::chrono::steady_clock::now();
+    y.backward(dy);
+    total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double ms = total_ms / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  state.counters["ms"] = ms;
+  if (ternjit_ms().contains({row, m})) state.counters["vs_ternjit"] = ms / ternjit_ms()[{row, m}];
+}
+#endif
 
 // Forward first for each M, so the backward rows can report vs_forward.
 void register_all() {
@@ -150,6 +194,11 @@ void register_all() {
     benchmark::RegisterBenchmark("forward", BM_Layer, Row::Forward)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx", BM_Layer, Row::BackwardDx)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx_dw", BM_Layer, Row::BackwardDxDw)->Arg(m)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+#ifdef TERNJIT_BENCH_TORCH
+    benchmark::RegisterBenchmark("torch_forward", BM_Torch, Row::Forward)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("torch_bwd_dx", BM_Torch, Row::BackwardDx)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("torch_bwd_dx_dw", BM_Torch, Row::BackwardDxDw)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
   }
 }
 
