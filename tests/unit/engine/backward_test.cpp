@@ -13,7 +13,8 @@
 // about P u sum|terms| (u = 2^-24); with these zero-mean random inputs sum|terms| stays
 // within 4 sqrt(P) max|result| of the tensor, giving |got - want| <= 4 P^1.5 u max|want|
 // (+ 2^-20 for outputs that are near 0 throughout). A wrong rule or a stale weight
-// layout is off by O(max|want|).
+// layout is off by O(max|want|). The BitLinear's `.fwd` (the int8 integer path) must
+// also equal the reference target's output bit for bit on every target.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -76,9 +77,10 @@ TensorView view_of(ir::HostTensor& t, std::vector<float>& storage) {
   return TensorView{storage.data(), ElemKind::F32, t.shape};
 }
 
-// Runs `fn` on `target` and checks every output against the interpreter's.
-void check_on(Program& p, const std::string& label, const std::string& fn, std::vector<ir::HostTensor> inputs,
-              const std::vector<ir::HostTensor>& want, std::int64_t P) {
+// Runs `fn` on `target` and checks every output against the interpreter's; returns the outputs.
+std::vector<std::vector<float>> check_on(Program& p, const std::string& label, const std::string& fn,
+                                         std::vector<ir::HostTensor> inputs, const std::vector<ir::HostTensor>& want,
+                                         std::int64_t P) {
   CAPTURE(label);
   CAPTURE(fn);
   std::vector<std::vector<float>> in_storage(inputs.size());
@@ -99,6 +101,7 @@ void check_on(Program& p, const std::string& label, const std::string& fn, std::
       CHECK(std::fabs(out_storage[k][i] - want[k].data[i]) <= tol);  // NaN (poison left) fails
     }
   }
+  return out_storage;
 }
 
 std::vector<ir::HostTensor> interpret(const Module& m, const std::string& fn, const std::vector<ir::HostTensor>& args,
@@ -134,6 +137,7 @@ TEST_CASE("grad: the BitLinear backward (STE, W^T ternary matmul) on every CPU t
     bwd_args.insert(bwd_args.end(), fwd.begin() + 1, fwd.end());
     const std::vector<ir::HostTensor> bwd = interpret(m, "L.forward.bwd", bwd_args, params);
     const std::int64_t P = std::max({sh.M, sh.K, sh.N});
+    std::vector<std::vector<float>> reference_fwd;  // targets[0] is the reference target
     for (const testing::CpuTarget& t : targets) {
       auto e = Engine::create(t.options);
       REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
@@ -142,7 +146,11 @@ TEST_CASE("grad: the BitLinear backward (STE, W^T ternary matmul) on every CPU t
       std::vector<float> ws = w.to_f32(), bs = b.to_f32();
       REQUIRE(p->bind("L.w", TensorView{ws.data(), ElemKind::F32, w.shape}).ok());
       REQUIRE(p->bind("L.b", TensorView{bs.data(), ElemKind::F32, b.shape}).ok());
-      check_on(*p, t.label, "L.forward.fwd", {x}, fwd, P);
+      const auto y = check_on(*p, t.label, "L.forward.fwd", {x}, fwd, P);
+      // The forward's integer path (int8 x ternary, exact int32 sums, then the f32
+      // epilogue) is bit-exact across targets: compared with the reference target's.
+      if (t.label == "reference") reference_fwd = y;
+      else CHECK_MESSAGE(y == reference_fwd, t.label, ": .fwd differs from the reference target's");
       check_on(*p, t.label, "L.forward.bwd", bwd_args, bwd, P);
     }
   }
