@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "formats/run_inputs.h"
+#include "ir/builder.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -525,4 +526,21 @@ TEST_CASE("autodiff (registered): differentiates what it can, leaves the rest, a
   REQUIRE(passes::autodiff(m).ok());
   CHECK(ir::print_module(m) == once);
   CHECK(ir::verify_module(m).empty());
+}
+
+TEST_CASE("autodiff: dequantize's scale gradient, and casts round the gradient to the kind in between") {
+  // q is an i8 argument (no gradient); the scale's is sum(g q) over the broadcast axis.
+  check_fd(fn("<M, K>(%q: i8[M, K], %s: f32[M, 1]) -> f32[M, K]", "  %0 = dequantize %q, %s : f32[M, K]\n  ret %0\n"),
+           {"%s"});
+  // f32 -> f16 -> f32: the gradient is the f32 one rounded to f16 (as torch's .half()).
+  const std::string text = fn("<N>(%x: f32[N]) -> f32[N]", "  %0 = cast %x {to = f16} : f16[N]\n"
+                                                          "  %1 = cast %0 {to = f32} : f32[N]\n  ret %1\n");
+  Problem p = make_problem(text, 5, Domain::Any);
+  ir::Module m = p.m;
+  auto res = passes::autodiff(m, passes::AutodiffOptions{"f", {"%x"}, false});
+  REQUIRE(res.ok());
+  const auto r = random_like(run(m, "f", p.args, p.params), 5);
+  const auto g = gradients(m, *res, p, r);
+  REQUIRE(g[0].kind == ElemKind::F32);
+  for (std::size_t i = 0; i < g[0].data.size(); ++i) CHECK(g[0].data[i] == ir::round_to_kind(r[0].data[i], ElemKind::F16));
 }
