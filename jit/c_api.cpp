@@ -23,6 +23,7 @@
 
 #include "jit/loader.h"
 #include "targets/registry.h"
+#include "ternjit/builder.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
 #include "ternjit/types.h"
@@ -289,6 +290,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "hf-bitnet",       // ternjit_bind_weights_file: Hugging Face BitNet packed and bf16 checkpoints
     "bind-sized",      // ternjit_bind_weight_sized
     "name-map",        // ternjit_bind_weights_file_mapped
+    "autodiff",        // ternjit_compile_grad
     "random-weights",  // ternjit_bind_random
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
@@ -401,6 +403,36 @@ ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_
     if (source == nullptr && len > 0) return misuse(fn, "source is null but len is " + std::to_string(len));
     const std::string_view text = source == nullptr ? std::string_view() : std::string_view(source, len);
     auto program = engine->engine.compile(text, file_name == nullptr ? "<source>" : file_name);
+    if (!program.ok()) return fail(program.error());
+    *out = new ternjit_program(std::move(program).value());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
+                                    const char* function, const char* const* wrt, size_t n_wrt, uint32_t flags,
+                                    ternjit_program** out) {
+  constexpr const char* fn = "ternjit_compile_grad";
+  return guarded(fn, [&] {
+    if (out == nullptr) return misuse(fn, "out is null");
+    *out = nullptr;
+    if (engine == nullptr) return misuse(fn, "engine is null");
+    if (source == nullptr && len > 0) return misuse(fn, "source is null but len is " + std::to_string(len));
+    if (function == nullptr) return misuse(fn, "function is null");
+    if (wrt == nullptr && n_wrt > 0) return misuse(fn, "wrt is null but n_wrt is " + std::to_string(n_wrt));
+    if ((flags & ~TERNJIT_GRAD_STE_CLIP) != 0) return misuse(fn, "unknown flags " + std::to_string(flags));
+    ternjit::GradOptions options;
+    options.ste_clip = (flags & TERNJIT_GRAD_STE_CLIP) != 0;
+    for (size_t i = 0; i < n_wrt; ++i) {
+      if (wrt[i] == nullptr) return misuse(fn, "wrt[" + std::to_string(i) + "] is null");
+      options.wrt.emplace_back(wrt[i]);
+    }
+    const std::string_view text = source == nullptr ? std::string_view() : std::string_view(source, len);
+    auto module = ternjit::Module::from_tri(text, file_name == nullptr ? "<source>" : file_name);
+    if (!module.ok()) return fail(module.error());
+    auto added = ternjit::grad(*module, function, options);
+    if (!added.ok()) return fail(added.error());
+    auto program = engine->engine.compile(*module);
     if (!program.ok()) return fail(program.error());
     *out = new ternjit_program(std::move(program).value());
     return TERNJIT_OK;

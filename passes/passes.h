@@ -44,6 +44,36 @@ void fuse_elementwise(ir::Function& f);
 /// Repacks each load-time tmatmul weight once (`tpack`) to target.weight_layout; Plain: no-op.
 void select_layout(ir::Function& f, const TargetInfo& target);
 
+/// What `autodiff` differentiates: a function of the module and the values to take the
+/// gradient with respect to.
+struct AutodiffOptions {
+  std::string function;          ///< the forward function's name, without '@'
+  /// "%name" (an argument) or "@name" (a module parameter), in the order of the
+  /// backward's results; empty: every named float argument, then every float or t2
+  /// parameter the function reads, in order of first read.
+  std::vector<std::string> wrt;
+  /// Straight-through estimators pass the gradient only where the quantizer's input is
+  /// in its range (|x| <= 1 for ternarize, |x| <= mean|x| for ternarize_absmean and
+  /// tquantize); false: everywhere.
+  bool ste_clip = false;
+};
+/// The functions `autodiff` added.
+struct AutodiffResult {
+  std::string forward;            ///< "<f>.fwd": (args) -> (results..., saved...)
+  std::string backward;           ///< "<f>.bwd": (args, d_results, saved) -> (grads...)
+  std::vector<std::string> wrt;   ///< the wrt list used (options.wrt, or the default)
+  std::size_t num_saved = 0;      ///< how many values the forward saves for the backward
+};
+/// Adds `@<f>.fwd` (f's results plus the saved intermediates) and `@<f>.bwd` (the
+/// reverse-mode gradients, one result per wrt entry; f32 for a t2 parameter) to `m`.
+/// Errors: NotFound (no such function); InvalidInput (a wrt name that is unknown, not
+/// read, or of a kind without gradient; control flow; a call; an op whose gradient is
+/// not supported; `@<f>.fwd`/`.bwd` exist). On error `m` is unchanged.
+Result<AutodiffResult> autodiff(ir::Module& m, const AutodiffOptions& options);
+/// The registered form: autodiff with the default wrt list, for every function with a
+/// float result that has no `.bwd` yet (functions it cannot differentiate are left alone).
+Result<void> autodiff(ir::Module& m);
+
 // ---------------------------------------------------------------- registry
 
 /// What a pass operates on.

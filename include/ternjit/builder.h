@@ -2,10 +2,12 @@
 // builder.h - build ternjit IR from C++ with no text: the same IR the .tri front end makes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ternjit/result.h"
@@ -141,5 +143,34 @@ class ModuleBuilder {
  private:
   std::unique_ptr<detail::BuilderImpl> impl_;
 };
+
+/// Options of grad().
+struct GradOptions {
+  /// What to differentiate with respect to, in the order of the gradients: "x" (or "%x")
+  /// names an argument, "@Layer.w" a parameter. Empty: every named float argument, then
+  /// every float or ternary parameter the function reads.
+  std::vector<std::string> wrt;
+  /// Straight-through estimators pass the gradient only where the quantizer's input lies
+  /// in its range (|x| <= 1 for ternarize, |x| <= mean|x| for ternarize_absmean).
+  bool ste_clip = false;
+};
+
+/// The functions grad() added (docs/training.md).
+struct GradFunctions {
+  std::string forward;           ///< "<function>.fwd": (args...) -> (results..., saved...)
+  std::string backward;          ///< "<function>.bwd": (args..., d_results..., saved...) -> (grads...)
+  std::vector<std::string> wrt;  ///< what each gradient is with respect to, in order
+  std::size_t num_saved = 0;     ///< saved tensors: the last results of forward, last arguments of backward
+};
+
+/// Adds the reverse-mode gradient of `function` ("Layer.forward") to `module`: a forward
+/// that also returns the intermediates the backward reuses, and the backward, which
+/// takes the forward's arguments, one gradient per float result (same type) and the
+/// saved tensors, and returns one gradient per wrt entry (a ternary parameter's is f32:
+/// the latent weights'). Quantizers are straight-through. Calls are inlined into the
+/// module's functions first. Errors: NotFound (no such function); InvalidInput (a wrt
+/// name unknown, unread or not differentiable, control flow, an op without a gradient
+/// rule, the functions exist already). On error the module is unchanged.
+Result<GradFunctions> grad(Module& module, std::string_view function, const GradOptions& options = {});
 
 }  // namespace ternjit

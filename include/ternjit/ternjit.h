@@ -128,6 +128,21 @@ void ternjit_engine_destroy(ternjit_engine* engine);
 /** Compiles `.tri` DSL source (len bytes; file_name for diagnostics, may be NULL). */
 ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
                                ternjit_program** out);
+/** ternjit_grad_options.flags: straight-through estimators pass the gradient only where the
+ *  quantizer's input lies in its range (|x| <= 1 for ternarize, |x| <= mean|x| for
+ *  ternarize_absmean). */
+#define TERNJIT_GRAD_STE_CLIP 1u
+/** Compiles `.tri` source as ternjit_compile does, after adding the reverse-mode gradient of
+ *  `function` ("Layer.forward"): "Layer.forward.fwd" (its results, then the saved tensors) and
+ *  "Layer.forward.bwd" (arguments: the function's, one gradient per float result, the saved
+ *  tensors; results: one gradient per wrt entry). `wrt` holds n_wrt names, "x" for an argument
+ *  or "@Layer.w" for a parameter (a ternary parameter's gradient is f32: the latent weights');
+ *  n_wrt = 0: every float argument and every float or ternary parameter the function reads.
+ *  flags: 0 or TERNJIT_GRAD_STE_CLIP. docs/training.md has the details. (Added in ABI 2;
+ *  feature "autodiff".) */
+ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
+                                    const char* function, const char* const* wrt, size_t n_wrt, uint32_t flags,
+                                    ternjit_program** out);
 /** Destroys a program and the kernels it handed out. NULL is a no-op. */
 void ternjit_program_destroy(ternjit_program* program);
 

@@ -228,6 +228,10 @@ class _Inputs:
             if isinstance(v, TensorSpec):
                 arr, code, ptr = None, _DTYPE_BY_NAME[v.dtype], None
                 shape = v.shape
+            elif isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str):
+                # (array, dtype name): e.g. int8 values passed as "t2"
+                arr, code = _convert(v[0], v[1], "%s %d" % (what, i))
+                ptr, shape = arr.ctypes.data, arr.shape
             else:
                 arr, code = _convert(v, None, "%s %d" % (what, i))
                 ptr, shape = arr.ctypes.data, arr.shape
@@ -350,6 +354,29 @@ class Engine:
         handle = ctypes.c_void_p()
         _check(self._lib, self._lib.ternjit_compile(self._live_handle(), source, len(source),
                                                     str(file_name).encode(), ctypes.byref(handle)))
+        program = Program(self, handle)
+        self._programs.add(program)
+        return program
+
+    def compile_grad(self, source, function, wrt=(), ste_clip=False, file_name="<python>"):
+        """Compiles `.tri` source with the reverse-mode gradient of `function` added.
+
+        The program gets ``function + ".fwd"`` (the function's results, then the tensors
+        saved for the backward) and ``function + ".bwd"`` (arguments: the function's, one
+        gradient per float result, the saved tensors; results: one gradient per `wrt`
+        entry). `wrt` names arguments (``"x"``) and parameters (``"@Layer.w"``; a ternary
+        parameter's gradient is f32, the latent weights'); empty: every float argument
+        and float or ternary parameter the function reads. Quantizers are
+        straight-through estimators, clipped to their range with ``ste_clip``.
+        """
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        names = [str(w).encode() for w in wrt]
+        array = (ctypes.c_char_p * max(1, len(names)))(*names)
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.ternjit_compile_grad(
+            self._live_handle(), source, len(source), str(file_name).encode(), str(function).encode(), array,
+            len(names), 1 if ste_clip else 0, ctypes.byref(handle)))
         program = Program(self, handle)
         self._programs.add(program)
         return program
@@ -526,6 +553,9 @@ class Program:
 
     def run(self, function, *inputs, out=None):
         """Runs `function` ("Layer.forward") on numpy inputs.
+
+        An input may be an ``(array, dtype)`` pair to pass it as that dtype (``"t2"`` for
+        int8 values in {-1, 0, 1}, as a ternary result of another function comes back).
 
         Returns the output array, or a list when the function has several results.
         `out` (an array or a list of arrays of the result specs) receives the results

@@ -444,3 +444,103 @@ def _convert_one(module, per, engine):
     if _is_hf_bitlinear(module):
         return _from_hf(module, engine)
     return BitLinear.from_linear(module, per=per, engine=engine)
+
+
+# ------------------------------------------------------------------------ training (QAT)
+
+def qat_linear_source(bias, activation):
+    """The ``.tri`` layer :class:`QATLinear` compiles: BitNet b1.58's BitLinear on latent
+    float weights passed per call (they change every optimizer step)::
+
+        y = activation(quantize_int8(x) @ ternarize_absmean(w) (+ b))
+
+    with ``w`` [K, N] (the transpose of ``nn.Linear``'s weight)."""
+    if activation not in ACTIVATIONS:
+        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "unknown activation '%s' (expected one of %s)" %
+                            (activation, ", ".join(ACTIVATIONS)))
+    args = "x: Tensor[M, K], w: Tensor[K, N]" + (", b: Tensor[N]" if bias else "")
+    z = "quantize_int8(x) @ ternarize_absmean(w)" + (" + b" if bias else "")
+    body = z if activation == "none" else "%s(%s)" % (activation, z)
+    return "layer QATLinear {\n    fn forward(%s) -> Tensor[M, N] {\n        return %s\n    }\n}\n" % (args, body)
+
+
+_qat_programs = {}  # (engine key, bias, activation, ste_clip) -> Program
+
+
+def _qat_program(engine_name, bias, activation, ste_clip):
+    key = (engine_name, bias, activation, ste_clip)
+    with _lock:
+        program = _qat_programs.get(key)
+    if program is None or program.closed:
+        engine = _engine_for(engine_name)
+        wrt = ["x", "w"] + (["b"] if bias else [])
+        program = engine.compile_grad(qat_linear_source(bias, activation), "QATLinear.forward", wrt=wrt,
+                                      ste_clip=ste_clip, file_name="qat_linear.tri")
+        with _lock:
+            _qat_programs[key] = program
+    return program
+
+
+class _QATLinearFunction(torch.autograd.Function):
+    """Forward and backward of :class:`QATLinear` through ternjit's ``.fwd``/``.bwd``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name):
+        program = _qat_program(engine_name, bias is not None, activation, ste_clip)
+        lead = x.shape[:-1]
+        x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
+        w = weight.detach().to(torch.float32).t().contiguous().numpy()
+        args = [x2, w] + ([bias.detach().to(torch.float32).contiguous().numpy()] if bias is not None else [])
+        outs = program.run("QATLinear.forward.fwd", *args)
+        outs = outs if isinstance(outs, list) else [outs]
+        specs = program.kernel("QATLinear.forward.fwd", *args).outputs
+        # The saved tensors go back to .bwd as they came (a ternary one as "t2").
+        ctx.program, ctx.args = program, args
+        ctx.saved_outs = [(a, spec.dtype) for a, spec in zip(outs[1:], specs[1:])]
+        ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
+        return torch.from_numpy(outs[0]).reshape(*lead, w.shape[1]).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        dy = grad_out.detach().to(torch.float32).reshape(-1, grad_out.shape[-1]).contiguous().numpy()
+        grads = ctx.program.run("QATLinear.forward.bwd", *ctx.args, dy, *ctx.saved_outs)
+        dx = torch.from_numpy(grads[0]).reshape(ctx.x_shape).to(ctx.x_dtype)
+        dw = torch.from_numpy(grads[1]).t().contiguous()
+        db = torch.from_numpy(grads[2]) if len(grads) > 2 else None
+        return dx, dw, db, None, None, None
+
+
+class QATLinear(torch.nn.Module):
+    """A BitNet b1.58 linear layer for quantization-aware training: latent float
+    ``weight`` [out_features, in_features] (and ``bias``) are trained; the forward runs
+    ``activation(quantize_int8(x) @ ternarize_absmean(weight).T + bias)`` and the backward
+    its straight-through gradients, both compiled by ternjit (``Engine.compile_grad``).
+    ``loss.backward()`` gives the gradients torch's float model with STE
+    (``x + (q(x) - x).detach()``) gives; ``ste_clip`` zeroes the weight gradient where
+    ``|w| > mean|w|``. Export the trained layer with :meth:`to_bitlinear`."""
+
+    def __init__(self, in_features, out_features, bias=True, activation="none", ste_clip=False, engine=None):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
+        torch.nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+        qat_linear_source(bias, activation)  # validates the activation
+        self.activation = activation
+        self.ste_clip = bool(ste_clip)
+        self.engine = engine_key(engine)
+
+    def forward(self, x):
+        return _QATLinearFunction.apply(x, self.weight, self.bias, self.activation, self.ste_clip, self.engine)
+
+    def to_bitlinear(self):
+        """The inference layer (ternary weights, per-tensor absmean scale) this one computes."""
+        w = self.weight.detach().to(torch.float32)
+        scale = w.abs().mean()
+        ternary = torch.clamp(torch.round(w / scale), -1, 1).to(torch.int8) if scale > 0 else torch.zeros_like(w, dtype=torch.int8)
+        bias = None if self.bias is None else self.bias.detach().to(torch.float32)
+        return BitLinear(ternary, scale.reshape(1), bias, activation=self.activation,
+                         engine=_engine_for(self.engine) if self.engine else None)
+
+    def extra_repr(self):
+        return "in_features=%d, out_features=%d, bias=%s, activation=%s, ste_clip=%s" % (
+            self.weight.shape[1], self.weight.shape[0], self.bias is not None, self.activation, self.ste_clip)

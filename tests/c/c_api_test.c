@@ -664,6 +664,56 @@ static void check_introspection(const char* source, size_t len) {
   }
 }
 
+/* ternjit_compile_grad: y = x * w (elementwise) has dx = dy * w and dw = dy * x, exactly. */
+static void check_grad(void) {
+  static const char src[] = "layer P {\n    fn forward(x: Tensor[4], w: Tensor[4]) -> Tensor[4] {\n"
+                            "        return x * w\n    }\n}\n";
+  const char* wrt[2] = {"w", "x"};
+  const char* bad_wrt[1] = {"nope"};
+  ternjit_engine_options o;
+  ternjit_engine* e = NULL;
+  ternjit_program* p = NULL;
+  float x[4] = {1.0f, -2.0f, 0.5f, 3.0f}, w[4] = {0.25f, 4.0f, -1.0f, 2.0f}, dy[4] = {2.0f, -1.0f, 8.0f, 0.5f};
+  float y[4], dw[4], dx[4];
+  const int64_t shape[1] = {4};
+  ternjit_tensor in[3], out[2];
+  int i;
+  CHECK(ternjit_has_feature("autodiff") == 1);
+  ternjit_engine_options_init(&o);
+  o.target = "reference";
+  o.cache_dir = "off";
+  CHECK_OK(ternjit_engine_create(&o, &e));
+  if (e == NULL) return;
+  CHECK_OK(ternjit_compile_grad(e, src, strlen(src), "p.tri", "P.forward", wrt, 2, 0, &p));
+  if (p != NULL) {
+    in[0] = (ternjit_tensor){x, TERNJIT_F32, 1, shape};
+    in[1] = (ternjit_tensor){w, TERNJIT_F32, 1, shape};
+    in[2] = (ternjit_tensor){dy, TERNJIT_F32, 1, shape};
+    out[0] = (ternjit_tensor){y, TERNJIT_F32, 1, shape};
+    CHECK_OK(ternjit_run(p, "P.forward.fwd", in, 2, out, 1)); /* nothing saved: one result */
+    out[0] = (ternjit_tensor){dw, TERNJIT_F32, 1, shape};
+    out[1] = (ternjit_tensor){dx, TERNJIT_F32, 1, shape};
+    CHECK_OK(ternjit_run(p, "P.forward.bwd", in, 3, out, 2));
+    for (i = 0; i < 4; ++i) {
+      CHECK(y[i] == x[i] * w[i]);
+      CHECK(dw[i] == dy[i] * x[i]);
+      CHECK(dx[i] == dy[i] * w[i]);
+    }
+    ternjit_program_destroy(p);
+  }
+  p = NULL;
+  expect_error("compile_grad unknown function", ternjit_compile_grad(e, src, strlen(src), NULL, "P.nope", NULL, 0, 0, &p),
+               TERNJIT_NOT_FOUND, "P.nope");
+  expect_error("compile_grad unknown wrt", ternjit_compile_grad(e, src, strlen(src), NULL, "P.forward", bad_wrt, 1, 0, &p),
+               TERNJIT_INVALID_INPUT, "nope");
+  expect_error("compile_grad null function", ternjit_compile_grad(e, src, strlen(src), NULL, NULL, NULL, 0, 0, &p),
+               TERNJIT_INVALID_ARGUMENT, "function is null");
+  expect_error("compile_grad bad flags", ternjit_compile_grad(e, src, strlen(src), NULL, "P.forward", NULL, 0, 8u, &p),
+               TERNJIT_INVALID_ARGUMENT, "flags");
+  CHECK(p == NULL);
+  ternjit_engine_destroy(e);
+}
+
 int main(int argc, char** argv) {
   static const char* default_targets[] = {"reference", "auto"};
   const char* const* targets = default_targets;
@@ -703,6 +753,7 @@ int main(int argc, char** argv) {
   check_env_file_random(source, len);
   check_errors(source, len);
   check_introspection(source, len);
+  check_grad();
   free(source);
 
   if (g_failures != 0) {

@@ -369,9 +369,31 @@ def test_bf16_helpers():
     check(ternjit.to_bf16(np.float32(1 + 2.0 ** -8)) == 0x3F80, "tie not to even")
 
 
+def test_compile_grad():
+    # y = x * w elementwise: dx = dy * w and dw = dy * x exactly; errors are ternjit.Error.
+    src = "layer P {\n    fn forward(x: Tensor[N], w: Tensor[N]) -> Tensor[N] {\n        return x * w\n    }\n}\n"
+    engine = ternjit.Engine(target="reference", cache_dir="off")
+    prog = engine.compile_grad(src, "P.forward", wrt=["w", "x"])
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    w = np.array([0.25, 4.0, -1.0], np.float32)
+    dy = np.array([2.0, -1.0, 8.0], np.float32)
+    check(np.array_equal(prog.run("P.forward.fwd", x, w), x * w), "fwd is the forward")
+    dw, dx = prog.run("P.forward.bwd", x, w, dy)
+    check(np.array_equal(dw, dy * x) and np.array_equal(dx, dy * w), "gradients %s %s" % (dw, dx))
+    # An (array, dtype) input is converted to that dtype.
+    check(np.array_equal(prog.run("P.forward.fwd", (np.array([1, 2, 3], np.int32), "f32"), w),
+                         np.array([1, 2, 3], np.float32) * w), "(array, dtype) input")
+    for function, wrt, status in (("P.nope", [], ternjit.NOT_FOUND), ("P.forward", ["nope"], ternjit.INVALID_INPUT)):
+        try:
+            engine.compile_grad(src, function, wrt=wrt)
+            check(False, "compile_grad(%s, %s) did not fail" % (function, wrt))
+        except ternjit.Error as e:
+            check(e.status == status, "compile_grad(%s, %s): status %s: %s" % (function, wrt, e.status, e))
+
+
 if __name__ == "__main__":
     harness.run([test_version_and_features, test_bitlinear_matches_numpy, test_inputs_are_converted_not_mutated,
                  test_packed_random_and_file_weights_agree_with_plain, test_kernel_entry_point,
                  test_threads_share_a_program, test_bad_source_reports_file_line_col,
                  test_wrong_shapes_and_names_are_clear, test_engine_options_and_lifetime, test_dtypes_in_and_out,
-                 test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind])
+                 test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind, test_compile_grad])

@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+# test_qat.py - ternjit.torch.QATLinear: loss.backward() against torch's float model with STE, and a QAT run.
+"""The torch model (torch_qat_linear) is written from the .tri semantics with torch ops
+only and the usual straight-through trick ``x + (q(x) - x).detach()``: per-row absmax
+int8 quantization of x (torch.round: half to even, as the reference) and per-tensor
+absmean ternarization of the latent weights, a float matmul, the bias and the
+activation. Its autograd gradients are the STE gradients ternjit's backward computes.
+
+Tolerance: both sides compute in f32 from the same int8/ternary codes; a code may
+differ only where x/s lies within an f32 ulp of a rounding tie (never with these
+random inputs, checked by comparing the forward outputs first). The matmuls then differ
+by reordering: |error| <= K u sum|terms| with u = 2^-24, K <= 64, |terms| <= max|x|
+max|w| ... bounded by rtol = atol = 1e-4 on O(1) values (K u = 4e-6 per unit term).
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
+np = harness.require("numpy", "python3-numpy")
+torch = harness.require("torch", "python3-torch")
+ternjit = harness.import_ternjit()
+import ternjit.torch  # noqa: E402
+
+
+def targets():
+    return ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)]
+
+
+def ste(x, q):
+    return x + (q - x).detach()
+
+
+def torch_qat_linear(x, weight, bias, activation, ste_clip=False):
+    s = x.abs().amax(dim=-1, keepdim=True) / 127
+    xq = ste(x, torch.clamp(torch.round(x / s), -127, 127) * s)
+    g = weight.abs().mean()
+    wt = torch.clamp(torch.round(weight / g), -1, 1) * g
+    if ste_clip:  # the gradient passes only where |w| <= mean|w|
+        mask = (weight.abs() <= g).to(weight.dtype)
+        wq = wt.detach() + (weight * mask - (weight * mask).detach())
+    else:
+        wq = ste(weight, wt)
+    y = xq @ wq.t()
+    if bias is not None:
+        y = y + bias
+    return {"none": lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
+            "silu": torch.nn.functional.silu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[activation](y)
+
+
+def close(a, b, what):
+    err = (a - b).abs().max().item() if a.numel() else 0.0
+    check(torch.allclose(a, b, rtol=1e-4, atol=1e-4), "%s differs by up to %g" % (what, err))
+
+
+def test_gradients_equal_torch_ste():
+    for target in targets():
+        engine = ternjit.Engine(target=target, cache_dir="off")
+        for (m, k, n), activation, bias, clip in [((1, 13, 7), "none", True, False), ((5, 37, 19), "gelu", True, False),
+                                                  ((16, 64, 9), "relu", False, True), ((3, 8, 33), "tanh", True, True)]:
+            torch.manual_seed(m * 100 + k + n)
+            layer = ternjit.torch.QATLinear(k, n, bias=bias, activation=activation, ste_clip=clip, engine=engine)
+            x = torch.randn(m, k, requires_grad=True)
+            y = layer(x)
+            x_ref = x.detach().clone().requires_grad_(True)
+            w_ref = layer.weight.detach().clone().requires_grad_(True)
+            b_ref = layer.bias.detach().clone().requires_grad_(True) if bias else None
+            y_ref = torch_qat_linear(x_ref, w_ref, b_ref, activation, clip)
+            what = "%s %s M=%d K=%d N=%d clip=%s" % (target, activation, m, k, n, clip)
+            close(y, y_ref, "forward " + what)
+            dy = torch.randn_like(y)
+            y.backward(dy)
+            y_ref.backward(dy)
+            close(x.grad, x_ref.grad, "dx " + what)
+            close(layer.weight.grad, w_ref.grad, "dW " + what)
+            if bias:
+                close(layer.bias.grad, b_ref.grad, "db " + what)
+            check(layer.weight.grad.shape == layer.weight.shape, "dW has the weight's shape")
+
+
+def test_qat_mlp_loss_goes_down():
+    # A 2-layer MLP on a synthetic regression task (a fixed random teacher), seeded.
+    torch.manual_seed(3)
+    start = time.time()
+    engine = ternjit.Engine(target="auto", cache_dir="off")
+    model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine),
+                                ternjit.torch.QATLinear(32, 4, engine=engine))
+    teacher = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    data = torch.randn(256, 16)
+    with torch.no_grad():
+        target = teacher(data)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(200):
+        idx = torch.randint(0, 256, (32,))
+        loss = torch.nn.functional.mse_loss(model(data[idx]), target[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
+    print("QAT: mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (first, last, time.time() - start))
+    check(all(np.isfinite(losses)), "a loss is not finite")
+    check(last < 0.5 * first, "the loss did not go down: %.4f -> %.4f" % (first, last))
+    # The trained layers export to inference BitLinear layers computing the same forward.
+    with torch.no_grad():
+        x = data[:8]
+        h = model[0](x)
+        close(model[0].to_bitlinear()(x), h, "exported BitLinear")
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    harness.run([test_gradients_equal_torch_ste, test_qat_mlp_loss_goes_down])

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// backward_test.cpp - ternjit::grad's functions compiled and run on every CPU target against the interpreter.
+//
+// The module gets `.fwd`/`.bwd` from ternjit::grad and runs through the engine (O2) on
+// the reference target, x86 at every ISA with 1 and 2 threads, and llvm, with odd
+// shapes and M in {1, 3, 17}, outputs poisoned with NaN. The oracle is ir::interpret of
+// the module as written (no pipeline).
+// Tolerances: the forward's int8 x ternary accumulation is exact everywhere, but the
+// pipeline's int8 rewrite multiplies the exact sum by the scales instead of summing the
+// rounded products (ir/README.md, tmatmul), and the targets sum float products in f32
+// in their own order. Each gradient element is a sum of at most P = max(M, K, N) f32
+// products of O(1) values after a few f32 elementwise steps, so it is off by at most
+// about P u sum|terms| (u = 2^-24); with these zero-mean random inputs sum|terms| stays
+// within 4 sqrt(P) max|result| of the tensor, giving |got - want| <= 4 P^1.5 u max|want|
+// (+ 2^-20 for outputs that are near 0 throughout). A wrong rule or a stale weight
+// layout is off by O(max|want|). The BitLinear's `.fwd` (the int8 integer path) must
+// also equal the reference target's output bit for bit on every target.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ir/interpret.h"
+#include "ir/module_impl.h"
+#include "tests/unit/engine/cpu_targets_testing.h"
+#include "tests/unit/engine/engine_testing.h"
+#include "ternjit/builder.h"
+
+namespace ternjit {
+namespace {
+
+constexpr double kU = 0x1p-24;
+
+// BitNet b1.58's BitLinear on latent float weights (the QAT form).
+constexpr const char* kLayer = R"(param @L.w : f32[K, N]
+param @L.b : f32[N]
+
+func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
+^entry:
+  %w = param @L.w : f32[K, N]
+  %q = quantize_int8 %x : f32[M, K]
+  %t = ternarize_absmean %w : f32[K, N]
+  %y = matmul %q, %t : f32[M, N]
+  %b = param @L.b : f32[N]
+  %z = add %y, %b : f32[M, N]
+  %r = relu %z : f32[M, N]
+  ret %r
+}
+)";
+
+// Normalization, softmax, a float matmul by an argument, gelu and a mean.
+constexpr const char* kBlock = R"(func @B.forward<M, N>(%x: f32[M, N], %g: f32[N], %v: f32[N, N]) -> f32[M, N] {
+^entry:
+  %h = rmsnorm %x, %g {eps = 1e-05} : f32[M, N]
+  %s = softmax %h {axis = 1} : f32[M, N]
+  %m = matmul %s, %v : f32[M, N]
+  %a = gelu %m : f32[M, N]
+  %r = reduce_mean %a {axis = 1, keepdims = true} : f32[M, 1]
+  %o = sub %a, %r : f32[M, N]
+  ret %o
+}
+)";
+
+Module with_grad(const char* text, const char* fn, std::vector<std::string> wrt) {
+  auto m = Module::from_text(text, "backward_test.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
+  GradOptions o;
+  o.wrt = std::move(wrt);
+  auto g = grad(*m, fn, o);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : render(g.error())));
+  return std::move(m).value();
+}
+
+TensorView view_of(ir::HostTensor& t, std::vector<float>& storage) {
+  storage = t.to_f32();
+  return TensorView{storage.data(), ElemKind::F32, t.shape};
+}
+
+// Runs `fn` on `target` and checks every output against the interpreter's; returns the outputs.
+std::vector<std::vector<float>> check_on(Program& p, const std::string& label, const std::string& fn,
+                                         std::vector<ir::HostTensor> inputs, const std::vector<ir::HostTensor>& want,
+                                         std::int64_t P) {
+  CAPTURE(label);
+  CAPTURE(fn);
+  std::vector<std::vector<float>> in_storage(inputs.size());
+  std::vector<TensorView> ins;
+  for (std::size_t i = 0; i < inputs.size(); ++i) ins.push_back(view_of(inputs[i], in_storage[i]));
+  std::vector<std::vector<float>> out_storage;
+  std::vector<TensorView> outs;
+  for (const ir::HostTensor& w : want) out_storage.emplace_back(static_cast<std::size_t>(w.numel()), std::nanf(""));
+  for (std::size_t k = 0; k < want.size(); ++k) outs.push_back(TensorView{out_storage[k].data(), ElemKind::F32, want[k].shape});
+  auto r = p.run(fn, ins, outs);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    double max_abs = 0;
+    for (double v : want[k].data) max_abs = std::max(max_abs, std::fabs(v));
+    const double tol = 4 * std::pow(static_cast<double>(P), 1.5) * kU * max_abs + 0x1p-20;
+    for (std::size_t i = 0; i < want[k].data.size(); ++i) {
+      INFO("output ", k, " element ", i, ": want ", want[k].data[i], " got ", out_storage[k][i], " tol ", tol);
+      CHECK(std::fabs(out_storage[k][i] - want[k].data[i]) <= tol);  // NaN (poison left) fails
+    }
+  }
+  return out_storage;
+}
+
+std::vector<ir::HostTensor> interpret(const Module& m, const std::string& fn, const std::vector<ir::HostTensor>& args,
+                                      const ir::ParamValues& params) {
+  auto out = ir::interpret(ir::unwrap(m), fn, args, params);
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
+  return std::move(out).value();
+}
+
+struct Shape {
+  std::int64_t M, K, N;
+};
+const Shape kShapes[] = {{1, 67, 9}, {3, 100, 33}, {17, 45, 5}};
+
+TEST_CASE("grad: the BitLinear backward (STE, W^T ternary matmul) on every CPU target, odd shapes, 1 and 2 threads") {
+  const Module m = with_grad(kLayer, "L.forward", {"x", "@L.w", "@L.b"});
+  std::vector<std::string> skipped;
+  const auto targets = testing::cpu_targets(&skipped);
+  for (const std::string& s : skipped) MESSAGE("not run: " << s);
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.M);
+    CAPTURE(sh.K);
+    CAPTURE(sh.N);
+    const auto seed = static_cast<std::uint64_t>(sh.M * 1000 + sh.K * 10 + sh.N);
+    ir::ParamValues params;
+    ir::HostTensor w = ir::HostTensor::random(ElemKind::F32, {sh.K, sh.N}, seed);
+    ir::HostTensor b = ir::HostTensor::random(ElemKind::F32, {sh.N}, seed + 1);
+    params.set("L.w", w);
+    params.set("L.b", b);
+    const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.K}, seed + 2);
+    const std::vector<ir::HostTensor> fwd = interpret(m, "L.forward.fwd", {x}, params);
+    std::vector<ir::HostTensor> bwd_args{x, ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3)};
+    bwd_args.insert(bwd_args.end(), fwd.begin() + 1, fwd.end());
+    const std::vector<ir::HostTensor> bwd = interpret(m, "L.forward.bwd", bwd_args, params);
+    const std::int64_t P = std::max({sh.M, sh.K, sh.N});
+    std::vector<std::vector<float>> reference_fwd;  // targets[0] is the reference target
+    for (const testing::CpuTarget& t : targets) {
+      auto e = Engine::create(t.options);
+      REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+      auto p = e->compile(m);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      std::vector<float> ws = w.to_f32(), bs = b.to_f32();
+      REQUIRE(p->bind("L.w", TensorView{ws.data(), ElemKind::F32, w.shape}).ok());
+      REQUIRE(p->bind("L.b", TensorView{bs.data(), ElemKind::F32, b.shape}).ok());
+      const auto y = check_on(*p, t.label, "L.forward.fwd", {x}, fwd, P);
+      // The forward's integer path (int8 x ternary, exact int32 sums, then the f32
+      // epilogue) is bit-exact across targets: compared with the reference target's.
+      if (t.label == "reference") reference_fwd = y;
+      else CHECK_MESSAGE(y == reference_fwd, t.label, ": .fwd differs from the reference target's");
+      check_on(*p, t.label, "L.forward.bwd", bwd_args, bwd, P);
+    }
+  }
+}
+
+TEST_CASE("grad: a normalization block's backward on every CPU target, odd shapes, 1 and 2 threads") {
+  const Module m = with_grad(kBlock, "B.forward", {"x", "g", "v"});
+  const auto targets = testing::cpu_targets();
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.M);
+    CAPTURE(sh.N);
+    const auto seed = static_cast<std::uint64_t>(sh.M * 1000 + sh.N);
+    std::vector<ir::HostTensor> args{ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed),
+                                     ir::HostTensor::random(ElemKind::F32, {sh.N}, seed + 1),
+                                     ir::HostTensor::random(ElemKind::F32, {sh.N, sh.N}, seed + 2)};
+    const std::vector<ir::HostTensor> fwd = interpret(m, "B.forward.fwd", args, {});
+    std::vector<ir::HostTensor> bwd_args = args;
+    bwd_args.push_back(ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3));
+    bwd_args.insert(bwd_args.end(), fwd.begin() + 1, fwd.end());
+    const std::vector<ir::HostTensor> bwd = interpret(m, "B.forward.bwd", bwd_args, {});
+    for (const testing::CpuTarget& t : targets) {
+      auto e = Engine::create(t.options);
+      REQUIRE(e.ok());
+      auto p = e->compile(m);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      check_on(*p, t.label, "B.forward.fwd", args, fwd, std::max(sh.M, sh.N));
+      check_on(*p, t.label, "B.forward.bwd", bwd_args, bwd, std::max(sh.M, sh.N));
+    }
+  }
+}
+
+TEST_CASE("grad: misuse is an error and leaves the module unchanged") {
+  auto m = Module::from_text(kLayer, "backward_test.tir");
+  REQUIRE(m.ok());
+  const std::string before = m->to_text();
+  auto missing = grad(*m, "L.nope");
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().code == ErrorCode::NotFound);
+  GradOptions o;
+  o.wrt = {"y"};
+  auto bad = grad(*m, "L.forward", o);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.find("no argument named '%y'") != std::string::npos);
+  CHECK(m->to_text() == before);
+  auto ok = grad(*m, "L.forward");
+  REQUIRE(ok.ok());
+  CHECK(ok->wrt == std::vector<std::string>{"x", "@L.w", "@L.b"});
+  CHECK(ok->backward == "L.forward.bwd");
+}
+
+}  // namespace
+}  // namespace ternjit
