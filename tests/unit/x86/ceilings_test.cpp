@@ -54,7 +54,10 @@ TEST_CASE("stream_sum adds the 64-bit words of whole blocks and the tail bytes")
   struct Free {
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
-  std::unique_ptr<std::uint8_t, Free> buf(static_cast<std::uint8_t*>(std::aligned_alloc(64, kMax + 64)));
+  // aligned_alloc's size must be a multiple of the alignment (ASan refuses 4460 bytes).
+  constexpr std::size_t kAlloc = (kMax + 64 + 63) / 64 * 64;
+  std::unique_ptr<std::uint8_t, Free> buf(static_cast<std::uint8_t*>(std::aligned_alloc(64, kAlloc)));
+  REQUIRE(buf != nullptr);
   std::mt19937_64 rng(7);
   for (std::size_t i = 0; i < kMax + 64; ++i) buf.get()[i] = static_cast<std::uint8_t>(rng());
   for (std::size_t n : {0, 1, 7, 64, 127, 128, 129, 255, 256, 257, 1000, 4096, 4096 + 259}) {
