@@ -11,6 +11,7 @@
 #include "targets/cpu_buffers.h"
 #include "targets/load_value.h"
 #include "targets/x86/eltwise.h"
+#include "targets/x86/matmul.h"
 #include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::targets::x86 {
@@ -121,6 +122,31 @@ class TMatMulStep final : public Step {
   std::unique_ptr<TMatMulKernel> kernel_;
   std::shared_ptr<const PackedWeights> w_;
   std::vector<Loc> locs_;
+  std::string summary_;
+};
+
+// A dense f32 matmul: a (or its transpose's source), b (as given, or packed at load
+// time when it is a load-time value), c.
+class MatMulStep final : public Step {
+ public:
+  MatMulStep(std::unique_ptr<MatMulKernel> k, std::shared_ptr<const MatMulPackedB> packed, Loc a, Loc b, Loc c,
+             std::string summary)
+      : kernel_(std::move(k)), packed_(std::move(packed)), a_(a), b_(b), c_(c), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    kernel_->run(static_cast<const float*>(fr.ptr(a_)), packed_ ? nullptr : static_cast<const float*>(fr.ptr(b_)),
+                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    StepCode c{"matmul", summary_, kernel_->describe() + (packed_ ? " (b packed at load)" : ""), {}};
+    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
+    return c;
+  }
+
+ private:
+  std::unique_ptr<MatMulKernel> kernel_;
+  std::shared_ptr<const MatMulPackedB> packed_;
+  Loc a_, b_, c_;
   std::string summary_;
 };
 
@@ -261,7 +287,10 @@ namespace {
 class Builder {
  public:
   Builder(const ir::Function& f, const ir::ParamValues& params, const PlanOptions& o, PackCache* packs)
-      : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {}
+      : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {
+    for (ir::InstId i : f_.insts(f_.entry()))
+      for (ValueId v : f_.inst(i).operands) ++uses_[v.index];
+  }
 
   Result<std::unique_ptr<Plan::Impl>> build() {
     impl_ = std::make_unique<Plan::Impl>();
@@ -321,6 +350,10 @@ class Builder {
   }
 
   Result<void> lower(InstId i, const ir::InstData& inst) {
+    if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
+    // A transpose whose every use is a matmul reading it through its source (trans_a /
+    // trans_b) computes nothing.
+    if (inst.op == Op::Transpose && transpose_fused(inst)) return success();
     if (inst.op == Op::TMatMul) {
       // Every tmatmul step is numbered in order, whether it gets a kernel or not, so a
       // configuration key ("tmatmul.0") names the same instruction every time.
@@ -337,6 +370,79 @@ class Builder {
       return success();
     }
     return lower_reference(i, inst);
+  }
+
+  // The source x of `v = transpose %x` when v is computed per call and x is rank 2 (so
+  // the matmul can read x with swapped strides), else nullopt. A load-time transpose is
+  // evaluated once at load and read as it is.
+  [[nodiscard]] std::optional<ValueId> transposed_source(ValueId v) const {
+    if (is_const(v)) return std::nullopt;
+    const ir::ValueData& d = f_.value(v);
+    if (d.def != ir::ValueDef::InstResult) return std::nullopt;
+    const ir::InstData& t = f_.inst(d.inst);
+    if (t.op != Op::Transpose || f_.type_of(t.operands[0]).rank() != 2) return std::nullopt;
+    if (std::get<ir::PermAttrs>(t.attrs).perm != std::vector<std::int64_t>{1, 0}) return std::nullopt;
+    return t.operands[0];
+  }
+
+  // The matmuls the kernel takes: f32 x f32 -> f32, both operands rank 2, M, K, N >= 1.
+  // Everything else (integers, bf16/f16, rank 1 or batched operands, empty) stays a
+  // reference step.
+  [[nodiscard]] bool matmul_kernel_supported(const ir::InstData& inst) const {
+    const ir::Type& at = f_.type_of(inst.operands[0]);
+    const ir::Type& bt = f_.type_of(inst.operands[1]);
+    const ir::Type& ct = f_.type_of(inst.results[0]);
+    if (at.elem != ElemKind::F32 || bt.elem != ElemKind::F32 || ct.elem != ElemKind::F32) return false;
+    if (at.rank() != 2 || bt.rank() != 2 || ct.rank() != 2) return false;
+    return at.shape[0].extent >= 1 && at.shape[1].extent >= 1 && bt.shape[1].extent >= 1;
+  }
+
+  // Whether transpose `inst` is only read by kernel matmuls (through its source).
+  [[nodiscard]] bool transpose_fused(const ir::InstData& inst) const {
+    const ValueId r = inst.results[0];
+    if (is_const(r) || !transposed_source(r)) return false;
+    std::size_t fused = 0;
+    for (ir::InstId j : f_.insts(f_.entry())) {
+      const ir::InstData& user = f_.inst(j);
+      for (ValueId v : user.operands) {
+        if (v != r) continue;
+        if (user.op != Op::MatMul || !matmul_kernel_supported(user)) return false;
+        ++fused;
+      }
+    }
+    return fused == uses_.at(r.index);
+  }
+
+  Result<void> lower_matmul(InstId i, const ir::InstData& inst) {
+    const ir::Type& at = f_.type_of(inst.operands[0]);
+    const ir::Type& bt = f_.type_of(inst.operands[1]);
+    MatMulProblem p;
+    p.M = at.shape[0].extent;
+    p.K = at.shape[1].extent;
+    p.N = bt.shape[1].extent;
+    ValueId a = inst.operands[0], b = inst.operands[1];
+    if (auto src = transposed_source(a)) {
+      a = *src;
+      p.trans_a = true;
+    }
+    if (auto src = transposed_source(b)) {
+      b = *src;
+      p.trans_b = true;
+    }
+    TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
+    std::shared_ptr<const MatMulPackedB> packed;
+    if (is_const(b)) {
+      const Loc l = const_bytes(b);
+      const std::vector<std::uint8_t>& bytes = impl_->consts[l.index].bytes;
+      TERNJIT_CHECK(bytes.size() == static_cast<std::size_t>(p.K * p.N) * 4, "matmul: load-time b has the wrong size");
+      std::vector<float> values(static_cast<std::size_t>(p.K * p.N));
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+      packed = std::make_shared<const MatMulPackedB>(kernel->pack_b(values.data()));
+    }
+    const Loc bl = packed ? plan_.slot(b) : operand_loc(b);
+    impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed), operand_loc(a), bl,
+                                                        plan_.slot(inst.results[0]), summary(i)));
+    return success();
   }
 
   Result<void> lower_reference(InstId i, const ir::InstData& inst) {
@@ -446,6 +552,7 @@ class Builder {
   ir::FunctionNames names_;
   StepPlan plan_;
   std::unique_ptr<Plan::Impl> impl_;
+  std::map<std::uint32_t, std::size_t> uses_;  // operand uses by ValueId::index (ret included)
   int tmatmul_count_ = 0;
 };
 
