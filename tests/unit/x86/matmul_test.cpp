@@ -161,8 +161,8 @@ void check_no_reference(const std::vector<StepCode>& steps, const std::string& w
 TEST_CASE("matmul: the kernel matches the interpreter, odd shapes, transposed and load-time operands, 1 and 2 threads "
           "[avx2] [avx512]") {
   // M: 1, tails of the 6-row panel, >= 4 panels (B packed per call); N: tails of the
-  // 16/64-column panel, fewer panels than threads; K: 1, tails, > 384 (K blocks of 256
-  // with a shorter last block), one block folded (385 -> 256 + 129, 300 -> one block).
+  // 16/64-column panel, fewer panels than threads; K: 1, tails, > 192 (K blocks of 128
+  // with a shorter last block, 16-row blocks when B is read in place), one block (<= 192).
   const Shape shapes[] = {{1, 1, 1},    {1, 67, 9},   {1, 700, 257}, {3, 100, 33}, {7, 5, 257},  {6, 256, 64},
                           {13, 385, 65}, {17, 45, 5}, {33, 1, 130},  {24, 300, 16}, {64, 700, 200}, {2, 3, 1000}};
   std::uint64_t seed = 11;
