@@ -212,7 +212,7 @@ void bm_ternjit(benchmark::State& state, Case c, bool packed) {
     k.value()->run(d.a.data(), d.b.data(), packed ? &pb : nullptr, d.c.data(), par);
     benchmark::DoNotOptimize(d.c.data());
   });
-  state.SetLabel(k.value()->describe());
+  state.SetLabel(k.value()->describe(packed));
 }
 
 std::string cpu_model() {

@@ -337,18 +337,25 @@ void MatMulKernel::run(const float* a, const float* b, const MatMulPackedB* pack
 
 std::vector<MatMulKernel::CodeBlob> MatMulKernel::code() const {
   const Impl& m = *impl_;
+  const auto variants = std::count_if(m.ukr.begin(), m.ukr.end(), [](Ukr u) { return u != nullptr; });
   return {CodeBlob{"matmul f32 ukr " + std::to_string(kMr) + "x" + std::to_string(m.g.nr()) + " (" +
-                       std::to_string(m.ukr.size()) + " variants: rows, vectors, accumulate, mask)",
+                       std::to_string(variants) + " variants: rows, vectors, accumulate" +
+                       (m.g.avx512 ? ", mask)" : ")"),
                    m.code.bytes()}};
 }
 
-std::string MatMulKernel::describe() const {
+std::string MatMulKernel::describe(bool b_packed_at_load) const {
   const Impl& m = *impl_;
   const MatMulProblem& p = m.p;
+  std::string b = "packed at load";
+  std::int64_t kc = m.kc;
+  if (!b_packed_at_load) {
+    b = std::string(p.trans_b ? "transposed, " : "") + (m.pack_per_call ? "packed per call" : "in place");
+    if (!m.pack_per_call) kc = std::min(p.K, kKcInPlace);
+  }
   return "matmul f32 M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) +
          (p.trans_a ? " a=transposed" : "") + " mr=" + std::to_string(kMr) + " nr=" + std::to_string(m.g.nr()) +
-         " kc=" + std::to_string(m.kc) + " b=" + (p.trans_b ? "transposed," : "") +
-         (m.pack_per_call ? "packed per call" : "direct") + " isa=" + std::string(isa_name(m.isa));
+         " kc=" + std::to_string(kc) + " b=" + b + " isa=" + std::string(isa_name(m.isa));
 }
 
 }  // namespace ternjit::targets::x86

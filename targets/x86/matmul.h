@@ -58,8 +58,9 @@ class MatMulKernel {
     std::span<const std::uint8_t> code;
   };
   [[nodiscard]] std::vector<CodeBlob> code() const;
-  /// One line: "matmul f32 M=8 K=2560 N=6912 mr=6 nr=64 kc=256 b=direct".
-  [[nodiscard]] std::string describe() const;
+  /// One line: "matmul f32 M=8 K=2560 N=6912 mr=6 nr=64 kc=16 b=in place isa=avx512";
+  /// `b_packed_at_load`: B is given to run() as a pack_b.
+  [[nodiscard]] std::string describe(bool b_packed_at_load = false) const;
 
   struct Impl;
 

@@ -138,7 +138,7 @@ class MatMulStep final : public Step {
     return success();
   }
   [[nodiscard]] StepCode describe() const override {
-    StepCode c{"matmul", summary_, kernel_->describe() + (packed_ ? " (b packed at load)" : ""), {}};
+    StepCode c{"matmul", summary_, kernel_->describe(packed_ != nullptr), {}};
     for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
     return c;
   }
