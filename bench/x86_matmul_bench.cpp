@@ -18,10 +18,6 @@
 // run (a filter keeps them when it matches the case part of the name).
 #include <benchmark/benchmark.h>
 #include <omp.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -35,6 +31,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "bench/tbb_parallel.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/x86/isa.h"
@@ -98,23 +95,7 @@ std::map<std::string, std::map<std::string, double>>& times_ms() {
   return t;
 }
 
-void tbb_run(void* pool, Parallel::TaskFn task, void* context, std::int64_t n) {
-  static_cast<tbb::task_arena*>(pool)->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::int64_t>(0, n, 1),
-        [&](const tbb::blocked_range<std::int64_t>& r) {
-          for (std::int64_t i = r.begin(); i < r.end(); ++i) task(context, i);
-        },
-        tbb::static_partitioner());
-  });
-}
-
-// A Parallel over a oneTBB arena of 2 threads (inline for 1).
-Parallel parallel_for_threads(int threads) {
-  static tbb::task_arena two(2);
-  if (threads <= 1) return Parallel{};
-  return Parallel{2, &tbb_run, &two};
-}
+using ternjit::bench::parallel_for_threads;
 
 template <class Call>
 void time_loop(benchmark::State& state, const Case& c, const std::string& impl, Call&& call) {

@@ -274,25 +274,9 @@ TEST_CASE("matmul: forms the kernel does not take stay reference steps and are r
   CHECK(g == want.value()[1].to_f32());
 }
 
-// BitNet's BitLinear on latent float weights (the QAT form, as tests/unit/engine/backward_test.cpp).
-constexpr const char* kQatLayer = R"(param @L.w : f32[K, N]
-param @L.b : f32[N]
-
-func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
-^entry:
-  %w = param @L.w : f32[K, N]
-  %q = quantize_int8 %x : f32[M, K]
-  %t = ternarize_absmean %w : f32[K, N]
-  %y = matmul %q, %t : f32[M, N]
-  %b = param @L.b : f32[N]
-  %z = add %y, %b : f32[M, N]
-  %r = relu %z : f32[M, N]
-  ret %r
-}
-)";
 
 TEST_CASE("matmul: a BitLinear backward runs its dense matmuls as kernels through the Engine [avx2] [avx512]") {
-  auto mod = Module::from_text(kQatLayer, "qat.tir");
+  auto mod = Module::from_text(ternjit::testing::kQatBitLinear, "qat.tir");
   REQUIRE(mod.ok());
   GradOptions go;
   go.wrt = {"x", "@L.w"};
