@@ -167,6 +167,9 @@ struct MatMulKernel::Impl {
   JitCode code{256 * 1024};
   std::vector<Ukr> ukr;
 
+  // One matrix of the batch: `packed` (a pack_b matrix) or else `b` as given.
+  void run_matrix(const float* a, const float* b, const float* packed, float* c, const Parallel& parallel) const;
+
   [[nodiscard]] Ukr variant(int mr, int nv, bool acc, bool masked) const {
     return ukr[UkrGen::index(g, mr, nv, acc, masked)];
   }
@@ -199,9 +202,10 @@ MatMulKernel::~MatMulKernel() = default;
 const MatMulProblem& MatMulKernel::problem() const { return impl_->p; }
 
 Result<std::unique_ptr<MatMulKernel>> MatMulKernel::create(const MatMulProblem& p, Isa isa, bool allow_foreign_isa) {
-  if (p.M < 1 || p.K < 1 || p.N < 1)
-    return make_error(ErrorCode::InvalidInput, "matmul kernel needs M, K, N >= 1; got M=" + std::to_string(p.M) +
-                                                   " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N));
+  if (p.M < 1 || p.K < 1 || p.N < 1 || p.batch < 1)
+    return make_error(ErrorCode::InvalidInput, "matmul kernel needs M, K, N, batch >= 1; got M=" + std::to_string(p.M) +
+                                                   " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) +
+                                                   " batch=" + std::to_string(p.batch));
   if (!allow_foreign_isa && !host_isas().supports(isa))
     return make_error(ErrorCode::Unavailable, "this CPU cannot run x86 code path '" + std::string(isa_name(isa)) + "'");
   auto impl = std::make_unique<Impl>();
@@ -226,10 +230,12 @@ Result<std::unique_ptr<MatMulKernel>> MatMulKernel::create(const MatMulProblem& 
 
 MatMulPackedB MatMulKernel::pack_b(const float* b) const {
   const Impl& m = *impl_;
-  const std::int64_t nr = m.g.nr(), np = ceil_div(m.p.N, nr);
+  const std::int64_t nr = m.g.nr(), np = ceil_div(m.p.N, nr), matrices = m.p.b_batched ? m.p.batch : 1;
   MatMulPackedB out;
-  out.data.resize(static_cast<std::size_t>(np * m.p.K * nr));
-  for (std::int64_t jp = 0; jp < np; ++jp) m.pack_block(b, jp, 0, m.p.K, out.data.data() + jp * m.p.K * nr);
+  out.data.resize(static_cast<std::size_t>(matrices * np * m.p.K * nr));
+  for (std::int64_t i = 0; i < matrices; ++i)
+    for (std::int64_t jp = 0; jp < np; ++jp)
+      m.pack_block(b + i * m.p.K * m.p.N, jp, 0, m.p.K, out.data.data() + (i * np + jp) * m.p.K * nr);
   return out;
 }
 
@@ -237,6 +243,17 @@ void MatMulKernel::run(const float* a, const float* b, const MatMulPackedB* pack
                        const Parallel& parallel) const {
   const Impl& m = *impl_;
   const MatMulProblem& p = m.p;
+  const std::int64_t packed_size = ceil_div(p.N, m.g.nr()) * p.K * m.g.nr();
+  for (std::int64_t i = 0; i < p.batch; ++i) {
+    const std::int64_t ia = p.a_batched ? i : 0, ib = p.b_batched ? i : 0;
+    m.run_matrix(a + ia * p.M * p.K, packed ? nullptr : b + ib * p.K * p.N,
+                 packed ? packed->data.data() + ib * packed_size : nullptr, c + i * p.M * p.N, parallel);
+  }
+}
+
+void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float* packed, float* c,
+                                    const Parallel& parallel) const {
+  const Impl& m = *this;
   const Geometry& g = m.g;
   const std::int64_t nr = g.nr(), mp = ceil_div(p.M, kMr), np = ceil_div(p.N, nr);
 
@@ -300,7 +317,7 @@ void MatMulKernel::run(const float* a, const float* b, const MatMulPackedB* pack
       const float* bp = nullptr;
       std::int64_t ldb = nr * 4;
       if (packed) {
-        bp = packed->data.data() + (jp * p.K + k0) * nr;
+        bp = packed + (jp * p.K + k0) * nr;
       } else if (m.pack_per_call || via_tile) {
         bbuf.resize(static_cast<std::size_t>(kc * nr));
         m.pack_block(b, jp, k0, kn, bbuf.data());
@@ -353,7 +370,8 @@ std::string MatMulKernel::describe(bool b_packed_at_load) const {
     b = std::string(p.trans_b ? "transposed, " : "") + (m.pack_per_call ? "packed per call" : "in place");
     if (!m.pack_per_call) kc = std::min(p.K, kKcInPlace);
   }
-  return "matmul f32 M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) +
+  return "matmul f32 " + (p.batch > 1 ? "batch=" + std::to_string(p.batch) + " " : std::string()) +
+         "M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) +
          (p.trans_a ? " a=transposed" : "") + " mr=" + std::to_string(kMr) + " nr=" + std::to_string(m.g.nr()) +
          " kc=" + std::to_string(kc) + " b=" + b + " isa=" + std::string(isa_name(m.isa));
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// matmul.h - the dense f32 `matmul` (rank 2, f32 x f32 -> f32) as an Xbyak-generated register-blocked GEMM.
+// matmul.h - the dense f32 `matmul` (rank 2 or batched rank 3, f32 x f32 -> f32) as an Xbyak-generated register-blocked GEMM.
 //
 // C[M, N] = A[M, K] @ B[K, N], with A given row-major or as its transpose At[K, M]
 // (`trans_a`: the plan reads `transpose %x` from x itself) and B row-major or as
@@ -21,15 +21,21 @@
 
 namespace ternjit::targets::x86 {
 
-/// One dense f32 matmul with static shapes. M, K, N >= 1.
+/// One dense f32 matmul with static shapes. M, K, N, batch >= 1.
 struct MatMulProblem {
   std::int64_t M = 0, K = 0, N = 0;
   bool trans_a = false;  ///< A is given as At[K, M] row-major
   bool trans_b = false;  ///< B is given as Bt[N, K] row-major
+  /// Batched (rank 3): C[i] = A[i] @ B[i] for i < batch, matrices back to back; an
+  /// operand that is not batched (rank 2, or batch dim 1: NumPy broadcasting) is one
+  /// matrix used for every i.
+  std::int64_t batch = 1;
+  bool a_batched = false, b_batched = false;
 };
 
 /// B in the kernel's panel layout ("f32.panels.nr<NR>"): the N columns cut into panels
-/// of NR (the last one zero-padded); a panel is K rows of NR floats, panels back to back.
+/// of NR (the last one zero-padded); a panel is K rows of NR floats, panels back to back
+/// (then the next matrix's, when B is batched).
 struct MatMulPackedB {
   std::vector<float> data;
 };
@@ -46,10 +52,12 @@ class MatMulKernel {
   MatMulKernel& operator=(const MatMulKernel&) = delete;
 
   [[nodiscard]] const MatMulProblem& problem() const;
-  /// Packs B (row-major [K, N], or [N, K] when trans_b) once, for a load-time B.
+  /// Packs B (row-major [K, N], or [N, K] when trans_b; each matrix when b_batched)
+  /// once, for a load-time B.
   [[nodiscard]] MatMulPackedB pack_b(const float* b) const;
   /// C = A @ B. `b` is B as given (read when `packed` is null), `packed` a pack_b of
-  /// it. Buffers must not overlap c. Splits the column panels over `parallel`.
+  /// it. Buffers must not overlap c. Splits the column panels over `parallel`; batched
+  /// problems run their matrices one after another.
   void run(const float* a, const float* b, const MatMulPackedB* packed, float* c, const Parallel& parallel) const;
 
   /// Label + bytes of the generated code, for --emit asm.

@@ -372,29 +372,37 @@ class Builder {
     return lower_reference(i, inst);
   }
 
-  // The source x of `v = transpose %x` when v is computed per call and x is rank 2 (so
-  // the matmul can read x with swapped strides), else nullopt. A load-time transpose is
+  // The source x of `v = transpose %x` when v is computed per call and the transpose
+  // swaps x's last two axes (so the matmul can read x with swapped strides), else nullopt. A load-time transpose is
   // evaluated once at load and read as it is.
   [[nodiscard]] std::optional<ValueId> transposed_source(ValueId v) const {
     if (is_const(v)) return std::nullopt;
     const ir::ValueData& d = f_.value(v);
     if (d.def != ir::ValueDef::InstResult) return std::nullopt;
     const ir::InstData& t = f_.inst(d.inst);
-    if (t.op != Op::Transpose || f_.type_of(t.operands[0]).rank() != 2) return std::nullopt;
-    if (std::get<ir::PermAttrs>(t.attrs).perm != std::vector<std::int64_t>{1, 0}) return std::nullopt;
+    if (t.op != Op::Transpose) return std::nullopt;
+    // The last two axes swapped: [1, 0] of a matrix, [0, 2, 1] of a batch of them.
+    const std::vector<std::int64_t>& perm = std::get<ir::PermAttrs>(t.attrs).perm;
+    const std::size_t rank = f_.type_of(t.operands[0]).rank();
+    if (!(rank == 2 && perm == std::vector<std::int64_t>{1, 0}) &&
+        !(rank == 3 && perm == std::vector<std::int64_t>{0, 2, 1}))
+      return std::nullopt;
     return t.operands[0];
   }
 
-  // The matmuls the kernel takes: f32 x f32 -> f32, both operands rank 2, M, K, N >= 1.
-  // Everything else (integers, bf16/f16, rank 1 or batched operands, empty) stays a
-  // reference step.
+  // The matmuls the kernel takes: f32 x f32 -> f32 with operands of rank 2 or 3 (the
+  // result's rank the larger: a batch axis on one or both, NumPy-broadcast when it is 1
+  // or missing), M, K, N and the batch >= 1. Everything else (integers, bf16/f16, rank 1
+  // or rank > 3 operands, empty) stays a reference step.
   [[nodiscard]] bool matmul_kernel_supported(const ir::InstData& inst) const {
     const ir::Type& at = f_.type_of(inst.operands[0]);
     const ir::Type& bt = f_.type_of(inst.operands[1]);
     const ir::Type& ct = f_.type_of(inst.results[0]);
     if (at.elem != ElemKind::F32 || bt.elem != ElemKind::F32 || ct.elem != ElemKind::F32) return false;
-    if (at.rank() != 2 || bt.rank() != 2 || ct.rank() != 2) return false;
-    return at.shape[0].extent >= 1 && at.shape[1].extent >= 1 && bt.shape[1].extent >= 1;
+    if (at.rank() < 2 || at.rank() > 3 || bt.rank() < 2 || bt.rank() > 3) return false;
+    if (ct.rank() != std::max(at.rank(), bt.rank())) return false;
+    return at.static_numel().value_or(0) >= 1 && bt.static_numel().value_or(0) >= 1 &&
+           ct.static_numel().value_or(0) >= 1;
   }
 
   // Whether transpose `inst` is only read by kernel matmuls (through its source).
@@ -416,10 +424,16 @@ class Builder {
   Result<void> lower_matmul(InstId i, const ir::InstData& inst) {
     const ir::Type& at = f_.type_of(inst.operands[0]);
     const ir::Type& bt = f_.type_of(inst.operands[1]);
+    const ir::Type& ct = f_.type_of(inst.results[0]);
     MatMulProblem p;
-    p.M = at.shape[0].extent;
-    p.K = at.shape[1].extent;
-    p.N = bt.shape[1].extent;
+    p.M = at.shape[at.rank() - 2].extent;
+    p.K = at.shape[at.rank() - 1].extent;
+    p.N = bt.shape[bt.rank() - 1].extent;
+    if (ct.rank() == 3) {
+      p.batch = ct.shape[0].extent;
+      p.a_batched = at.rank() == 3 && at.shape[0].extent > 1;
+      p.b_batched = bt.rank() == 3 && bt.shape[0].extent > 1;
+    }
     ValueId a = inst.operands[0], b = inst.operands[1];
     if (auto src = transposed_source(a)) {
       a = *src;
@@ -429,13 +443,20 @@ class Builder {
       b = *src;
       p.trans_b = true;
     }
+    // A batch of A's rows by one B is one taller matrix (row-major rows stay in order).
+    if (p.a_batched && !p.b_batched && !p.trans_a) {
+      p.M *= p.batch;
+      p.batch = 1;
+      p.a_batched = false;
+    }
     TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
     std::shared_ptr<const MatMulPackedB> packed;
     if (is_const(b)) {
       const Loc l = const_bytes(b);
       const std::vector<std::uint8_t>& bytes = impl_->consts[l.index].bytes;
-      TERNJIT_CHECK(bytes.size() == static_cast<std::size_t>(p.K * p.N) * 4, "matmul: load-time b has the wrong size");
-      std::vector<float> values(static_cast<std::size_t>(p.K * p.N));
+      const std::size_t n = static_cast<std::size_t>((p.b_batched ? p.batch : 1) * p.K * p.N);
+      TERNJIT_CHECK(bytes.size() == n * 4, "matmul: load-time b has the wrong size");
+      std::vector<float> values(n);
       std::memcpy(values.data(), bytes.data(), bytes.size());
       packed = std::make_shared<const MatMulPackedB>(kernel->pack_b(values.data()));
     }

@@ -10,10 +10,10 @@
 //   - quantize, rmsnorm, softmax, ewise, reductions and the elementwise ops become
 //     EltwiseKernels (eltwise.h);
 //   - reshape aliases its operand's buffer (row-major data is unchanged);
-//   - each f32 rank-2 matmul becomes a MatMulKernel (matmul.h), reading a transpose that
+//   - each f32 matmul of rank 2 or 3 becomes a MatMulKernel (matmul.h), reading a transpose that
 //     feeds it from its source (the transpose then runs no step when matmuls are its
 //     only users) and a load-time right operand packed once;
-//   - any other op (transpose, broadcast, batched or integer matmul, cast, ...) runs through the
+//   - any other op (transpose, broadcast, rank-1 or integer matmul, cast, ...) runs through the
 //     reference implementation of that one op - shown as "reference" in describe().
 // run() is thread-safe: the plan is immutable; per-call intermediates live in a
 // thread-local scratch arena.

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,10 +103,12 @@ void check_matmul(const std::vector<double>& want, const std::vector<float>& got
 // Runs `text`'s @f on the x86 plan for `isa` and `threads` with NaN-poisoned output and
 // checks it against ir::interpret; returns the plan's step descriptions.
 std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::HostTensor>& args,
-                               const ir::ParamValues& params, const std::vector<float>& bv, Isa isa, int threads, std::int64_t M, std::int64_t K,
-                               std::int64_t N, bool trans_a, bool trans_b, const std::string& what) {
+                               const ir::HostTensor* bparam, Isa isa, int threads, std::int64_t MN, std::int64_t K,
+                               const std::string& what) {
   auto m = ir::parse_module(text, "matmul_test.tir");
   REQUIRE_MESSAGE(m.ok(), what << ": " << text);
+  ir::ParamValues params;
+  if (bparam) params.set("P.w", *bparam);
   PlanOptions o;
   o.isa = isa;
   o.threads = threads;
@@ -118,20 +121,24 @@ std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::Ho
   std::vector<void*> buffers;
   for (const ir::HostTensor& t : args) in.push_back(t.to_f32());
   for (auto& v : in) buffers.push_back(v.data());
-  std::vector<float> c(static_cast<std::size_t>(M * N), std::nanf(""));
+  std::vector<float> c(static_cast<std::size_t>(MN), std::nanf(""));
   buffers.push_back(c.data());
   const Parallel par = testing::std_threads(threads);
   auto r = plan.value()->run(buffers.data(), par);
   REQUIRE_MESSAGE(r.ok(), what << ": " << (r.ok() ? "" : r.error().message));
 
-  // S = sum_k |a_ik| |b_kj| in double, from the operands as the matmul sees them.
-  const std::vector<float> av = args[0].to_f32();
-  std::vector<double> s(static_cast<std::size_t>(M * N), 0.0);
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t k = 0; k < K; ++k) {
-      const double x = std::fabs(trans_a ? av[k * M + i] : av[i * K + k]);
-      for (std::int64_t j = 0; j < N; ++j) s[i * N + j] += x * std::fabs(trans_b ? bv[j * K + k] : bv[k * N + j]);
-    }
+  // S = sum_k |a_ik| |b_kj|: the same function on the operands' absolute values.
+  auto abs_of = [](ir::HostTensor t) {
+    for (double& v : t.data) v = std::fabs(v);
+    return t;
+  };
+  std::vector<ir::HostTensor> abs_args;
+  for (const ir::HostTensor& t : args) abs_args.push_back(abs_of(t));
+  ir::ParamValues abs_params;
+  if (bparam) abs_params.set("P.w", abs_of(*bparam));
+  auto sums = ir::interpret(m.value(), "f", abs_args, abs_params);
+  REQUIRE(sums.ok());
+  const std::vector<double>& s = sums.value()[0].data;
   check_matmul(want.value()[0].data, c, s, K, what);
   return plan.value()->describe();
 }
@@ -177,17 +184,91 @@ TEST_CASE("matmul: the kernel matches the interpreter, odd shapes, transposed an
         ir::HostTensor b = ir::HostTensor::random(ElemKind::F32, tb ? std::vector<std::int64_t>{sh.N, sh.K}
                                                                    : std::vector<std::int64_t>{sh.K, sh.N},
                                                   seed++);
-        const std::vector<float> bvals = b.to_f32();
-        ir::ParamValues params;
-        if (f == Form::ParamB || f == Form::ParamTransB) params.set("P.w", b);
-        else args.push_back(b);
+        const bool param = f == Form::ParamB || f == Form::ParamTransB;
+        if (!param) args.push_back(b);
         for (int threads : {1, 2}) {
           const std::string what = std::string(isa_name(isa)) + " " + form_name(f) + " M=" + std::to_string(sh.M) +
                                    " K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) +
                                    " threads=" + std::to_string(threads);
-          const auto steps = run_case(module_text(f, sh.M, sh.K, sh.N), args, params, bvals, isa, threads, sh.M, sh.K, sh.N,
-                                      ta, tb, what);
+          const auto steps = run_case(module_text(f, sh.M, sh.K, sh.N), args, param ? &b : nullptr, isa, threads,
+                                      sh.M * sh.N, sh.K, what);
           check_no_reference(steps, what);
+        }
+      }
+    }
+  }
+}
+
+// A batched case: the module text, its arguments' shapes and the parameter's (empty: none).
+struct BatchedCase {
+  const char* name;
+  std::string text;
+  std::vector<std::vector<std::int64_t>> args;
+  std::vector<std::int64_t> param;
+};
+
+std::string type_of(const std::vector<std::int64_t>& shape) {
+  std::string s = "f32[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<BatchedCase> batched_cases(std::int64_t B, std::int64_t M, std::int64_t K, std::int64_t N) {
+  using V = std::vector<std::int64_t>;
+  const std::string out = type_of({B, M, N});
+  auto plain = [&](const char* name, V a, V b) {
+    return BatchedCase{name,
+                       "func @f(%a: " + type_of(a) + ", %b: " + type_of(b) + ") -> " + out +
+                           " {\n^entry:\n  %c = matmul %a, %b : " + out + "\n  ret %c\n}\n",
+                       {a, b},
+                       {}};
+  };
+  std::vector<BatchedCase> r;
+  r.push_back(plain("a[B] @ b[B]", {B, M, K}, {B, K, N}));
+  r.push_back(plain("a[B] @ b", {B, M, K}, {K, N}));
+  r.push_back(plain("a @ b[B]", {M, K}, {B, K, N}));
+  r.push_back(plain("a[1] @ b[B]", {1, M, K}, {B, K, N}));
+  r.push_back(BatchedCase{"transpose(at[B]) @ transpose(bt[B])",
+                          "func @f(%a: " + type_of({B, K, M}) + ", %b: " + type_of({B, N, K}) + ") -> " + out +
+                              " {\n^entry:\n  %at = transpose %a {perm = [0, 2, 1]} : " + type_of({B, M, K}) +
+                              "\n  %bt = transpose %b {perm = [0, 2, 1]} : " + type_of({B, K, N}) +
+                              "\n  %c = matmul %at, %bt : " + out + "\n  ret %c\n}\n",
+                          {{B, K, M}, {B, N, K}},
+                          {}});
+  r.push_back(BatchedCase{"transpose(at[B]) @ b",
+                          "func @f(%a: " + type_of({B, K, M}) + ", %b: " + type_of({K, N}) + ") -> " + out +
+                              " {\n^entry:\n  %at = transpose %a {perm = [0, 2, 1]} : " + type_of({B, M, K}) +
+                              "\n  %c = matmul %at, %b : " + out + "\n  ret %c\n}\n",
+                          {{B, K, M}, {K, N}},
+                          {}});
+  r.push_back(BatchedCase{"a[B] @ param[B]",
+                          "param @P.w : " + type_of({B, K, N}) + "\n\nfunc @f(%a: " + type_of({B, M, K}) + ") -> " +
+                              out + " {\n^entry:\n  %b = param @P.w : " + type_of({B, K, N}) +
+                              "\n  %c = matmul %a, %b : " + out + "\n  ret %c\n}\n",
+                          {{B, M, K}},
+                          {B, K, N}});
+  return r;
+}
+
+TEST_CASE("matmul: batched (rank 3) operands, broadcast and transposed, match the interpreter [avx2] [avx512]") {
+  const Shape shapes[] = {{1, 67, 9}, {7, 300, 70}, {13, 5, 129}};
+  std::uint64_t seed = 900;
+  for (Isa isa : host_gemm_isas()) {
+    for (const Shape& sh : shapes) {
+      for (std::int64_t B : {1, 3}) {
+        for (const BatchedCase& bc : batched_cases(B, sh.M, sh.K, sh.N)) {
+          std::vector<ir::HostTensor> args;
+          for (const auto& shape : bc.args) args.push_back(ir::HostTensor::random(ElemKind::F32, shape, seed++));
+          std::optional<ir::HostTensor> param;
+          if (!bc.param.empty()) param = ir::HostTensor::random(ElemKind::F32, bc.param, seed++);
+          for (int threads : {1, 2}) {
+            const std::string what = std::string(isa_name(isa)) + " " + bc.name + " B=" + std::to_string(B) +
+                                     " M=" + std::to_string(sh.M) + " K=" + std::to_string(sh.K) +
+                                     " N=" + std::to_string(sh.N) + " threads=" + std::to_string(threads);
+            const auto steps =
+                run_case(bc.text, args, param ? &*param : nullptr, isa, threads, B * sh.M * sh.N, sh.K, what);
+            check_no_reference(steps, what);
+          }
         }
       }
     }
@@ -221,15 +302,14 @@ TEST_CASE("matmul: NaN and Inf in the operands propagate as in the reference [av
         const std::vector<std::int64_t> bshape = tb ? std::vector<std::int64_t>{sh.N, sh.K}
                                                     : std::vector<std::int64_t>{sh.K, sh.N};
         std::vector<ir::HostTensor> args{ir::HostTensor::from_f32(ashape, a)};
-        const std::vector<float>& bvals = b;
-        ir::ParamValues params;
-        if (f == Form::ParamB) params.set("P.w", ir::HostTensor::from_f32(bshape, b));
-        else args.push_back(ir::HostTensor::from_f32(bshape, b));
+        const ir::HostTensor bt_tensor = ir::HostTensor::from_f32(bshape, b);
+        if (f != Form::ParamB) args.push_back(bt_tensor);
         for (int threads : {1, 2}) {
           const std::string what = std::string(isa_name(isa)) + " " + form_name(f) + " M=" + std::to_string(sh.M) +
                                    " K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) +
                                    " threads=" + std::to_string(threads);
-          run_case(module_text(f, sh.M, sh.K, sh.N), args, params, bvals, isa, threads, sh.M, sh.K, sh.N, ta, tb, what);
+          run_case(module_text(f, sh.M, sh.K, sh.N), args, f == Form::ParamB ? &bt_tensor : nullptr, isa, threads,
+                   sh.M * sh.N, sh.K, what);
         }
       }
     }
@@ -241,11 +321,11 @@ TEST_CASE("matmul: forms the kernel does not take stay reference steps and are r
     MESSAGE("skipped: host lacks AVX2");
     return;
   }
-  // Batched (rank 3) and rank-1 operands: the reference step, never a wrong answer.
-  const char* text = R"(func @f(%x: f32[2, 3, 5], %y: f32[2, 5, 4], %v: f32[5]) -> (f32[2, 3, 4], f32[2, 3]) {
+  // Rank-1 and rank-4 operands: the reference step, never a wrong answer.
+  const char* text = R"(func @f(%x: f32[2, 1, 3, 5], %y: f32[2, 2, 5, 4], %v: f32[5]) -> (f32[2, 2, 3, 4], f32[2, 1, 3]) {
 ^entry:
-  %z = matmul %x, %y : f32[2, 3, 4]
-  %g = matmul %x, %v : f32[2, 3]
+  %z = matmul %x, %y : f32[2, 2, 3, 4]
+  %g = matmul %x, %v : f32[2, 1, 3]
   ret %z, %g
 }
 )";
@@ -257,8 +337,8 @@ TEST_CASE("matmul: forms the kernel does not take stay reference steps and are r
   int reference = 0;
   for (const StepCode& st : plan.value()->describe()) reference += st.op == "matmul (reference)";
   CHECK(reference == 2);
-  std::vector<ir::HostTensor> args{ir::HostTensor::random(ElemKind::F32, {2, 3, 5}, 1),
-                                   ir::HostTensor::random(ElemKind::F32, {2, 5, 4}, 2),
+  std::vector<ir::HostTensor> args{ir::HostTensor::random(ElemKind::F32, {2, 1, 3, 5}, 1),
+                                   ir::HostTensor::random(ElemKind::F32, {2, 2, 5, 4}, 2),
                                    ir::HostTensor::random(ElemKind::F32, {5}, 3)};
   auto want = ir::interpret(m.value(), "f", args, {});
   REQUIRE(want.ok());
@@ -266,7 +346,7 @@ TEST_CASE("matmul: forms the kernel does not take stay reference steps and are r
   std::vector<void*> buffers;
   for (const ir::HostTensor& t : args) in.push_back(t.to_f32());
   for (auto& v : in) buffers.push_back(v.data());
-  std::vector<float> z(24, std::nanf("")), g(6, std::nanf(""));
+  std::vector<float> z(48, std::nanf("")), g(6, std::nanf(""));
   buffers.push_back(z.data());
   buffers.push_back(g.data());
   REQUIRE(plan.value()->run(buffers.data(), Parallel{}).ok());
