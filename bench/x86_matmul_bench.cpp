@@ -75,7 +75,9 @@ std::vector<float> random_f32(std::size_t n, std::uint64_t seed) {
 
 // The operands of one shape, shared by every row of it.
 struct Data {
-  std::vector<float> a, b, c;
+  std::vector<float> a, b;
+  // C 64-byte aligned, as the plan's scratch is (a large C is then stored streaming).
+  std::unique_ptr<float, decltype(&std::free)> c{nullptr, &std::free};
 };
 
 Data& data_of(const Case& c) {
@@ -85,7 +87,9 @@ Data& data_of(const Case& c) {
     d = std::make_unique<Data>();
     d->a = random_f32(static_cast<std::size_t>(c.M * c.K), 1);
     d->b = random_f32(static_cast<std::size_t>(c.K * c.N), 2);
-    d->c.assign(static_cast<std::size_t>(c.M * c.N), 0.0F);
+    const std::size_t bytes = (static_cast<std::size_t>(c.M * c.N) * 4 + 63) / 64 * 64;
+    d->c.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    std::memset(d->c.get(), 0, bytes);
   }
   return *d;
 }
@@ -128,9 +132,9 @@ void bm_onednn(benchmark::State& state, Case c) {
   const dnnl_dim_t lda = c.trans_a ? c.M : c.K;
   time_loop(state, c, "onednn_sgemm", [&] {
     const dnnl_status_t s = dnnl_sgemm(c.trans_a ? 'T' : 'N', 'N', c.M, c.N, c.K, 1.0F, d.a.data(), lda, d.b.data(),
-                                       c.N, 0.0F, d.c.data(), c.N);
+                                       c.N, 0.0F, d.c.get(), c.N);
     if (s != dnnl_success) state.SkipWithError("dnnl_sgemm failed");
-    benchmark::DoNotOptimize(d.c.data());
+    benchmark::DoNotOptimize(d.c.get());
   });
 }
 
@@ -165,7 +169,7 @@ void bm_reference(benchmark::State& state, Case c) {
       return;
     }
     const std::vector<std::uint8_t> bytes = out.value()[0].to_bytes();
-    std::memcpy(d.c.data(), bytes.data(), bytes.size());
+    std::memcpy(d.c.get(), bytes.data(), bytes.size());
   });
 }
 
@@ -190,8 +194,8 @@ void bm_ternjit(benchmark::State& state, Case c, bool packed) {
   if (packed) pb = k.value()->pack_b(d.b.data());
   const Parallel par = parallel_for_threads(c.threads);
   time_loop(state, c, packed ? "ternjit_packed" : "ternjit", [&] {
-    k.value()->run(d.a.data(), d.b.data(), packed ? &pb : nullptr, d.c.data(), par);
-    benchmark::DoNotOptimize(d.c.data());
+    k.value()->run(d.a.data(), d.b.data(), packed ? &pb : nullptr, d.c.get(), par);
+    benchmark::DoNotOptimize(d.c.get());
   });
   state.SetLabel(k.value()->describe(packed));
 }

@@ -42,6 +42,7 @@ using Ukr = void (*)(const float* a, const float* b, float* c, std::int64_t kc, 
 constexpr int kMr = 6;
 constexpr std::int64_t kKc = 128;
 constexpr std::int64_t kKcInPlace = 16;
+constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
 // Row panels that must reuse a B block before packing it pays (per block: one copy of
 // kc x NR floats against kPackRowPanels strided passes over it).
 constexpr std::int64_t kPackRowPanels = 4;
@@ -62,30 +63,39 @@ Geometry geometry(Isa isa) {
   return {false, 8, 2};
 }
 
+// How a micro-kernel stores its tile: vmovups; the last vector under k1 (AVX-512 column
+// tail); vmovntps (streaming, 64-byte aligned rows: a C written once and far larger than
+// the caches skips the read-for-ownership of every line).
+enum class Store : std::uint8_t { Plain, Masked, Stream };
+
 // Emits every micro-kernel variant into one buffer.
 class UkrGen {
  public:
   UkrGen(JitCode& code, const Geometry& g) : a_(code), g_(g) {}
 
-  // Index of variant (mr, nv, accumulate, masked).
-  static std::size_t index(const Geometry& g, int mr, int nv, bool acc, bool masked) {
-    return ((static_cast<std::size_t>(acc) * 2 + static_cast<std::size_t>(masked)) * static_cast<std::size_t>(g.nv) +
+  // Index of variant (mr, nv, accumulate, store).
+  static std::size_t index(const Geometry& g, int mr, int nv, bool acc, Store store) {
+    return ((static_cast<std::size_t>(acc) * 3 + static_cast<std::size_t>(store)) * static_cast<std::size_t>(g.nv) +
             static_cast<std::size_t>(nv - 1)) *
                kMr +
            static_cast<std::size_t>(mr - 1);
   }
 
-  // Emits all variants; returns their offsets by index().
+  // Emits all variants; returns their offsets by index(). Masked stores exist on
+  // AVX-512 only; streaming ones for whole tiles of a single K block only.
   std::vector<std::size_t> emit_all() {
-    std::vector<std::size_t> offsets(index(g_, kMr, g_.nv, true, true) + 1, SIZE_MAX);
+    std::vector<std::size_t> offsets(index(g_, kMr, g_.nv, true, Store::Stream) + 1, SIZE_MAX);
     for (int acc = 0; acc < 2; ++acc)
-      for (int masked = 0; masked < (g_.avx512 ? 2 : 1); ++masked)
-        for (int nv = 1; nv <= g_.nv; ++nv)
+      for (Store store : {Store::Plain, Store::Masked, Store::Stream})
+        for (int nv = 1; nv <= g_.nv; ++nv) {
+          if (store == Store::Masked && !g_.avx512) continue;
+          if (store == Store::Stream && (acc != 0 || nv != g_.nv)) continue;
           for (int mr = 1; mr <= kMr; ++mr) {
             a_.align(16);
-            offsets[index(g_, mr, nv, acc != 0, masked != 0)] = a_.getSize();
-            emit(mr, nv, acc != 0, masked != 0);
+            offsets[index(g_, mr, nv, acc != 0, store)] = a_.getSize();
+            emit(mr, nv, acc != 0, store);
           }
+        }
     return offsets;
   }
 
@@ -98,7 +108,8 @@ class UkrGen {
   [[nodiscard]] Xmm bvec(int v) const { return vec(kMr * g_.nv + v); }
   [[nodiscard]] Xmm bcast(int i) const { return vec(kMr * g_.nv + g_.nv + (i & 1)); }
 
-  void emit(int mr, int nv, bool accumulate, bool masked) {
+  void emit(int mr, int nv, bool accumulate, Store store) {
+    const bool masked = store == Store::Masked;
     const Reg64 rA = Xbyak::util::rdi, rB = Xbyak::util::rsi, rC = Xbyak::util::rdx, rK = Xbyak::util::rcx;
     const Reg64 rLdb = Xbyak::util::r8, rLdc = Xbyak::util::r9, rT = Xbyak::util::rax;
     const int vbytes = g_.vl * 4;
@@ -143,11 +154,16 @@ class UkrGen {
       for (int v = 0; v < nv; ++v) {
         if (last(v))
           a_.vmovups(a_.ptr[rT + v * vbytes] | a_.k1, acc(i, v));
+        else if (store == Store::Stream)
+          a_.vmovntps(a_.ptr[rT + v * vbytes], acc(i, v));
         else
           a_.vmovups(a_.ptr[rT + v * vbytes], acc(i, v));
       }
       if (i + 1 < mr) a_.add(rT, rLdc);
     }
+    // Streaming stores are weakly ordered: fence them before the tile is handed on
+    // (another thread, or the caller, reads C after the parallel-for returns).
+    if (store == Store::Stream) a_.sfence();
     a_.vzeroupper();
     a_.ret();
   }
@@ -170,8 +186,8 @@ struct MatMulKernel::Impl {
   // One matrix of the batch: `packed` (a pack_b matrix) or else `b` as given.
   void run_matrix(const float* a, const float* b, const float* packed, float* c, const Parallel& parallel) const;
 
-  [[nodiscard]] Ukr variant(int mr, int nv, bool acc, bool masked) const {
-    return ukr[UkrGen::index(g, mr, nv, acc, masked)];
+  [[nodiscard]] Ukr variant(int mr, int nv, bool acc, Store store) const {
+    return ukr[UkrGen::index(g, mr, nv, acc, store)];
   }
 
   // Packs the K block [k0, k0 + kn) of column panel jp of B (as given) into dst[kn][NR],
@@ -295,6 +311,10 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
   // In place, a K block is kKcInPlace rows: that many forward streams of B at once, which
   // the L2 prefetchers follow (M = 8, K = 2560, N = 6912: 16 rows 9.4 ms, 32 10.0, 64 12.0, 256 11.5).
   const std::int64_t kc = k_outer ? std::min(p.K, kKcInPlace) : m.kc;
+  // Streaming stores when every tile is stored once (one K block), C is far larger than
+  // L2 (it cannot be read back from cache anyway) and every row starts 64-byte aligned.
+  const bool stream = kc >= p.K && p.M * p.N * 4 >= kStreamBytes && reinterpret_cast<std::uintptr_t>(c) % 64 == 0 &&
+                      (p.N * 4) % 64 == 0;
   parallel.for_each(col_chunks * row_chunks, [&](std::int64_t item) {
     const std::int64_t cc = item / row_chunks, rc = item % row_chunks;
     const std::int64_t jp_begin = cc * np / col_chunks, jp_end = (cc + 1) * np / col_chunks;
@@ -332,9 +352,10 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
         const float* apanel = ap.data() + (ip * p.K + k0) * kMr;
         if (via_tile) {
           float* t = tile.data() + (ip - ip_begin) * kMr * nr;
-          m.variant(mr, nv, k0 > 0, false)(apanel, bp, t, kn, ldb, nr * 4, 0);
+          m.variant(mr, nv, k0 > 0, Store::Plain)(apanel, bp, t, kn, ldb, nr * 4, 0);
         } else {
-          m.variant(mr, nv, k0 > 0, masked)(apanel, bp, c + i0 * p.N + j0, kn, ldb, p.N * 4, mask);
+          const Store store = masked ? Store::Masked : stream ? Store::Stream : Store::Plain;
+          m.variant(mr, nv, k0 > 0, store)(apanel, bp, c + i0 * p.N + j0, kn, ldb, p.N * 4, mask);
         }
       }
       if (via_tile && k0 + kn == p.K) {

@@ -13,6 +13,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <span>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,7 +86,7 @@ struct Shape {
 };
 
 // Checks `got` against the interpreter's `want` within (gamma_K + u) * S per element.
-void check_matmul(const std::vector<double>& want, const std::vector<float>& got, const std::vector<double>& s,
+void check_matmul(const std::vector<double>& want, std::span<const float> got, const std::vector<double>& s,
                   std::int64_t K, const std::string& what) {
   const double gamma = static_cast<double>(K) * kU / (1 - static_cast<double>(K) * kU);
   int bad = 0;
@@ -104,7 +107,7 @@ void check_matmul(const std::vector<double>& want, const std::vector<float>& got
 // checks it against ir::interpret; returns the plan's step descriptions.
 std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::HostTensor>& args,
                                const ir::HostTensor* bparam, Isa isa, int threads, std::int64_t MN, std::int64_t K,
-                               const std::string& what) {
+                               const std::string& what, std::size_t misalign = 0) {
   auto m = ir::parse_module(text, "matmul_test.tir");
   REQUIRE_MESSAGE(m.ok(), what << ": " << text);
   ir::ParamValues params;
@@ -121,7 +124,12 @@ std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::Ho
   std::vector<void*> buffers;
   for (const ir::HostTensor& t : args) in.push_back(t.to_f32());
   for (auto& v : in) buffers.push_back(v.data());
-  std::vector<float> c(static_cast<std::size_t>(MN), std::nanf(""));
+  // The output 64-byte aligned (+ `misalign` floats): a large C written in one K block
+  // takes the streaming stores only when its rows are aligned.
+  const std::size_t bytes = (static_cast<std::size_t>(MN) + misalign + 16) * 4 / 64 * 64 + 64;
+  std::unique_ptr<float, decltype(&std::free)> out(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
+  std::span<float> c(out.get() + misalign, static_cast<std::size_t>(MN));
+  std::fill(c.begin(), c.end(), std::nanf(""));
   buffers.push_back(c.data());
   const Parallel par = testing::std_threads(threads);
   auto r = plan.value()->run(buffers.data(), par);
@@ -269,6 +277,29 @@ TEST_CASE("matmul: batched (rank 3) operands, broadcast and transposed, match th
                 run_case(bc.text, args, param ? &*param : nullptr, isa, threads, B * sh.M * sh.N, sh.K, what);
             check_no_reference(steps, what);
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul: a C of >= 16 MiB in one K block (streaming stores), aligned or not [avx2] [avx512]") {
+  // 700 x 6144 f32 = 16.4 MiB, K = 7: one K block; rows of 6144 floats are 64-byte
+  // multiples, so an aligned output takes vmovntps and one offset by a float does not.
+  const std::int64_t M = 700, K = 7, N = 6144;
+  std::uint64_t seed = 700;
+  for (Isa isa : host_gemm_isas()) {
+    for (Form f : {Form::Plain, Form::TransA}) {
+      const bool ta = f == Form::TransA;
+      const std::vector<ir::HostTensor> args{
+          ir::HostTensor::random(ElemKind::F32, ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K},
+                                 seed++),
+          ir::HostTensor::random(ElemKind::F32, {K, N}, seed++)};
+      for (int threads : {1, 2}) {
+        for (std::size_t misalign : {0, 1}) {
+          const std::string what = std::string(isa_name(isa)) + " " + form_name(f) +
+                                   " threads=" + std::to_string(threads) + " misalign=" + std::to_string(misalign);
+          run_case(module_text(f, M, K, N), args, nullptr, isa, threads, M * N, K, what, misalign);
         }
       }
     }
