@@ -10,7 +10,8 @@
 // stores the tile, later ones load it and keep accumulating, so each result is still
 // one f32 FMA chain in ascending k whatever kc is.
 //
-// B is read in place (row-major, stride N) when few row panels reuse it; it is packed
+// B is read in place (row-major, stride N) when few row panels reuse it, swept K block
+// outermost in blocks of kKcInPlace rows (that many forward streams); it is packed
 // into zero-padded NR-wide panels per K block and call when it is transposed (Bt[N, K]:
 // the micro-kernel needs NR consecutive columns) or when at least kPackRowPanels row
 // panels reuse each block (contiguous panels: no TLB miss per k, prefetcher-friendly),
@@ -20,6 +21,8 @@
 // under the mask k1, passed as the 7th argument; on AVX2 the tail panel's B block is
 // packed zero-padded and the tile accumulates into a small buffer copied out at the end.
 // Row tails: one generated variant per row count 1..MR (they are a few hundred bytes).
+// A C of kStreamBytes or more written in one K block is stored with vmovntps when its
+// rows are 64-byte aligned (Store::Stream).
 #include "targets/x86/matmul.h"
 
 #include <algorithm>
@@ -228,7 +231,7 @@ Result<std::unique_ptr<MatMulKernel>> MatMulKernel::create(const MatMulProblem& 
   impl->p = p;
   impl->isa = isa;
   impl->g = geometry(isa);
-  // A last K block shorter than half a block is folded into the one before it.
+  // K up to one and a half blocks runs as one block (no short last block).
   impl->kc = p.K <= kKc + kKc / 2 ? p.K : kKc;
   impl->pack_per_call = p.trans_b || ceil_div(p.M, kMr) >= kPackRowPanels;
   std::vector<std::size_t> offsets;
