@@ -247,6 +247,11 @@ Result<std::unique_ptr<MatMulKernel>> MatMulKernel::create(const MatMulProblem& 
   return std::unique_ptr<MatMulKernel>(new MatMulKernel(std::move(impl)));
 }
 
+std::string MatMulKernel::pack_signature() const {
+  const Impl& m = *impl_;
+  return std::string("f32.panels.nr") + std::to_string(m.g.nr()) + (m.p.trans_b ? ".bt" : "");
+}
+
 MatMulPackedB MatMulKernel::pack_b(const float* b) const {
   const Impl& m = *impl_;
   const std::int64_t nr = m.g.nr(), np = ceil_div(m.p.N, nr), matrices = m.p.b_batched ? m.p.batch : 1;

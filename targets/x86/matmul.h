@@ -52,6 +52,9 @@ class MatMulKernel {
   MatMulKernel& operator=(const MatMulKernel&) = delete;
 
   [[nodiscard]] const MatMulProblem& problem() const;
+  /// What pack_b's layout depends on besides B itself ("f32.panels.nr64"): kernels with
+  /// equal signatures share a packed B.
+  [[nodiscard]] std::string pack_signature() const;
   /// Packs B (row-major [K, N], or [N, K] when trans_b; each matrix when b_batched)
   /// once, for a load-time B.
   [[nodiscard]] MatMulPackedB pack_b(const float* b) const;

@@ -32,6 +32,17 @@ Result<std::shared_ptr<const PackedWeights>> PackCache::get_or_pack(const std::s
   return shared;
 }
 
+std::shared_ptr<const MatMulPackedB> PackCache::get_or_pack_matmul(const std::string& key,
+                                                                    const std::function<MatMulPackedB()>& pack) {
+  std::lock_guard lock(mu_);
+  auto it = matmul_packs_.find(key);
+  if (it != matmul_packs_.end()) return it->second;
+  auto shared = std::make_shared<const MatMulPackedB>(pack());
+  matmul_packs_.emplace(key, shared);
+  ++made_;
+  return shared;
+}
+
 std::size_t PackCache::packs_made() const {
   std::lock_guard lock(mu_);
   return made_;
@@ -456,9 +467,14 @@ class Builder {
       const std::vector<std::uint8_t>& bytes = impl_->consts[l.index].bytes;
       const std::size_t n = static_cast<std::size_t>((p.b_batched ? p.batch : 1) * p.K * p.N);
       TERNJIT_CHECK(bytes.size() == n * 4, "matmul: load-time b has the wrong size");
-      std::vector<float> values(n);
-      std::memcpy(values.data(), bytes.data(), bytes.size());
-      packed = std::make_shared<const MatMulPackedB>(kernel->pack_b(values.data()));
+      auto do_pack = [&] {
+        std::vector<float> values(n);
+        std::memcpy(values.data(), bytes.data(), bytes.size());
+        return kernel->pack_b(values.data());
+      };
+      // Shared by every specialization of the program (the layout does not depend on M).
+      if (packs_) packed = packs_->get_or_pack_matmul(cval(b).expr + "|" + kernel->pack_signature(), do_pack);
+      else packed = std::make_shared<const MatMulPackedB>(do_pack());
     }
     const Loc bl = packed ? plan_.slot(b) : operand_loc(b);
     impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed), operand_loc(a), bl,

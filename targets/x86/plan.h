@@ -33,6 +33,7 @@
 #include "targets/target.h"
 #include "targets/tuning.h"
 #include "targets/x86/isa.h"
+#include "targets/x86/matmul.h"
 #include "targets/x86/parallel.h"
 #include "targets/x86/tmatmul.h"
 #include "targets/x86/x86_target.h"
@@ -48,12 +49,16 @@ class PackCache final : public ProgramState {
   /// The packed weights for `key`, calling `pack` only when absent.
   Result<std::shared_ptr<const PackedWeights>> get_or_pack(const std::string& key,
                                                            const std::function<Result<PackedWeights>()>& pack);
-  /// How many packs were made (tests check that a weight is packed once).
+  /// The same for a dense matmul's load-time B (MatMulKernel::pack_b).
+  std::shared_ptr<const MatMulPackedB> get_or_pack_matmul(const std::string& key,
+                                                          const std::function<MatMulPackedB()>& pack);
+  /// How many packs were made, of both kinds (tests check that a weight is packed once).
   [[nodiscard]] std::size_t packs_made() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const PackedWeights>> packs_;
+  std::map<std::string, std::shared_ptr<const MatMulPackedB>> matmul_packs_;
   std::size_t made_ = 0;
 };
 

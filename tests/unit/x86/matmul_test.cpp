@@ -107,7 +107,7 @@ void check_matmul(const std::vector<double>& want, std::span<const float> got, c
 // checks it against ir::interpret; returns the plan's step descriptions.
 std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::HostTensor>& args,
                                const ir::HostTensor* bparam, Isa isa, int threads, std::int64_t MN, std::int64_t K,
-                               const std::string& what, std::size_t misalign = 0) {
+                               const std::string& what, std::size_t misalign = 0, PackCache* packs = nullptr) {
   auto m = ir::parse_module(text, "matmul_test.tir");
   REQUIRE_MESSAGE(m.ok(), what << ": " << text);
   ir::ParamValues params;
@@ -115,7 +115,7 @@ std::vector<StepCode> run_case(const std::string& text, const std::vector<ir::Ho
   PlanOptions o;
   o.isa = isa;
   o.threads = threads;
-  auto plan = Plan::build(m.value(), "f", params, o, nullptr);
+  auto plan = Plan::build(m.value(), "f", params, o, packs);
   REQUIRE_MESSAGE(plan.ok(), what << ": " << (plan.ok() ? "" : plan.error().message));
   auto want = ir::interpret(m.value(), "f", args, params);
   REQUIRE_MESSAGE(want.ok(), what << ": " << (want.ok() ? "" : want.error().message));
@@ -303,6 +303,20 @@ TEST_CASE("matmul: a C of >= 16 MiB in one K block (streaming stores), aligned o
         }
       }
     }
+  }
+}
+
+TEST_CASE("matmul: a load-time B is packed once per program, whatever M [avx2] [avx512]") {
+  const std::int64_t K = 70, N = 33;
+  const ir::HostTensor w = ir::HostTensor::random(ElemKind::F32, {K, N}, 77);
+  for (Isa isa : host_gemm_isas()) {
+    PackCache packs;
+    for (std::int64_t M : {1, 7, 30}) {
+      const std::string what = std::string(isa_name(isa)) + " M=" + std::to_string(M);
+      const std::vector<ir::HostTensor> args{ir::HostTensor::random(ElemKind::F32, {M, K}, 78 + static_cast<std::uint64_t>(M))};
+      run_case(module_text(Form::ParamB, M, K, N), args, &w, isa, 1, M * N, K, what, 0, &packs);
+    }
+    CHECK(packs.packs_made() == 1);
   }
 }
 
