@@ -28,10 +28,6 @@
 // bench/README.md for the full table.
 #include <benchmark/benchmark.h>
 #include <omp.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/tbb_parallel.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/x86/ceilings.h"
@@ -161,23 +158,7 @@ std::vector<float> random_f32(std::size_t n, std::uint64_t seed, float lo, float
 
 // --- threads -------------------------------------------------------------------------
 
-void tbb_run(void* pool, Parallel::TaskFn task, void* context, std::int64_t n) {
-  static_cast<tbb::task_arena*>(pool)->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::int64_t>(0, n, 1),
-        [&](const tbb::blocked_range<std::int64_t>& r) {
-          for (std::int64_t i = r.begin(); i < r.end(); ++i) task(context, i);
-        },
-        tbb::static_partitioner());
-  });
-}
-
-// A Parallel over a oneTBB arena of `threads` threads (inline for 1; at most 2 here).
-Parallel parallel_for_threads(int threads) {
-  static tbb::task_arena two(2);
-  if (threads <= 1) return Parallel{};
-  return Parallel{2, &tbb_run, &two};
-}
+using ternjit::bench::parallel_for_threads;
 
 // --- timing ----------------------------------------------------------------------------
 

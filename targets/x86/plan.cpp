@@ -11,6 +11,7 @@
 #include "targets/cpu_buffers.h"
 #include "targets/load_value.h"
 #include "targets/x86/eltwise.h"
+#include "targets/x86/matmul.h"
 #include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::targets::x86 {
@@ -27,6 +28,17 @@ Result<std::shared_ptr<const PackedWeights>> PackCache::get_or_pack(const std::s
   TERNJIT_TRY(PackedWeights p, pack());
   auto shared = std::make_shared<const PackedWeights>(std::move(p));
   packs_.emplace(key, shared);
+  ++made_;
+  return shared;
+}
+
+std::shared_ptr<const MatMulPackedB> PackCache::get_or_pack_matmul(const std::string& key,
+                                                                    const std::function<MatMulPackedB()>& pack) {
+  std::lock_guard lock(mu_);
+  auto it = matmul_packs_.find(key);
+  if (it != matmul_packs_.end()) return it->second;
+  auto shared = std::make_shared<const MatMulPackedB>(pack());
+  matmul_packs_.emplace(key, shared);
   ++made_;
   return shared;
 }
@@ -121,6 +133,31 @@ class TMatMulStep final : public Step {
   std::unique_ptr<TMatMulKernel> kernel_;
   std::shared_ptr<const PackedWeights> w_;
   std::vector<Loc> locs_;
+  std::string summary_;
+};
+
+// A dense f32 matmul: a (or its transpose's source), b (as given, or packed at load
+// time when it is a load-time value), c.
+class MatMulStep final : public Step {
+ public:
+  MatMulStep(std::unique_ptr<MatMulKernel> k, std::shared_ptr<const MatMulPackedB> packed, Loc a, Loc b, Loc c,
+             std::string summary)
+      : kernel_(std::move(k)), packed_(std::move(packed)), a_(a), b_(b), c_(c), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    kernel_->run(static_cast<const float*>(fr.ptr(a_)), packed_ ? nullptr : static_cast<const float*>(fr.ptr(b_)),
+                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    StepCode c{"matmul", summary_, kernel_->describe(packed_ != nullptr), {}};
+    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
+    return c;
+  }
+
+ private:
+  std::unique_ptr<MatMulKernel> kernel_;
+  std::shared_ptr<const MatMulPackedB> packed_;
+  Loc a_, b_, c_;
   std::string summary_;
 };
 
@@ -261,7 +298,10 @@ namespace {
 class Builder {
  public:
   Builder(const ir::Function& f, const ir::ParamValues& params, const PlanOptions& o, PackCache* packs)
-      : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {}
+      : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {
+    for (ir::InstId i : f_.insts(f_.entry()))
+      for (ValueId v : f_.inst(i).operands) ++uses_[v.index];
+  }
 
   Result<std::unique_ptr<Plan::Impl>> build() {
     impl_ = std::make_unique<Plan::Impl>();
@@ -321,6 +361,10 @@ class Builder {
   }
 
   Result<void> lower(InstId i, const ir::InstData& inst) {
+    if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
+    // A transpose whose every use is a matmul reading it through its source (trans_a /
+    // trans_b) computes nothing.
+    if (inst.op == Op::Transpose && transpose_fused(inst)) return success();
     if (inst.op == Op::TMatMul) {
       // Every tmatmul step is numbered in order, whether it gets a kernel or not, so a
       // configuration key ("tmatmul.0") names the same instruction every time.
@@ -337,6 +381,105 @@ class Builder {
       return success();
     }
     return lower_reference(i, inst);
+  }
+
+  // The source x of `v = transpose %x` when v is computed per call and the transpose
+  // swaps x's last two axes (so the matmul can read x with swapped strides), else nullopt. A load-time transpose is
+  // evaluated once at load and read as it is.
+  [[nodiscard]] std::optional<ValueId> transposed_source(ValueId v) const {
+    if (is_const(v)) return std::nullopt;
+    const ir::ValueData& d = f_.value(v);
+    if (d.def != ir::ValueDef::InstResult) return std::nullopt;
+    const ir::InstData& t = f_.inst(d.inst);
+    if (t.op != Op::Transpose) return std::nullopt;
+    // The last two axes swapped: [1, 0] of a matrix, [0, 2, 1] of a batch of them.
+    const std::vector<std::int64_t>& perm = std::get<ir::PermAttrs>(t.attrs).perm;
+    const std::size_t rank = f_.type_of(t.operands[0]).rank();
+    if (!(rank == 2 && perm == std::vector<std::int64_t>{1, 0}) &&
+        !(rank == 3 && perm == std::vector<std::int64_t>{0, 2, 1}))
+      return std::nullopt;
+    return t.operands[0];
+  }
+
+  // The matmuls the kernel takes: f32 x f32 -> f32 with operands of rank 2 or 3 (the
+  // result's rank the larger: a batch axis on one or both, NumPy-broadcast when it is 1
+  // or missing), M, K, N and the batch >= 1. Everything else (integers, bf16/f16, rank 1
+  // or rank > 3 operands, empty) stays a reference step.
+  [[nodiscard]] bool matmul_kernel_supported(const ir::InstData& inst) const {
+    const ir::Type& at = f_.type_of(inst.operands[0]);
+    const ir::Type& bt = f_.type_of(inst.operands[1]);
+    const ir::Type& ct = f_.type_of(inst.results[0]);
+    if (at.elem != ElemKind::F32 || bt.elem != ElemKind::F32 || ct.elem != ElemKind::F32) return false;
+    if (at.rank() < 2 || at.rank() > 3 || bt.rank() < 2 || bt.rank() > 3) return false;
+    if (ct.rank() != std::max(at.rank(), bt.rank())) return false;
+    return at.static_numel().value_or(0) >= 1 && bt.static_numel().value_or(0) >= 1 &&
+           ct.static_numel().value_or(0) >= 1;
+  }
+
+  // Whether transpose `inst` is only read by kernel matmuls (through its source).
+  [[nodiscard]] bool transpose_fused(const ir::InstData& inst) const {
+    const ValueId r = inst.results[0];
+    if (is_const(r) || !transposed_source(r)) return false;
+    std::size_t fused = 0;
+    for (ir::InstId j : f_.insts(f_.entry())) {
+      const ir::InstData& user = f_.inst(j);
+      for (ValueId v : user.operands) {
+        if (v != r) continue;
+        if (user.op != Op::MatMul || !matmul_kernel_supported(user)) return false;
+        ++fused;
+      }
+    }
+    return fused == uses_.at(r.index);
+  }
+
+  Result<void> lower_matmul(InstId i, const ir::InstData& inst) {
+    const ir::Type& at = f_.type_of(inst.operands[0]);
+    const ir::Type& bt = f_.type_of(inst.operands[1]);
+    const ir::Type& ct = f_.type_of(inst.results[0]);
+    MatMulProblem p;
+    p.M = at.shape[at.rank() - 2].extent;
+    p.K = at.shape[at.rank() - 1].extent;
+    p.N = bt.shape[bt.rank() - 1].extent;
+    if (ct.rank() == 3) {
+      p.batch = ct.shape[0].extent;
+      p.a_batched = at.rank() == 3 && at.shape[0].extent > 1;
+      p.b_batched = bt.rank() == 3 && bt.shape[0].extent > 1;
+    }
+    ValueId a = inst.operands[0], b = inst.operands[1];
+    if (auto src = transposed_source(a)) {
+      a = *src;
+      p.trans_a = true;
+    }
+    if (auto src = transposed_source(b)) {
+      b = *src;
+      p.trans_b = true;
+    }
+    // A batch of A's rows by one B is one taller matrix (row-major rows stay in order).
+    if (p.a_batched && !p.b_batched && !p.trans_a) {
+      p.M *= p.batch;
+      p.batch = 1;
+      p.a_batched = false;
+    }
+    TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
+    std::shared_ptr<const MatMulPackedB> packed;
+    if (is_const(b)) {
+      const Loc l = const_bytes(b);
+      const std::vector<std::uint8_t>& bytes = impl_->consts[l.index].bytes;
+      const std::size_t n = static_cast<std::size_t>((p.b_batched ? p.batch : 1) * p.K * p.N);
+      TERNJIT_CHECK(bytes.size() == n * 4, "matmul: load-time b has the wrong size");
+      auto do_pack = [&] {
+        std::vector<float> values(n);
+        std::memcpy(values.data(), bytes.data(), bytes.size());
+        return kernel->pack_b(values.data());
+      };
+      // Shared by every specialization of the program (the layout does not depend on M).
+      if (packs_) packed = packs_->get_or_pack_matmul(cval(b).expr + "|" + kernel->pack_signature(), do_pack);
+      else packed = std::make_shared<const MatMulPackedB>(do_pack());
+    }
+    const Loc bl = packed ? plan_.slot(b) : operand_loc(b);
+    impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed), operand_loc(a), bl,
+                                                        plan_.slot(inst.results[0]), summary(i)));
+    return success();
   }
 
   Result<void> lower_reference(InstId i, const ir::InstData& inst) {
@@ -446,6 +589,7 @@ class Builder {
   ir::FunctionNames names_;
   StepPlan plan_;
   std::unique_ptr<Plan::Impl> impl_;
+  std::map<std::uint32_t, std::size_t> uses_;  // operand uses by ValueId::index (ret included)
   int tmatmul_count_ = 0;
 };
 

@@ -10,7 +10,10 @@
 //   - quantize, rmsnorm, softmax, ewise, reductions and the elementwise ops become
 //     EltwiseKernels (eltwise.h);
 //   - reshape aliases its operand's buffer (row-major data is unchanged);
-//   - any other op (transpose, broadcast, dense matmul, cast, ...) runs through the
+//   - each f32 matmul of rank 2 or 3 becomes a MatMulKernel (matmul.h), reading a transpose that
+//     feeds it from its source (the transpose then runs no step when matmuls are its
+//     only users) and a load-time right operand packed once;
+//   - any other op (transpose, broadcast, rank-1 or integer matmul, cast, ...) runs through the
 //     reference implementation of that one op - shown as "reference" in describe().
 // run() is thread-safe: the plan is immutable; per-call intermediates live in a
 // thread-local scratch arena.
@@ -30,6 +33,7 @@
 #include "targets/target.h"
 #include "targets/tuning.h"
 #include "targets/x86/isa.h"
+#include "targets/x86/matmul.h"
 #include "targets/x86/parallel.h"
 #include "targets/x86/tmatmul.h"
 #include "targets/x86/x86_target.h"
@@ -45,12 +49,16 @@ class PackCache final : public ProgramState {
   /// The packed weights for `key`, calling `pack` only when absent.
   Result<std::shared_ptr<const PackedWeights>> get_or_pack(const std::string& key,
                                                            const std::function<Result<PackedWeights>()>& pack);
-  /// How many packs were made (tests check that a weight is packed once).
+  /// The same for a dense matmul's load-time B (MatMulKernel::pack_b).
+  std::shared_ptr<const MatMulPackedB> get_or_pack_matmul(const std::string& key,
+                                                          const std::function<MatMulPackedB()>& pack);
+  /// How many packs were made, of both kinds (tests check that a weight is packed once).
   [[nodiscard]] std::size_t packs_made() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const PackedWeights>> packs_;
+  std::map<std::string, std::shared_ptr<const MatMulPackedB>> matmul_packs_;
   std::size_t made_ = 0;
 };
 

@@ -33,21 +33,7 @@ namespace {
 constexpr double kU = 0x1p-24;
 
 // BitNet b1.58's BitLinear on latent float weights (the QAT form).
-constexpr const char* kLayer = R"(param @L.w : f32[K, N]
-param @L.b : f32[N]
-
-func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
-^entry:
-  %w = param @L.w : f32[K, N]
-  %q = quantize_int8 %x : f32[M, K]
-  %t = ternarize_absmean %w : f32[K, N]
-  %y = matmul %q, %t : f32[M, N]
-  %b = param @L.b : f32[N]
-  %z = add %y, %b : f32[M, N]
-  %r = relu %z : f32[M, N]
-  ret %r
-}
-)";
+constexpr const char* kLayer = testing::kQatBitLinear;
 
 // Normalization, softmax, a float matmul by an argument, gelu and a mean.
 constexpr const char* kBlock = R"(func @B.forward<M, N>(%x: f32[M, N], %g: f32[N], %v: f32[N, N]) -> f32[M, N] {

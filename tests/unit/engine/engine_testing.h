@@ -27,6 +27,24 @@ namespace ternjit::testing {
 /// (tests/dsl/bitlinear.tri, embedded at build time).
 inline constexpr const char* kBitLinear = examples::kBitLinearSource;
 
+/// BitNet b1.58's BitLinear on latent float weights (the QAT form) as IR text:
+/// `relu(quantize_int8(x) @ ternarize_absmean(@L.w) + @L.b)`, symbols M, K, N.
+inline constexpr const char* kQatBitLinear = R"(param @L.w : f32[K, N]
+param @L.b : f32[N]
+
+func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
+^entry:
+  %w = param @L.w : f32[K, N]
+  %q = quantize_int8 %x : f32[M, K]
+  %t = ternarize_absmean %w : f32[K, N]
+  %y = matmul %q, %t : f32[M, N]
+  %b = param @L.b : f32[N]
+  %z = add %y, %b : f32[M, N]
+  %r = relu %z : f32[M, N]
+  ret %r
+}
+)";
+
 /// Options for a quiet reference engine whose trace lines are collected in `lines`.
 struct TraceCapture {
   std::mutex mu;

@@ -192,13 +192,13 @@ func @L.forward(%x: i8[3, 40], %xs: f32[3, 1]) -> f32[3, 24] {
   CHECK(r.error().message.find("overlaps") != std::string::npos);
 }
 
-TEST_CASE("x86 target: a composed layer with ops that have no generator (transpose, dense matmul) runs") {
+TEST_CASE("x86 target: a composed layer with transposes and dense f32 matmuls runs") {
   if (!targets::x86::host_isas().avx2) {
     MESSAGE("skipped: host lacks AVX2");
     return;
   }
   // MLP (tests/dsl/mlp_composition.tri): two BitLinear calls, softmax(hx @ transpose(hc)),
-  // dense matmuls. Transpose and the f32 matmuls run as reference steps inside the plan.
+  // dense matmuls: the f32 matmul kernels (matmul.h), one reading transpose(hc) in place.
   const std::string src = std::string(testing::kBitLinear) + R"(
 layer MLP {
     param w_out: Tensor[BitLinear.N, 10]
