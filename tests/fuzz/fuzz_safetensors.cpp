@@ -4,7 +4,7 @@
 // Invariants: parse_safetensors never crashes, reads out of bounds or spends memory out of
 // proportion to the input (-rss_limit_mb); a parsed file's tensors hold exactly
 // product(shape) * dtype size bytes, inside the input; to_f32 and to_i8 succeed or fail
-// with a message, never crash; serializing a parsed file and parsing it again gives the
+// with a message, never crash, and refuse the dtypes the parser reads but never converts; serializing a parsed file and parsing it again gives the
 // same tensors (names, dtypes, shapes, bytes) and metadata, and serializing that gives the
 // same bytes (serialization is deterministic).
 #include <cstring>
@@ -41,8 +41,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const formats::StTensor& t : file->tensors) {
     if (t.name == "__metadata__") fuzz::finding("a tensor called __metadata__");
     total += t.bytes.size();
-    // Every parsed dtype converts to f32 but an I32 value f32 cannot hold; an I8 tensor
-    // converts to int8. Anything else would be a parser bug (a byte count off its shape).
+    // A dtype parsed but never converted (F64, I64, BOOL, ...: `used` false) is refused by
+    // both readers. Every other dtype converts to f32 but an I32 value f32 cannot hold; an
+    // I8 tensor converts to int8. Anything else would be a parser bug (a byte count off its shape).
+    if (!t.used) {
+      if (formats::to_f32(t).ok() || formats::to_i8(t).ok())
+        fuzz::finding("tensor '" + t.name + "' of unconverted dtype " + t.dtype + " converts");
+      continue;
+    }
     std::uint64_t numel = 1;
     for (std::int64_t d : t.shape) numel *= static_cast<std::uint64_t>(d);
     if (auto f = formats::to_f32(t); f.ok() ? f->size() != numel : t.kind != ElemKind::I32)
