@@ -125,6 +125,11 @@ Result<void> check_artifact_signature(const targets::Artifact& artifact, const i
                                       std::string_view function) {
   const ir::Function* want = specialized.find_function(function);
   if (!want) return bad("no function '" + std::string(function) + "' in the specialized module");
+  // Code bytes a target digested when it compiled them (GPU binaries: a cubin, code
+  // objects) must still be those bytes: a damaged binary is a miss, never handed to a driver.
+  if (auto it = artifact.metadata.find("bytes_digest"); it != artifact.metadata.end())
+    if (targets::bytes_digest(artifact.bytes) != it->second)
+      return bad("its code bytes do not match their digest (" + it->second + "): the binary is damaged");
   std::string_view text;
   if (artifact.kind == targets::ArtifactKind::Interpreted || artifact.kind == targets::ArtifactKind::Plan) {
     text = std::string_view(reinterpret_cast<const char*>(artifact.bytes.data()), artifact.bytes.size());

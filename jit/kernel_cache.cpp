@@ -68,6 +68,7 @@ cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view f
     const TargetDescription d = target_.describe();
     features_ = d.features;
     device_ = d.device;
+    toolchain_ = target_.toolchain();
     build_id_ = config_.build_id.empty() ? cache::build_id() : config_.build_id;
   });
   cache::ArtifactKeyInputs in;
@@ -76,6 +77,7 @@ cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view f
   in.target = std::string(target_.name());
   in.features = features_;
   in.device = device_;
+  in.toolchain = toolchain_;
   in.opt_level = config_.opt_level;
   in.compile_options = config_.compile_options;
   in.tuning = std::string(tuning);

@@ -85,6 +85,7 @@ class KernelCache {
 
   std::once_flag described_;
   std::string features_, device_, build_id_;
+  std::string toolchain_;  // Target::toolchain(): driver / compiler versions
 };
 
 }  // namespace ternjit::jit

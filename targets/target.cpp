@@ -117,3 +117,19 @@ Result<ir::Module> parse_artifact_module(const Artifact& a) {
 }
 
 }  // namespace ternjit::targets
+
+namespace ternjit::targets {
+
+std::string bytes_digest(const std::vector<std::uint8_t>& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64: offset basis, then xor and multiply per byte
+  for (std::uint8_t b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ULL;
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<std::size_t>(i)] = digits[h & 15];
+  return out;
+}
+
+}  // namespace ternjit::targets

@@ -223,7 +223,16 @@ class Target {
   [[nodiscard]] virtual Result<Emitted> emit(const ir::Module& specialized, std::string_view function,
                                              std::string_view what, const CompileOptions& options,
                                              const ir::ParamValues* params) const = 0;
+  /// The driver and compiler versions that change what compile() produces ("nvrtc 13.0;
+  /// cuda driver 12.4"): the disk-cache key's `toolchain` field. "" (default) for targets
+  /// whose code depends on nothing outside this build.
+  [[nodiscard]] virtual std::string toolchain() const { return {}; }
 };
+
+/// A digest of an artifact's code bytes (FNV-1a 64, 16 hex digits). A target that puts
+/// it in its artifact's metadata as "bytes_digest" has damaged code bytes detected by
+/// the disk cache before load (cache::check_artifact_signature) and by its own load().
+std::string bytes_digest(const std::vector<std::uint8_t>& bytes);
 
 /// The byte sizes of a fully static function's arguments and results, for loaders.
 /// Errors: InvalidInput naming `function` when a type is not fully static.

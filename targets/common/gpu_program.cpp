@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpu_program.cpp - uploads, scratch and launches of a generated SIMT program on a CUDA or HIP device.
+#include "targets/common/gpu_program.h"
+
+#include <cstring>
+
+namespace ternjit::targets {
+
+namespace {
+
+// The pointer of a stored upload (every entry a GpuProgram stores is a DeviceAllocation).
+DevicePtr ptr_of(const std::shared_ptr<const void>& p) {
+  return static_cast<const DeviceAllocation*>(p.get())->ptr();
+}
+
+Result<std::shared_ptr<const void>> upload_bytes(const std::shared_ptr<const GpuApi>& api,
+                                                 const std::vector<std::uint8_t>& bytes, void* stream) {
+  TERNJIT_TRY(std::shared_ptr<DeviceAllocation> a, DeviceAllocation::make(api, bytes.size()));
+  if (!bytes.empty()) TERNJIT_TRY_VOID(api->upload(a->ptr(), bytes.data(), bytes.size(), stream));
+  // The host bytes die when this returns: the copy must be complete first.
+  TERNJIT_TRY_VOID(api->synchronize(stream));
+  return std::shared_ptr<const void>(std::move(a));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<DeviceAllocation>> DeviceAllocation::make(std::shared_ptr<const GpuApi> api, std::size_t bytes) {
+  // Zero-byte tensors still get a distinct, valid pointer (kernels never read past the end).
+  TERNJIT_TRY(DevicePtr p, api->alloc(bytes == 0 ? 16 : bytes));
+  return std::shared_ptr<DeviceAllocation>(new DeviceAllocation(std::move(api), p, bytes));
+}
+
+DeviceAllocation::~DeviceAllocation() {
+  if (auto current = api_->make_current(); current.ok()) api_->free(ptr_);
+}
+
+Result<std::shared_ptr<GpuProgram>> GpuProgram::create(std::shared_ptr<const GpuApi> api, const std::string& device_key,
+                                                       simt::SimtProgram program, std::vector<void*> functions,
+                                                       std::shared_ptr<const void> module_owner,
+                                                       const std::vector<LoadValue>& values, DeviceWeights* weights) {
+  TERNJIT_CHECK(functions.size() == program.kernels.size(), "one function handle per launch");
+  TERNJIT_CHECK(values.size() == program.plan.load_time.size(), "one value per load-time slot");
+  std::shared_ptr<GpuProgram> g(new GpuProgram());
+  g->api_ = api;
+  g->functions_ = std::move(functions);
+  g->module_owner_ = std::move(module_owner);
+  TERNJIT_TRY(std::shared_ptr<void> current, api->make_current());
+  TERNJIT_TRY(g->stream_, api->create_stream());
+
+  // Load-time values the kernels read directly (Const arguments), once per kernel.
+  g->consts_.resize(values.size());
+  for (const simt::KernelLaunch& k : program.kernels)
+    for (const simt::KernelArg& a : k.args) {
+      if (a.kind != simt::KernelArg::Kind::Const || g->consts_.at(a.index)) continue;
+      TERNJIT_TRY(g->consts_[a.index], upload_bytes(api, values[a.index].encoded(), g->stream_));
+    }
+  // Ternary weights in the generator's layout, once per Program when they are parameters.
+  for (const simt::WeightUse& w : program.weights) {
+    auto upload = [&]() -> Result<std::shared_ptr<const void>> {
+      TERNJIT_TRY(std::vector<std::uint8_t> packed, simt::pack_ternary_weight(values.at(w.load_time), w.k, w.n));
+      return upload_bytes(api, packed, g->stream_);
+    };
+    if (weights && !w.param.empty()) {
+      const std::string key = device_key + "/" + w.param + "/" + std::string(simt::layout_name());
+      TERNJIT_TRY(std::shared_ptr<const void> b, weights->get_or_upload(key, upload));
+      g->weights_.push_back(std::move(b));
+    } else {
+      TERNJIT_TRY(std::shared_ptr<const void> b, upload());
+      g->weights_.push_back(std::move(b));
+    }
+  }
+  for (std::size_t bytes : program.scratch_bytes) {
+    TERNJIT_TRY(auto s, DeviceAllocation::make(api, bytes));
+    g->scratch_.push_back(std::move(s));
+  }
+  for (std::size_t bytes : program.plan.in_bytes) {
+    TERNJIT_TRY(auto b, DeviceAllocation::make(api, bytes));
+    g->in_.push_back(std::move(b));
+  }
+  for (std::size_t bytes : program.plan.out_bytes) {
+    TERNJIT_TRY(auto b, DeviceAllocation::make(api, bytes));
+    g->out_.push_back(std::move(b));
+  }
+  g->program_ = std::move(program);
+  return g;
+}
+
+GpuProgram::~GpuProgram() {
+  if (!stream_) return;
+  if (auto current = api_->make_current(); current.ok()) {
+    (void)api_->synchronize(stream_);
+    api_->destroy_stream(stream_);
+  }
+}
+
+Result<void> GpuProgram::enqueue(void* stream, const std::vector<DevicePtr>& inputs,
+                                 const std::vector<DevicePtr>& outputs) {
+  // One 8-byte slot per parameter; a Scalar is a u32 in the slot's first bytes (the
+  // launch reads sizeof(u32) from its address: little-endian hosts only, as the ABI).
+  std::vector<std::uint64_t> slots;
+  std::vector<void*> params;
+  for (std::size_t i = 0; i < program_.kernels.size(); ++i) {
+    const simt::KernelLaunch& k = program_.kernels[i];
+    slots.assign(k.args.size(), 0);
+    params.assign(k.args.size(), nullptr);
+    for (std::size_t j = 0; j < k.args.size(); ++j) {
+      const simt::KernelArg& a = k.args[j];
+      DevicePtr p = 0;
+      switch (a.kind) {
+        case simt::KernelArg::Kind::Input: p = inputs.at(a.index); break;
+        case simt::KernelArg::Kind::Output: p = outputs.at(a.index); break;
+        case simt::KernelArg::Kind::Const: p = ptr_of(consts_.at(a.index)); break;
+        case simt::KernelArg::Kind::Weight: p = ptr_of(weights_.at(a.index)); break;
+        case simt::KernelArg::Kind::Scratch: p = scratch_.at(a.index)->ptr(); break;
+        case simt::KernelArg::Kind::Scalar: {
+          const std::uint32_t v = a.scalar;
+          std::memcpy(&slots[j], &v, sizeof v);
+          params[j] = &slots[j];
+          continue;
+        }
+      }
+      slots[j] = static_cast<std::uint64_t>(p);
+      params[j] = &slots[j];
+    }
+    TERNJIT_TRY_VOID(api_->launch(functions_[i], k.grid, k.block, k.shared_bytes, stream, params.data()));
+  }
+  return success();
+}
+
+Result<void> GpuProgram::run(void* const* buffers) {
+  if (!buffers) return make_error(ErrorCode::InvalidArgument, "gpu run: null buffer table");
+  const std::size_t n_in = in_.size(), n_out = out_.size();
+  for (std::size_t i = 0; i < n_in + n_out; ++i)
+    if (!buffers[i] && (i < n_in ? program_.plan.in_bytes[i] : program_.plan.out_bytes[i - n_in]) != 0)
+      return make_error(ErrorCode::InvalidArgument, "gpu run: buffer " + std::to_string(i) + " is null");
+  std::lock_guard lock(mutex_);
+  TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
+  std::vector<DevicePtr> ins, outs;
+  for (std::size_t i = 0; i < n_in; ++i) {
+    if (program_.plan.in_bytes[i] != 0)
+      TERNJIT_TRY_VOID(api_->upload(in_[i]->ptr(), buffers[i], program_.plan.in_bytes[i], stream_));
+    ins.push_back(in_[i]->ptr());
+  }
+  for (const auto& o : out_) outs.push_back(o->ptr());
+  TERNJIT_TRY_VOID(enqueue(stream_, ins, outs));
+  for (std::size_t j = 0; j < n_out; ++j)
+    if (program_.plan.out_bytes[j] != 0)
+      TERNJIT_TRY_VOID(api_->download(buffers[n_in + j], out_[j]->ptr(), program_.plan.out_bytes[j], stream_));
+  return api_->synchronize(stream_);
+}
+
+Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
+  if (!device_buffers) return make_error(ErrorCode::InvalidArgument, "gpu launch: null buffer table");
+  std::vector<DevicePtr> ins, outs;
+  for (std::size_t i = 0; i < in_.size(); ++i) ins.push_back(reinterpret_cast<DevicePtr>(device_buffers[i]));
+  for (std::size_t j = 0; j < out_.size(); ++j)
+    outs.push_back(reinterpret_cast<DevicePtr>(device_buffers[in_.size() + j]));
+  for (std::size_t i = 0; i < ins.size() + outs.size(); ++i)
+    if ((i < ins.size() ? ins[i] : outs[i - ins.size()]) == 0)
+      return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) + " is null");
+  TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
+  return enqueue(stream, ins, outs);
+}
+
+}  // namespace ternjit::targets
