@@ -1,0 +1,923 @@
+// SPDX-License-Identifier: Apache-2.0
+// simt_source.cpp - CUDA C++ / HIP C++ kernels for tmatmul, ewise, quantize, rmsnorm, softmax, reductions; the launch plan.
+#include "targets/common/simt_source.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include "targets/common/view2d.h"
+#include "targets/load_value.h"
+
+namespace ternjit::targets::simt {
+
+using ir::InstId;
+using ir::Op;
+using ir::ValueId;
+
+namespace {
+
+Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, "the simt generator: " + why); }
+std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
+std::string u(std::int64_t v) { return std::to_string(v) + "u"; }
+
+std::vector<std::int64_t> extents(const ir::Type& t) {
+  std::vector<std::int64_t> e;
+  for (const ir::Dim& d : t.shape) e.push_back(d.extent);
+  return e;
+}
+std::int64_t numel(const std::vector<std::int64_t>& e) {
+  std::int64_t n = 1;
+  for (std::int64_t x : e) n *= x;
+  return n;
+}
+
+// Kernels index with 32-bit unsigned integers: every tensor stays below 2^31 elements
+// and every buffer below 2^31 bytes.
+constexpr std::int64_t kMaxElems = (std::int64_t{1} << 31) - 1024;
+// The block of the row kernels (quantize, rmsnorm, rowsum) and of the 1-D kernels: a
+// multiple of both warp sizes.
+constexpr std::uint32_t kRowBlock = 256;
+// The largest grid.y (and the 1-D kernels' grid.x): kernels loop past it.
+constexpr std::int64_t kMaxGrid = 65535;
+// Weights per 16-byte chunk of the weight layout.
+constexpr std::int64_t kChunk = 64;
+
+bool f32(const ir::Function& f, ValueId v) { return f.type_of(v).elem == ElemKind::F32; }
+
+// ------------------------------------------------------------------ the prelude
+
+// Types, the dialect's primitives, the f32 functions of the elementwise ops (matching
+// ir/interpret_ops.cpp's elementwise(): NaN rules of max/min/relu; erf by
+// Abramowitz-Stegun 7.1.26, |error| < 1.5e-7; tanh through exp of -2|x|), and the
+// block reductions of the row kernels. The f32 add/sub/mul/div of epilogues and
+// quantization are explicit round-to-nearest operations (CUDA: __fmul_rn & co, never
+// contracted into an fma; HIP: fp contract off), so they round as the reference does.
+std::string prelude(const SimtOptions& o) {
+  const bool cuda = o.dialect == Dialect::Cuda;
+  std::string s = "// ternjit SIMT kernels: " + std::string(dialect_name(o.dialect)) + ", warp " +
+                  std::to_string(o.warp_size) + (o.int_dot ? ", int dot" : ", scalar dot") + "\n";
+  if (!cuda) s += "#pragma clang fp contract(off)\n";
+  s += "typedef signed char tj_i8;\ntypedef unsigned char tj_u8;\ntypedef int tj_i32;\ntypedef unsigned int tj_u32;\n"
+       "typedef unsigned long long tj_u64;\n"
+       "struct alignas(16) tj_u32x4 { tj_u32 x, y, z, w; };\n";
+  s += "#define TJ_WARP " + std::to_string(o.warp_size) + "u\n#define TJ_DEV __device__ inline\n";
+  if (cuda) {
+    s += "TJ_DEV float tj_add(float a, float b) { return __fadd_rn(a, b); }\n"
+         "TJ_DEV float tj_sub(float a, float b) { return __fsub_rn(a, b); }\n"
+         "TJ_DEV float tj_mul(float a, float b) { return __fmul_rn(a, b); }\n"
+         "TJ_DEV float tj_div(float a, float b) { return __fdiv_rn(a, b); }\n"
+         "TJ_DEV float tj_bits(tj_u32 v) { return __uint_as_float(v); }\n"
+         "TJ_DEV tj_u32 tj_fbits(float v) { return __float_as_uint(v); }\n"
+         "TJ_DEV tj_i32 tj_shfl_down(tj_i32 v, tj_u32 d, tj_u32 w) { return __shfl_down_sync(0xffffffffu, v, d, w); }\n"
+         "TJ_DEV float tj_shfl_down(float v, tj_u32 d, tj_u32 w) { return __shfl_down_sync(0xffffffffu, v, d, w); }\n"
+         "TJ_DEV tj_i32 tj_shfl_xor(tj_i32 v, tj_u32 m, tj_u32 w) { return __shfl_xor_sync(0xffffffffu, v, m, w); }\n"
+         "TJ_DEV float tj_shfl_xor(float v, tj_u32 m, tj_u32 w) { return __shfl_xor_sync(0xffffffffu, v, m, w); }\n";
+  } else {
+    s += "TJ_DEV float tj_add(float a, float b) { return a + b; }\n"
+         "TJ_DEV float tj_sub(float a, float b) { return a - b; }\n"
+         "TJ_DEV float tj_mul(float a, float b) { return a * b; }\n"
+         "TJ_DEV float tj_div(float a, float b) { return a / b; }\n"
+         "TJ_DEV float tj_bits(tj_u32 v) { return __builtin_bit_cast(float, v); }\n"
+         "TJ_DEV tj_u32 tj_fbits(float v) { return __builtin_bit_cast(tj_u32, v); }\n"
+         "TJ_DEV tj_i32 tj_shfl_down(tj_i32 v, tj_u32 d, tj_u32 w) { return __shfl_down(v, d, w); }\n"
+         "TJ_DEV float tj_shfl_down(float v, tj_u32 d, tj_u32 w) { return __shfl_down(v, d, w); }\n"
+         "TJ_DEV tj_i32 tj_shfl_xor(tj_i32 v, tj_u32 m, tj_u32 w) { return __shfl_xor(v, m, w); }\n"
+         "TJ_DEV float tj_shfl_xor(float v, tj_u32 m, tj_u32 w) { return __shfl_xor(v, m, w); }\n";
+  }
+  // Four signed byte products added to c, wrapping like the hardware instruction.
+  if (o.int_dot)
+    s += cuda ? "TJ_DEV tj_i32 tj_dot4(tj_i32 a, tj_i32 b, tj_i32 c) { return __dp4a(a, b, c); }\n"
+              : "TJ_DEV tj_i32 tj_dot4(tj_i32 a, tj_i32 b, tj_i32 c) { return __builtin_amdgcn_sdot4(a, b, c, false); }\n";
+  else
+    s += "TJ_DEV tj_i32 tj_dot4(tj_i32 a, tj_i32 b, tj_i32 c) {\n"
+         "  tj_u32 r = (tj_u32)c;\n"
+         "  for (tj_u32 i = 0u; i < 32u; i += 8u) r += (tj_u32)((tj_i32)(tj_i8)(a >> i) * (tj_i32)(tj_i8)(b >> i));\n"
+         "  return (tj_i32)r;\n}\n";
+  s += R"(TJ_DEV bool tj_isnan(float x) { return x != x; }
+TJ_DEV bool tj_finite(float x) { return (tj_fbits(x) & 0x7f800000u) != 0x7f800000u; }
+TJ_DEV float tj_qnan() { return tj_bits(0x7fc00000u); }
+TJ_DEV float tj_abs(float x) { return tj_bits(tj_fbits(x) & 0x7fffffffu); }
+TJ_DEV float tj_fmax(float x, float y) {
+  if (tj_isnan(x) || tj_isnan(y)) return tj_qnan();
+  if (x == y) return (tj_fbits(x) >> 31) != 0u ? y : x;
+  return x > y ? x : y;
+}
+TJ_DEV float tj_fmin(float x, float y) {
+  if (tj_isnan(x) || tj_isnan(y)) return tj_qnan();
+  if (x == y) return (tj_fbits(x) >> 31) != 0u ? x : y;
+  return x < y ? x : y;
+}
+TJ_DEV float tj_relu(float x) { return tj_isnan(x) ? x : (x > 0.0f ? x : 0.0f); }
+TJ_DEV float tj_sigmoid(float x) { return tj_div(1.0f, tj_add(1.0f, expf(-x))); }
+TJ_DEV float tj_tanh(float x) {
+  float a = tj_abs(x);
+  if (a < 0.0004f) return x;
+  float e = expf(-2.0f * a);
+  float t = tj_div(tj_sub(1.0f, e), tj_add(1.0f, e));
+  return x < 0.0f ? -t : t;
+}
+TJ_DEV float tj_erf(float x) {
+  float a = tj_abs(x);
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  float y = 1.0f - p * expf(-a * a);
+  return x < 0.0f ? -y : y;
+}
+TJ_DEV float tj_gelu(float x) { return tj_mul(tj_mul(0.5f, x), tj_add(1.0f, tj_erf(tj_mul(x, 0.70710678118654752f)))); }
+TJ_DEV float tj_silu(float x) { return tj_mul(x, tj_sigmoid(x)); }
+TJ_DEV tj_i8 tj_quant(float x, float s) {
+  if (s == 0.0f) return 0;
+  float r = rintf(tj_div(x, s));
+  if (tj_isnan(r)) return 0;
+  r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+  return (tj_i8)(tj_i32)r;
+}
+// Block reductions (every thread of the block calls them; all get the result).
+// `red` holds blockDim.x / TJ_WARP values; partial results combine in warp order.
+TJ_DEV float tj_block_max(float v, float* red) {
+  for (tj_u32 o = TJ_WARP / 2u; o > 0u; o >>= 1) v = tj_fmax(v, tj_shfl_xor(v, o, TJ_WARP));
+  if (threadIdx.x % TJ_WARP == 0u) red[threadIdx.x / TJ_WARP] = v;
+  __syncthreads();
+  float m = red[0];
+  for (tj_u32 i = 1u; i < blockDim.x / TJ_WARP; ++i) m = tj_fmax(m, red[i]);
+  __syncthreads();
+  return m;
+}
+TJ_DEV float tj_block_sum(float v, float* red) {
+  for (tj_u32 o = TJ_WARP / 2u; o > 0u; o >>= 1) v = tj_add(v, tj_shfl_xor(v, o, TJ_WARP));
+  if (threadIdx.x % TJ_WARP == 0u) red[threadIdx.x / TJ_WARP] = v;
+  __syncthreads();
+  float m = red[0];
+  for (tj_u32 i = 1u; i < blockDim.x / TJ_WARP; ++i) m = tj_add(m, red[i]);
+  __syncthreads();
+  return m;
+}
+TJ_DEV tj_i32 tj_block_isum(tj_i32 v, tj_i32* red) {
+  for (tj_u32 o = TJ_WARP / 2u; o > 0u; o >>= 1) v += tj_shfl_xor(v, o, TJ_WARP);
+  if (threadIdx.x % TJ_WARP == 0u) red[threadIdx.x / TJ_WARP] = v;
+  __syncthreads();
+  tj_i32 m = red[0];
+  for (tj_u32 i = 1u; i < blockDim.x / TJ_WARP; ++i) m += red[i];
+  __syncthreads();
+  return m;
+}
+// The sum over the TPC threads of a column (threads [c * TPC, (c + 1) * TPC) of the
+// block), valid in the column's first thread. Every thread of the block calls it.
+template <tj_u32 TPC> TJ_DEV tj_i32 tj_colsum(tj_i32 v, tj_i32* red) {
+  const tj_u32 w = TPC < TJ_WARP ? TPC : TJ_WARP;
+  for (tj_u32 o = w / 2u; o > 0u; o >>= 1) v += tj_shfl_down(v, o, w);
+  if (TPC > TJ_WARP) {
+    if (threadIdx.x % TJ_WARP == 0u) red[threadIdx.x / TJ_WARP] = v;
+    __syncthreads();
+    if (threadIdx.x % TPC == 0u)
+      for (tj_u32 i = 1u; i < TPC / TJ_WARP; ++i) v += red[threadIdx.x / TJ_WARP + i];
+    __syncthreads();
+  }
+  return v;
+}
+template <tj_u32 TPC> TJ_DEV float tj_colsum(float v, float* red) {
+  const tj_u32 w = TPC < TJ_WARP ? TPC : TJ_WARP;
+  for (tj_u32 o = w / 2u; o > 0u; o >>= 1) v = tj_add(v, tj_shfl_down(v, o, w));
+  if (TPC > TJ_WARP) {
+    if (threadIdx.x % TJ_WARP == 0u) red[threadIdx.x / TJ_WARP] = v;
+    __syncthreads();
+    if (threadIdx.x % TPC == 0u)
+      for (tj_u32 i = 1u; i < TPC / TJ_WARP; ++i) v = tj_add(v, red[threadIdx.x / TJ_WARP + i]);
+    __syncthreads();
+  }
+  return v;
+}
+// Four activation bytes at p (any alignment) as one int8x4 word.
+TJ_DEV tj_i32 tj_ld4(const tj_i8* p) {
+  return (tj_i32)((tj_u32)(tj_u8)p[0] | ((tj_u32)(tj_u8)p[1] << 8) | ((tj_u32)(tj_u8)p[2] << 16) |
+                  ((tj_u32)(tj_u8)p[3] << 24));
+}
+// One weight word (16 codes) against four int8x4 activation words: (wq >> 2 j) & 0x03030303
+// are the codes of k = 4 j .. 4 j + 3.
+TJ_DEV tj_i32 tj_word(tj_i32 a0, tj_i32 a1, tj_i32 a2, tj_i32 a3, tj_u32 wq, tj_i32 acc) {
+  acc = tj_dot4(a0, (tj_i32)(wq & 0x03030303u), acc);
+  acc = tj_dot4(a1, (tj_i32)((wq >> 2) & 0x03030303u), acc);
+  acc = tj_dot4(a2, (tj_i32)((wq >> 4) & 0x03030303u), acc);
+  return tj_dot4(a3, (tj_i32)((wq >> 6) & 0x03030303u), acc);
+}
+TJ_DEV tj_u32 tj_wq(tj_u32x4 w, tj_u32 q) { return q == 0u ? w.x : q == 1u ? w.y : q == 2u ? w.z : w.w; }
+// A 64-weight chunk against 64 activation bytes at xp: 16-byte loads (xp 16-byte aligned).
+TJ_DEV tj_i32 tj_chunk16(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+  const tj_u32x4* xv = (const tj_u32x4*)xp;
+  tj_u32x4 a = xv[0], b = xv[1], c = xv[2], d = xv[3];
+  acc = tj_word((tj_i32)a.x, (tj_i32)a.y, (tj_i32)a.z, (tj_i32)a.w, w.x, acc);
+  acc = tj_word((tj_i32)b.x, (tj_i32)b.y, (tj_i32)b.z, (tj_i32)b.w, w.y, acc);
+  acc = tj_word((tj_i32)c.x, (tj_i32)c.y, (tj_i32)c.z, (tj_i32)c.w, w.z, acc);
+  return tj_word((tj_i32)d.x, (tj_i32)d.y, (tj_i32)d.z, (tj_i32)d.w, w.w, acc);
+}
+// The same with 4-byte loads (xp 4-byte aligned).
+TJ_DEV tj_i32 tj_chunk4(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+  const tj_i32* xv = (const tj_i32*)xp;
+  for (tj_u32 q = 0u; q < 4u; ++q) acc = tj_word(xv[4u * q], xv[4u * q + 1u], xv[4u * q + 2u], xv[4u * q + 3u], tj_wq(w, q), acc);
+  return acc;
+}
+// The same with byte loads (any alignment).
+TJ_DEV tj_i32 tj_chunk1(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+  for (tj_u32 q = 0u; q < 4u; ++q)
+    acc = tj_word(tj_ld4(xp + 16u * q), tj_ld4(xp + 16u * q + 4u), tj_ld4(xp + 16u * q + 8u), tj_ld4(xp + 16u * q + 12u),
+                  tj_wq(w, q), acc);
+  return acc;
+}
+// The last chunk of a row: only its first `cnt` activation bytes exist (the codes past
+// K are 0, so the zero bytes put in their place add nothing).
+TJ_DEV tj_i32 tj_chunk_tail(const tj_i8* xp, tj_u32 cnt, tj_u32x4 w, tj_i32 acc) {
+  for (tj_u32 q = 0u; q < 4u; ++q) {
+    tj_i32 a[4];
+    for (tj_u32 j = 0u; j < 4u; ++j) {
+      tj_u32 v = 0u;
+      for (tj_u32 b = 0u; b < 4u; ++b) {
+        tj_u32 i = 16u * q + 4u * j + b;
+        if (i < cnt) v |= (tj_u32)(tj_u8)xp[i] << (8u * b);
+      }
+      a[j] = (tj_i32)v;
+    }
+    acc = tj_word(a[0], a[1], a[2], a[3], tj_wq(w, q), acc);
+  }
+  return acc;
+}
+// The codes of a chunk starting at k0 outside [lo, hi) cleared (a group's partial chunk).
+TJ_DEV tj_u32x4 tj_kmask(tj_u32x4 w, tj_u32 k0, tj_u32 lo, tj_u32 hi) {
+  tj_u32 m[4];
+  for (tj_u32 q = 0u; q < 4u; ++q) {
+    m[q] = 0u;
+    for (tj_u32 j = 0u; j < 4u; ++j)
+      for (tj_u32 b = 0u; b < 4u; ++b) {
+        tj_u32 k = k0 + 16u * q + 4u * j + b;
+        if (k >= lo && k < hi) m[q] |= 3u << (8u * b + 2u * j);
+      }
+  }
+  tj_u32x4 r;
+  r.x = w.x & m[0]; r.y = w.y & m[1]; r.z = w.z & m[2]; r.w = w.w & m[3];
+  return r;
+}
+// f32 activations: x[i] * w for i in [lo, hi) of a chunk, w = code - 1 (a product, so
+// an infinite x times a zero weight is NaN as in the reference).
+TJ_DEV float tj_fchunk(const float* xp, tj_u32x4 w, tj_u32 lo, tj_u32 hi, float acc) {
+  for (tj_u32 q = 0u; q < 4u; ++q) {
+    tj_u32 wq = tj_wq(w, q);
+    for (tj_u32 j = 0u; j < 4u; ++j)
+      for (tj_u32 b = 0u; b < 4u; ++b) {
+        tj_u32 i = 16u * q + 4u * j + b;
+        if (i >= lo && i < hi) acc = tj_add(acc, tj_mul(xp[i], (float)((tj_i32)((wq >> (8u * b + 2u * j)) & 3u) - 1)));
+      }
+  }
+  return acc;
+}
+)";
+  return s;
+}
+
+// The f32 expression of elementwise op `op` on `a` (and `b`).
+std::string apply(Op op, const std::string& a, const std::string& b) {
+  switch (op) {
+    case Op::Add: return "tj_add(" + a + ", " + b + ")";
+    case Op::Sub: return "tj_sub(" + a + ", " + b + ")";
+    case Op::Mul: return "tj_mul(" + a + ", " + b + ")";
+    case Op::Div: return "tj_div(" + a + ", " + b + ")";
+    case Op::Max: return "tj_fmax(" + a + ", " + b + ")";
+    case Op::Min: return "tj_fmin(" + a + ", " + b + ")";
+    case Op::Neg: return "-" + a;
+    case Op::Abs: return "tj_abs(" + a + ")";
+    case Op::Relu: return "tj_relu(" + a + ")";
+    case Op::Sigmoid: return "tj_sigmoid(" + a + ")";
+    case Op::Tanh: return "tj_tanh(" + a + ")";
+    case Op::Gelu: return "tj_gelu(" + a + ")";
+    case Op::Silu: return "tj_silu(" + a + ")";
+    case Op::Exp: return "expf(" + a + ")";
+    case Op::Log: return "logf(" + a + ")";
+    case Op::Sqrt: return "sqrtf(" + a + ")";
+    case Op::Rsqrt: return "tj_div(1.0f, sqrtf(" + a + "))";
+    default: break;
+  }
+  TERNJIT_UNREACHABLE("apply: " + quote(op) + " is not elementwise");
+}
+
+std::string params(const std::vector<std::string>& p) {
+  std::string s;
+  for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + p[i];
+  return s;
+}
+std::string head(const std::string& name, std::uint32_t block, const std::vector<std::string>& p) {
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " + name + "(" + params(p) +
+         ") {\n";
+}
+
+// ------------------------------------------------------------------ tmatmul
+
+struct EpilogueRead {
+  Op op;
+  std::int64_t row_stride, col_stride;
+};
+
+// The tmatmul kernel (simt_source.h: the weight layout; TMatMulConfig: the blocking).
+// Thread (column c of the block, lane l) sums chunks l, l + TPC, ... of column n's K for
+// `rows` rows at a time; the column's threads reduce (tj_colsum), and its first thread
+// applies the epilogue and stores. i8 x: int32 sums of dp4a against the codes, minus the
+// row sums rs[r * G + g] (exact, wrapping like the reference); grouped: per group g the
+// int32 sum p_g, then y += float(p_g) * s[g, n] in f32, ascending g. f32 x: f32 sums.
+std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const TMatMulConfig& c,
+                           const std::vector<EpilogueRead>& epilogue, ir::Activation act) {
+  const bool int8 = s.x == ElemKind::I8, grouped = s.group > 0;
+  const std::int64_t chunks = (s.k + kChunk - 1) / kChunk, full = s.k / kChunk;
+  const std::int64_t groups = grouped ? ir::grouped_scale_rows(s.k, s.group) : 1;
+  const std::uint32_t block = c.tpc * c.cols;
+  std::vector<std::string> p;
+  p.push_back(int8 ? "const tj_i8* __restrict__ x" : "const float* __restrict__ x");
+  p.push_back("const tj_u32x4* __restrict__ w");
+  if (int8) p.push_back("const tj_i32* __restrict__ rs");
+  if (grouped) p.push_back("const float* __restrict__ gs");
+  for (std::size_t i = 0; i < epilogue.size(); ++i) p.push_back("const float* __restrict__ e" + std::to_string(i));
+  p.push_back("float* __restrict__ y");
+  const std::string acc_ty = int8 ? "tj_i32" : "float";
+  std::string g = head(name, block, p);
+  g += "  const tj_u32 M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", C = " + u(chunks) +
+       ", CF = " + u(full) + ", TPC = " + u(c.tpc) + ", COLS = " + u(c.cols) + ", ROWS = " + u(c.rows) +
+       ", RT = " + u((s.m + c.rows - 1) / c.rows) + ", G = " + u(groups) + ";\n";
+  g += "  (void)C; (void)CF; (void)K; (void)G;\n";
+  g += "  __shared__ " + acc_ty + " red[" + std::to_string(std::max<std::uint32_t>(1, block / 32)) + "];\n";
+  g += "  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;\n";
+  g += "  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing\n";
+  g += "  const tj_u32x4* wc = w + (tj_u64)nn * C;\n";
+  g += "  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {\n    const tj_u32 r0 = rt * ROWS;\n";
+  // The chunk call of row t for chunk index `ci` with weights `wv`.
+  const std::string chunk_fn = s.k % 16 == 0 ? "tj_chunk16" : s.k % 4 == 0 ? "tj_chunk4" : "tj_chunk1";
+  auto row_loop = [&](const std::string& body) {
+    return "      for (tj_u32 t = 0u; t < ROWS; ++t) {\n        if (r0 + t >= M) break;\n" + body + "      }\n";
+  };
+  auto full_chunk = [&](const std::string& ci, const std::string& wv) {
+    if (int8) return "        acc[t] = " + chunk_fn + "(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", acc[t]);\n";
+    return "        acc[t] = tj_fchunk(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", 0u, 64u, acc[t]);\n";
+  };
+  auto tail_chunk = [&](const std::string& ci, const std::string& wv, const std::string& lo, const std::string& hi) {
+    if (int8)
+      return "        acc[t] = tj_chunk_tail(x + (r0 + t) * K + " + ci + " * 64u, K - " + ci + " * 64u, " + wv +
+             ", acc[t]);\n";
+    return "        acc[t] = tj_fchunk(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", " + lo + ", " + hi +
+           ", acc[t]);\n";
+  };
+  const std::string zero = int8 ? "0" : "0.0f";
+  if (!grouped) {
+    g += "    " + acc_ty + " acc[ROWS];\n    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = " + zero + ";\n";
+    g += "    tj_u32 c = lane;\n";
+    if (c.unroll > 1) {
+      // `unroll` 16-byte weight loads issued before any of them is used.
+      g += "    for (; c + " + u(c.unroll - 1) + " * TPC < CF; c += " + u(c.unroll) + " * TPC) {\n";
+      for (std::uint32_t i = 0; i < c.unroll; ++i)
+        g += "      const tj_u32x4 w" + std::to_string(i) + " = wc[c + " + u(i) + " * TPC];\n";
+      std::string body;
+      for (std::uint32_t i = 0; i < c.unroll; ++i) body += full_chunk("(c + " + u(i) + " * TPC)", "w" + std::to_string(i));
+      g += row_loop(body) + "    }\n";
+    }
+    g += "    for (; c < CF; c += TPC) {\n      const tj_u32x4 w0 = wc[c];\n" + row_loop(full_chunk("c", "w0")) + "    }\n";
+    if (full < chunks)
+      g += "    if (lane == CF % TPC) {\n      const tj_u32x4 w0 = wc[CF];\n" +
+           row_loop(tail_chunk("CF", "w0", "0u", "K - CF * 64u")) + "    }\n";
+    g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
+    g += "      " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t], red);\n";
+    g += "      if (lane != 0u || n >= N) continue;\n      const tj_u32 r = r0 + t;\n";
+    g += int8 ? "      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);\n" : "      float yv = v;\n";
+  } else {
+    g += "    float gacc[ROWS];\n    for (tj_u32 t = 0u; t < ROWS; ++t) gacc[t] = 0.0f;\n";
+    g += "    for (tj_u32 gi = 0u; gi < G; ++gi) {\n";
+    g += "      const tj_u32 lo = gi * " + u(s.group) + ", hi = lo + " + u(s.group) + " < K ? lo + " + u(s.group) +
+         " : K;\n";
+    g += "      " + acc_ty + " acc[ROWS];\n      for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = " + zero + ";\n";
+    g += "      for (tj_u32 c = lo / 64u + lane; c < (hi + 63u) / 64u; c += TPC) {\n";
+    g += "        tj_u32x4 w0 = wc[c];\n";
+    const bool partial = s.group % kChunk != 0;
+    if (partial && int8) g += "        if (c * 64u < lo || c * 64u + 64u > hi) w0 = tj_kmask(w0, c * 64u, lo, hi);\n";
+    std::string body;
+    if (int8) {
+      body = "        if (c < CF)\n  " + full_chunk("c", "w0") + "        else\n  " + tail_chunk("c", "w0", "", "");
+    } else {
+      body = "        const tj_u32 ilo = lo > c * 64u ? lo - c * 64u : 0u, ihi = hi < c * 64u + 64u ? hi - c * 64u : 64u;\n" +
+             tail_chunk("c", "w0", "ilo", "ihi");
+    }
+    std::string rl = row_loop(body);
+    // indent the row loop one level deeper (inside the chunk loop)
+    std::string ind;
+    for (std::size_t i = 0, b = 0; i <= rl.size(); ++i)
+      if (i == rl.size() || rl[i] == '\n') {
+        if (i > b) ind += "  " + rl.substr(b, i - b);
+        if (i < rl.size()) ind += "\n";
+        b = i + 1;
+      }
+    g += ind + "      }\n";
+    g += "      for (tj_u32 t = 0u; t < ROWS; ++t) {\n        if (r0 + t >= M) break;\n";
+    g += "        " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t], red);\n";
+    g += "        if (lane != 0u) continue;\n";
+    g += int8 ? "        const float pv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[(r0 + t) * G + gi]);\n"
+              : "        const float pv = v;\n";
+    g += "        gacc[t] = tj_add(gacc[t], tj_mul(pv, gs[gi * N + nn]));\n      }\n    }\n";
+    g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
+    g += "      if (lane != 0u || n >= N) continue;\n      const tj_u32 r = r0 + t;\n";
+    g += "      float yv = gacc[t];\n";
+  }
+  for (std::size_t i = 0; i < epilogue.size(); ++i) {
+    const EpilogueRead& ep = epilogue[i];
+    const std::string v = "e" + std::to_string(i) + "[r * " + u(ep.row_stride) + " + n * " + u(ep.col_stride) + "]";
+    g += "      yv = " + apply(ep.op, "yv", v) + ";\n";
+  }
+  if (auto a = ir::activation_op(act)) g += "      yv = " + apply(*a, "yv", "") + ";\n";
+  g += "      y[r * N + n] = yv;\n    }\n  }\n}\n";
+  return g;
+}
+
+// The row sums of i8 activations x[M, K] per group: rs[r * G + g] = sum of x[r, k] over
+// k in [g group, min(K, (g + 1) group)). One block per (group, row).
+std::string rowsum_kernel(const std::string& name, std::int64_t m, std::int64_t k, std::int64_t group) {
+  const std::int64_t groups = ir::grouped_scale_rows(k, group);
+  std::string g = head(name, kRowBlock, {"const tj_i8* __restrict__ x", "tj_i32* __restrict__ rs"});
+  g += "  const tj_u32 K = " + u(k) + ", GROUP = " + u(group) + ", G = " + u(groups) + ", M = " + u(m) + ";\n";
+  g += "  __shared__ tj_i32 red[" + std::to_string(kRowBlock / 32) + "];\n";
+  g += "  for (tj_u32 r = blockIdx.y; r < M; r += gridDim.y) {\n";
+  g += "    const tj_u32 lo = blockIdx.x * GROUP, hi = lo + GROUP < K ? lo + GROUP : K;\n";
+  g += "    tj_i32 v = 0;\n    for (tj_u32 i = lo + threadIdx.x; i < hi; i += blockDim.x) v += x[r * K + i];\n";
+  g += "    v = tj_block_isum(v, red);\n    if (threadIdx.x == 0u) rs[r * G + blockIdx.x] = v;\n  }\n}\n";
+  return g;
+}
+
+// ------------------------------------------------------------------ row-wise ops
+
+// quantize (f32 -> i8 + f32 row scale) and quantize_int8 (f32 -> f32): one block per
+// row; the absmax scale of ir/quant.cpp (NaN for a row holding a NaN or an infinity:
+// the NaN-propagating max of |x| is then not finite), round half to even, clamp to +-127.
+std::string quantize_kernel(const std::string& name, std::int64_t rows, std::int64_t k, bool fake) {
+  std::vector<std::string> p = {"const float* __restrict__ x"};
+  if (fake) p.push_back("float* __restrict__ q");
+  else p.insert(p.end(), {"tj_i8* __restrict__ q", "float* __restrict__ s"});
+  std::string g = head(name, kRowBlock, p);
+  g += "  const tj_u32 ROWS = " + u(rows) + ", K = " + u(k) + ";\n";
+  g += "  __shared__ float red[" + std::to_string(kRowBlock / 32) + "];\n";
+  g += "  for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {\n    const float* xr = x + r * K;\n";
+  g += "    float m = 0.0f;\n    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) m = tj_fmax(m, tj_abs(xr[c]));\n";
+  g += "    m = tj_block_max(m, red);\n    const float sc = tj_finite(m) ? tj_div(m, 127.0f) : tj_qnan();\n";
+  if (fake) {
+    g += "    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_mul((float)tj_quant(xr[c], sc), sc);\n";
+  } else {
+    g += "    if (threadIdx.x == 0u) s[r] = sc;\n";
+    g += "    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_quant(xr[c], sc);\n";
+  }
+  g += "  }\n}\n";
+  return g;
+}
+
+// rmsnorm over the last axis, one block per row. The sum of squares is taken of x / max|x|
+// so rows of large finite magnitude do not overflow f32.
+std::string rmsnorm_kernel(const std::string& name, std::int64_t rows, std::int64_t d, double eps) {
+  char epsbuf[64];
+  std::snprintf(epsbuf, sizeof epsbuf, "%.9ef", eps);
+  std::string g = head(name, kRowBlock, {"const float* __restrict__ x", "const float* __restrict__ gamma", "float* __restrict__ y"});
+  g += "  const tj_u32 ROWS = " + u(rows) + ", D = " + u(d) + ";\n  const float EPS = " + epsbuf + ";\n";
+  g += "  __shared__ float red[" + std::to_string(kRowBlock / 32) + "];\n";
+  g += "  for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {\n    const float* xr = x + r * D;\n";
+  g += "    float m = 0.0f;\n    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) m = tj_fmax(m, tj_abs(xr[c]));\n";
+  g += "    m = tj_block_max(m, red);\n    float ss = 0.0f;\n";
+  g += "    const bool plain = m == 0.0f || !tj_finite(m);\n";
+  g += "    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) {\n"
+       "      const float v = plain ? xr[c] : tj_div(xr[c], m);\n      ss = tj_add(ss, tj_mul(v, v));\n    }\n";
+  g += "    ss = tj_block_sum(ss, red);\n";
+  g += "    const float denom = plain ? sqrtf(tj_add(tj_div(ss, (float)D), EPS))\n"
+       "                              : tj_mul(m, sqrtf(tj_add(tj_div(ss, (float)D), tj_div(tj_div(EPS, m), m))));\n";
+  g += "    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) y[r * D + c] = tj_mul(tj_div(xr[c], denom), gamma[c]);\n";
+  g += "  }\n}\n";
+  return g;
+}
+
+// softmax and the reductions along an axis of [outer, len, inner]: one thread per
+// (outer, inner) pair, a grid-stride loop.
+std::string axis_kernel(const std::string& name, Op op, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  std::string g = head(name, kRowBlock, {"const float* __restrict__ x", "float* __restrict__ y"});
+  g += "  const tj_u32 OUTER = " + u(outer) + ", LEN = " + u(len) + ", INNER = " + u(inner) + ";\n";
+  g += "  for (tj_u32 id = blockIdx.x * blockDim.x + threadIdx.x; id < OUTER * INNER; id += gridDim.x * blockDim.x) {\n";
+  g += "    const tj_u32 o = id / INNER, i = id % INNER, base = o * LEN * INNER + i;\n";
+  switch (op) {
+    case Op::Softmax:
+      g += "    float m = tj_bits(0xff800000u);\n";
+      g += "    for (tj_u32 k = 0u; k < LEN; ++k) { const float v = x[base + k * INNER]; m = (tj_isnan(v) || tj_isnan(m)) ? "
+           "tj_qnan() : (v > m ? v : m); }\n";
+      g += "    float sum = 0.0f;\n    for (tj_u32 k = 0u; k < LEN; ++k) sum = tj_add(sum, expf(tj_sub(x[base + k * INNER], m)));\n";
+      g += "    for (tj_u32 k = 0u; k < LEN; ++k) y[base + k * INNER] = tj_div(expf(tj_sub(x[base + k * INNER], m)), sum);\n";
+      break;
+    case Op::ReduceMax:
+      g += "    float m = tj_bits(0xff800000u);\n";
+      g += "    for (tj_u32 k = 0u; k < LEN; ++k) { const float v = x[base + k * INNER]; m = (tj_isnan(v) || tj_isnan(m)) ? "
+           "tj_qnan() : (v > m ? v : m); }\n    y[id] = m;\n";
+      break;
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+      g += "    float s = 0.0f;\n    for (tj_u32 k = 0u; k < LEN; ++k) s = tj_add(s, x[base + k * INNER]);\n";
+      g += op == Op::ReduceMean ? "    y[id] = tj_div(s, (float)LEN);\n" : "    y[id] = s;\n";
+      break;
+    default: TERNJIT_UNREACHABLE("axis_kernel: " + quote(op));
+  }
+  g += "  }\n}\n";
+  return g;
+}
+
+// ewise and the standalone elementwise ops: one thread per element, a grid-stride loop.
+std::string ewise_kernel(const std::string& name, const std::vector<ir::EwiseStep>& steps,
+                         const std::vector<std::pair<std::int64_t, std::int64_t>>& views, std::int64_t items,
+                         std::int64_t cols) {
+  std::vector<std::string> p;
+  const std::size_t n = views.size();
+  for (std::size_t i = 0; i < n; ++i) p.push_back("const float* __restrict__ a" + std::to_string(i));
+  p.push_back("float* __restrict__ y");
+  std::string g = head(name, kRowBlock, p);
+  g += "  const tj_u32 ITEMS = " + u(items) + ", COLS = " + u(cols) + ";\n";
+  g += "  for (tj_u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < ITEMS; e += gridDim.x * blockDim.x) {\n";
+  g += "    const tj_u32 r = e / COLS, c = e % COLS;\n    (void)r; (void)c;\n";
+  for (std::size_t i = 0; i < n; ++i)
+    g += "    const float s" + std::to_string(i) + " = a" + std::to_string(i) + "[r * " + u(views[i].first) +
+         " + c * " + u(views[i].second) + "];\n";
+  for (std::size_t j = 0; j < steps.size(); ++j) {
+    const ir::EwiseStep& st = steps[j];
+    g += "    const float s" + std::to_string(n + j) + " = " +
+         apply(st.op, "s" + std::to_string(st.a), st.b >= 0 ? "s" + std::to_string(st.b) : "") + ";\n";
+  }
+  g += "    y[e] = s" + std::to_string(n + steps.size() - 1) + ";\n  }\n}\n";
+  return g;
+}
+
+// A byte copy (a returned value not computed in place).
+std::string copy_kernel(const std::string& name, std::size_t bytes) {
+  std::string g = head(name, kRowBlock, {"const tj_u8* __restrict__ a", "tj_u8* __restrict__ b"});
+  g += "  for (tj_u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < " + u(static_cast<std::int64_t>(bytes)) +
+       "; i += gridDim.x * blockDim.x) b[i] = a[i];\n}\n";
+  return g;
+}
+
+std::uint32_t grid_1d(std::int64_t items) {
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>((items + kRowBlock - 1) / kRowBlock, 1, kMaxGrid));
+}
+
+// ------------------------------------------------------------------ support
+
+Result<void> op_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
+  const ir::Type& rt = f.type_of(inst.results[0]);
+  for (ValueId v : inst.operands)
+    if (f.type_of(v).static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^31 elements");
+  if (rt.static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^31 elements");
+  if (rt.static_numel().value_or(0) == 0) return unsupported("an empty result of " + quote(inst.op));
+  auto all_f32 = [&] {
+    return rt.elem == ElemKind::F32 &&
+           std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return f32(f, v); });
+  };
+  switch (inst.op) {
+    case Op::TMatMul: {
+      const ElemKind xk = f.type_of(inst.operands[0]).elem;
+      if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
+      const ir::Type& wt = f.type_of(inst.operands[1]);
+      if (wt.elem != ElemKind::T2) return unsupported("tmatmul weights must be t2");
+      if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
+      if (wt.rank() != 2 || wt.shape[0].extent == 0) return unsupported("tmatmul weight must be a non-empty matrix");
+      const std::int64_t kp = (wt.shape[0].extent + kChunk - 1) / kChunk * kChunk;
+      if (kp / 4 * wt.shape[1].extent > kMaxElems) return unsupported("a packed tmatmul weight over 2 GiB");
+      if (auto r = tmatmul_operands_supported(f, inst); !r.ok()) return unsupported(r.error().message);
+      if (plan && !plan->is_load_time(inst.operands[1]))
+        return unsupported("tmatmul weights must be known at load (a parameter or constant)");
+      return success();
+    }
+    case Op::QuantizeInt8:
+      if (!all_f32() || rt.rank() == 0) return unsupported("quantize_int8 is generated for f32 rows only");
+      return success();
+    default: break;
+  }
+  if (auto rule = row_op_supported(f, inst)) {
+    if (!rule->ok()) return unsupported(rule->error().message);
+    const bool reduction = inst.op == Op::RmsNorm || inst.op == Op::Softmax || inst.op == Op::ReduceSum ||
+                           inst.op == Op::ReduceMean || inst.op == Op::ReduceMax;
+    if (reduction && f.type_of(inst.operands[0]).rank() == 0) return unsupported(quote(inst.op) + " of a scalar");
+    return success();
+  }
+  return unsupported("no kernel for " + quote(inst.op));
+}
+
+TMatMulShape shape_of(const ir::Function& f, const ir::InstData& inst) {
+  const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+  const ir::Type& wt = f.type_of(inst.operands[1]);
+  TMatMulShape s;
+  s.k = wt.shape[0].extent;
+  s.n = wt.shape[1].extent;
+  s.m = numel(extents(f.type_of(inst.results[0]))) / s.n;
+  s.x = f.type_of(inst.operands[0]).elem;
+  s.group = tmatmul_group_scale(inst) ? a.group : 0;
+  return s;
+}
+
+std::uint32_t pow2_floor(std::int64_t v) {
+  std::uint32_t p = 1;
+  while (static_cast<std::int64_t>(p) * 2 <= v && p < (1u << 30)) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+std::string_view dialect_name(Dialect d) { return d == Dialect::Cuda ? "cuda" : "hip"; }
+
+std::string config_text(const TMatMulConfig& c) {
+  return "tpc=" + std::to_string(c.tpc) + ";cols=" + std::to_string(c.cols) + ";unroll=" + std::to_string(c.unroll) +
+         ";rows=" + std::to_string(c.rows);
+}
+
+std::optional<TMatMulConfig> parse_config(std::string_view text) {
+  TMatMulConfig c;
+  unsigned tpc = 0, cols = 0, unroll = 0, rows = 0;
+  const std::string t(text);
+  int used = 0;
+  if (std::sscanf(t.c_str(), "tpc=%u;cols=%u;unroll=%u;rows=%u%n", &tpc, &cols, &unroll, &rows, &used) != 4 ||
+      static_cast<std::size_t>(used) != t.size())
+    return std::nullopt;
+  c.tpc = tpc;
+  c.cols = cols;
+  c.unroll = unroll;
+  c.rows = rows;
+  if (config_text(c) != t) return std::nullopt;  // one spelling per configuration
+  return c;
+}
+
+bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size) {
+  (void)s;
+  if (warp_size != 32 && warp_size != 64) return false;
+  if (c.tpc == 0 || c.tpc > 1024 || !std::has_single_bit(c.tpc)) return false;
+  if (c.cols == 0 || c.cols > 1024) return false;
+  const std::uint64_t block = std::uint64_t{c.tpc} * c.cols;
+  if (block > 1024 || block % warp_size != 0) return false;
+  if (c.unroll != 1 && c.unroll != 2 && c.unroll != 4) return false;
+  return c.rows >= 1 && c.rows <= 8;
+}
+
+TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size) {
+  TMatMulConfig c;
+  const std::int64_t chunks = std::max<std::int64_t>(1, (s.k + kChunk - 1) / kChunk);
+  // Two or more chunks per thread; a whole warp per column unless K is short; split K
+  // further (up to 256 threads per column) when N is small, so enough blocks exist.
+  const std::uint32_t cap = s.n < 512 ? 256 : warp_size;
+  c.tpc = std::clamp<std::uint32_t>(pow2_floor(std::max<std::int64_t>(1, chunks / 2)), 1, cap);
+  c.cols = std::max<std::uint32_t>(1, 256 / c.tpc);
+  while (std::uint64_t{c.tpc} * c.cols % warp_size != 0) ++c.cols;
+  c.unroll = chunks / c.tpc >= 4 ? 2 : 1;
+  c.rows = static_cast<std::uint32_t>(std::clamp<std::int64_t>(s.m, 1, 8));
+  return c;
+}
+
+Result<void> supported(const ir::Function& f) {
+  TERNJIT_TRY_VOID(plannable(f, "simt"));
+  const StepPlan plan = plan_steps(f);
+  for (const PlannedStep& ps : plan.steps) {
+    if (ps.kind != PlannedStep::Kind::Compute) continue;
+    TERNJIT_TRY_VOID(op_supported(f, f.inst(ps.inst), &plan));
+  }
+  for (std::size_t b : plan.in_bytes)
+    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("an argument over 2 GiB");
+  for (std::size_t b : plan.out_bytes)
+    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("a result over 2 GiB");
+  return success();
+}
+
+std::vector<TMatMulShape> tmatmul_shapes(const ir::Function& f) {
+  std::vector<TMatMulShape> out;
+  const StepPlan plan = plan_steps(f);
+  for (const PlannedStep& ps : plan.steps)
+    if (ps.kind == PlannedStep::Kind::Compute && f.inst(ps.inst).op == Op::TMatMul)
+      out.push_back(shape_of(f, f.inst(ps.inst)));
+  return out;
+}
+
+Result<SimtProgram> generate(const ir::Module& specialized, std::string_view function, const SimtOptions& options) {
+  const ir::Function* fp = specialized.find_function(function);
+  if (fp == nullptr) return make_error(ErrorCode::NotFound, "no function @" + std::string(function));
+  const ir::Function& f = *fp;
+  if (options.warp_size != 32 && options.warp_size != 64)
+    return make_error(ErrorCode::InvalidArgument, "the simt generator: warp size " +
+                                                      std::to_string(options.warp_size) + " (32 or 64)");
+  TERNJIT_TRY_VOID(supported(f));
+  SimtProgram p;
+  p.dialect = options.dialect;
+  p.warp_size = options.warp_size;
+  p.plan = plan_steps(f);
+  p.source = prelude(options);
+  std::map<std::size_t, std::size_t> scratch_of;  // plan scratch offset -> scratch id
+  std::map<std::size_t, std::size_t> weight_of;   // load-time index -> weights index
+  std::map<std::pair<std::uint32_t, std::int64_t>, std::size_t> rowsum_of;  // (x value, group) -> scratch id
+  auto slot_arg = [&](const Slot& s, std::size_t bytes) -> KernelArg {
+    switch (s.kind) {
+      case SlotKind::Arg: return {KernelArg::Kind::Input, s.index, 0};
+      case SlotKind::Out: return {KernelArg::Kind::Output, s.index, 0};
+      case SlotKind::Const: return {KernelArg::Kind::Const, s.index, 0};
+      case SlotKind::Scratch: break;
+    }
+    auto [it, fresh] = scratch_of.try_emplace(s.index, p.scratch_bytes.size());
+    if (fresh) p.scratch_bytes.push_back(0);
+    p.scratch_bytes[it->second] = std::max(p.scratch_bytes[it->second], bytes);
+    return {KernelArg::Kind::Scratch, it->second, 0};
+  };
+  auto bytes_of = [&](ValueId v) { return static_bytes(f.type_of(v)); };
+  std::size_t index = 0;
+  for (const PlannedStep& ps : p.plan.steps) {
+    const std::size_t step = index++;
+    if (ps.kind == PlannedStep::Kind::Copy) {
+      KernelLaunch k;
+      k.name = "tj_copy_" + std::to_string(step);
+      k.op = "copy";
+      k.block = {kRowBlock, 1, 1};
+      k.grid = {grid_1d(static_cast<std::int64_t>(ps.bytes)), 1, 1};
+      k.args = {slot_arg(ps.in[0], ps.bytes), slot_arg(ps.out[0], ps.bytes)};
+      p.source += "\n" + copy_kernel(k.name, ps.bytes);
+      p.kernels.push_back(std::move(k));
+      continue;
+    }
+    const ir::InstData& inst = f.inst(ps.inst);
+    const std::string name = "tj_" + std::string(ir::op_name(inst.op)) + "_" + std::to_string(step);
+    KernelLaunch k;
+    k.name = name;
+    k.inst = ps.inst;
+    k.op = std::string(ir::op_name(inst.op));
+    k.block = {kRowBlock, 1, 1};
+    std::vector<KernelArg> ins, outs;
+    for (std::size_t i = 0; i < ps.in.size(); ++i) ins.push_back(slot_arg(ps.in[i], bytes_of(inst.operands[i])));
+    for (std::size_t j = 0; j < ps.out.size(); ++j) outs.push_back(slot_arg(ps.out[j], bytes_of(inst.results[j])));
+    const auto out = extents(f.type_of(inst.results[0]));
+    const std::int64_t items = numel(out);
+    const std::int64_t cols = out.empty() ? 1 : out.back();
+    auto view = [&](ValueId v) { return *targets::view2d(out, extents(f.type_of(v))); };
+    std::string src;
+    switch (inst.op) {
+      case Op::TMatMul: {
+        const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+        const TMatMulShape s = shape_of(f, inst);
+        const std::size_t t = p.tmatmuls.size();
+        TMatMulConfig c = default_config(s, options.warp_size);
+        if (t < options.decisions.size() && !options.decisions[t].empty()) {
+          auto parsed = parse_config(options.decisions[t]);
+          if (!parsed || !config_valid(*parsed, s, options.warp_size))
+            return make_error(ErrorCode::InvalidArgument, "the simt generator: tmatmul configuration '" +
+                                                              options.decisions[t] + "' is not valid here");
+          c = *parsed;
+        }
+        p.tmatmuls.push_back(s);
+        p.configs.push_back(c);
+        // The weight, packed once per distinct load-time value.
+        const std::size_t lt = ps.in[1].index;
+        auto [wit, wfresh] = weight_of.try_emplace(lt, p.weights.size());
+        if (wfresh) {
+          WeightUse wu;
+          wu.load_time = lt;
+          wu.k = s.k;
+          wu.n = s.n;
+          const ir::InstData& def = f.inst(p.plan.load_time[lt].inst);
+          if (def.op == Op::Param) wu.param = std::get<ir::ParamAttrs>(def.attrs).name;
+          p.weights.push_back(std::move(wu));
+        }
+        std::vector<KernelArg> args = {ins[0], {KernelArg::Kind::Weight, wit->second, 0}};
+        if (s.x == ElemKind::I8) {
+          // The activation row sums (per group), once per activation value and group.
+          const std::int64_t group = s.group > 0 ? s.group : s.k;
+          auto key = std::make_pair(inst.operands[0].index, group);
+          auto rit = rowsum_of.find(key);
+          if (rit == rowsum_of.end()) {
+            const std::int64_t groups = ir::grouped_scale_rows(s.k, group);
+            const std::size_t id = p.scratch_bytes.size();
+            p.scratch_bytes.push_back(static_cast<std::size_t>(s.m * groups) * 4);
+            KernelLaunch r;
+            r.name = "tj_rowsum_" + std::to_string(step);
+            r.op = "rowsum";
+            r.inst = ps.inst;
+            r.block = {kRowBlock, 1, 1};
+            r.grid = {static_cast<std::uint32_t>(groups), static_cast<std::uint32_t>(std::min(s.m, kMaxGrid)), 1};
+            r.args = {ins[0], {KernelArg::Kind::Scratch, id, 0}};
+            p.source += "\n" + rowsum_kernel(r.name, s.m, s.k, group);
+            p.kernels.push_back(std::move(r));
+            rit = rowsum_of.emplace(key, id).first;
+          }
+          args.push_back({KernelArg::Kind::Scratch, rit->second, 0});
+        }
+        if (auto gs = tmatmul_group_scale(inst)) args.push_back(ins[*gs]);
+        std::vector<EpilogueRead> ep;
+        for (const TMatMulEpilogueOperand& e : tmatmul_epilogue(inst)) {
+          const auto [rs, cs] = view(inst.operands[e.operand]);
+          ep.push_back({e.op, rs, cs});
+          args.push_back(ins[e.operand]);
+        }
+        args.push_back(outs[0]);
+        k.args = std::move(args);
+        k.tmatmul = static_cast<std::int64_t>(t);
+        k.block = {c.tpc * c.cols, 1, 1};
+        k.grid = {static_cast<std::uint32_t>((s.n + c.cols - 1) / c.cols),
+                  static_cast<std::uint32_t>(std::min<std::int64_t>((s.m + c.rows - 1) / c.rows, kMaxGrid)), 1};
+        src = tmatmul_kernel(name, s, c, ep, a.act);
+        break;
+      }
+      case Op::Quantize:
+      case Op::QuantizeInt8: {
+        const std::int64_t rows = items / cols;
+        src = quantize_kernel(name, rows, cols, inst.op == Op::QuantizeInt8);
+        k.grid = {static_cast<std::uint32_t>(std::min(rows, kMaxGrid)), 1, 1};
+        k.args = ins;
+        k.args.insert(k.args.end(), outs.begin(), outs.end());
+        break;
+      }
+      case Op::RmsNorm: {
+        const std::int64_t rows = items / cols;
+        src = rmsnorm_kernel(name, rows, cols, std::get<ir::EpsAttrs>(inst.attrs).eps);
+        k.grid = {static_cast<std::uint32_t>(std::min(rows, kMaxGrid)), 1, 1};
+        k.args = ins;
+        k.args.insert(k.args.end(), outs.begin(), outs.end());
+        break;
+      }
+      case Op::Softmax:
+      case Op::ReduceSum:
+      case Op::ReduceMean:
+      case Op::ReduceMax: {
+        const auto in = extents(f.type_of(inst.operands[0]));
+        const auto axis = static_cast<std::size_t>(std::get<ir::AxisAttrs>(inst.attrs).axis);
+        std::int64_t outer = 1, inner = 1;
+        for (std::size_t d = 0; d < in.size(); ++d) {
+          if (d < axis) outer *= in[d];
+          if (d > axis) inner *= in[d];
+        }
+        src = axis_kernel(name, inst.op, outer, in[axis], inner);
+        k.grid = {grid_1d(outer * inner), 1, 1};
+        k.args = ins;
+        k.args.insert(k.args.end(), outs.begin(), outs.end());
+        break;
+      }
+      default: {
+        std::vector<ir::EwiseStep> steps;
+        if (inst.op == Op::Ewise) steps = std::get<ir::EwiseAttrs>(inst.attrs).steps;
+        else steps.push_back({inst.op, 0, ir::is_ewise_binary(inst.op) ? 1 : -1});
+        std::vector<std::pair<std::int64_t, std::int64_t>> views;
+        for (ValueId v : inst.operands) views.push_back(view(v));
+        src = ewise_kernel(name, steps, views, items, cols);
+        k.grid = {grid_1d(items), 1, 1};
+        k.args = ins;
+        k.args.insert(k.args.end(), outs.begin(), outs.end());
+        break;
+      }
+    }
+    p.source += "\n" + src;
+    p.kernels.push_back(std::move(k));
+  }
+  return p;
+}
+
+std::string_view layout_name() { return "tcodes64"; }
+
+std::size_t packed_weight_bytes(std::int64_t k, std::int64_t n) {
+  return static_cast<std::size_t>(n) * static_cast<std::size_t>((k + kChunk - 1) / kChunk) * 16;
+}
+
+namespace {
+template <class Read>
+Result<std::vector<std::uint8_t>> pack(std::int64_t k, std::int64_t n, Read read) {
+  if (k <= 0 || n <= 0) return make_error(ErrorCode::InvalidInput, "a ternary weight must be a non-empty [K, N] matrix");
+  const std::int64_t kp = (k + kChunk - 1) / kChunk * kChunk;
+  if (n > std::numeric_limits<std::int64_t>::max() / (kp / 4) || (kp / 4) * n > kMaxElems)
+    return make_error(ErrorCode::InvalidArgument, "a packed ternary weight of [" + std::to_string(k) + ", " +
+                                                      std::to_string(n) + "] is over 2 GiB");
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(kp / 4 * n), 0);
+  std::vector<std::int8_t> row(static_cast<std::size_t>(n));
+  for (std::int64_t kk = 0; kk < k; ++kk) {
+    read(kk, row);
+    const std::int64_t kw = kk / 16, j = (kk % 16) / 4, b = kk % 4;
+    for (std::int64_t c = 0; c < n; ++c) {
+      const std::int8_t w = row[static_cast<std::size_t>(c)];
+      if (w < -1 || w > 1)
+        return make_error(ErrorCode::InvalidInput, "a ternary weight holds " + std::to_string(w) + " at [" +
+                                                       std::to_string(kk) + ", " + std::to_string(c) + "]");
+      const auto code = static_cast<std::uint32_t>(w + 1);
+      // Word kw of column c, little-endian, bit 8 b + 2 j.
+      const std::size_t byte = static_cast<std::size_t>(c * (kp / 4) + kw * 4 + b);
+      out[byte] = static_cast<std::uint8_t>(out[byte] | (code << (2 * j)));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const LoadValue& value, std::int64_t k, std::int64_t n) {
+  const auto& shape = value.shape();
+  if (shape.size() != 2 || shape[0] != k || shape[1] != n)
+    return make_error(ErrorCode::InvalidInput, "a ternary weight read as [" + std::to_string(k) + ", " +
+                                                   std::to_string(n) + "] has another shape");
+  return pack(k, n, [&](std::int64_t kk, std::span<std::int8_t> row) {
+    value.read_int8(static_cast<std::size_t>(kk * n), row);
+  });
+}
+
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const std::int8_t* w, std::int64_t k, std::int64_t n) {
+  if (w == nullptr) return make_error(ErrorCode::InvalidArgument, "pack_ternary_weight: null weights");
+  return pack(k, n, [&](std::int64_t kk, std::span<std::int8_t> row) {
+    std::copy_n(w + kk * n, row.size(), row.begin());
+  });
+}
+
+}  // namespace ternjit::targets::simt
