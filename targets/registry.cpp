@@ -2,6 +2,8 @@
 // registry.cpp - the explicit target table (no static self-registration) and name lookup.
 #include "targets/registry.h"
 
+#include "targets/cuda/cuda_target.h"
+#include "targets/hip/hip_target.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/reference/reference_target.h"
 #include "targets/spirv/spirv_target.h"
@@ -12,8 +14,9 @@ namespace ternjit::targets {
 TargetRegistry TargetRegistry::create() {
   // The table, in `auto` priority order (SPEC section 5): a CUDA GPU, an AMD GPU, a
   // Vulkan GPU, then the CPU (x86 machine code, then LLVM), then the interpreter.
-  // Targets join this list as they land, in their slot; none is a placeholder.
   std::vector<std::unique_ptr<Target>> table;
+  table.push_back(make_cuda_target());
+  table.push_back(make_hip_target());
   table.push_back(make_spirv_target());
   table.push_back(make_x86_target());
   table.push_back(make_llvm_target());

@@ -9,11 +9,14 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <system_error>
 
 #include "cache/artifact_codec.h"
 #include "cache/disk_cache.h"
+#include "cache/entry.h"
 #include "jit/options.h"
 
 namespace ternjit::cli {
@@ -66,9 +69,24 @@ std::string describe(const cache::Key& key) {
     return s;
   }
   std::string s;
-  for (const char* f : {"target", "function", "opt_level", "version"})
+  for (const char* f : {"target", "function", "opt_level", "version", "toolchain"})
     if (!key.field(f).empty()) s += (s.empty() ? "" : " ") + std::string(f) + "=" + std::string(key.field(f));
   return s;
+}
+
+// The resource usage an artifact recorded when it was compiled (metadata "usage": the
+// GPU targets' registers and spills per kernel), read from the entry at `root`/`path`;
+// "" when there is none or the entry does not decode (`verify` reports that).
+std::string artifact_usage(const std::string& root, const cache::EntryInfo& e) {
+  if (e.kind != cache::EntryKind::Artifact || !e.problem.empty() || e.size > (std::uint64_t{256} << 20)) return "";
+  std::ifstream in(std::filesystem::path(root) / e.path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto entry = cache::decode_entry(file);
+  if (!entry.ok()) return "";
+  auto artifact = cache::decode_artifact(entry->payload);
+  if (!artifact.ok()) return "";
+  auto it = artifact->metadata.find("usage");
+  return it == artifact->metadata.end() ? "" : it->second;
 }
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
@@ -159,7 +177,7 @@ int cmd_cache(const CacheCommandOptions& o) {
                             {"problem", e.problem}};
         if (e.key) {
           nlohmann::json fields = nlohmann::json::object();
-          for (const char* f : {"target", "function", "opt_level", "version", "config"})
+          for (const char* f : {"target", "function", "opt_level", "version", "toolchain", "config"})
             if (!e.key->field(f).empty()) fields[f] = std::string(e.key->field(f));
           if (auto kernel = e.key->kind() == "record" ? cache::Key::parse(e.key->field("kernel")) : std::nullopt) {
             fields["kernel"] = kernel->hex();
@@ -168,15 +186,18 @@ int cmd_cache(const CacheCommandOptions& o) {
           }
           j["key"] = std::move(fields);
         }
+        if (std::string usage = artifact_usage(dir, e); !usage.empty()) j["usage"] = usage;
         list.push_back(std::move(j));
       }
       print_json(list);
       return 0;
     }
     for (const cache::EntryInfo& e : *entries) {
-      std::printf("%-8s %10s  %s  %s  %s%s%s\n", e.kind == cache::EntryKind::Artifact ? "artifact" : "record",
+      const std::string usage = artifact_usage(dir, e);
+      std::printf("%-8s %10s  %s  %s  %s%s%s%s%s\n", e.kind == cache::EntryKind::Artifact ? "artifact" : "record",
                   human(e.size).c_str(), when(e.last_used).c_str(), e.path.c_str(),
-                  e.key ? describe(*e.key).c_str() : "", e.problem.empty() ? "" : "  PROBLEM: ", e.problem.c_str());
+                  e.key ? describe(*e.key).c_str() : "", usage.empty() ? "" : " usage: ", usage.c_str(),
+                  e.problem.empty() ? "" : "  PROBLEM: ", e.problem.c_str());
     }
     return 0;
   }

@@ -142,13 +142,17 @@ void add_compile_command(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
-  cmd->add_option("--target", o->target, "code generator: x86 (default), llvm, spirv, reference");
+  cmd->add_option("--target", o->target,
+                  "code generator: x86 (default), llvm, spirv, cuda, hip, reference (cuda and hip compile without a GPU)");
   cmd->add_option("--emit", o->emit, "ir: the optimized IR; else a form the target emits - x86: asm (per-step "
                                       "config and disassembly); llvm: asm, llvm (LLVM IR), obj (object + C header, "
-                                      "needs -o); spirv: spirv (SPIR-V disassembly), glsl (shader source)");
+                                      "needs -o); spirv: spirv (SPIR-V disassembly), glsl (shader source); cuda: cuda (CUDA C++ and "
+                                      "the launch plan), ptx, cubin (needs -o); hip: hip (HIP C++), hsaco (code object, "
+                                      "needs -o)");
   cmd->add_option("--target-options", o->target_options,
                   "the target's options, TARGET.NAME=VALUE;... (x86.max_isa=avx2, llvm.triple=..., llvm.cpu=..., "
-                  "spirv.device=..., spirv.int_dot=on|off)");
+                  "spirv.device=..., spirv.int_dot=on|off, cuda.arch=sm_80|sm_86|sm_89|sm_90|sm_90a, cuda.device=N, "
+                  "hip.offload_arch=gfx90a,gfx1030,..., hip.device=N)");
   cmd->add_option("--max-isa", o->max_isa,
                   "x86.max_isa: highest ISA to generate code for: avx2, avx_vnni, avx512, avx512_vnni or amx "
                   "(default: the best the host runs; code for others is generated, never run)");

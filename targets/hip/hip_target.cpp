@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: Apache-2.0
+// hip_target.cpp - the HIP Target: options, offload archs, hiprtc code objects, load on an AMD GPU, emit.
+#include "targets/hip/hip_target.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "ir/print.h"
+#include "targets/common/device_weights.h"
+#include "targets/common/gpu_program.h"
+#include "targets/common/simt_source.h"
+#include "targets/common/simt_space.h"
+#include "targets/hip/hip_api.h"
+
+namespace ternjit::targets {
+
+namespace {
+
+using hip::HipDevice;
+using hip::RuntimeApi;
+
+// GpuApi on one AMD GPU (hipSetDevice makes it current for the calling thread).
+class HipGpuApi final : public GpuApi {
+ public:
+  HipGpuApi(const RuntimeApi& api, int device) : api_(api), device_(device) {}
+  [[nodiscard]] Result<std::shared_ptr<void>> make_current() const override {
+    if (int r = api_.hipSetDevice(device_); r != 0) return hip::hip_error(api_, "hipSetDevice", r);
+    return std::shared_ptr<void>();
+  }
+  [[nodiscard]] Result<DevicePtr> alloc(std::size_t bytes) const override {
+    void* p = nullptr;
+    if (int r = api_.hipMalloc(&p, bytes); r != 0) return hip::hip_error(api_, "hipMalloc", r);
+    return reinterpret_cast<DevicePtr>(p);
+  }
+  void free(DevicePtr p) const override { api_.hipFree(reinterpret_cast<void*>(p)); }
+  [[nodiscard]] Result<void> upload(DevicePtr dst, const void* src, std::size_t n, void* stream) const override {
+    if (int r = api_.hipMemcpyHtoDAsync(reinterpret_cast<void*>(dst), const_cast<void*>(src), n,
+                                        static_cast<hip::HipStream>(stream));
+        r != 0)
+      return hip::hip_error(api_, "hipMemcpyHtoDAsync", r);
+    return success();
+  }
+  [[nodiscard]] Result<void> download(void* dst, DevicePtr src, std::size_t n, void* stream) const override {
+    if (int r = api_.hipMemcpyDtoHAsync(dst, reinterpret_cast<void*>(src), n, static_cast<hip::HipStream>(stream));
+        r != 0)
+      return hip::hip_error(api_, "hipMemcpyDtoHAsync", r);
+    return success();
+  }
+  [[nodiscard]] Result<void> launch(void* function, const simt::Dim3& g, const simt::Dim3& b, std::uint32_t shared,
+                                    void* stream, void** params) const override {
+    if (int r = api_.hipModuleLaunchKernel(static_cast<hip::HipFunction>(function), g.x, g.y, g.z, b.x, b.y, b.z,
+                                           shared, static_cast<hip::HipStream>(stream), params, nullptr);
+        r != 0)
+      return hip::hip_error(api_, "hipModuleLaunchKernel", r);
+    return success();
+  }
+  [[nodiscard]] Result<void> synchronize(void* stream) const override {
+    if (int r = api_.hipStreamSynchronize(static_cast<hip::HipStream>(stream)); r != 0)
+      return hip::hip_error(api_, "hipStreamSynchronize", r);
+    return success();
+  }
+  [[nodiscard]] Result<void*> create_stream() const override {
+    hip::HipStream s = nullptr;
+    if (int r = api_.hipStreamCreate(&s); r != 0) return hip::hip_error(api_, "hipStreamCreate", r);
+    return static_cast<void*>(s);
+  }
+  void destroy_stream(void* s) const override { api_.hipStreamDestroy(static_cast<hip::HipStream>(s)); }
+
+ private:
+  const RuntimeApi& api_;
+  int device_ = 0;
+};
+
+struct HipModuleHolder {
+  const RuntimeApi* api = nullptr;
+  int device = 0;
+  hip::HipModule module = nullptr;
+  std::vector<hip::HipFunction> functions;
+  ~HipModuleHolder() {
+    if (module && api->hipSetDevice(device) == 0) api->hipModuleUnload(module);
+  }
+};
+
+struct LoadedState {
+  std::shared_ptr<GpuProgram> program;
+};
+
+Result<void> run_loaded(const void* state, void* const* buffers) {
+  return static_cast<const LoadedState*>(state)->program->run(buffers);
+}
+
+Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
+  if (!state) return make_error(ErrorCode::InvalidArgument, "hip launch: null kernel");
+  return static_cast<const LoadedState*>(state)->program->launch(stream, buffers);
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
+  return out;
+}
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t end = text.find(sep, at);
+    out.emplace_back(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string source_digest(const std::string& s) { return bytes_digest(std::vector<std::uint8_t>(s.begin(), s.end())); }
+
+// One code object of an artifact: "arch:offset:size:digest" in metadata "code_objects".
+struct CodeObjectEntry {
+  std::string arch;
+  std::size_t offset = 0, size = 0;
+  std::string source_digest;
+};
+
+Result<std::vector<CodeObjectEntry>> parse_entries(const Artifact& a) {
+  std::vector<CodeObjectEntry> out;
+  auto bad = [] { return make_error(ErrorCode::InvalidInput, "hip artifact: its code-object table is damaged"); };
+  auto it = a.metadata.find("code_objects");
+  if (it == a.metadata.end()) return bad();
+  for (const std::string& item : split(it->second, ',')) {
+    const std::vector<std::string> f = split(item, ':');
+    if (f.size() != 4 || f[1].empty() || f[2].empty() || f[1].size() > 12 || f[2].size() > 12 ||
+        f[1].find_first_not_of("0123456789") != std::string::npos ||
+        f[2].find_first_not_of("0123456789") != std::string::npos)
+      return bad();
+    CodeObjectEntry e{f[0], std::stoull(f[1]), std::stoull(f[2]), f[3]};
+    if (e.offset > a.bytes.size() || e.size > a.bytes.size() - e.offset) return bad();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+class HipTarget final : public Target {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "hip"; }
+  [[nodiscard]] TargetKind kind() const override { return TargetKind::Gpu; }
+
+  [[nodiscard]] Result<void> available() const override {
+    auto rtc = hip::hiprtc_version();
+    auto device = hip::select_hip_device("auto");
+    if (!device.ok()) {
+      Error e = device.error();
+      e.code = ErrorCode::Unavailable;
+      e.message += rtc.ok() ? "; compile-only with " + *rtc + " (ternjit compile --target hip --emit hip|hsaco)"
+                            : "; " + rtc.error().message;
+      return e;
+    }
+    if (!rtc.ok()) return rtc.error();
+    if (auto ok = hip::check_offload_arch((*device)->arch); !ok.ok())
+      return make_error(ErrorCode::Unavailable, (*device)->name + " (" + (*device)->arch + "): " + ok.error().message);
+    return success();
+  }
+
+  [[nodiscard]] bool may_have_gpu() const override { return ::access("/dev/kfd", F_OK) == 0; }
+
+  [[nodiscard]] TargetDescription describe() const override {
+    TargetDescription t;
+    t.name = std::string(name());
+    t.kind = std::string(target_kind_name(kind()));
+    auto ok = available();
+    t.available = ok.ok();
+    if (!ok.ok()) t.reason = ok.error().message;
+    auto d = hip::select_hip_device("auto");
+    auto rt = hip::runtime();
+    if (d.ok() && rt.ok()) {
+      t.device = (*d)->name + " (HIP, " + (*rt)->version_text() + ")";
+      t.memory_bytes = (*d)->memory_bytes;
+      t.features = (*d)->arch + ", " + std::to_string((*d)->compute_units) + " CUs, wave " +
+                   std::to_string((*d)->warp_size);
+    } else {
+      t.features = "compile-only, default offload arch " + std::string(hip::kDefaultArch);
+    }
+    return t;
+  }
+
+  [[nodiscard]] std::vector<DeviceDescription> devices() const override {
+    std::vector<DeviceDescription> out;
+    auto all = hip::hip_devices();
+    auto rt = hip::runtime();
+    if (!all.ok() || !rt.ok()) return out;
+    for (const HipDevice& d : **all) {
+      out.push_back(d.description(**rt));
+      out.back().selected = d.index == 0;
+    }
+    return out;
+  }
+
+  [[nodiscard]] std::string toolchain() const override {
+    auto rtc = hip::hiprtc_version();
+    auto rt = hip::runtime();
+    return (rtc.ok() ? *rtc : std::string("hiprtc none")) + "; " + (rt.ok() ? (*rt)->version_text() : "hip runtime none");
+  }
+
+  [[nodiscard]] passes::TargetInfo info() const override {
+    passes::TargetInfo t;
+    t.name = "hip";
+    t.int8_dot = true;
+    t.weight_layout = WeightFormat::Plain;
+    return t;
+  }
+
+  // Options: offload_arch (a comma list of kSupportedArchs), device (auto | index).
+  [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
+    for (const auto& [option, value] : given.values) {
+      if (option == "offload_arch") {
+        TERNJIT_TRY(auto archs, hip::parse_offload_archs(value));
+        (void)archs;
+      } else if (option == "device") {
+        if (value.empty() || (value != "auto" && (value.size() > 4 || value.find_first_not_of("0123456789") !=
+                                                                           std::string::npos)))
+          return make_error(ErrorCode::InvalidArgument, "hip.device='" + value + "': expected auto or an index");
+      } else {
+        return make_error(ErrorCode::InvalidArgument,
+                          "unknown hip option '" + option + "' (hip takes: offload_arch, device)");
+      }
+    }
+    return given;
+  }
+
+  [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override { return simt::supported(f); }
+
+  [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
+                                         const CompileOptions& options) const override {
+    TERNJIT_TRY(std::vector<std::string> archs, resolve_archs(options.target));
+    Artifact a;
+    a.kind = ArtifactKind::Hsaco;
+    a.entry = std::string(function);
+    std::vector<std::string> table;
+    for (const std::string& arch : archs) {
+      TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options.decisions, arch));
+      TERNJIT_TRY(hip::HipOutput out, hip::compile_hip(p.source, std::string(function), arch));
+      table.push_back(arch + ":" + std::to_string(a.bytes.size()) + ":" + std::to_string(out.code.size()) + ":" +
+                      source_digest(p.source));
+      a.bytes.insert(a.bytes.end(), out.code.begin(), out.code.end());
+    }
+    a.metadata["ir"] = ir::print_module(specialized);
+    a.metadata["code_objects"] = join(table, ",");
+    a.metadata["decisions"] = join(options.decisions, "|");
+    a.metadata["bytes_digest"] = bytes_digest(a.bytes);
+    a.metadata["toolchain"] = toolchain();
+    a.metadata["isa"] = "hip_" + join(archs, "_");
+    return a;
+  }
+
+  [[nodiscard]] std::unique_ptr<ProgramState> new_program_state() const override {
+    return std::make_unique<DeviceWeights>();
+  }
+
+  [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
+    TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
+    if (a.kind != ArtifactKind::Hsaco)
+      return make_error(ErrorCode::InvalidInput,
+                        "the hip target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    for (const char* field : {"ir", "decisions", "bytes_digest"})
+      if (!a.metadata.count(field))
+        return make_error(ErrorCode::InvalidInput, std::string("hip artifact lacks its '") + field + "' metadata");
+    if (bytes_digest(a.bytes) != a.metadata.at("bytes_digest"))
+      return make_error(ErrorCode::InvalidInput, "hip artifact: the code objects do not match their digest (damaged)");
+    TERNJIT_TRY(std::vector<CodeObjectEntry> entries, parse_entries(a));
+    TERNJIT_TRY(const HipDevice* device, hip::select_hip_device(context.options.get("device")));
+    auto entry = std::find_if(entries.begin(), entries.end(), [&](const CodeObjectEntry& e) { return e.arch == device->arch; });
+    if (entry == entries.end())
+      return make_error(ErrorCode::Unavailable, "the artifact has no code object for " + device->name + " (" +
+                                                    device->arch + "): compile with hip.offload_arch=" + device->arch);
+    const std::vector<std::uint8_t> code(a.bytes.begin() + static_cast<std::ptrdiff_t>(entry->offset),
+                                         a.bytes.begin() + static_cast<std::ptrdiff_t>(entry->offset + entry->size));
+    TERNJIT_TRY_VOID(hip::check_code_object(code));
+    Artifact text;
+    text.bytes.assign(a.metadata.at("ir").begin(), a.metadata.at("ir").end());
+    text.entry = a.entry;
+    TERNJIT_TRY(ir::Module m, parse_artifact_module(text));
+    TERNJIT_TRY(simt::SimtProgram p, generate(m, a.entry, split(a.metadata.at("decisions"), '|'), device->arch));
+    if (source_digest(p.source) != entry->source_digest)
+      return make_error(ErrorCode::InvalidInput,
+                        "hip artifact: its source is not what this build generates for it (stale or damaged entry)");
+    TERNJIT_TRY(const RuntimeApi* api, hip::runtime());
+    auto module = std::make_shared<HipModuleHolder>();
+    module->api = api;
+    module->device = device->index;
+    if (int r = api->hipSetDevice(device->index); r != 0) return hip::hip_error(*api, "hipSetDevice", r);
+    if (int r = api->hipModuleLoadData(&module->module, code.data()); r != 0) {
+      module->module = nullptr;
+      Error e = hip::hip_error(*api, "hipModuleLoadData", r);
+      e.code = ErrorCode::InvalidInput;
+      return e;
+    }
+    for (const simt::KernelLaunch& k : p.kernels) {
+      hip::HipFunction f = nullptr;
+      if (int r = api->hipModuleGetFunction(&f, module->module, k.name.c_str()); r != 0)
+        return hip::hip_error(*api, ("hipModuleGetFunction '" + k.name + "'").c_str(), r);
+      module->functions.push_back(f);
+    }
+    const ir::Function& f = *m.find_function(a.entry);
+    TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
+    std::vector<void*> functions(module->functions.begin(), module->functions.end());
+    auto gpu = std::make_shared<const HipGpuApi>(*api, device->index);
+    const std::string device_key = "hip" + std::to_string(device->index) + ":" + device->name;
+    auto state = std::make_shared<LoadedState>();
+    TERNJIT_TRY(state->program, GpuProgram::create(gpu, device_key, std::move(p), std::move(functions), module, values,
+                                                   dynamic_cast<DeviceWeights*>(context.state)));
+    LoadedKernel k;
+    k.run = &run_loaded;
+    k.launch = &launch_loaded;
+    k.state = state.get();
+    k.isa = "hip_" + device->arch;
+    k.device_handles = {static_cast<std::uintptr_t>(device->index)};
+    k.owner = std::move(state);
+    return k;
+  }
+
+  [[nodiscard]] bool decides_at_compile() const override { return true; }
+
+  [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
+      const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {
+    const ir::Function* f = specialized.find_function(function);
+    if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
+    TERNJIT_TRY_VOID(simt::supported(*f));
+    TERNJIT_TRY(std::vector<std::string> archs, resolve_archs(options.target));
+    simt::SpaceOptions o;
+    o.op = "hip.tmatmul";
+    o.device_key = archs.front();
+    o.warp_size = hip::wave_size(archs.front());
+    o.int_dot = archs.front() != "gfx900";
+    if (auto d = hip::select_hip_device(options.target.get("device")); d.ok())
+      o.multiprocessors = static_cast<std::uint32_t>((*d)->compute_units);
+    std::vector<std::unique_ptr<TuningSpace>> spaces;
+    for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f)) spaces.push_back(simt::make_tmatmul_space(s, o, nullptr));
+    return spaces;
+  }
+
+  [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {"hip", "hsaco"}; }
+
+  [[nodiscard]] Result<Emitted> emit(const ir::Module& specialized, std::string_view function, std::string_view what,
+                                     const CompileOptions& options, const ir::ParamValues*) const override {
+    if (what != "hip" && what != "hsaco")
+      return make_error(ErrorCode::InvalidArgument,
+                        "the hip target emits 'hip' or 'hsaco', not '" + std::string(what) + "'");
+    TERNJIT_TRY(std::vector<std::string> archs, resolve_archs(options.target));
+    if (what == "hsaco" && archs.size() != 1)
+      return make_error(ErrorCode::InvalidArgument, "--emit hsaco writes one code object: give one hip.offload_arch");
+    std::string text;
+    for (const std::string& arch : archs) {
+      TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options.decisions, arch));
+      if (what == "hsaco") {
+        TERNJIT_TRY(hip::HipOutput out, hip::compile_hip(p.source, std::string(function), arch));
+        return Emitted{std::string(out.code.begin(), out.code.end()), true, {}};
+      }
+      text += "// " + std::string(function) + " on hip (" + arch + ", wave" + std::to_string(p.warp_size) + "): " +
+              std::to_string(p.kernels.size()) + " launches in order on one stream\n";
+      for (const simt::KernelLaunch& k : p.kernels) {
+        char line[256];
+        std::snprintf(line, sizeof line, "//   %s grid (%u, %u, %u) block (%u, %u, %u) shared %u\n", k.name.c_str(),
+                      k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.shared_bytes);
+        text += line;
+      }
+      text += "\n" + p.source;
+    }
+    return Emitted{std::move(text), false, {}};
+  }
+
+ private:
+  // The option's archs, else the selected device's, else kDefaultArch.
+  static Result<std::vector<std::string>> resolve_archs(const TargetOptions& options) {
+    if (std::string list = options.get("offload_arch"); !list.empty()) return hip::parse_offload_archs(list);
+    auto d = hip::select_hip_device(options.get("device"));
+    if (d.ok()) {
+      TERNJIT_TRY_VOID(hip::check_offload_arch((*d)->arch));
+      return std::vector<std::string>{(*d)->arch};
+    }
+    if (d.error().code == ErrorCode::InvalidArgument) return d.error();
+    return std::vector<std::string>{std::string(hip::kDefaultArch)};
+  }
+
+  static Result<simt::SimtProgram> generate(const ir::Module& specialized, std::string_view function,
+                                            const std::vector<std::string>& decisions, const std::string& arch) {
+    simt::SimtOptions o;
+    o.dialect = simt::Dialect::Hip;
+    o.warp_size = hip::wave_size(arch);
+    o.int_dot = arch != "gfx900";  // v_dot4_i32_i8 (sdot4) from gfx906 on
+    o.decisions = decisions;
+    return simt::generate(specialized, function, o);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_hip_target() { return std::make_unique<HipTarget>(); }
+
+Result<std::vector<std::string>> hip::parse_offload_archs(std::string_view list) {
+  std::vector<std::string> out;
+  for (std::string arch : split(list, ',')) {
+    while (!arch.empty() && arch.front() == ' ') arch.erase(arch.begin());
+    while (!arch.empty() && arch.back() == ' ') arch.pop_back();
+    TERNJIT_TRY_VOID(check_offload_arch(arch));
+    if (std::find(out.begin(), out.end(), arch) == out.end()) out.push_back(arch);
+  }
+  if (out.empty()) return make_error(ErrorCode::InvalidArgument, "hip.offload_arch is empty");
+  return out;
+}
+
+std::uint32_t hip::wave_size(std::string_view arch) {
+  return arch.substr(0, 5) == "gfx10" || arch.substr(0, 5) == "gfx11" ? 32 : 64;
+}
+
+}  // namespace ternjit::targets

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpu_programs.h - the small programs the cuda and hip tests compile: IR text per kernel op and tests/dsl layers, specialized and optimized.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/dsl/dsl.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
+#include "targets/target.h"
+
+namespace ternjit::gpu_testing {
+
+/// One program: a specialized module after the O2 pipeline, the function to compile,
+/// and whether the SIMT generator must support it (every IR case and the ternary layers).
+struct Program {
+  std::string name;
+  ir::Module module;
+  std::string function;
+  bool must_support = true;
+};
+
+inline std::string sh(std::initializer_list<std::int64_t> d) {
+  std::string s = "[";
+  for (auto it = d.begin(); it != d.end(); ++it) s += (it == d.begin() ? "" : ", ") + std::to_string(*it);
+  return s + "]";
+}
+
+/// A tmatmul with every epilogue operand (or w_scale alone), i8 or f32 activations.
+inline std::string tmatmul_tir(std::int64_t M, std::int64_t K, std::int64_t N, const std::string& x,
+                               const std::string& act, bool epilogue) {
+  const std::string xs = sh({M, K}), ys = sh({M, N});
+  std::string t = "param @w : t2" + sh({K, N}) + "\nparam @ws : f32" + sh({N}) + "\nfunc @f(%q: " + x + xs;
+  if (epilogue) t += ", %xs: f32" + sh({M, 1}) + ", %b: f32" + sh({N}) + ", %r: f32" + ys;
+  t += ") -> f32" + ys + " {\n^entry:\n  %w = param @w : t2" + sh({K, N}) + "\n  %ws = param @ws : f32" + sh({N}) + "\n";
+  if (epilogue)
+    t += "  %y = tmatmul %q, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = " +
+         act + "} : f32" + ys + "\n";
+  else
+    t += "  %y = tmatmul %q, %w, %ws {x_scale = false, w_scale = true, bias = false, residual = false, act = " + act +
+         "} : f32" + ys + "\n";
+  return t + "  ret %y\n}\n";
+}
+
+/// A grouped-scale tmatmul (w_scale f32[G, N]).
+inline std::string grouped_tir(std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t group, const std::string& x) {
+  const std::int64_t G = (K + group - 1) / group;
+  return "param @w : t2" + sh({K, N}) + "\nparam @s : f32" + sh({G, N}) + "\nfunc @f(%q: " + x + sh({M, K}) +
+         ") -> f32" + sh({M, N}) + " {\n^entry:\n  %w = param @w : t2" + sh({K, N}) + "\n  %s = param @s : f32" +
+         sh({G, N}) + "\n  %y = tmatmul %q, %w, %s {x_scale = false, w_scale = true, bias = false, residual = false, "
+         "act = none, group = " + std::to_string(group) + "} : f32" + sh({M, N}) + "\n  ret %y\n}\n";
+}
+
+/// The IR programs: one per kernel op family, odd shapes.
+inline std::vector<std::pair<std::string, std::string>> ir_programs() {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("tmatmul i8 M=1 relu", tmatmul_tir(1, 37, 21, "i8", "relu", false));
+  out.emplace_back("tmatmul i8 M=3 epilogue gelu", tmatmul_tir(3, 130, 17, "i8", "gelu", true));
+  out.emplace_back("tmatmul i8 M=17 epilogue silu", tmatmul_tir(17, 256, 65, "i8", "silu", true));
+  out.emplace_back("tmatmul f32 M=2", tmatmul_tir(2, 45, 9, "f32", "none", true));
+  out.emplace_back("grouped i8", grouped_tir(3, 300, 17, 256, "i8"));
+  out.emplace_back("grouped f32", grouped_tir(2, 100, 9, 32, "f32"));
+  const std::string t = sh({5, 7});
+  out.emplace_back("quantize", "func @f(%x: f32" + t + ") -> (i8" + t + ", f32[5, 1], f32" + t +
+                                   ") {\n^entry:\n  %q, %s = quantize %x : i8" + t +
+                                   ", f32[5, 1]\n  %fq = quantize_int8 %x : f32" + t + "\n  ret %q, %s, %fq\n}\n");
+  const std::string r = sh({3, 5, 7});
+  out.emplace_back("rmsnorm", "func @f(%x: f32" + r + ", %g: f32[7]) -> f32" + r +
+                                  " {\n^entry:\n  %y = rmsnorm %x, %g {eps = 1e-05} : f32" + r + "\n  ret %y\n}\n");
+  out.emplace_back("softmax and reductions",
+                   "func @f(%x: f32" + r + ") -> (f32" + r + ", f32[3, 1, 7], f32[3, 5, 1], f32[1, 5, 7]) {\n^entry:\n"
+                   "  %s = softmax %x {axis = 2} : f32" + r + "\n  %a = reduce_sum %x {axis = 1, keepdims = true} : "
+                   "f32[3, 1, 7]\n  %m = reduce_mean %x {axis = 2, keepdims = true} : f32[3, 5, 1]\n"
+                   "  %x1 = reduce_max %x {axis = 0, keepdims = true} : f32[1, 5, 7]\n  ret %s, %a, %m, %x1\n}\n");
+  out.emplace_back("ewise", "func @f(%a: f32[5, 11], %b: f32[11], %c: f32[5, 11]) -> f32[5, 11] {\n^entry:\n"
+                            "  %y = ewise %a, %b, %c {steps = [mul(0, 1), add(3, 2), silu(4)]} : f32[5, 11]\n"
+                            "  ret %y\n}\n");
+  out.emplace_back("elementwise broadcasts",
+                   "func @f(%a: f32[3, 7], %b: f32[7], %c: f32[3, 1]) -> (f32[3, 7], f32[3, 7], f32[3, 7]) {\n^entry:\n"
+                   "  %x = add %a, %b : f32[3, 7]\n  %y = div %a, %c : f32[3, 7]\n  %z = tanh %x : f32[3, 7]\n"
+                   "  ret %x, %y, %z\n}\n");
+  out.emplace_back("copies", "func @f(%a: f32[3, 4]) -> (f32[3, 4], f32[3, 4], f32[12]) {\n^entry:\n"
+                             "  %e = neg %a : f32[3, 4]\n  %r = reshape %e : f32[12]\n  ret %e, %a, %r\n}\n");
+  return out;
+}
+
+/// The tests/dsl layers with shapes (the function, its file, its symbols).
+struct DslCase {
+  const char* file;
+  const char* function;
+  std::map<std::string, std::int64_t> shapes;
+  bool must_support;
+};
+
+inline std::vector<DslCase> dsl_cases() {
+  return {
+      {"bitlinear.tri", "BitLinear.forward", {{"M", 3}, {"K", 37}, {"N", 21}}, true},
+      {"bitlinear.tri", "BitLinear.forward", {{"M", 1}, {"K", 256}, {"N", 64}}, true},
+      {"grouped_matmul.tri", "GLinear.forward", {{"M", 2}, {"K", 300}, {"N", 17}, {"G", 2}, {"H", 10}}, true},
+      {"grouped_matmul.tri", "GLinear.small_groups", {{"M", 2}, {"K", 300}, {"N", 17}, {"G", 2}, {"H", 10}}, true},
+      {"linear_classifier.tri", "LinearClassifier.forward", {{"N", 3}}, false},
+      {"several_layers.tri", "Body.forward", {{"N", 5}}, false},
+      {"several_layers.tri", "Head.probs", {{"N", 5}}, false},
+      {"all_builtins.tri", "Builtins.unary", {{"R", 3}, {"D", 7}}, false},
+      {"all_builtins.tri", "Builtins.axes", {{"R", 3}, {"D", 7}}, false},
+      {"mlp_composition.tri", "MLP.forward", {{"B", 2}, {"T", 3}, {"K", 32}, {"BitLinear.N", 16}}, false},
+  };
+}
+
+/// Every program, parsed or compiled, specialized and run through the O2 pipeline for `target`.
+inline std::vector<Program> programs(const targets::Target& target) {
+  std::vector<Program> out;
+  for (auto& [name, tir] : ir_programs()) {
+    auto m = ir::parse_module(tir, name + ".tir");
+    REQUIRE_MESSAGE(m.ok(), name << ": " << (m.ok() ? "" : m.error().message));
+    out.push_back(Program{name, std::move(*m), "f", true});
+  }
+  for (const DslCase& c : dsl_cases()) {
+    const std::string path = std::string(TERNJIT_SOURCE_DIR) + "/tests/dsl/" + c.file;
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto m = dsl::compile_tri(text.str(), path);
+    REQUIRE_MESSAGE(m.ok(), path << ": " << (m.ok() ? "" : m.error().message));
+    auto spec = passes::specialize_function(*m, c.function, c.shapes, /*require_static=*/true);
+    REQUIRE_MESSAGE(spec.ok(), c.function << ": " << (spec.ok() ? "" : spec.error().message));
+    passes::PipelineOptions popts;
+    popts.target = target.info();
+    auto report = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, popts.target), popts);
+    REQUIRE_MESSAGE(report.ok(), c.function << ": " << (report.ok() ? "" : report.error().message));
+    out.push_back(Program{std::string(c.file) + " " + c.function, std::move(*spec), c.function, c.must_support});
+  }
+  return out;
+}
+
+}  // namespace ternjit::gpu_testing
