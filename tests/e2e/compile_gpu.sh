@@ -59,7 +59,7 @@ expect_fail "cubin needs -o" "is binary: give -o FILE" "$bin" compile "${base[@]
 
 # `info` lists both targets with why they cannot run here (no driver / no AMD GPU).
 if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/kfd ]; then
-  expect_ok "info" '^cuda +gpu +no' 'reason: .*(libcuda|CUDA driver|no device)' '^hip +gpu +no' -- "$bin" info
+  expect_ok "info" '^ +cuda +gpu +no' 'reason: .*(libcuda|CUDA driver|no device)' '^ +hip +gpu +no' -- "$bin" info
   expect_ok "info json" '"name": "cuda"' '"name": "hip"' -- "$bin" info --json
   expect_fail "run needs a device" "target 'cuda' is unavailable" \
     "$bin" run "${base[@]}" --target cuda
