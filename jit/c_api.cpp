@@ -608,7 +608,8 @@ ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream,
   constexpr const char* fn = "ternjit_kernel_launch";
   return guarded(fn, [&] {
     if (kernel == nullptr) return misuse(fn, "kernel is null");
-    if (stream == nullptr) return misuse(fn, "stream is null");
+    // A null stream is the target's business: CUDA's and HIP's legacy default stream
+    // (torch's default stream is 0); spirv refuses a null command buffer.
     if (buffers == nullptr) return misuse(fn, "buffers is null");
     const auto* k = reinterpret_cast<const ternjit::Kernel*>(kernel);
     auto r = static_cast<const ternjit::jit::Trampoline*>(k->state())->launch(stream, buffers);

@@ -221,14 +221,17 @@ ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel
 /** GPU targets: the framework launch path. The kernel runs on the framework's own device
  *  buffers and queue or stream; ternjit submits nothing and waits for nothing.
  *  ternjit_kernel_device writes the native handles of the device the kernel runs on
- *  (spirv: VkInstance, VkPhysicalDevice, VkDevice, VkQueue, the queue family index) into
+ *  (spirv: VkInstance, VkPhysicalDevice, VkDevice, VkQueue, the queue family index; cuda:
+ *  the device's primary CUcontext and its CUdevice; hip: the device index) into
  *  handles[0 .. *count) and sets *count to how many there are (UNSUPPORTED for a CPU
  *  target; INVALID_ARGUMENT when *count is too small, with *count set to the number needed).
  *  ternjit_kernel_launch enqueues the kernel: spirv records its dispatches into `stream`, a
  *  VkCommandBuffer in the recording state on that device, on `buffers` (VkBuffer handles
  *  cast to void*: inputs then outputs, STORAGE_BUFFER usage, each at least its tensor's
- *  bytes rounded up to 16, plus 16). Ownership and synchronization: targets/README.md,
- *  "GPU targets". */
+ *  bytes rounded up to 16, plus 16); cuda and hip launch on `stream` (a CUstream /
+ *  hipStream_t of that device; null: the legacy default stream) reading and writing
+ *  `buffers` (device pointers, inputs then outputs, each holding its tensor contiguously,
+ *  16-byte aligned). Ownership and synchronization: targets/README.md, "GPU targets". */
 ternjit_status ternjit_kernel_device(const ternjit_kernel* kernel, uintptr_t* handles, size_t* count);
 ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream, void* const* buffers);
 

@@ -661,6 +661,30 @@ class Kernel:
         if status != OK:
             raise Error(status, _last_error(self.program._lib, status))
 
+    def device_handles(self):
+        """GPU targets: the native handles of the device the kernel runs on, as ints (cuda:
+        the CUcontext and the CUdevice; spirv: VkInstance, VkPhysicalDevice, VkDevice,
+        VkQueue, the queue family). Raises :class:`Error` (UNSUPPORTED) for CPU targets."""
+        lib = self.program._lib
+        count = ctypes.c_size_t(8)
+        handles = (ctypes.c_size_t * 8)()
+        _check(lib, lib.ternjit_kernel_device(self._handle, handles, ctypes.byref(count)))
+        return [int(handles[i]) for i in range(count.value)]
+
+    def launch_pointers(self, stream, pointers):
+        """GPU targets, the framework launch path: enqueues the kernel on `stream` (cuda: a
+        CUstream as an int, e.g. ``torch.cuda.current_stream().cuda_stream``; 0: the legacy
+        default stream) reading and writing device pointers (ints, inputs then outputs, each
+        holding its tensor contiguously) and returns without waiting. Nothing is checked
+        but the count; two launches of one kernel must not run at the same time (it owns its
+        scratch). Raises :class:`Error` (UNSUPPORTED) for CPU targets."""
+        if len(pointers) != self._n:
+            raise _misuse("kernel '%s' takes %d buffers, got %d" % (self.function, self._n, len(pointers)))
+        if self.program.closed:
+            raise _misuse("the program of kernel '%s' is closed" % self.function)
+        buffers = (ctypes.c_void_p * max(self._n, 1))(*pointers)
+        _check(self.program._lib, self.program._lib.ternjit_kernel_launch(self._handle, stream or None, buffers))
+
     def __call__(self, *inputs, out=None):
         """Runs on numpy inputs that match :attr:`inputs` exactly (dtype and shape)."""
         if len(inputs) != len(self.inputs):

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # torch.py - PyTorch integration: the ternjit::bitlinear custom op, the BitLinear module and convert().
-"""PyTorch integration (CPU tensors; Debian's python3-torch, 1.13 or later).
+"""PyTorch integration (CPU tensors, and CUDA tensors where the cuda target is available;
+Debian's python3-torch, 1.13 or later).
 
 Importing this module registers the custom op ``torch.ops.ternjit.bitlinear`` with
-``torch.library`` (a CPU kernel that runs a ternjit-compiled layer, and a Meta kernel for
-shape propagation)::
+``torch.library`` (a CPU kernel that runs a ternjit-compiled layer, a CUDA kernel, and a
+Meta kernel for shape propagation)::
 
     ternjit::bitlinear(Tensor x, Tensor weight, Tensor weight_scale, Tensor? bias,
                        Tensor? norm_weight, float norm_eps, str activation, str engine) -> Tensor
@@ -32,6 +33,15 @@ require. The result has no ``grad_fn`` (inference only).
 :class:`BitLinear` is an ``nn.Module`` around the op; :func:`convert` replaces a model's
 ``nn.Linear`` layers (ternarized with BitNet's absmean rule) and HF-style packed
 ``BitLinear`` layers with it.
+
+On CUDA tensors the op runs in place on the device: the layer is compiled by the
+``cuda`` target (the op's engine options with ``target="cuda"`` and
+``cuda.device=<x's device index>``), its weights are uploaded once per program, and the
+kernel is enqueued on ``torch.cuda.current_stream()`` reading ``x`` and writing a fresh
+output through their data pointers (``Kernel.launch_pointers``): no host copy and no
+synchronization. Where the cuda target is unavailable the CUDA kernel raises
+:class:`ternjit.Error` (UNAVAILABLE) saying why. Concurrent calls of one layer on several
+streams are serialized by a lock (a kernel owns its scratch buffers).
 
 Compiled programs are cached per (engine, configuration, parameter tensors): a parameter
 is identified by its data pointer, shape, strides, dtype and version counter, and the
@@ -118,6 +128,34 @@ def engine_key(engine):
     return key
 
 
+def _require_cuda_target():
+    if not ternjit.has_feature("target:cuda"):
+        try:  # the reason, from the library itself
+            ternjit.Engine(target="cuda")
+        except ternjit.Error as e:
+            raise ternjit.Error(ternjit.UNAVAILABLE, "bitlinear on CUDA tensors needs the cuda target: %s" %
+                                e.message) from None
+
+
+def _cuda_engine_for(key, device_index):
+    """The engine of the op's `key` retargeted to the cuda target on device `device_index`."""
+    cuda_key = "%s|cuda:%d" % (key, device_index)
+    with _lock:
+        engine = _engines.get(cuda_key)
+        if engine is not None and not engine.closed:
+            return engine
+    _require_cuda_target()
+    options = {} if key == "" else json.loads(key)
+    options.pop("from_env", None)
+    options["target"] = "cuda"
+    extra = "cuda.device=%d" % device_index
+    given = options.get("target_options")
+    options["target_options"] = extra if not given else given + ";" + extra
+    engine = ternjit.Engine(**options)
+    with _lock:
+        return _engines.setdefault(cuda_key, engine)
+
+
 def _engine_for(key):
     with _lock:
         engine = _engines.get(key)
@@ -169,11 +207,12 @@ def _drop(key):
         _programs.pop(key, None)
 
 
-def _as_f32(t, what, numel=None):
-    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or not t.is_floating_point():
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: %s must be a floating CPU tensor, got %s" %
-                            (what, _describe(t)))
-    flat = t.detach().to(torch.float32).reshape(-1).contiguous()
+def _as_f32(t, what, numel=None, devices=("cpu",)):
+    if not isinstance(t, torch.Tensor) or t.device.type not in devices or not t.is_floating_point():
+        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: %s must be a floating %s tensor, got %s" %
+                            (what, " or ".join(d.upper() for d in devices), _describe(t)))
+    # Parameters are bound from host copies (ternjit uploads them to the device once).
+    flat = t.detach().to(torch.float32).reshape(-1).cpu().contiguous()
     if numel is not None and flat.numel() != numel:
         raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: %s must have %d values, got %s" %
                             (what, numel, list(t.shape)))
@@ -186,26 +225,28 @@ def _describe(t):
     return type(t).__name__
 
 
-def _check_weight(weight):
+def _check_weight(weight, devices=("cpu",)):
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.dtype != torch.int8 \
-            or weight.device.type != "cpu":
+            or weight.device.type not in devices:
         raise ternjit.Error(ternjit.INVALID_ARGUMENT,
-                            "bitlinear: weight must be an int8 CPU tensor [out_features, in_features] of "
-                            "{-1, 0, 1}, got %s" % _describe(weight))
+                            "bitlinear: weight must be an int8 %s tensor [out_features, in_features] of "
+                            "{-1, 0, 1}, got %s" % (" or ".join(d.upper() for d in devices), _describe(weight)))
 
 
-def _entry(x_features, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
-    _check_weight(weight)
+def _entry(x_features, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine, cuda_device=None):
+    """The compiled configuration; `cuda_device` (an index): on the cuda target on that device."""
+    devices = ("cpu",) if cuda_device is None else ("cpu", "cuda")
+    _check_weight(weight, devices)
     n, k = (int(d) for d in weight.shape)
     if x_features != k:
         raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear expects x[..., %d], got x[..., %d]" % (k, x_features))
     tensors = (weight, weight_scale, bias, norm_weight)
-    key = (engine, activation, float(norm_eps)) + tuple(_identity(t) for t in tensors)
+    key = (engine, cuda_device, activation, float(norm_eps)) + tuple(_identity(t) for t in tensors)
     with _lock:
         entry = _programs.get(key)
     if entry is not None and entry.alive(tensors):
         return entry
-    scale = _as_f32(weight_scale, "weight_scale")
+    scale = _as_f32(weight_scale, "weight_scale", devices=devices)
     if scale.numel() == 1:
         scale = scale.expand(n).contiguous()
     elif scale.numel() != n:
@@ -214,15 +255,16 @@ def _entry(x_features, weight, weight_scale, bias, norm_weight, norm_eps, activa
     if weight.numel() and (int(weight.min()) < -1 or int(weight.max()) > 1):
         raise ternjit.Error(ternjit.INVALID_INPUT, "bitlinear: weight has values outside {-1, 0, 1} (range [%d, %d])"
                             % (int(weight.min()), int(weight.max())))
-    program = _engine_for(engine).compile(bitlinear_source(norm_weight is not None, bias is not None, activation,
-                                                           norm_eps), "<ternjit::bitlinear>")
+    eng = _engine_for(engine) if cuda_device is None else _cuda_engine_for(engine, cuda_device)
+    program = eng.compile(bitlinear_source(norm_weight is not None, bias is not None, activation, norm_eps),
+                          "<ternjit::bitlinear>")
     # [out, in] -> the layer's w[K, N]; ternjit copies what it binds.
-    program.bind("BitLinear.w", weight.detach().t().contiguous().numpy(), dtype="t2")
+    program.bind("BitLinear.w", weight.detach().t().cpu().contiguous().numpy(), dtype="t2")
     program.bind("BitLinear.w_scale", scale.numpy())
     if bias is not None:
-        program.bind("BitLinear.bias", _as_f32(bias, "bias", n).numpy())
+        program.bind("BitLinear.bias", _as_f32(bias, "bias", n, devices).numpy())
     if norm_weight is not None:
-        program.bind("BitLinear.gamma", _as_f32(norm_weight, "norm_weight", k).numpy())
+        program.bind("BitLinear.gamma", _as_f32(norm_weight, "norm_weight", k, devices).numpy())
     refs = [None if t is None else weakref.ref(t, lambda _ref, key=key: _drop(key)) for t in tensors]
     entry = _Entry(program, refs, [None if t is None else t._version for t in tensors], n, k)
     with _lock:
@@ -250,6 +292,33 @@ def _bitlinear_cpu(x, weight, weight_scale, bias, norm_weight, norm_eps, activat
     return y.reshape(tuple(x.shape[:-1]) + (entry.n,)).to(out_dtype)
 
 
+def _bitlinear_cuda(x, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
+    """The op on a CUDA tensor `x`: the cuda target's kernel enqueued on torch's current
+    stream on x's and a fresh output's device memory (untested without a CUDA device)."""
+    if x.dim() < 1:
+        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: x must have at least one dimension")
+    _require_cuda_target()
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    entry = _entry(int(x.shape[-1]), weight, weight_scale, bias, norm_weight, norm_eps, activation, engine, index)
+    out_dtype = x.dtype if x.is_floating_point() else torch.float32
+    x2 = x.detach().reshape(-1, entry.k).to(torch.float32).contiguous()
+    rows = int(x2.shape[0])
+    y = torch.empty((rows, entry.n), dtype=torch.float32, device=x.device)
+    if rows > 0:
+        with _lock:
+            kernel = entry.kernels.get(rows)
+        if kernel is None:
+            kernel = entry.program.kernel("BitLinear.forward", ternjit.TensorSpec((rows, entry.k), "f32"))
+            with _lock:
+                entry.kernels[rows] = kernel
+        stream = torch.cuda.current_stream(x.device)
+        # One launch of a kernel at a time: it owns its scratch buffers. Stream order does
+        # the rest (x2 and y are allocated on this stream by the caching allocator).
+        with _lock:
+            kernel.launch_pointers(stream.cuda_stream, [x2.data_ptr(), y.data_ptr()])
+    return y.reshape(tuple(x.shape[:-1]) + (entry.n,)).to(out_dtype)
+
+
 def _bitlinear_meta(x, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
     out_dtype = x.dtype if x.is_floating_point() else torch.float32
     return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],), dtype=out_dtype)
@@ -258,6 +327,7 @@ def _bitlinear_meta(x, weight, weight_scale, bias, norm_weight, norm_eps, activa
 _library = Library("ternjit", "DEF")
 _library.define(_SCHEMA)
 _library.impl("bitlinear", _bitlinear_cpu, "CPU")
+_library.impl("bitlinear", _bitlinear_cuda, "CUDA")
 _library.impl("bitlinear", _bitlinear_meta, "Meta")
 # torch 1.13 registers no autograd fallthrough for meta tensors.
 _library.impl("bitlinear", _bitlinear_meta, "AutogradMeta")

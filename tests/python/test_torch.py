@@ -334,9 +334,43 @@ def test_compile_and_export_need_torch2():
     check("Tensor(a" not in schema and schema.endswith("-> Tensor"), schema)
 
 
+def test_cuda_tensors():
+    """CUDA tensors run on the cuda target in place (launch on torch's current stream).
+    Without a CUDA device (Debian's CPU-only torch, no driver) what can be checked is that
+    the op has a CUDA kernel, that it refuses with UNAVAILABLE and the reason, and that the
+    launch path of a CPU kernel is UNSUPPORTED."""
+    check(torch._C._dispatch_has_kernel_for_dispatch_key("ternjit::bitlinear", "CUDA"), "no CUDA kernel registered")
+    gen = torch.Generator().manual_seed(9)
+    x, weight, gamma, scale = random_layer(gen, 3, 16, 8)
+    engine = ternjit.Engine(target="reference")
+    program = engine.compile(ternjit.torch.bitlinear_source(False, False, "none", 1e-5), "<t>")
+    program.bind("BitLinear.w", weight.t().contiguous().numpy(), dtype="t2")
+    program.bind("BitLinear.w_scale", scale.numpy())
+    kernel = program.kernel("BitLinear.forward", ternjit.TensorSpec((3, 16), "f32"))
+    for fn in (kernel.device_handles, lambda: kernel.launch_pointers(0, [0, 0])):
+        try:
+            fn()
+            check(False, "a CPU kernel accepted the framework launch path")
+        except ternjit.Error as e:
+            check(e.status == ternjit.UNSUPPORTED, "status %s: %s" % (e.status_name, e.message))
+    if not (torch.cuda.is_available() and ternjit.has_feature("target:cuda")):
+        try:  # the CUDA kernel itself, called as the dispatcher would
+            ternjit.torch._bitlinear_cuda(x, weight, scale, None, None, 1e-5, "none", "")
+            check(ternjit.has_feature("target:cuda"), "no error without the cuda target")
+        except ternjit.Error as e:
+            check(e.status == ternjit.UNAVAILABLE and "needs the cuda target" in e.message, e.message)
+        return
+    # On a CUDA machine: the op on CUDA tensors matches the CPU op.
+    want = ternjit.torch.bitlinear(x, weight, scale, None, gamma, 1e-5, "relu", "")
+    got = ternjit.torch.bitlinear(x.cuda(), weight.cuda(), scale.cuda(), None, gamma.cuda(), 1e-5, "relu",
+                                  "")
+    check(got.device.type == "cuda", str(got.device))
+    check(torch.allclose(got.cpu(), want, rtol=1e-5, atol=1e-5), "CUDA result differs from the CPU op")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     harness.run([test_bitlinear_matches_torch, test_module_behaves_like_a_torch_module, test_errors,
                  test_convert_matches_bitnet_float, test_trace_and_script, test_meta_shapes,
                  test_outputs_are_fresh_and_weights_rebind, test_convert_hf_style_bitlinear,
-                 test_compile_and_export_need_torch2])
+                 test_compile_and_export_need_torch2, test_cuda_tensors])
