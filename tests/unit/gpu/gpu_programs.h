@@ -11,11 +11,17 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
+#include <cstring>
+
 #include "ir/dsl/dsl.h"
+#include "ir/interpret.h"
+#include "targets/common/device_weights.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
+#include "targets/common/device_weights.h"
 #include "targets/target.h"
 
 namespace ternjit::gpu_testing {
@@ -140,6 +146,83 @@ inline std::vector<Program> programs(const targets::Target& target) {
     out.push_back(Program{std::string(c.file) + " " + c.function, std::move(*spec), c.function, c.must_support});
   }
   return out;
+}
+
+/// Compiles every program `target` supports, runs it on the target's device on random
+/// inputs with poisoned (0xAB) outputs and compares with ir::interpret; loads it a
+/// second time in the same Program to see the weights shared. `usage_fragment`, when
+/// not empty, must be in the artifact's "usage" metadata. Returns how many ran.
+inline int run_on_device(const targets::Target& t, const std::string& usage_fragment) {
+  int ran = 0;
+  for (const Program& p : programs(t)) {
+    CAPTURE(p.name);
+    const ir::Function& f = *p.module.find_function(p.function);
+    if (!t.check_supported(f).ok()) continue;
+    ir::ParamValues params;
+    std::uint64_t seed = 7;
+    for (const ir::ParamDecl& d : p.module.params()) {
+      std::vector<std::int64_t> shape;
+      bool static_shape = true;
+      for (const ir::Dim& dim : d.type.shape) {
+        static_shape = static_shape && dim.is_static();
+        shape.push_back(dim.extent);
+      }
+      if (static_shape) params.values.emplace(d.name, ir::StoredTensor::random(d.type.elem, shape, seed++));
+    }
+    std::vector<ir::HostTensor> args;
+    for (ir::ValueId v : f.args()) {
+      std::vector<std::int64_t> shape;
+      for (const ir::Dim& dim : f.type_of(v).shape) shape.push_back(dim.extent);
+      args.push_back(ir::HostTensor::random(f.type_of(v).elem, shape, seed++));
+    }
+    auto want = ir::interpret(p.module, p.function, args, params);
+    REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
+    auto a = t.compile(p.module, p.function, {});
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    if (!usage_fragment.empty()) CHECK(a->metadata.at("usage").find(usage_fragment) != std::string::npos);
+    auto state = t.new_program_state();
+    targets::LoadContext lc;
+    lc.params = &params;
+    lc.state = state.get();
+    auto k = t.load(*a, lc);
+    REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
+    std::vector<std::vector<std::uint8_t>> in, out;
+    std::vector<void*> buffers;
+    for (const auto& x : args) in.push_back(x.to_bytes());
+    for (auto& b : in) buffers.push_back(b.data());
+    for (const auto& w : *want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0xAB});  // poison
+    for (auto& b : out) buffers.push_back(b.data());
+    for (int rep = 0; rep < 2; ++rep) {  // twice: nothing of the first call may leak into the second
+      for (auto& b : out) std::memset(b.data(), rep ? 0xAB : 0x5A, b.size());
+      auto r = k->run(k->state, buffers.data());
+      REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+      for (std::size_t j = 0; j < out.size(); ++j) {
+        const ir::HostTensor& w = (*want)[j];
+        if (w.kind != ElemKind::F32) {
+          CHECK_MESSAGE(w.to_bytes() == out[j], "result " << j << " differs (integer result: bit for bit)");
+          continue;
+        }
+        // A device smoke check: the exact per-op bounds are held by tests/unit/simt on the
+        // same source under the SIMT emulator; here 1e-5 relative plus 1e-5 absolute
+        // covers the f32 epilogues, activations and row reductions of these small shapes.
+        std::vector<float> got(w.data.size());
+        std::memcpy(got.data(), out[j].data(), got.size() * 4);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          if (std::isnan(w.data[i]) && std::isnan(got[i])) continue;
+          CHECK_MESSAGE(std::fabs(got[i] - w.data[i]) <= 1e-5 + 1e-5 * std::fabs(w.data[i]),
+                        "result " << j << "[" << i << "] = " << got[i] << ", want " << w.data[i]);
+        }
+      }
+    }
+    auto* weights = dynamic_cast<targets::DeviceWeights*>(state.get());
+    REQUIRE(weights != nullptr);
+    const std::size_t resident = weights->size();
+    auto k2 = t.load(*a, lc);  // a second kernel of the same Program shares the weights
+    REQUIRE(k2.ok());
+    CHECK(weights->size() == resident);
+    ++ran;
+  }
+  return ran;
 }
 
 }  // namespace ternjit::gpu_testing

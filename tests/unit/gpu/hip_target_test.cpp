@@ -153,5 +153,11 @@ TEST_CASE("hip: hiprtc produces AMDGPU code objects for gfx90a (and one per offl
   CHECK(!cache::check_artifact_signature(damaged, *m, "f").ok());
 }
 
+TEST_CASE("hip: every program on the AMD GPU against the interpreter, weights once per Program [hip_device]") {
+  auto t = targets::make_hip_target();
+  REQUIRE(t->available().ok());
+  CHECK(gpu_testing::run_on_device(*t, "") >= 16);
+}
+
 }  // namespace
 }  // namespace ternjit
