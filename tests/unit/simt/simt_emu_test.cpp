@@ -274,10 +274,11 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
 }
 
 // Shapes: M = 1, 2, 3, 9 (two row passes at 8 rows), 17; K with a tail chunk (37, 200,
-// 272, 1000), K % 4 != 0 (37, 45), K % 16 != 0 (200), whole chunks (64, 256); N odd.
+// 272, 1000, 4100, 17000), K % 4 != 0 (37, 45), K % 16 != 0 (200), whole chunks (64, 256); N odd.
 const std::vector<MM> kShapes = {
     {1, 37, 21, 0, "none"},  {1, 64, 5, 1, "relu"},  {3, 200, 17, 2, "none"}, {3, 200, 9, 1, "none", true},
     {9, 272, 33, 2, "relu"}, {1, 1000, 7, 3, "none"}, {17, 45, 3, 2, "none"}, {2, 256, 70, 1, "none"},
+    {1, 17000, 3, 1, "none"}, {2, 4100, 5, 2, "none"},  // enough chunks for every lane of 256 threads per column
 };
 
 TEST_CASE("simt emulator: i8 tmatmul (dp4a on codes, row-sum correction), every epilogue, both dialects, dot and scalar: bit for bit") {
