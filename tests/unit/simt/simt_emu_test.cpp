@@ -489,7 +489,8 @@ TEST_CASE("simt emulator: quantize feeding tmatmul (the BitLinear chain), a shar
   pv.set("u", rnd(ElemKind::T2, {70, 9}, 602));
   pv.set("ws", rnd(ElemKind::F32, {13}, 603));
   check(tir, "f", {rnd(ElemKind::F32, {3, 70}, 604)}, pv, Tol{});
-  // One row-sum kernel serves both tmatmuls of %q; the second %s is a copy kernel.
+  // The quantize kernel writes the row sums both tmatmuls of %q read (no tj_rowsum
+  // kernel); the second %s is a copy kernel.
   auto m = ir::parse_module(tir, "t.tir");
   REQUIRE(m.ok());
   auto p = simt::generate(*m, "f", {});
@@ -499,10 +500,42 @@ TEST_CASE("simt emulator: quantize feeding tmatmul (the BitLinear chain), a shar
     rowsums += k.op == "rowsum";
     copies += k.op == "copy";
   }
-  CHECK(rowsums == 1);
+  CHECK(rowsums == 0);
   CHECK(copies >= 1);
+  CHECK(p->kernels[0].op == "quantize");
+  CHECK(p->kernels[0].args.size() == 4);
   CHECK(p->weights.size() == 2);
   CHECK(p->weights[0].param == "w");
+}
+
+TEST_CASE("simt emulator: quantize feeding a grouped tmatmul and an ungrouped one (row sums per group and fused)") {
+  REQUIRE_COMPILER();
+  const std::string tir =
+      "param @w : t2[150, 7]\nparam @gs : f32[3, 7]\nparam @u : t2[150, 5]\n"
+      "func @f(%x: f32[4, 150]) -> (f32[4, 7], f32[4, 5]) {\n^entry:\n"
+      "  %q, %s = quantize %x : i8[4, 150], f32[4, 1]\n  %w = param @w : t2[150, 7]\n  %gs = param @gs : f32[3, 7]\n"
+      "  %u = param @u : t2[150, 5]\n"
+      "  %y = tmatmul %q, %w, %s, %gs {x_scale = true, w_scale = true, group = 64, bias = false, residual = false, "
+      "act = none} : f32[4, 7]\n"
+      "  %z = tmatmul %q, %u, %s {x_scale = true, w_scale = false, bias = false, residual = false, act = none} : f32[4, 5]\n"
+      "  ret %y, %z\n}\n";
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {150, 7}, 611));
+  pv.set("gs", rnd(ElemKind::F32, {3, 7}, 612));
+  pv.set("u", rnd(ElemKind::T2, {150, 5}, 613));
+  // The grouped result: (G + 2) u S + 8 u |y| as in the grouped case (G = 3, |q| <= 127,
+  // |s| <= 1 per group: S <= 3 * 127 * 64, times |x_scale| <= 1 / 127 here): 1e-4 covers it.
+  Tol tol;
+  tol.exact = false;
+  tol.abs = 1e-4;
+  check(tir, "f", {rnd(ElemKind::F32, {4, 150}, 614)}, pv, tol);
+  auto m = ir::parse_module(tir, "t.tir");
+  REQUIRE(m.ok());
+  auto p = simt::generate(*m, "f", {});
+  REQUIRE(p.ok());
+  int rowsums = 0;
+  for (const auto& k : p->kernels) rowsums += k.op == "rowsum";
+  CHECK(rowsums == 1);  // the grouped tmatmul's; the ungrouped one reads the quantize kernel's
 }
 
 TEST_CASE("simt emulator: rmsnorm, softmax and reductions on every axis") {

@@ -1,7 +1,6 @@
 // plan: cuda warp 32
 // launch tj_rmsnorm_0 grid (8, 1, 1) block (256, 1, 1) shared 0 args in0 in1 scratch0
-// launch tj_quantize_1 grid (8, 1, 1) block (256, 1, 1) shared 0 args scratch0 scratch1 scratch2
-// launch tj_rowsum_2 grid (1, 8, 1) block (256, 1, 1) shared 0 args scratch1 scratch3
+// launch tj_quantize_1 grid (8, 1, 1) block (256, 1, 1) shared 0 args scratch0 scratch1 scratch2 scratch3
 // launch tj_tmatmul_2 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight0 scratch3 scratch2 out0 config tpc=16;cols=16;unroll=1;rows=8
 // launch tj_tmatmul_3 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight1 scratch3 scratch2 out1 config tpc=16;cols=16;unroll=1;rows=8
 // scratch0 81920 bytes
@@ -32,9 +31,10 @@ extern "C" __global__ void __launch_bounds__(256) tj_rmsnorm_0(const float* __re
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) tj_quantize_1(const float* __restrict__ x, tj_i8* __restrict__ q, float* __restrict__ s) {
+extern "C" __global__ void __launch_bounds__(256) tj_quantize_1(const float* __restrict__ x, tj_i8* __restrict__ q, float* __restrict__ s, tj_i32* __restrict__ rs) {
   const tj_u32 ROWS = 8u, K = 2560u;
   __shared__ float red[8];
+  __shared__ tj_i32 ired[8];
   for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {
     const float* xr = x + r * K;
     float m = 0.0f;
@@ -42,19 +42,14 @@ extern "C" __global__ void __launch_bounds__(256) tj_quantize_1(const float* __r
     m = tj_block_max(m, red);
     const float sc = tj_finite(m) ? tj_div(m, 127.0f) : tj_qnan();
     if (threadIdx.x == 0u) s[r] = sc;
-    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_quant(xr[c], sc);
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(256) tj_rowsum_2(const tj_i8* __restrict__ x, tj_i32* __restrict__ rs) {
-  const tj_u32 K = 2560u, GROUP = 2560u, G = 1u, M = 8u;
-  __shared__ tj_i32 red[8];
-  for (tj_u32 r = blockIdx.y; r < M; r += gridDim.y) {
-    const tj_u32 lo = blockIdx.x * GROUP, hi = lo + GROUP < K ? lo + GROUP : K;
-    tj_i32 v = 0;
-    for (tj_u32 i = lo + threadIdx.x; i < hi; i += blockDim.x) v += x[r * K + i];
-    v = tj_block_isum(v, red);
-    if (threadIdx.x == 0u) rs[r * G + blockIdx.x] = v;
+    tj_i32 sum = 0;
+    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) {
+      const tj_i8 v = tj_quant(xr[c], sc);
+      q[r * K + c] = v;
+      sum += v;
+    }
+    sum = tj_block_isum(sum, ired);
+    if (threadIdx.x == 0u) rs[r] = sum;
   }
 }
 
