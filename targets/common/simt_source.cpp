@@ -450,13 +450,17 @@ std::string rowsum_kernel(const std::string& name, std::int64_t m, std::int64_t 
 // quantize (f32 -> i8 + f32 row scale) and quantize_int8 (f32 -> f32): one block per
 // row; the absmax scale of ir/quant.cpp (NaN for a row holding a NaN or an infinity:
 // the NaN-propagating max of |x| is then not finite), round half to even, clamp to +-127.
-std::string quantize_kernel(const std::string& name, std::int64_t rows, std::int64_t k, bool fake) {
+// With `rowsum` (an i8 tmatmul reads q), the kernel also writes each row's sum of q to
+// rs[r]: the row-sum correction of the tmatmul's codes, computed once per token here.
+std::string quantize_kernel(const std::string& name, std::int64_t rows, std::int64_t k, bool fake, bool rowsum) {
   std::vector<std::string> p = {"const float* __restrict__ x"};
   if (fake) p.push_back("float* __restrict__ q");
   else p.insert(p.end(), {"tj_i8* __restrict__ q", "float* __restrict__ s"});
+  if (rowsum) p.push_back("tj_i32* __restrict__ rs");
   std::string g = head(name, kRowBlock, p);
   g += "  const tj_u32 ROWS = " + u(rows) + ", K = " + u(k) + ";\n";
   g += "  __shared__ float red[" + std::to_string(kRowBlock / 32) + "];\n";
+  if (rowsum) g += "  __shared__ tj_i32 ired[" + std::to_string(kRowBlock / 32) + "];\n";
   g += "  for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {\n    const float* xr = x + r * K;\n";
   g += "    float m = 0.0f;\n    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) m = tj_fmax(m, tj_abs(xr[c]));\n";
   g += "    m = tj_block_max(m, red);\n    const float sc = tj_finite(m) ? tj_div(m, 127.0f) : tj_qnan();\n";
@@ -464,7 +468,13 @@ std::string quantize_kernel(const std::string& name, std::int64_t rows, std::int
     g += "    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_mul((float)tj_quant(xr[c], sc), sc);\n";
   } else {
     g += "    if (threadIdx.x == 0u) s[r] = sc;\n";
-    g += "    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_quant(xr[c], sc);\n";
+    if (rowsum) {
+      g += "    tj_i32 sum = 0;\n    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) {\n"
+           "      const tj_i8 v = tj_quant(xr[c], sc);\n      q[r * K + c] = v;\n      sum += v;\n    }\n";
+      g += "    sum = tj_block_isum(sum, ired);\n    if (threadIdx.x == 0u) rs[r] = sum;\n";
+    } else {
+      g += "    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) q[r * K + c] = tj_quant(xr[c], sc);\n";
+    }
   }
   g += "  }\n}\n";
   return g;
@@ -721,6 +731,20 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
     return {KernelArg::Kind::Scratch, it->second, 0};
   };
   auto bytes_of = [&](ValueId v) { return static_bytes(f.type_of(v)); };
+  // Quantized activations an ungrouped i8 tmatmul of this program reads: their quantize
+  // kernel writes the row sums too (no tj_rowsum kernel for them).
+  std::map<std::uint32_t, bool> fuse_rowsum;  // quantize result value -> fused
+  {
+    std::map<std::uint32_t, bool> quantized;  // values computed by a quantize step
+    for (const PlannedStep& ps : p.plan.steps) {
+      if (ps.kind != PlannedStep::Kind::Compute) continue;
+      const ir::InstData& inst = f.inst(ps.inst);
+      if (inst.op == Op::Quantize) quantized[inst.results[0].index] = true;
+      if (inst.op == Op::TMatMul && f.type_of(inst.operands[0]).elem == ElemKind::I8 && !tmatmul_group_scale(inst) &&
+          quantized.count(inst.operands[0].index))
+        fuse_rowsum[inst.operands[0].index] = true;
+    }
+  }
   std::size_t index = 0;
   for (const PlannedStep& ps : p.plan.steps) {
     const std::size_t step = index++;
@@ -819,10 +843,17 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
       case Op::Quantize:
       case Op::QuantizeInt8: {
         const std::int64_t rows = items / cols;
-        src = quantize_kernel(name, rows, cols, inst.op == Op::QuantizeInt8);
+        const bool rowsum = inst.op == Op::Quantize && fuse_rowsum.count(inst.results[0].index) > 0;
+        src = quantize_kernel(name, rows, cols, inst.op == Op::QuantizeInt8, rowsum);
         k.grid = {static_cast<std::uint32_t>(std::min(rows, kMaxGrid)), 1, 1};
         k.args = ins;
         k.args.insert(k.args.end(), outs.begin(), outs.end());
+        if (rowsum) {
+          const std::size_t id = p.scratch_bytes.size();
+          p.scratch_bytes.push_back(static_cast<std::size_t>(rows) * 4);
+          rowsum_of.emplace(std::make_pair(inst.results[0].index, cols), id);
+          k.args.push_back({KernelArg::Kind::Scratch, id, 0});
+        }
         break;
       }
       case Op::RmsNorm: {

@@ -45,8 +45,10 @@
 // 8 b + 2 j (j, b in 0..3), so (word >> 2 j) & 0x03030303 is four int8 lanes holding the
 // codes of the four consecutive k = 16 kw + 4 j .. + 3: the operand of one dp4a against
 // four activation bytes. Since sum x (w + 1) = sum x w + sum x, a kernel subtracts the
-// activation row sum (computed once per row and group by a tj_rowsum kernel) from the
-// dp4a sum; padding codes 0 add nothing. One 16-byte load brings 64 weights.
+// activation row sum from the dp4a sum; padding codes 0 add nothing. The row sums are
+// computed once per row: by the quantize kernel that produced the activations when it
+// is in the same program and the tmatmul has no grouped scale, else by a tj_rowsum
+// kernel (once per activation value and group). One 16-byte load brings 64 weights.
 #pragma once
 
 #include <cstddef>

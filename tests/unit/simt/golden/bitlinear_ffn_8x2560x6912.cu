@@ -1,0 +1,117 @@
+// plan: cuda warp 32
+// launch tj_rmsnorm_0 grid (8, 1, 1) block (256, 1, 1) shared 0 args in0 in1 scratch0
+// launch tj_quantize_1 grid (8, 1, 1) block (256, 1, 1) shared 0 args scratch0 scratch1 scratch2 scratch3
+// launch tj_tmatmul_2 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight0 scratch3 scratch2 out0 config tpc=16;cols=16;unroll=1;rows=8
+// launch tj_tmatmul_3 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight1 scratch3 scratch2 out1 config tpc=16;cols=16;unroll=1;rows=8
+// scratch0 81920 bytes
+// scratch1 20480 bytes
+// scratch2 32 bytes
+// scratch3 32 bytes
+// weight0 const0 @w [2560, 6912] tcodes64 4423680 bytes
+// weight1 const1 @u [2560, 6912] tcodes64 4423680 bytes
+extern "C" __global__ void __launch_bounds__(256) tj_rmsnorm_0(const float* __restrict__ x, const float* __restrict__ gamma, float* __restrict__ y) {
+  const tj_u32 ROWS = 8u, D = 2560u;
+  const float EPS = 1.000000000e-05f;
+  __shared__ float red[8];
+  for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {
+    const float* xr = x + r * D;
+    float m = 0.0f;
+    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) m = tj_fmax(m, tj_abs(xr[c]));
+    m = tj_block_max(m, red);
+    float ss = 0.0f;
+    const bool plain = m == 0.0f || !tj_finite(m);
+    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) {
+      const float v = plain ? xr[c] : tj_div(xr[c], m);
+      ss = tj_add(ss, tj_mul(v, v));
+    }
+    ss = tj_block_sum(ss, red);
+    const float denom = plain ? sqrtf(tj_add(tj_div(ss, (float)D), EPS))
+                              : tj_mul(m, sqrtf(tj_add(tj_div(ss, (float)D), tj_div(tj_div(EPS, m), m))));
+    for (tj_u32 c = threadIdx.x; c < D; c += blockDim.x) y[r * D + c] = tj_mul(tj_div(xr[c], denom), gamma[c]);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) tj_quantize_1(const float* __restrict__ x, tj_i8* __restrict__ q, float* __restrict__ s, tj_i32* __restrict__ rs) {
+  const tj_u32 ROWS = 8u, K = 2560u;
+  __shared__ float red[8];
+  __shared__ tj_i32 ired[8];
+  for (tj_u32 r = blockIdx.x; r < ROWS; r += gridDim.x) {
+    const float* xr = x + r * K;
+    float m = 0.0f;
+    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) m = tj_fmax(m, tj_abs(xr[c]));
+    m = tj_block_max(m, red);
+    const float sc = tj_finite(m) ? tj_div(m, 127.0f) : tj_qnan();
+    if (threadIdx.x == 0u) s[r] = sc;
+    tj_i32 sum = 0;
+    for (tj_u32 c = threadIdx.x; c < K; c += blockDim.x) {
+      const tj_i8 v = tj_quant(xr[c], sc);
+      q[r * K + c] = v;
+      sum += v;
+    }
+    sum = tj_block_isum(sum, ired);
+    if (threadIdx.x == 0u) rs[r] = sum;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_2(const tj_i8* __restrict__ x, const tj_u32x4* __restrict__ w, const tj_i32* __restrict__ rs, const float* __restrict__ e0, float* __restrict__ y) {
+  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, ROWS = 8u, RT = 1u, G = 1u;
+  (void)C; (void)CF; (void)K; (void)G;
+  __shared__ tj_i32 red[8];
+  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;
+  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing
+  const tj_u32x4* wc = w + (tj_u64)nn * C;
+  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {
+    const tj_u32 r0 = rt * ROWS;
+    tj_i32 acc[ROWS];
+    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = 0;
+    tj_u32 c = lane;
+    for (; c < CF; c += TPC) {
+      const tj_u32x4 w0 = wc[c];
+      for (tj_u32 t = 0u; t < ROWS; ++t) {
+        if (r0 + t >= M) break;
+        acc[t] = tj_chunk16(x + (r0 + t) * K + c * 64u, w0, acc[t]);
+      }
+    }
+    for (tj_u32 t = 0u; t < ROWS; ++t) {
+      if (r0 + t >= M) break;
+      tj_i32 v = tj_colsum<16u>(acc[t], red);
+      if (lane != 0u || n >= N) continue;
+      const tj_u32 r = r0 + t;
+      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
+      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+      yv = tj_silu(yv);
+      y[r * N + n] = yv;
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_3(const tj_i8* __restrict__ x, const tj_u32x4* __restrict__ w, const tj_i32* __restrict__ rs, const float* __restrict__ e0, float* __restrict__ y) {
+  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, ROWS = 8u, RT = 1u, G = 1u;
+  (void)C; (void)CF; (void)K; (void)G;
+  __shared__ tj_i32 red[8];
+  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;
+  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing
+  const tj_u32x4* wc = w + (tj_u64)nn * C;
+  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {
+    const tj_u32 r0 = rt * ROWS;
+    tj_i32 acc[ROWS];
+    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = 0;
+    tj_u32 c = lane;
+    for (; c < CF; c += TPC) {
+      const tj_u32x4 w0 = wc[c];
+      for (tj_u32 t = 0u; t < ROWS; ++t) {
+        if (r0 + t >= M) break;
+        acc[t] = tj_chunk16(x + (r0 + t) * K + c * 64u, w0, acc[t]);
+      }
+    }
+    for (tj_u32 t = 0u; t < ROWS; ++t) {
+      if (r0 + t >= M) break;
+      tj_i32 v = tj_colsum<16u>(acc[t], red);
+      if (lane != 0u || n >= N) continue;
+      const tj_u32 r = r0 + t;
+      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
+      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+      y[r * N + n] = yv;
+    }
+  }
+}

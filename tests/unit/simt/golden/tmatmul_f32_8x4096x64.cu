@@ -1,0 +1,33 @@
+// plan: cuda warp 32
+// launch tj_tmatmul_0 grid (8, 1, 1) block (256, 1, 1) shared 0 args in0 weight0 out0 config tpc=32;cols=8;unroll=1;rows=8
+// weight0 const0 @w [4096, 64] tcodes64 65536 bytes
+extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_0(const float* __restrict__ x, const tj_u32x4* __restrict__ w, float* __restrict__ y) {
+  const tj_u32 M = 8u, K = 4096u, N = 64u, C = 64u, CF = 64u, TPC = 32u, COLS = 8u, ROWS = 8u, RT = 1u, G = 1u;
+  (void)C; (void)CF; (void)K; (void)G;
+  __shared__ float red[8];
+  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;
+  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing
+  const tj_u32x4* wc = w + (tj_u64)nn * C;
+  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {
+    const tj_u32 r0 = rt * ROWS;
+    float acc[ROWS];
+    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = 0.0f;
+    tj_u32 c = lane;
+    for (; c < CF; c += TPC) {
+      const tj_u32x4 w0 = wc[c];
+      for (tj_u32 t = 0u; t < ROWS; ++t) {
+        if (r0 + t >= M) break;
+        acc[t] = tj_fchunk(x + (r0 + t) * K + c * 64u, w0, 0u, 64u, acc[t]);
+      }
+    }
+    for (tj_u32 t = 0u; t < ROWS; ++t) {
+      if (r0 + t >= M) break;
+      float v = tj_colsum<32u>(acc[t], red);
+      if (lane != 0u || n >= N) continue;
+      const tj_u32 r = r0 + t;
+      float yv = v;
+      yv = tj_silu(yv);
+      y[r * N + n] = yv;
+    }
+  }
+}

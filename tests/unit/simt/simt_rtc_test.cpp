@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// simt_rtc_test.cpp - every generated CUDA variant through NVRTC (sm_80, sm_90: PTX and cubin), HIP through hiprtc (gfx90a).
+//
+// The libraries are opened here with dlopen (test-local, like the targets do; nothing is
+// linked): libnvrtc.so.13/.12 (also under /usr/local/cuda/lib64) and hiprtc inside
+// libamdhip64.so.5 (ROCm 5.2) or libhiprtc.so. A machine without them reports the case
+// SKIPPED with the reason. hiprtc of ROCm 5.2 aborts the process for offload archs it does
+// not know: only gfx90a is asked for.
+#include <dlfcn.h>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ir/parse.h"
+#include "targets/common/simt_source.h"
+#include "tests/unit/simt/simt_programs.h"
+
+namespace ternjit {
+namespace {
+
+namespace simt = targets::simt;
+
+void* open_first(const std::vector<std::string>& names) {
+  for (const std::string& n : names)
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  return nullptr;
+}
+
+struct Nvrtc {
+  using Prog = void*;
+  int (*create)(Prog*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  int (*compile)(Prog, int, const char* const*) = nullptr;
+  int (*log_size)(Prog, std::size_t*) = nullptr;
+  int (*log)(Prog, char*) = nullptr;
+  int (*ptx_size)(Prog, std::size_t*) = nullptr;
+  int (*cubin_size)(Prog, std::size_t*) = nullptr;
+  int (*destroy)(Prog*) = nullptr;
+  bool ok = false;
+};
+
+const Nvrtc& nvrtc() {
+  static const Nvrtc n = [] {
+    Nvrtc r;
+    void* h = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                          "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"});
+    if (h == nullptr) return r;
+    r.create = reinterpret_cast<decltype(r.create)>(dlsym(h, "nvrtcCreateProgram"));
+    r.compile = reinterpret_cast<decltype(r.compile)>(dlsym(h, "nvrtcCompileProgram"));
+    r.log_size = reinterpret_cast<decltype(r.log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
+    r.log = reinterpret_cast<decltype(r.log)>(dlsym(h, "nvrtcGetProgramLog"));
+    r.ptx_size = reinterpret_cast<decltype(r.ptx_size)>(dlsym(h, "nvrtcGetPTXSize"));
+    r.cubin_size = reinterpret_cast<decltype(r.cubin_size)>(dlsym(h, "nvrtcGetCUBINSize"));
+    r.destroy = reinterpret_cast<decltype(r.destroy)>(dlsym(h, "nvrtcDestroyProgram"));
+    r.ok = r.create && r.compile && r.log_size && r.log && r.ptx_size && r.cubin_size && r.destroy;
+    return r;
+  }();
+  return n;
+}
+
+struct Hiprtc {
+  using Prog = void*;
+  int (*create)(Prog*, const char*, const char*, int, const char**, const char**) = nullptr;
+  int (*compile)(Prog, int, const char**) = nullptr;
+  int (*log_size)(Prog, std::size_t*) = nullptr;
+  int (*log)(Prog, char*) = nullptr;
+  int (*code_size)(Prog, std::size_t*) = nullptr;
+  int (*destroy)(Prog*) = nullptr;
+  bool ok = false;
+};
+
+const Hiprtc& hiprtc() {
+  static const Hiprtc n = [] {
+    Hiprtc r;
+    void* h = open_first({"libhiprtc.so", "libamdhip64.so.5", "libamdhip64.so"});
+    if (h == nullptr) return r;
+    r.create = reinterpret_cast<decltype(r.create)>(dlsym(h, "hiprtcCreateProgram"));
+    r.compile = reinterpret_cast<decltype(r.compile)>(dlsym(h, "hiprtcCompileProgram"));
+    r.log_size = reinterpret_cast<decltype(r.log_size)>(dlsym(h, "hiprtcGetProgramLogSize"));
+    r.log = reinterpret_cast<decltype(r.log)>(dlsym(h, "hiprtcGetProgramLog"));
+    r.code_size = reinterpret_cast<decltype(r.code_size)>(dlsym(h, "hiprtcGetCodeSize"));
+    r.destroy = reinterpret_cast<decltype(r.destroy)>(dlsym(h, "hiprtcDestroyProgram"));
+    r.ok = r.create && r.compile && r.log_size && r.log && r.code_size && r.destroy;
+    return r;
+  }();
+  return n;
+}
+
+// The generated programs compiled here: every kernel op, both tmatmul paths, grouped.
+std::vector<simt::SimtProgram> programs(simt::Dialect d, std::uint32_t warp, bool int_dot) {
+  std::vector<simt::SimtProgram> out;
+  for (const std::string& tir : simt_test::program_texts()) {
+    auto m = ir::parse_module(tir, "rtc.tir");
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+    simt::SimtOptions o;
+    o.dialect = d;
+    o.warp_size = warp;
+    o.int_dot = int_dot;
+    auto p = simt::generate(*m, "f", o);
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+    out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90 (PTX and cubin)") {
+  const Nvrtc& n = nvrtc();
+  if (!n.ok) {
+    std::printf("SKIP: libnvrtc.so.13/.12 not found (no CUDA toolkit)\n");  // ctest: SKIP_REGULAR_EXPRESSION
+    return;
+  }
+  for (bool dot : {true, false})
+    for (const simt::SimtProgram& p : programs(simt::Dialect::Cuda, 32, dot))
+      for (const char* arch : {"--gpu-architecture=sm_80", "--gpu-architecture=sm_90"}) {
+        CAPTURE(arch);
+        Nvrtc::Prog prog = nullptr;
+        REQUIRE(n.create(&prog, p.source.c_str(), "tj.cu", 0, nullptr, nullptr) == 0);
+        const char* opts[] = {arch, "--std=c++17"};
+        const int rc = n.compile(prog, 2, opts);
+        std::size_t ls = 0;
+        n.log_size(prog, &ls);
+        std::string log(ls, '\0');
+        n.log(prog, log.data());
+        CAPTURE(log);
+        CHECK_MESSAGE(rc == 0, p.source);
+        std::size_t ptx = 0, cubin = 0;
+        if (rc == 0) {
+          CHECK(n.ptx_size(prog, &ptx) == 0);
+          CHECK(n.cubin_size(prog, &cubin) == 0);
+          CHECK(ptx > 100);
+          CHECK(cubin > 100);
+        }
+        n.destroy(&prog);
+      }
+}
+
+TEST_CASE("simt: hiprtc compiles every generated HIP program for gfx90a (wave64 and wave32 sources)") {
+  const Hiprtc& h = hiprtc();
+  if (!h.ok) {
+    std::printf("SKIP: hiprtc not found (libamdhip64.so.5 / libhiprtc.so)\n");  // ctest: SKIP_REGULAR_EXPRESSION
+    return;
+  }
+  struct V {
+    std::uint32_t warp;
+    bool dot;
+  };
+  for (const V v : {V{64, true}, V{64, false}})
+    for (const simt::SimtProgram& p : programs(simt::Dialect::Hip, v.warp, v.dot)) {
+      Hiprtc::Prog prog = nullptr;
+      REQUIRE(h.create(&prog, p.source.c_str(), "tj.hip", 0, nullptr, nullptr) == 0);
+      const char* opts[] = {"--offload-arch=gfx90a", "-O3"};
+      const int rc = h.compile(prog, 2, opts);
+      std::size_t ls = 0;
+      h.log_size(prog, &ls);
+      std::string log(ls, '\0');
+      if (ls > 0) h.log(prog, log.data());
+      CAPTURE(log);
+      CHECK_MESSAGE(rc == 0, p.source);
+      std::size_t code = 0;
+      if (rc == 0) {
+        CHECK(h.code_size(prog, &code) == 0);
+        CHECK(code > 100);
+      }
+      h.destroy(&prog);
+    }
+}
+
+}  // namespace
+}  // namespace ternjit
