@@ -2,7 +2,11 @@
 // gpu_program.cpp - uploads, scratch and launches of a generated SIMT program on a CUDA or HIP device.
 #include "targets/common/gpu_program.h"
 
+#include <algorithm>
 #include <cstring>
+#include <random>
+
+#include "ir/parse.h"
 
 namespace ternjit::targets {
 
@@ -149,6 +153,13 @@ Result<void> GpuProgram::run(void* const* buffers) {
   return api_->synchronize(stream_);
 }
 
+Result<void> GpuProgram::run_device(void* const* device_buffers) {
+  std::lock_guard lock(mutex_);
+  TERNJIT_TRY_VOID(launch(stream_, device_buffers));
+  TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
+  return api_->synchronize(stream_);
+}
+
 Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
   if (!device_buffers) return make_error(ErrorCode::InvalidArgument, "gpu launch: null buffer table");
   std::vector<DevicePtr> ins, outs;
@@ -160,6 +171,111 @@ Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
       return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) + " is null");
   TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
   return enqueue(stream, ins, outs);
+}
+
+namespace {
+
+// The standalone function a bench compiles: f(x) = tmatmul(x, w, scale), the scale an
+// f32[N] w_scale, or the grouped f32[G, N] one.
+std::string bench_module_text(const simt::TMatMulShape& s) {
+  auto dims = [](std::int64_t a, std::int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + "]"; };
+  const std::string x = s.x == ElemKind::I8 ? "i8" : "f32";
+  const std::int64_t g = s.group > 0 ? (s.k + s.group - 1) / s.group : 0;
+  const std::string scale = s.group > 0 ? "f32" + dims(g, s.n) : "f32[" + std::to_string(s.n) + "]";
+  return "param @w : t2" + dims(s.k, s.n) + "\nparam @s : " + scale + "\nfunc @f(%x: " + x + dims(s.m, s.k) +
+         ") -> f32" + dims(s.m, s.n) + " {\n^entry:\n  %w = param @w : t2" + dims(s.k, s.n) + "\n  %s = param @s : " +
+         scale + "\n  %y = tmatmul %x, %w, %s {x_scale = false, w_scale = true, bias = false, residual = false, " +
+         "act = none" + (s.group > 0 ? ", group = " + std::to_string(s.group) : std::string()) + "} : f32" +
+         dims(s.m, s.n) + "\n  ret %y\n}\n";
+}
+
+class GpuBenchRun final : public TuningRun {
+ public:
+  GpuBenchRun(LoadedKernel k, std::shared_ptr<ProgramState> state, std::vector<std::shared_ptr<DeviceAllocation>> xs,
+              std::shared_ptr<DeviceAllocation> y)
+      : kernel_(std::move(k)), state_(std::move(state)), xs_(std::move(xs)), y_(std::move(y)) {}
+  void run(int i) const override {
+    const auto* s = static_cast<const GpuLoadedState*>(kernel_.state);
+    void* buffers[2] = {reinterpret_cast<void*>(xs_[static_cast<std::size_t>(i) % xs_.size()]->ptr()),
+                        reinterpret_cast<void*>(y_->ptr())};
+    // A failed launch leaves nothing to time; the tuner sees its time, the kernel's
+    // errors are reported when the chosen configuration is loaded for real.
+    (void)s->program->run_device(buffers);
+  }
+
+ private:
+  LoadedKernel kernel_;
+  std::shared_ptr<ProgramState> state_;
+  std::vector<std::shared_ptr<DeviceAllocation>> xs_;
+  std::shared_ptr<DeviceAllocation> y_;
+};
+
+class GpuBench final : public TuningBench {
+ public:
+  GpuBench(const Target& target, TargetOptions options, simt::TMatMulShape shape, TuningBenchOptions bench)
+      : target_(target), options_(std::move(options)), shape_(shape), bench_(bench) {}
+
+  [[nodiscard]] Result<std::unique_ptr<TuningRun>> prepare(std::string_view config) const override {
+    if (!simt::parse_config(config))
+      return make_error(ErrorCode::InvalidArgument, "'" + std::string(config) + "' is not a SIMT tmatmul configuration");
+    TERNJIT_TRY(ir::Module m, ir::parse_module(bench_module_text(shape_), "<tmatmul bench>"));
+    CompileOptions co;
+    co.target = options_;
+    co.decisions = {std::string(config)};
+    co.tuning = TuningMode::Off;
+    TERNJIT_TRY(Artifact a, target_.compile(m, "f", co));
+    ir::ParamValues params;
+    const ir::Function& f = *m.find_function("f");
+    std::uint64_t seed = bench_.seed;
+    for (const ir::ParamDecl& d : m.params()) {
+      std::vector<std::int64_t> dims;
+      for (const ir::Dim& dim : d.type.shape) dims.push_back(dim.extent);
+      params.values.emplace(d.name, ir::StoredTensor::random(d.type.elem, dims, seed++));
+    }
+    std::shared_ptr<ProgramState> state = target_.new_program_state();
+    LoadContext lc;
+    lc.params = &params;
+    lc.state = state.get();
+    lc.options = options_;
+    lc.tuning = TuningMode::Off;
+    TERNJIT_TRY(LoadedKernel k, target_.load(a, lc));
+    const auto* loaded = static_cast<const GpuLoadedState*>(k.state);
+    const std::shared_ptr<const GpuApi>& api = loaded->program->api();
+    TERNJIT_TRY(BufferSizes sizes, buffer_sizes(f));
+    const std::size_t x_bytes = sizes.in.at(0);
+    const std::size_t copies = std::clamp<std::size_t>(bench_.rotate_bytes / std::max<std::size_t>(1, x_bytes), 1, 8);
+    std::vector<std::shared_ptr<DeviceAllocation>> xs;
+    TERNJIT_TRY(std::shared_ptr<void> current, api->make_current());
+    TERNJIT_TRY(void* stream, api->create_stream());
+    std::shared_ptr<void> stream_guard(stream, [api](void* st) { api->destroy_stream(st); });
+    for (std::size_t c = 0; c < copies; ++c) {
+      const ir::HostTensor x = ir::HostTensor::random(shape_.x, {shape_.m, shape_.k}, seed++);
+      const std::vector<std::uint8_t> bytes = x.to_bytes();
+      TERNJIT_TRY(auto buffer, DeviceAllocation::make(api, bytes.size()));
+      TERNJIT_TRY_VOID(api->upload(buffer->ptr(), bytes.data(), bytes.size(), stream));
+      TERNJIT_TRY_VOID(api->synchronize(stream));
+      xs.push_back(std::move(buffer));
+    }
+    TERNJIT_TRY(auto y, DeviceAllocation::make(api, sizes.out.at(0)));
+    return std::unique_ptr<TuningRun>(std::make_unique<GpuBenchRun>(std::move(k), std::move(state), std::move(xs),
+                                                                     std::move(y)));
+  }
+
+ private:
+  const Target& target_;
+  TargetOptions options_;
+  simt::TMatMulShape shape_;
+  TuningBenchOptions bench_;
+};
+
+}  // namespace
+
+simt::BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options) {
+  return [&target, options](const simt::TMatMulShape& s,
+                            const TuningBenchOptions& o) -> Result<std::unique_ptr<TuningBench>> {
+    TERNJIT_TRY_VOID(target.available());
+    return std::unique_ptr<TuningBench>(std::make_unique<GpuBench>(target, options, s, o));
+  };
 }
 
 }  // namespace ternjit::targets

@@ -29,6 +29,7 @@
 
 #include "targets/common/device_weights.h"
 #include "targets/common/simt_source.h"
+#include "targets/common/simt_space.h"
 #include "targets/load_value.h"
 #include "ternjit/result.h"
 
@@ -104,6 +105,10 @@ class GpuProgram {
   Result<void> run(void* const* buffers);
   /// The framework path (file comment): `device_buffers` are device pointers.
   Result<void> launch(void* stream, void* const* device_buffers);
+  /// Launches on the kernel's own stream on device pointers and waits (tuning benches:
+  /// device-resident inputs, no copies timed). Serialized like run().
+  Result<void> run_device(void* const* device_buffers);
+  [[nodiscard]] const std::shared_ptr<const GpuApi>& api() const { return api_; }
 
   [[nodiscard]] const simt::SimtProgram& program() const { return program_; }
 
@@ -121,5 +126,17 @@ class GpuProgram {
   void* stream_ = nullptr;
   std::mutex mutex_;
 };
+
+/// The LoadedKernel::state of the cuda and hip targets (what make_gpu_bench_factory reads).
+struct GpuLoadedState {
+  std::shared_ptr<GpuProgram> program;
+};
+
+/// The tmatmul bench of a SIMT target whose LoadedKernel::state is a GpuLoadedState: for
+/// one shape, a standalone tmatmul function (x i8 or f32 [M, K], random ternary weights
+/// and scales) is compiled by `target` with `options` and the candidate's configuration,
+/// loaded, and each run launches it on device-resident inputs (rotated copies up to the
+/// bench's rotate_bytes) and waits. `target` must outlive every bench made.
+simt::BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options);
 
 }  // namespace ternjit::targets

@@ -107,17 +107,13 @@ Result<std::shared_ptr<CudaModule>> load_module(const CudaDevice& device, const 
   return m;
 }
 
-struct LoadedState {
-  std::shared_ptr<GpuProgram> program;
-};
-
 Result<void> run_loaded(const void* state, void* const* buffers) {
-  return static_cast<const LoadedState*>(state)->program->run(buffers);
+  return static_cast<const GpuLoadedState*>(state)->program->run(buffers);
 }
 
 Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
   if (!state) return make_error(ErrorCode::InvalidArgument, "cuda launch: null kernel");
-  return static_cast<const LoadedState*>(state)->program->launch(stream, buffers);
+  return static_cast<const GpuLoadedState*>(state)->program->launch(stream, buffers);
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -355,7 +351,7 @@ class CudaTarget final : public Target {
     std::vector<void*> functions(module->functions.begin(), module->functions.end());
     auto gpu = std::make_shared<const CudaGpuApi>(*api, module->ctx);
     const std::string device_key = "cuda" + std::to_string(device->index) + ":" + device->name;
-    auto state = std::make_shared<LoadedState>();
+    auto state = std::make_shared<GpuLoadedState>();
     TERNJIT_TRY(state->program, GpuProgram::create(gpu, device_key, std::move(p), std::move(functions), module, values,
                                                    dynamic_cast<DeviceWeights*>(context.state)));
     LoadedKernel k;
@@ -387,10 +383,9 @@ class CudaTarget final : public Target {
       if ((*d)->dram_gbps() > 0) o.bandwidth_gbs = (*d)->dram_gbps();
     }
     std::vector<std::unique_ptr<TuningSpace>> spaces;
-    // No bench here: candidates are described and estimated; measuring them needs a
-    // device (targets/cuda/README.md says what is measured on one).
+    // The bench compiles, loads and times candidates on the device (Unavailable without one).
     for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f))
-      spaces.push_back(simt::make_tmatmul_space(s, o, nullptr));
+      spaces.push_back(simt::make_tmatmul_space(s, o, make_gpu_bench_factory(*this, options.target)));
     return spaces;
   }
 

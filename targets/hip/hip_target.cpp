@@ -83,17 +83,13 @@ struct HipModuleHolder {
   }
 };
 
-struct LoadedState {
-  std::shared_ptr<GpuProgram> program;
-};
-
 Result<void> run_loaded(const void* state, void* const* buffers) {
-  return static_cast<const LoadedState*>(state)->program->run(buffers);
+  return static_cast<const GpuLoadedState*>(state)->program->run(buffers);
 }
 
 Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
   if (!state) return make_error(ErrorCode::InvalidArgument, "hip launch: null kernel");
-  return static_cast<const LoadedState*>(state)->program->launch(stream, buffers);
+  return static_cast<const GpuLoadedState*>(state)->program->launch(stream, buffers);
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -307,7 +303,7 @@ class HipTarget final : public Target {
     std::vector<void*> functions(module->functions.begin(), module->functions.end());
     auto gpu = std::make_shared<const HipGpuApi>(*api, device->index);
     const std::string device_key = "hip" + std::to_string(device->index) + ":" + device->name;
-    auto state = std::make_shared<LoadedState>();
+    auto state = std::make_shared<GpuLoadedState>();
     TERNJIT_TRY(state->program, GpuProgram::create(gpu, device_key, std::move(p), std::move(functions), module, values,
                                                    dynamic_cast<DeviceWeights*>(context.state)));
     LoadedKernel k;
@@ -336,7 +332,7 @@ class HipTarget final : public Target {
     if (auto d = hip::select_hip_device(options.target.get("device")); d.ok())
       o.multiprocessors = static_cast<std::uint32_t>((*d)->compute_units);
     std::vector<std::unique_ptr<TuningSpace>> spaces;
-    for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f)) spaces.push_back(simt::make_tmatmul_space(s, o, nullptr));
+    for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f)) spaces.push_back(simt::make_tmatmul_space(s, o, make_gpu_bench_factory(*this, options.target)));
     return spaces;
   }
 
