@@ -7,9 +7,8 @@ set -u
 bin="$(realpath "$1")"
 src="$(realpath "$2")"
 tri="$src/tests/dsl/bitlinear.tri"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
+. "$src/tests/e2e/lib.sh"
+e2e_workdir
 unset TERNJIT_TARGET TERNJIT_TARGET_OPTIONS TERNJIT_MAX_ISA TERNJIT_THREADS
 export TERNJIT_CACHE_DIR="$work/cache"
 args=("$tri" --layer BitLinear --shape M=4,K=64,N=32 --threads 1 --reps 3 --min-time 0.02 --warmup 1)

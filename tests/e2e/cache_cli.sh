@@ -5,17 +5,12 @@
 set -u
 bin="$1"
 src="$2"
-work="$(mktemp -d)"
-trap 'chmod -R u+rwx "$work" 2>/dev/null; rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_workdir
 # `ternjit run` uses the default directory: $XDG_CACHE_HOME/ternjit.
 export XDG_CACHE_HOME="$work/xdg"
 unset TERNJIT_CACHE_DIR
 cache="$XDG_CACHE_HOME/ternjit"
-passed=0
-failed=0
-check() {  # check NAME CONDITION-EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
 run() { "$bin" run "$src/tests/dsl/bitlinear.tri" --layer BitLinear --shape M=4,K=64,N=32 --target reference; }
 
 run >"$work/out1.txt" 2>"$work/err1.txt"
@@ -99,5 +94,4 @@ TERNJIT_CACHE_DIR="$work/missing2" "$bin" cache ls >/dev/null 2>&1
 [ ! -e "$work/missing2" ]
 check "TERNJIT_CACHE_DIR: ls creates nothing" $?
 
-echo "cache_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary cache_cli

@@ -5,22 +5,8 @@
 set -u
 bin="$1"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-passed=0
-failed=0
-
-check() {  # check NAME CONDITION-EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
-expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits non-zero and stderr matches PATTERN
-  local name="$1" pattern="$2"; shift 2
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  if [ $rc -ne 0 ] && grep -qE -- "$pattern" err.txt; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
-}
+. "$here/lib.sh"
+e2e_workdir
 
 cat >two.tri <<'TRI'
 layer Lin {
@@ -184,5 +170,4 @@ PY
   fi
 fi
 
-echo "cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary cli

@@ -8,34 +8,9 @@ set -u
 bin="$(realpath "$1")"
 src="$(realpath "$2")"
 tri="$src/tests/dsl/bitlinear.tri"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-passed=0
-failed=0
-
+. "$src/tests/e2e/lib.sh"
+e2e_workdir
 base=("$tri" --layer BitLinear --shape M=1,K=64,N=16 --target x86)
-
-expect_ok() {  # expect_ok NAME PATTERN... -- CMD...: CMD exits 0 and stdout matches every PATTERN
-  local name="$1"; shift
-  local patterns=()
-  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
-  shift
-  "$@" >out.txt 2>err.txt
-  local rc=$? ok=1
-  [ $rc -eq 0 ] || ok=0
-  for p in "${patterns[@]}"; do grep -qE -- "$p" out.txt || { echo "  missing: $p"; ok=0; }; done
-  if [ $ok -eq 1 ]; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; head -40 out.txt | sed 's/^/    | /'
-    failed=$((failed + 1)); fi
-}
-expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits non-zero and stderr matches PATTERN
-  local name="$1" pattern="$2"; shift 2
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  if [ $rc -ne 0 ] && grep -qiE -- "$pattern" err.txt; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
-}
 
 # Each ISA's int8 dot product, in the tmatmul step's code, with its config line.
 expect_ok "asm avx512_vnni" '^step [0-9]+: tmatmul' 'config: .*isa=avx512_vnni' 'vpdpbusd' 'ret' -- \
@@ -84,5 +59,4 @@ expect_fail "unbound symbol" "not fully static" "$bin" compile "$tri" --layer Bi
 expect_fail "bad level" "unknown optimization level" "$bin" compile "${base[@]}" -O 7
 expect_fail "missing file" "cannot read" "$bin" compile nofile.tri --layer BitLinear --shape M=1,K=64,N=16
 
-echo "compile_asm: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary compile_asm

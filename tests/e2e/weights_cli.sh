@@ -6,22 +6,9 @@
 #   tests/e2e/weights_cli.sh TERNJIT_BINARY
 set -u
 bin="$1"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-passed=0
-failed=0
-
-check() {  # check NAME CONDITION-EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
-}
-expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits 1 and stderr matches PATTERN
-  local name="$1" pattern="$2"; shift 2
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  if [ $rc -eq 1 ] && grep -qE -- "$pattern" err.txt; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+E2E_FAIL_RC=1
+e2e_workdir
 le() {  # le VALUE BYTES: VALUE little-endian as printf escapes
   local v=$1 n=$2 s="" i
   for ((i = 0; i < n; i++)); do s+=$(printf '\\x%02x' $(((v >> (8 * i)) & 255))); done
@@ -108,5 +95,4 @@ printf 'GGUF\x03\x00\x00\x00' >trunc.gguf
 expect_fail "truncated GGUF" "trunc.gguf" "$bin" run g.tri --layer L0 --shape M=1 --weights trunc.gguf
 expect_fail "inspect a truncated GGUF" "trunc.gguf" "$bin" inspect trunc.gguf
 
-echo "weights_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary weights_cli

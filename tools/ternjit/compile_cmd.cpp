@@ -68,13 +68,10 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   copts.tuning = targets::TuningMode::Off;
   TERNJIT_TRY(copts.target, command_target_options(*target, o.target_options, o.max_isa, o.triple, o.cpu));
 
-  std::string joined;
-  for (const std::string& s : o.shapes) joined += (joined.empty() ? "" : ",") + s;
-  TERNJIT_TRY(ir::ShapeBindings parsed, ir::parse_shape_list(joined));
   if (!o.name_map.empty() && o.weights.empty())
     return make_error(ErrorCode::InvalidArgument, "--map needs --weights");
   TERNJIT_TRY(ir::Module m, load_module(o.file));
-  TERNJIT_TRY(ir::ShapeBindings shapes, resolve_shapes(m, parsed.values));
+  TERNJIT_TRY(ir::ShapeBindings shapes, shape_flags(m, o.shapes));
   TERNJIT_TRY(std::string function, pick_function(m, o.file, o.layer, o.fn, o.function));
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
   TERNJIT_TRY_VOID(passes::check_tensor_bytes(specialized, function));  // before prepare_run allocates
