@@ -9,36 +9,13 @@ set -u
 bin="$(realpath "$1")"
 src="$(realpath "$2")"
 tri="$src/tests/dsl/bitlinear.tri"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
+. "$src/tests/e2e/lib.sh"
+e2e_workdir
 export TERNJIT_CACHE_DIR="$work/cache"
-passed=0
-failed=0
 skipped=""
 
 base=("$tri" --layer BitLinear --shape M=3,K=37,N=21)
 
-expect_ok() {  # expect_ok NAME PATTERN... -- CMD...: CMD exits 0 and stdout matches every PATTERN
-  local name="$1"; shift
-  local patterns=()
-  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
-  shift
-  "$@" >out.txt 2>err.txt
-  local rc=$? ok=1
-  [ $rc -eq 0 ] || ok=0
-  for p in "${patterns[@]}"; do grep -qE -- "$p" out.txt || { echo "  missing: $p"; ok=0; }; done
-  if [ $ok -eq 1 ]; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; head -20 out.txt | sed 's/^/    | /'
-    failed=$((failed + 1)); fi
-}
-expect_fail() {  # expect_fail NAME PATTERN CMD...: CMD exits non-zero and stderr matches PATTERN
-  local name="$1" pattern="$2"; shift 2
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  if [ $rc -ne 0 ] && grep -qiE -- "$pattern" err.txt; then passed=$((passed + 1)); else
-    echo "FAIL $name (rc=$rc)"; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
-}
 # e_machine of an ELF file, as a decimal number.
 e_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }
 
@@ -71,16 +48,16 @@ if "$bin" compile "${base[@]}" --target cuda --emit ptx >ptx.txt 2>err.txt; then
     "$bin" compile "${base[@]}" --target cuda --emit ptx --target-options 'cuda.arch=sm_80'
   expect_ok "cubin" 'wrote k\.cubin' -- \
     "$bin" compile "${base[@]}" --target cuda --emit cubin -o k.cubin --target-options 'cuda.arch=sm_86'
-  if [ "$(head -c4 k.cubin | od -An -c | tr -d ' ')" = '177ELF' ] && [ "$(e_machine k.cubin)" = 190 ]; then
-    passed=$((passed + 1)); else echo "FAIL cubin is not an NVIDIA CUDA ELF"; failed=$((failed + 1)); fi
+  [ "$(head -c4 k.cubin | od -An -c | tr -d ' ')" = '177ELF' ] && [ "$(e_machine k.cubin)" = 190 ]
+  check "cubin is an NVIDIA CUDA ELF (e_machine 190)" $?
 else
   grep -q "no NVRTC" err.txt || { echo "FAIL ptx"; sed 's/^/    /' err.txt; failed=$((failed + 1)); }
   skipped="$skipped NVRTC"
 fi
 
 if "$bin" compile "${base[@]}" --target hip --emit hsaco -o k.hsaco >out.txt 2>err.txt; then
-  if [ "$(e_machine k.hsaco)" = 224 ]; then passed=$((passed + 1)); else
-    echo "FAIL hsaco is not an AMDGPU ELF"; failed=$((failed + 1)); fi
+  [ "$(e_machine k.hsaco)" = 224 ]
+  check "hsaco is an AMDGPU ELF (e_machine 224)" $?
   expect_ok "hsaco gfx1030" 'wrote g\.hsaco' -- \
     "$bin" compile "${base[@]}" --target hip --emit hsaco -o g.hsaco --target-options 'hip.offload_arch=gfx1030'
 else
@@ -88,7 +65,7 @@ else
   skipped="$skipped hiprtc"
 fi
 
-echo "compile_gpu: $passed passed, $failed failed${skipped:+ (not here:$skipped)}"
-[ $failed -eq 0 ] || exit 1
+[ -z "$skipped" ] || echo "not here:$skipped"
+e2e_summary compile_gpu || exit 1
 if [ "$skipped" = " NVRTC hiprtc" ]; then echo "SKIP: neither NVRTC nor hiprtc is installed"; exit 77; fi
 exit 0
