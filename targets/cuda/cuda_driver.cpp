@@ -104,6 +104,8 @@ Result<std::vector<CudaDevice>> enumerate() {
     // Deprecated on recent drivers (may read 0): the bandwidth is then unknown.
     (void)attr(kAttrMemoryClockKhz, d.memory_clock_khz);
     (void)attr(kAttrMemoryBusBits, d.memory_bus_bits);
+    int integrated = 0;
+    if (attr(kAttrIntegrated, integrated).ok()) d.integrated = integrated != 0;
     out.push_back(std::move(d));
   }
   return out;
@@ -144,7 +146,7 @@ DeviceDescription CudaDevice::description(const DriverApi& api) const {
   DeviceDescription d;
   d.index = static_cast<std::uint32_t>(index);
   d.name = name;
-  d.type = "discrete gpu";
+  d.type = integrated ? "integrated gpu" : "discrete gpu";
   d.driver = api.version_text() + ", " + arch() + ", " + std::to_string(multiprocessors) + " SMs";
   if (dram_gbps() > 0) {
     char bw[32];

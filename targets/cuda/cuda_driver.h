@@ -71,7 +71,7 @@ struct DriverApi {
 
 /// Device attributes (cuda.h CUdevice_attribute / CUfunction_attribute values).
 inline constexpr int kAttrMaxThreadsPerBlock = 1, kAttrMaxBlockDimX = 2, kAttrMaxSharedPerBlock = 8,
-                     kAttrWarpSize = 10, kAttrMultiprocessors = 16, kAttrMemoryClockKhz = 36,
+                     kAttrWarpSize = 10, kAttrMultiprocessors = 16, kAttrIntegrated = 18, kAttrMemoryClockKhz = 36,
                      kAttrMemoryBusBits = 37, kAttrCcMajor = 75, kAttrCcMinor = 76, kAttrMaxSharedOptin = 97;
 inline constexpr int kFuncAttrSharedBytes = 1, kFuncAttrLocalBytes = 3, kFuncAttrNumRegs = 4,
                      kFuncAttrMaxDynamicShared = 8;
@@ -95,6 +95,7 @@ struct CudaDevice {
   int multiprocessors = 0, warp_size = 32, max_threads_per_block = 0, max_block_x = 0;
   int max_shared_per_block = 0, max_shared_optin = 0;
   int memory_clock_khz = 0, memory_bus_bits = 0;
+  bool integrated = false;  ///< an integrated GPU sharing host memory (Jetson)
   /// "sm_90" for compute capability 9.0.
   [[nodiscard]] std::string arch() const;
   /// The theoretical DRAM bandwidth in GB/s (2 x clock x bus width; 0 when unknown).

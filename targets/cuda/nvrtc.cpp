@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -49,10 +50,30 @@ std::vector<std::string> candidate_paths() {
   return out;
 }
 
+// NVRTC loads its builtins library (libnvrtc-builtins.so.MAJOR.MINOR) by soname at
+// compile time; when NVRTC itself came from a toolkit directory outside the loader's
+// path, the builtins beside it are loaded first so that lookup finds them.
+void preload_builtins_beside(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind("libnvrtc-builtins.so", 0) == 0)
+      dlopen(e.path().c_str(), RTLD_NOW | RTLD_GLOBAL);
+}
+
 Result<NvrtcApi> open_nvrtc() {
   void* lib = nullptr;
   std::string found, tried;
   for (const std::string& p : candidate_paths()) {
+    if (p.find('/') != std::string::npos) {
+      std::error_code ec;
+      if (!std::filesystem::exists(p, ec)) {
+        tried += (tried.empty() ? "" : ", ") + p;
+        continue;
+      }
+      preload_builtins_beside(p);
+    }
     lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib) {
       found = p;
