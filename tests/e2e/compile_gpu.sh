@@ -40,6 +40,11 @@ if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/kfd ]; then
   expect_ok "info json" '"name": "cuda"' '"name": "hip"' -- "$bin" info --json
   expect_fail "run needs a device" "target 'cuda' is unavailable" \
     "$bin" run "${base[@]}" --target cuda
+  expect_fail "bench needs a device" "target 'hip' is unavailable" \
+    "$bin" bench "${base[@]}" --target hip
+  # tune lists the space (no device needed) but its bench says why it cannot time candidates.
+  expect_fail "tune needs a device" "libcuda|CUDA driver|no device" \
+    "$bin" tune "${base[@]}" --target cuda --budget 1
 fi
 
 if "$bin" compile "${base[@]}" --target cuda --emit ptx >ptx.txt 2>err.txt; then
