@@ -310,8 +310,10 @@ TEST_CASE("simt emulator: i8 tmatmul under rotating tuning configurations (tpc b
       seen["tpc" + std::to_string(c.tpc)]++;
       seen["unroll" + std::to_string(c.unroll)]++;
       seen["rows" + std::to_string(c.rows)]++;
+      seen["cpt" + std::to_string(c.cpt)]++;
     }
-  for (const char* key : {"unroll1", "unroll2", "unroll4", "rows1", "rows2", "rows4", "rows8", "tpc32", "tpc64"})
+  for (const char* key : {"unroll1", "unroll2", "unroll4", "rows1", "rows2", "rows4", "rows8", "tpc32", "tpc64", "cpt1",
+                          "cpt2", "cpt4"})
     CHECK_MESSAGE(seen.count(key) > 0, key);
   bool above = false, below = false;
   for (const auto& [k, n] : seen) {
@@ -334,8 +336,8 @@ TEST_CASE("simt emulator: explicit configurations: one thread per column, 1024-t
     std::vector<std::string> decisions;
   };
   const D ds[] = {
-      {simt::Dialect::Cuda, 32, {"tpc=1;cols=32;unroll=1;rows=8", "tpc=1024;cols=1;unroll=4;rows=1", "tpc=2;cols=64;unroll=2;rows=3"}},
-      {simt::Dialect::Hip, 64, {"tpc=512;cols=2;unroll=2;rows=5", "tpc=64;cols=1;unroll=1;rows=1", "tpc=16;cols=4;unroll=4;rows=8"}},
+      {simt::Dialect::Cuda, 32, {"tpc=1;cols=32;unroll=1;rows=8;cpt=4", "tpc=1024;cols=1;unroll=4;rows=1;cpt=1", "tpc=2;cols=64;unroll=2;rows=3;cpt=2"}},
+      {simt::Dialect::Hip, 64, {"tpc=512;cols=2;unroll=2;rows=5;cpt=2", "tpc=64;cols=1;unroll=1;rows=1;cpt=4", "tpc=16;cols=4;unroll=4;rows=8;cpt=1"}},
   };
   ir::ParamValues pv;
   std::vector<HostTensor> args;
@@ -694,19 +696,21 @@ TEST_CASE("simt: unsupported ops and weights not known at load are Unsupported, 
   o.warp_size = 16;
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
   o.warp_size = 64;
-  o.decisions = {"tpc=16;cols=2;unroll=1;rows=1"};  // a 32-thread block on a 64-wide warp
+  o.decisions = {"tpc=16;cols=2;unroll=1;rows=1;cpt=1"};  // a 32-thread block on a 64-wide warp
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
-  o.decisions = {"tpc=16;cols=4;unroll=3;rows=1"};
+  o.decisions = {"tpc=16;cols=4;unroll=3;rows=1;cpt=1"};
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
-  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1"};
+  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1;cpt=3"};
+  CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
+  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1;cpt=4"};
   CHECK(simt::generate(*m, "h", o).ok());
 }
 
 TEST_CASE("simt: tuning space: configuration text, candidates valid, default valid, bench Unavailable without a device") {
-  CHECK(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=032;cols=4;unroll=2;rows=1").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;x").has_value());
+  CHECK(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;cpt=2").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=032;cols=4;unroll=2;rows=1;cpt=1").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;cpt=1;x").has_value());
   for (std::uint32_t warp : {32u, 64u}) {
     for (const simt::TMatMulShape s : {simt::TMatMulShape{1, 2560, 2560}, simt::TMatMulShape{8, 14336, 4096},
                                        simt::TMatMulShape{128, 4096, 14336}, simt::TMatMulShape{1, 37, 5}}) {
@@ -721,7 +725,7 @@ TEST_CASE("simt: tuning space: configuration text, candidates valid, default val
         CHECK(c.estimated_ns > 0);
       }
       CHECK(space->bench({}).error().code == ErrorCode::Unavailable);
-      CHECK_FALSE(space->valid("tpc=3;cols=4;unroll=2;rows=1"));
+      CHECK_FALSE(space->valid("tpc=3;cols=4;unroll=2;rows=1;cpt=1"));
     }
   }
   // GEMV with small N splits K further than with large N.
