@@ -163,6 +163,7 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
           double bound = tol.abs + tol.rel * std::fabs(wv);
           if (j < tol.per.size() && !tol.per[j].empty()) bound += tol.per[j][i];
           if (std::isnan(wv) && std::isnan(got[i])) continue;
+          if (std::isinf(wv) && static_cast<double>(got[i]) == wv) continue;
           if (!(std::fabs(got[i] - wv) <= bound)) {
             ++fails;
             FAIL_CHECK("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
@@ -378,6 +379,48 @@ TEST_CASE("simt emulator: f32 tmatmul, every epilogue, both dialects (within K u
   shapes[4].act = "gelu";
   shapes[6].act = "silu";
   check_multi(shapes, false, {{simt::Dialect::Cuda, 32, true, 0}, {simt::Dialect::Hip, 64, true, 2}}, 400);
+}
+
+TEST_CASE("simt emulator: tmatmul on [B, S, K] activations; f32 x with an infinity times a zero weight is NaN") {
+  REQUIRE_COMPILER();
+  // i8 x of rank 3 with x_scale [B, S, 1], bias and residual [B, S, N]: bit for bit.
+  const std::string tir =
+      "param @w : t2[90, 11]\nparam @ws : f32[11]\n"
+      "func @f(%x: i8[2, 3, 90], %xs: f32[2, 3, 1], %b: f32[11], %r: f32[2, 3, 11]) -> f32[2, 3, 11] {\n^entry:\n"
+      "  %w = param @w : t2[90, 11]\n  %ws = param @ws : f32[11]\n"
+      "  %y = tmatmul %x, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = relu} "
+      ": f32[2, 3, 11]\n  ret %y\n}\n";
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {90, 11}, 701));
+  pv.set("ws", rnd(ElemKind::F32, {11}, 702));
+  check(tir, "f", {rnd(ElemKind::I8, {2, 3, 90}, 703), rnd(ElemKind::F32, {2, 3, 1}, 704), rnd(ElemKind::F32, {11}, 705),
+                   rnd(ElemKind::F32, {2, 3, 11}, 706)},
+        pv, Tol{});
+  // f32 x holding +inf at k = 5 of row 1: every column of row 1 is +-inf or NaN (inf x 0),
+  // exactly as the reference; row 0 stays finite. Columns 0 and 1 pin both cases.
+  const std::string ftir =
+      "param @w : t2[70, 3]\nfunc @f(%x: f32[2, 70]) -> f32[2, 3] {\n^entry:\n  %w = param @w : t2[70, 3]\n"
+      "  %y = tmatmul %x, %w {x_scale = false, w_scale = false, bias = false, residual = false, act = none} "
+      ": f32[2, 3]\n  ret %y\n}\n";
+  HostTensor w = rnd(ElemKind::T2, {70, 3}, 707);
+  w.data[5 * 3 + 0] = 0;
+  w.data[5 * 3 + 1] = 1;
+  ir::ParamValues fp;
+  fp.set("w", w);
+  HostTensor x = rnd(ElemKind::F32, {2, 70}, 708);
+  x.data[70 + 5] = HUGE_VAL;
+  auto m = ir::parse_module(ftir, "t.tir");
+  REQUIRE(m.ok());
+  auto want = ir::interpret(*m, "f", std::vector<HostTensor>{x}, fp);
+  REQUIRE(want.ok());
+  REQUIRE(std::isnan((*want)[0].data[3]));
+  REQUIRE(std::isinf((*want)[0].data[4]));
+  Tol tol;
+  tol.exact = false;
+  // Row 0 (finite): K u sum|x w| with |x| < 1, so sum|x w| < K: K^2 u, plus the result's rounding.
+  tol.rel = kU;
+  tol.abs = 70.0 * 70.0 * kU;
+  check(ftir, "f", {x}, fp, tol, {{simt::Dialect::Cuda, 32, true, 0}, {simt::Dialect::Hip, 64, true, 1}});
 }
 
 // Grouped weight scales: y = epilogue(sum_g s[g, n] p_g). Tolerance (as tests/unit/spirv
