@@ -179,9 +179,13 @@ bool exact_act(const std::string& act) { return act == "none" || act == "relu"; 
 // ------------------------------------------------------------------ tmatmul
 
 // One tmatmul of a multi-tmatmul function.
+bool has_xs(int e) { return e == 2; }
+bool has_ws(int e) { return e == 1 || e == 2 || e == 4; }
+bool has_b(int e) { return e == 2 || e == 3; }
+bool has_r(int e) { return e == 2 || e == 4; }
 struct MM {
   std::int64_t M, K, N;
-  int epi;  // 0 none, 1 w_scale only, 2 x_scale + w_scale + bias + residual, 3 bias only
+  int epi;  // 0 none, 1 w_scale [N], 2 x_scale + w_scale [N] + bias + residual, 3 bias, 4 w_scale [] + residual
   const char* act;
   bool share_x = false;  // reads the previous tmatmul's activations (same M, K)
 };
@@ -194,21 +198,22 @@ std::string multi_tir(const std::vector<MM>& mms, const std::string& x) {
   for (std::size_t i = 0; i < mms.size(); ++i) {
     const MM& s = mms[i];
     const std::string I = std::to_string(i), ys = sh({s.M, s.N});
-    params += "param @w" + I + " : t2" + sh({s.K, s.N}) + "\nparam @ws" + I + " : f32" + sh({s.N}) + "\n";
+    const std::string wst = s.epi == 4 ? "f32[]" : "f32" + sh({s.N});
+    params += "param @w" + I + " : t2" + sh({s.K, s.N}) + "\nparam @ws" + I + " : " + wst + "\n";
     const std::string xn = s.share_x ? "%x" + std::to_string(i - 1) : "%x" + I;
     auto arg = [&](const std::string& a) { args += (args.empty() ? "" : ", ") + a; };
     if (!s.share_x) arg("%x" + I + ": " + x + sh({s.M, s.K}));
-    if (s.epi == 2) arg("%xs" + I + ": f32" + sh({s.M, 1}));
-    if (s.epi >= 2) arg("%b" + I + ": f32" + sh({s.N}));
-    if (s.epi == 2) arg("%r" + I + ": f32" + ys);
-    body += "  %w" + I + " = param @w" + I + " : t2" + sh({s.K, s.N}) + "\n  %ws" + I + " = param @ws" + I + " : f32" +
-            sh({s.N}) + "\n";
+    if (has_xs(s.epi)) arg("%xs" + I + ": f32" + sh({s.M, 1}));
+    if (has_b(s.epi)) arg("%b" + I + ": f32" + sh({s.N}));
+    if (has_r(s.epi)) arg("%r" + I + ": f32" + ys);
+    body += "  %w" + I + " = param @w" + I + " : t2" + sh({s.K, s.N}) + "\n  %ws" + I + " = param @ws" + I + " : " + wst +
+            "\n";
     std::string ops = xn + ", %w" + I;
-    if (s.epi == 2) ops += ", %xs" + I;
-    if (s.epi == 1 || s.epi == 2) ops += ", %ws" + I;
-    if (s.epi >= 2) ops += ", %b" + I;
-    if (s.epi == 2) ops += ", %r" + I;
-    const bool xs = s.epi == 2, ws = s.epi == 1 || s.epi == 2, b = s.epi >= 2, r = s.epi == 2;
+    if (has_xs(s.epi)) ops += ", %xs" + I;
+    if (has_ws(s.epi)) ops += ", %ws" + I;
+    if (has_b(s.epi)) ops += ", %b" + I;
+    if (has_r(s.epi)) ops += ", %r" + I;
+    const bool xs = has_xs(s.epi), ws = has_ws(s.epi), b = has_b(s.epi), r = has_r(s.epi);
     auto tf = [](bool v) { return v ? "true" : "false"; };
     body += "  %y" + I + " = tmatmul " + ops + " {x_scale = " + tf(xs) + ", w_scale = " + tf(ws) + ", bias = " + tf(b) +
             ", residual = " + tf(r) + ", act = " + s.act + "} : f32" + ys + "\n";
@@ -236,7 +241,7 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
     const MM& s = mms[i];
     const std::string I = std::to_string(i);
     const HostTensor w = rnd(ElemKind::T2, {s.K, s.N}, seed++);
-    const HostTensor ws = rnd(ElemKind::F32, {s.N}, seed++);
+    const HostTensor ws = s.epi == 4 ? rnd(ElemKind::F32, {}, seed++) : rnd(ElemKind::F32, {s.N}, seed++);
     pv.set("w" + I, w);
     pv.set("ws" + I, ws);
     if (!s.share_x) {
@@ -246,9 +251,9 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
     }
     HostTensor xsv = rnd(ElemKind::F32, {s.M, 1}, seed++), b = rnd(ElemKind::F32, {s.N}, seed++),
                r = rnd(ElemKind::F32, {s.M, s.N}, seed++);
-    if (s.epi == 2) args.push_back(xsv);
-    if (s.epi >= 2) args.push_back(b);
-    if (s.epi == 2) args.push_back(r);
+    if (has_xs(s.epi)) args.push_back(xsv);
+    if (has_b(s.epi)) args.push_back(b);
+    if (has_r(s.epi)) args.push_back(r);
     // f32 x: K u sum|x w| (times the epilogue's scales) + the epilogue's roundings.
     std::vector<double> per;
     if (!i8) {
@@ -262,11 +267,11 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
             acc += t;
           }
           double scale = 1;
-          if (s.epi == 1 || s.epi == 2) scale *= std::fabs(ws.data[static_cast<std::size_t>(n)]);
-          if (s.epi == 2) scale *= std::fabs(xsv.data[static_cast<std::size_t>(m)]);
+          if (has_ws(s.epi)) scale *= std::fabs(ws.data[s.epi == 4 ? 0 : static_cast<std::size_t>(n)]);
+          if (has_xs(s.epi)) scale *= std::fabs(xsv.data[static_cast<std::size_t>(m)]);
           double terms = std::fabs(acc) * scale;
-          if (s.epi >= 2) terms += std::fabs(b.data[static_cast<std::size_t>(n)]);
-          if (s.epi == 2) terms += std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
+          if (has_b(s.epi)) terms += std::fabs(b.data[static_cast<std::size_t>(n)]);
+          if (has_r(s.epi)) terms += std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
           per.push_back((static_cast<double>(s.K) * kU * a * scale + 8 * kU * terms) * 1.2 + 1e-37);
         }
     }
@@ -280,7 +285,7 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
 const std::vector<MM> kShapes = {
     {1, 37, 21, 0, "none"},  {1, 64, 5, 1, "relu"},  {3, 200, 17, 2, "none"}, {3, 200, 9, 1, "none", true},
     {9, 272, 33, 2, "relu"}, {1, 1000, 7, 3, "none"}, {17, 45, 3, 2, "none"}, {2, 256, 70, 1, "none"},
-    {1, 17000, 3, 1, "none"}, {2, 4100, 5, 2, "none"},  // enough chunks for every lane of 256 threads per column
+    {1, 17000, 3, 1, "none"}, {2, 4100, 5, 2, "none"}, {5, 130, 6, 4, "relu"},  // enough chunks for every lane of 256 threads per column
 };
 
 TEST_CASE("simt emulator: i8 tmatmul (dp4a on codes, row-sum correction), every epilogue, both dialects, dot and scalar: bit for bit") {
@@ -348,9 +353,9 @@ TEST_CASE("simt emulator: explicit configurations: one thread per column, 1024-t
     pv.set("w" + std::to_string(i), rnd(ElemKind::T2, {s.K, s.N}, seed++));
     pv.set("ws" + std::to_string(i), rnd(ElemKind::F32, {s.N}, seed++));
     args.push_back(rnd(ElemKind::I8, {s.M, s.K}, seed++));
-    if (s.epi == 2) args.push_back(rnd(ElemKind::F32, {s.M, 1}, seed++));
-    if (s.epi >= 2) args.push_back(rnd(ElemKind::F32, {s.N}, seed++));
-    if (s.epi == 2) args.push_back(rnd(ElemKind::F32, {s.M, s.N}, seed++));
+    if (has_xs(s.epi)) args.push_back(rnd(ElemKind::F32, {s.M, 1}, seed++));
+    if (has_b(s.epi)) args.push_back(rnd(ElemKind::F32, {s.N}, seed++));
+    if (has_r(s.epi)) args.push_back(rnd(ElemKind::F32, {s.M, s.N}, seed++));
   }
   auto want = ir::interpret(*m, "f", args, pv);
   REQUIRE(want.ok());
