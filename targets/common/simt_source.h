@@ -21,7 +21,10 @@
 //     HostTensor::to_bytes layout: f32 little-endian, i8 one byte, i32 four). Scratch
 //     buffer s is a device allocation of scratch_bytes[s] bytes (contents undefined at
 //     launch; no kernel reads scratch it has not written in the same call). Every
-//     buffer must be at least 16-byte aligned (cuMemAlloc/hipMalloc give 256).
+//     buffer must be at least 16-byte aligned (cuMemAlloc/hipMalloc give 256): kernels
+//     load i8 activations 16 bytes at a time when K % 16 == 0, so a caller's pointer on
+//     the framework path (a tensor view) must be checked (refused or copied) first.
+//     Kernels read no byte outside a buffer's size.
 //   - Load-time values: KernelArg::Kind::Const k is plan.load_time[k] uploaded once as
 //     LoadValue::encoded() bytes (e.g. a w_scale f32[N]); KernelArg::Kind::Weight w is
 //     weights[w]: the ternary weight packed by pack_ternary_weight() (layout below),
