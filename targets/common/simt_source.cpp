@@ -204,44 +204,39 @@ TJ_DEV tj_i32 tj_word(tj_i32 a0, tj_i32 a1, tj_i32 a2, tj_i32 a3, tj_u32 wq, tj_
   return tj_dot4(a3, (tj_i32)((wq >> 6) & 0x03030303u), acc);
 }
 TJ_DEV tj_u32 tj_wq(tj_u32x4 w, tj_u32 q) { return q == 0u ? w.x : q == 1u ? w.y : q == 2u ? w.z : w.w; }
-// A 64-weight chunk against 64 activation bytes at xp: 16-byte loads (xp 16-byte aligned).
-TJ_DEV tj_i32 tj_chunk16(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+// A 64-weight chunk against 16 int8x4 activation words a[0..15] (k = 4 i .. 4 i + 3).
+TJ_DEV tj_i32 tj_dot64(const tj_i32* a, tj_u32x4 w, tj_i32 acc) {
+  acc = tj_word(a[0], a[1], a[2], a[3], w.x, acc);
+  acc = tj_word(a[4], a[5], a[6], a[7], w.y, acc);
+  acc = tj_word(a[8], a[9], a[10], a[11], w.z, acc);
+  return tj_word(a[12], a[13], a[14], a[15], w.w, acc);
+}
+// 64 activation bytes at xp as 16 words: 16-byte loads (xp 16-byte aligned).
+TJ_DEV void tj_xld16(const tj_i8* xp, tj_i32* a) {
   const tj_u32x4* xv = (const tj_u32x4*)xp;
-  tj_u32x4 a = xv[0], b = xv[1], c = xv[2], d = xv[3];
-  acc = tj_word((tj_i32)a.x, (tj_i32)a.y, (tj_i32)a.z, (tj_i32)a.w, w.x, acc);
-  acc = tj_word((tj_i32)b.x, (tj_i32)b.y, (tj_i32)b.z, (tj_i32)b.w, w.y, acc);
-  acc = tj_word((tj_i32)c.x, (tj_i32)c.y, (tj_i32)c.z, (tj_i32)c.w, w.z, acc);
-  return tj_word((tj_i32)d.x, (tj_i32)d.y, (tj_i32)d.z, (tj_i32)d.w, w.w, acc);
+  for (tj_u32 i = 0u; i < 4u; ++i) {
+    const tj_u32x4 v = xv[i];
+    a[4u * i] = (tj_i32)v.x; a[4u * i + 1u] = (tj_i32)v.y; a[4u * i + 2u] = (tj_i32)v.z; a[4u * i + 3u] = (tj_i32)v.w;
+  }
 }
 // The same with 4-byte loads (xp 4-byte aligned).
-TJ_DEV tj_i32 tj_chunk4(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+TJ_DEV void tj_xld4(const tj_i8* xp, tj_i32* a) {
   const tj_i32* xv = (const tj_i32*)xp;
-  for (tj_u32 q = 0u; q < 4u; ++q) acc = tj_word(xv[4u * q], xv[4u * q + 1u], xv[4u * q + 2u], xv[4u * q + 3u], tj_wq(w, q), acc);
-  return acc;
+  for (tj_u32 i = 0u; i < 16u; ++i) a[i] = xv[i];
 }
 // The same with byte loads (any alignment).
-TJ_DEV tj_i32 tj_chunk1(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
-  for (tj_u32 q = 0u; q < 4u; ++q)
-    acc = tj_word(tj_ld4(xp + 16u * q), tj_ld4(xp + 16u * q + 4u), tj_ld4(xp + 16u * q + 8u), tj_ld4(xp + 16u * q + 12u),
-                  tj_wq(w, q), acc);
-  return acc;
+TJ_DEV void tj_xld1(const tj_i8* xp, tj_i32* a) {
+  for (tj_u32 i = 0u; i < 16u; ++i) a[i] = tj_ld4(xp + 4u * i);
 }
 // The last chunk of a row: only its first `cnt` activation bytes exist (the codes past
 // K are 0, so the zero bytes put in their place add nothing).
-TJ_DEV tj_i32 tj_chunk_tail(const tj_i8* xp, tj_u32 cnt, tj_u32x4 w, tj_i32 acc) {
-  for (tj_u32 q = 0u; q < 4u; ++q) {
-    tj_i32 a[4];
-    for (tj_u32 j = 0u; j < 4u; ++j) {
-      tj_u32 v = 0u;
-      for (tj_u32 b = 0u; b < 4u; ++b) {
-        tj_u32 i = 16u * q + 4u * j + b;
-        if (i < cnt) v |= (tj_u32)(tj_u8)xp[i] << (8u * b);
-      }
-      a[j] = (tj_i32)v;
-    }
-    acc = tj_word(a[0], a[1], a[2], a[3], tj_wq(w, q), acc);
+TJ_DEV void tj_xld_tail(const tj_i8* xp, tj_u32 cnt, tj_i32* a) {
+  for (tj_u32 i = 0u; i < 16u; ++i) {
+    tj_u32 v = 0u;
+    for (tj_u32 b = 0u; b < 4u; ++b)
+      if (4u * i + b < cnt) v |= (tj_u32)(tj_u8)xp[4u * i + b] << (8u * b);
+    a[i] = (tj_i32)v;
   }
-  return acc;
 }
 // The codes of a chunk starting at k0 outside [lo, hi) cleared (a group's partial chunk).
 TJ_DEV tj_u32x4 tj_kmask(tj_u32x4 w, tj_u32 k0, tj_u32 lo, tj_u32 hi) {
@@ -318,17 +313,19 @@ struct EpilogueRead {
 };
 
 // The tmatmul kernel (simt_source.h: the weight layout; TMatMulConfig: the blocking).
-// Thread (column c of the block, lane l) sums chunks l, l + TPC, ... of column n's K for
-// `rows` rows at a time; the column's threads reduce (tj_colsum), and its first thread
-// applies the epilogue and stores. i8 x: int32 sums of dp4a against the codes, minus the
-// row sums rs[r * G + g] (exact, wrapping like the reference); grouped: per group g the
-// int32 sum p_g, then y += float(p_g) * s[g, n] in f32, ascending g. f32 x: f32 sums.
+// Thread (column group c of the block, lane l) sums chunks l, l + TPC, ... of the K of
+// columns n0 .. n0 + CPT - 1 for `rows` rows at a time (an activation chunk is loaded
+// once and used for every column); the column's threads reduce (tj_colsum) and its first
+// thread applies the epilogue and stores. i8 x: int32 sums of dp4a against the codes,
+// minus the row sums rs[r * G + g] (exact, wrapping like the reference); grouped: per
+// group g the int32 sum p_g, then y += float(p_g) * s[g, n] in f32, ascending g. f32 x:
+// f32 sums.
 std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const TMatMulConfig& c,
                            const std::vector<EpilogueRead>& epilogue, ir::Activation act) {
   const bool int8 = s.x == ElemKind::I8, grouped = s.group > 0;
   const std::int64_t chunks = (s.k + kChunk - 1) / kChunk, full = s.k / kChunk;
   const std::int64_t groups = grouped ? ir::grouped_scale_rows(s.k, s.group) : 1;
-  const std::uint32_t block = c.tpc * c.cols;
+  const std::uint32_t block = c.tpc * c.cols, cpt = c.cpt;
   std::vector<std::string> p;
   p.push_back(int8 ? "const tj_i8* __restrict__ x" : "const float* __restrict__ x");
   p.push_back("const tj_u32x4* __restrict__ w");
@@ -339,95 +336,124 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
   const std::string acc_ty = int8 ? "tj_i32" : "float";
   std::string g = head(name, block, p);
   g += "  const tj_u32 M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", C = " + u(chunks) +
-       ", CF = " + u(full) + ", TPC = " + u(c.tpc) + ", COLS = " + u(c.cols) + ", ROWS = " + u(c.rows) +
-       ", RT = " + u((s.m + c.rows - 1) / c.rows) + ", G = " + u(groups) + ";\n";
+       ", CF = " + u(full) + ", TPC = " + u(c.tpc) + ", COLS = " + u(c.cols) + ", CPT = " + u(cpt) +
+       ", ROWS = " + u(c.rows) + ", RT = " + u((s.m + c.rows - 1) / c.rows) + ", G = " + u(groups) + ";\n";
   g += "  (void)C; (void)CF; (void)K; (void)G;\n";
   g += "  __shared__ " + acc_ty + " red[" + std::to_string(std::max<std::uint32_t>(1, block / 32)) + "];\n";
-  g += "  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;\n";
-  g += "  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing\n";
-  g += "  const tj_u32x4* wc = w + (tj_u64)nn * C;\n";
+  g += "  const tj_u32 lane = threadIdx.x % TPC, n0 = (blockIdx.x * COLS + threadIdx.x / TPC) * CPT;\n";
+  g += "  // Columns past N read column N - 1 and store nothing.\n";
+  for (std::uint32_t j = 0; j < cpt; ++j) {
+    const std::string J = std::to_string(j);
+    g += "  const tj_u32 nn" + J + " = n0 + " + u(j) + " < N ? n0 + " + u(j) + " : N - 1u;\n";
+    g += "  const tj_u32x4* wc" + J + " = w + (tj_u64)nn" + J + " * C;\n";
+  }
   g += "  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {\n    const tj_u32 r0 = rt * ROWS;\n";
-  // The chunk call of row t for chunk index `ci` with weights `wv`.
-  const std::string chunk_fn = s.k % 16 == 0 ? "tj_chunk16" : s.k % 4 == 0 ? "tj_chunk4" : "tj_chunk1";
-  auto row_loop = [&](const std::string& body) {
-    return "      for (tj_u32 t = 0u; t < ROWS; ++t) {\n        if (r0 + t >= M) break;\n" + body + "      }\n";
+  const std::string xld = s.k % 16 == 0 ? "tj_xld16" : s.k % 4 == 0 ? "tj_xld4" : "tj_xld1";
+  // The row loop over t with `body` (at indent `in`).
+  auto row_loop = [&](const std::string& in, const std::string& body) {
+    return in + "for (tj_u32 t = 0u; t < ROWS; ++t) {\n" + in + "  if (r0 + t >= M) break;\n" + body + in + "}\n";
   };
-  auto full_chunk = [&](const std::string& ci, const std::string& wv) {
-    if (int8) return "        acc[t] = " + chunk_fn + "(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", acc[t]);\n";
-    return "        acc[t] = tj_fchunk(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", 0u, 64u, acc[t]);\n";
+  // One chunk `ci` of row t against weights w<sfx>_<j> (j < CPT). i8: the activations
+  // loaded once (tail: only the bytes before K); f32: x[i] for i in [lo, hi) of the chunk.
+  auto chunk = [&](const std::string& in, const std::string& ci, const std::string& sfx, bool tail, const std::string& lo,
+                   const std::string& hi) {
+    std::string b;
+    const std::string xp = "x + (r0 + t) * K + " + ci + " * 64u";
+    if (int8) {
+      b += in + "{\n" + in + "  tj_i32 xa[16];\n";
+      b += in + "  " + (tail ? "tj_xld_tail(" + xp + ", K - " + ci + " * 64u, xa);\n" : xld + "(" + xp + ", xa);\n");
+      for (std::uint32_t j = 0; j < cpt; ++j)
+        b += in + "  acc[t * CPT + " + u(j) + "] = tj_dot64(xa, w" + sfx + "_" + std::to_string(j) + ", acc[t * CPT + " +
+             u(j) + "]);\n";
+      b += in + "}\n";
+    } else {
+      for (std::uint32_t j = 0; j < cpt; ++j)
+        b += in + "acc[t * CPT + " + u(j) + "] = tj_fchunk(" + xp + ", w" + sfx + "_" + std::to_string(j) + ", " + lo +
+             ", " + hi + ", acc[t * CPT + " + u(j) + "]);\n";
+    }
+    return b;
   };
-  auto tail_chunk = [&](const std::string& ci, const std::string& wv, const std::string& lo, const std::string& hi) {
-    if (int8)
-      return "        acc[t] = tj_chunk_tail(x + (r0 + t) * K + " + ci + " * 64u, K - " + ci + " * 64u, " + wv +
-             ", acc[t]);\n";
-    return "        acc[t] = tj_fchunk(x + (r0 + t) * K + " + ci + " * 64u, " + wv + ", " + lo + ", " + hi +
-           ", acc[t]);\n";
+  auto load_w = [&](const std::string& in, const std::string& sfx, const std::string& ci, bool mut) {
+    std::string b;
+    for (std::uint32_t j = 0; j < cpt; ++j)
+      b += in + (mut ? "tj_u32x4 w" : "const tj_u32x4 w") + sfx + "_" + std::to_string(j) + " = wc" + std::to_string(j) +
+           "[" + ci + "];\n";
+    return b;
   };
   const std::string zero = int8 ? "0" : "0.0f";
+  // The epilogue and store of column n0 + j, row r, from f32 `yv`.
+  auto epilogue_store = [&](const std::string& in) {
+    std::string b;
+    for (std::size_t i = 0; i < epilogue.size(); ++i) {
+      const EpilogueRead& ep = epilogue[i];
+      const std::string v = "e" + std::to_string(i) + "[r * " + u(ep.row_stride) + " + n * " + u(ep.col_stride) + "]";
+      b += in + "yv = " + apply(ep.op, "yv", v) + ";\n";
+    }
+    if (auto a = ir::activation_op(act)) b += in + "yv = " + apply(*a, "yv", "") + ";\n";
+    return b + in + "y[r * N + n] = yv;\n";
+  };
   if (!grouped) {
-    g += "    " + acc_ty + " acc[ROWS];\n    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = " + zero + ";\n";
+    g += "    " + acc_ty + " acc[ROWS * CPT];\n    for (tj_u32 i = 0u; i < ROWS * CPT; ++i) acc[i] = " + zero + ";\n";
     g += "    tj_u32 c = lane;\n";
     if (c.unroll > 1) {
-      // `unroll` 16-byte weight loads issued before any of them is used.
+      // `unroll` 16-byte weight loads per column issued before any of them is used.
       g += "    for (; c + " + u(c.unroll - 1) + " * TPC < CF; c += " + u(c.unroll) + " * TPC) {\n";
-      for (std::uint32_t i = 0; i < c.unroll; ++i)
-        g += "      const tj_u32x4 w" + std::to_string(i) + " = wc[c + " + u(i) + " * TPC];\n";
       std::string body;
-      for (std::uint32_t i = 0; i < c.unroll; ++i) body += full_chunk("(c + " + u(i) + " * TPC)", "w" + std::to_string(i));
-      g += row_loop(body) + "    }\n";
-    }
-    g += "    for (; c < CF; c += TPC) {\n      const tj_u32x4 w0 = wc[c];\n" + row_loop(full_chunk("c", "w0")) + "    }\n";
-    if (full < chunks)
-      g += "    if (lane == CF % TPC) {\n      const tj_u32x4 w0 = wc[CF];\n" +
-           row_loop(tail_chunk("CF", "w0", "0u", "K - CF * 64u")) + "    }\n";
-    g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
-    g += "      " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t], red);\n";
-    g += "      if (lane != 0u || n >= N) continue;\n      const tj_u32 r = r0 + t;\n";
-    g += int8 ? "      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);\n" : "      float yv = v;\n";
-  } else {
-    g += "    float gacc[ROWS];\n    for (tj_u32 t = 0u; t < ROWS; ++t) gacc[t] = 0.0f;\n";
-    g += "    for (tj_u32 gi = 0u; gi < G; ++gi) {\n";
-    g += "      const tj_u32 lo = gi * " + u(s.group) + ", hi = lo + " + u(s.group) + " < K ? lo + " + u(s.group) +
-         " : K;\n";
-    g += "      " + acc_ty + " acc[ROWS];\n      for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = " + zero + ";\n";
-    g += "      for (tj_u32 c = lo / 64u + lane; c < (hi + 63u) / 64u; c += TPC) {\n";
-    g += "        tj_u32x4 w0 = wc[c];\n";
-    const bool partial = s.group % kChunk != 0;
-    if (partial && int8) g += "        if (c * 64u < lo || c * 64u + 64u > hi) w0 = tj_kmask(w0, c * 64u, lo, hi);\n";
-    std::string body;
-    if (int8) {
-      body = "        if (c < CF)\n  " + full_chunk("c", "w0") + "        else\n  " + tail_chunk("c", "w0", "", "");
-    } else {
-      body = "        const tj_u32 ilo = lo > c * 64u ? lo - c * 64u : 0u, ihi = hi < c * 64u + 64u ? hi - c * 64u : 64u;\n" +
-             tail_chunk("c", "w0", "ilo", "ihi");
-    }
-    std::string rl = row_loop(body);
-    // indent the row loop one level deeper (inside the chunk loop)
-    std::string ind;
-    for (std::size_t i = 0, b = 0; i <= rl.size(); ++i)
-      if (i == rl.size() || rl[i] == '\n') {
-        if (i > b) ind += "  " + rl.substr(b, i - b);
-        if (i < rl.size()) ind += "\n";
-        b = i + 1;
+      for (std::uint32_t i = 0; i < c.unroll; ++i) {
+        g += load_w("      ", std::to_string(i), "c + " + u(i) + " * TPC", false);
+        body += chunk("        ", "(c + " + u(i) + " * TPC)", std::to_string(i), false, "0u", "64u");
       }
-    g += ind + "      }\n";
-    g += "      for (tj_u32 t = 0u; t < ROWS; ++t) {\n        if (r0 + t >= M) break;\n";
-    g += "        " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t], red);\n";
-    g += "        if (lane != 0u) continue;\n";
-    g += int8 ? "        const float pv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[(r0 + t) * G + gi]);\n"
-              : "        const float pv = v;\n";
-    g += "        gacc[t] = tj_add(gacc[t], tj_mul(pv, gs[gi * N + nn]));\n      }\n    }\n";
+      g += row_loop("      ", body) + "    }\n";
+    }
+    g += "    for (; c < CF; c += TPC) {\n" + load_w("      ", "0", "c", false) +
+         row_loop("      ", chunk("        ", "c", "0", false, "0u", "64u")) + "    }\n";
+    if (full < chunks)
+      g += "    if (lane == CF % TPC) {\n" + load_w("      ", "0", "CF", false) +
+           row_loop("      ", chunk("        ", "CF", "0", true, "0u", "K - CF * 64u")) + "    }\n";
     g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
-    g += "      if (lane != 0u || n >= N) continue;\n      const tj_u32 r = r0 + t;\n";
-    g += "      float yv = gacc[t];\n";
+    g += "      for (tj_u32 j = 0u; j < CPT; ++j) {\n";
+    g += "        " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t * CPT + j], red);\n";
+    g += "        const tj_u32 n = n0 + j, r = r0 + t;\n        if (lane != 0u || n >= N) continue;\n";
+    g += int8 ? "        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);\n" : "        float yv = v;\n";
+    g += epilogue_store("        ") + "      }\n    }\n  }\n}\n";
+    return g;
   }
-  for (std::size_t i = 0; i < epilogue.size(); ++i) {
-    const EpilogueRead& ep = epilogue[i];
-    const std::string v = "e" + std::to_string(i) + "[r * " + u(ep.row_stride) + " + n * " + u(ep.col_stride) + "]";
-    g += "      yv = " + apply(ep.op, "yv", v) + ";\n";
+  g += "    float gacc[ROWS * CPT];\n    for (tj_u32 i = 0u; i < ROWS * CPT; ++i) gacc[i] = 0.0f;\n";
+  g += "    for (tj_u32 gi = 0u; gi < G; ++gi) {\n";
+  g += "      const tj_u32 lo = gi * " + u(s.group) + ", hi = lo + " + u(s.group) + " < K ? lo + " + u(s.group) +
+       " : K;\n";
+  g += "      " + acc_ty + " acc[ROWS * CPT];\n      for (tj_u32 i = 0u; i < ROWS * CPT; ++i) acc[i] = " + zero + ";\n";
+  g += "      for (tj_u32 c = lo / 64u + lane; c < (hi + 63u) / 64u; c += TPC) {\n";
+  g += load_w("        ", "0", "c", int8 && s.group % kChunk != 0);
+  if (int8 && s.group % kChunk != 0) {
+    // A group's partial chunk: the codes outside [lo, hi) cleared.
+    g += "        if (c * 64u < lo || c * 64u + 64u > hi) {\n";
+    for (std::uint32_t j = 0; j < cpt; ++j)
+      g += "          w0_" + std::to_string(j) + " = tj_kmask(w0_" + std::to_string(j) + ", c * 64u, lo, hi);\n";
+    g += "        }\n";
   }
-  if (auto a = ir::activation_op(act)) g += "      yv = " + apply(*a, "yv", "") + ";\n";
-  g += "      y[r * N + n] = yv;\n    }\n  }\n}\n";
+  std::string body;
+  if (int8) {
+    body = "          if (c < CF) {\n" + chunk("            ", "c", "0", false, "", "") + "          } else {\n" +
+           chunk("            ", "c", "0", true, "", "") + "          }\n";
+  } else {
+    g += "        const tj_u32 ilo = lo > c * 64u ? lo - c * 64u : 0u, ihi = hi < c * 64u + 64u ? hi - c * 64u : 64u;\n";
+    body = chunk("          ", "c", "0", false, "ilo", "ihi");
+  }
+  g += row_loop("        ", body) + "      }\n";
+  g += "      for (tj_u32 t = 0u; t < ROWS; ++t) {\n        if (r0 + t >= M) break;\n";
+  g += "        for (tj_u32 j = 0u; j < CPT; ++j) {\n";
+  g += "          " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t * CPT + j], red);\n";
+  g += "          if (lane != 0u) continue;\n";
+  g += int8 ? "          const float pv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[(r0 + t) * G + gi]);\n"
+            : "          const float pv = v;\n";
+  g += "          const tj_u32 nj = n0 + j < N ? n0 + j : N - 1u;\n";
+  g += "          gacc[t * CPT + j] = tj_add(gacc[t * CPT + j], tj_mul(pv, gs[gi * N + nj]));\n        }\n      }\n    }\n";
+  g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
+  g += "      for (tj_u32 j = 0u; j < CPT; ++j) {\n";
+  g += "        const tj_u32 n = n0 + j, r = r0 + t;\n        if (lane != 0u || n >= N) continue;\n";
+  g += "        float yv = gacc[t * CPT + j];\n";
+  g += epilogue_store("        ") + "      }\n    }\n  }\n}\n";
   return g;
 }
 
@@ -635,21 +661,22 @@ std::string_view dialect_name(Dialect d) { return d == Dialect::Cuda ? "cuda" : 
 
 std::string config_text(const TMatMulConfig& c) {
   return "tpc=" + std::to_string(c.tpc) + ";cols=" + std::to_string(c.cols) + ";unroll=" + std::to_string(c.unroll) +
-         ";rows=" + std::to_string(c.rows);
+         ";rows=" + std::to_string(c.rows) + ";cpt=" + std::to_string(c.cpt);
 }
 
 std::optional<TMatMulConfig> parse_config(std::string_view text) {
   TMatMulConfig c;
-  unsigned tpc = 0, cols = 0, unroll = 0, rows = 0;
+  unsigned tpc = 0, cols = 0, unroll = 0, rows = 0, cpt = 0;
   const std::string t(text);
   int used = 0;
-  if (std::sscanf(t.c_str(), "tpc=%u;cols=%u;unroll=%u;rows=%u%n", &tpc, &cols, &unroll, &rows, &used) != 4 ||
+  if (std::sscanf(t.c_str(), "tpc=%u;cols=%u;unroll=%u;rows=%u;cpt=%u%n", &tpc, &cols, &unroll, &rows, &cpt, &used) != 5 ||
       static_cast<std::size_t>(used) != t.size())
     return std::nullopt;
   c.tpc = tpc;
   c.cols = cols;
   c.unroll = unroll;
   c.rows = rows;
+  c.cpt = cpt;
   if (config_text(c) != t) return std::nullopt;  // one spelling per configuration
   return c;
 }
@@ -662,6 +689,7 @@ bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t w
   const std::uint64_t block = std::uint64_t{c.tpc} * c.cols;
   if (block > 1024 || block % warp_size != 0) return false;
   if (c.unroll != 1 && c.unroll != 2 && c.unroll != 4) return false;
+  if (c.cpt != 1 && c.cpt != 2 && c.cpt != 4) return false;
   return c.rows >= 1 && c.rows <= 8;
 }
 
@@ -676,6 +704,9 @@ TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size) {
   while (std::uint64_t{c.tpc} * c.cols % warp_size != 0) ++c.cols;
   c.unroll = chunks / c.tpc >= 4 ? 2 : 1;
   c.rows = static_cast<std::uint32_t>(std::clamp<std::int64_t>(s.m, 1, 8));
+  // Several columns per thread reuse each activation chunk (M > 1: the activations, not
+  // the weights, would otherwise dominate the loads).
+  c.cpt = s.m >= 4 ? 4 : s.m >= 2 ? 2 : 1;
   return c;
 }
 
@@ -835,7 +866,7 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
         k.args = std::move(args);
         k.tmatmul = static_cast<std::int64_t>(t);
         k.block = {c.tpc * c.cols, 1, 1};
-        k.grid = {static_cast<std::uint32_t>((s.n + c.cols - 1) / c.cols),
+        k.grid = {static_cast<std::uint32_t>((s.n + std::int64_t{c.cols} * c.cpt - 1) / (std::int64_t{c.cols} * c.cpt)),
                   static_cast<std::uint32_t>(std::min<std::int64_t>((s.m + c.rows - 1) / c.rows, kMaxGrid)), 1};
         src = tmatmul_kernel(name, s, c, ep, a.act);
         break;
@@ -897,6 +928,12 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
     p.source += "\n" + src;
     p.kernels.push_back(std::move(k));
   }
+  // HIP counts threads per grid dimension in 32 bits (grid x block < 2^32); CUDA's grid.x
+  // stops at 2^31 - 1. Both hold for the shapes supported() admits; checked, not assumed.
+  for (const KernelLaunch& k : p.kernels)
+    if (std::uint64_t{k.grid.x} * k.block.x >= (std::uint64_t{1} << 32) || k.grid.x >= (1u << 31) ||
+        k.grid.y > kMaxGrid)
+      return unsupported("kernel " + k.name + " needs a grid of more than 2^32 threads");
   return p;
 }
 

@@ -21,7 +21,10 @@
 //     HostTensor::to_bytes layout: f32 little-endian, i8 one byte, i32 four). Scratch
 //     buffer s is a device allocation of scratch_bytes[s] bytes (contents undefined at
 //     launch; no kernel reads scratch it has not written in the same call). Every
-//     buffer must be at least 16-byte aligned (cuMemAlloc/hipMalloc give 256).
+//     buffer must be at least 16-byte aligned (cuMemAlloc/hipMalloc give 256): kernels
+//     load i8 activations 16 bytes at a time when K % 16 == 0, so a caller's pointer on
+//     the framework path (a tensor view) must be checked (refused or copied) first.
+//     Kernels read no byte outside a buffer's size.
 //   - Load-time values: KernelArg::Kind::Const k is plan.load_time[k] uploaded once as
 //     LoadValue::encoded() bytes (e.g. a w_scale f32[N]); KernelArg::Kind::Weight w is
 //     weights[w]: the ternary weight packed by pack_ternary_weight() (layout below),
@@ -75,19 +78,22 @@ enum class Dialect : std::uint8_t { Cuda, Hip };
 std::string_view dialect_name(Dialect d);
 
 /// The knobs of one tmatmul kernel (a TuningSpace configuration, simt_space.h).
-/// A block holds `cols` columns x `tpc` threads per column; the threads of a column
-/// split K (chunks of 64 weights, `unroll` 16-byte weight loads in flight per thread
-/// per iteration) and reduce with warp shuffles (and shared memory when tpc exceeds
-/// the warp); each thread keeps `rows` accumulators (rows of M per pass, <= 8).
+/// A block holds `cols` column groups x `tpc` threads per group; a group is `cpt`
+/// adjacent columns. The threads of a group split K (chunks of 64 weights, `unroll`
+/// 16-byte weight loads per column in flight per thread per iteration; an activation
+/// chunk is loaded once for the cpt columns) and reduce with warp shuffles (and shared
+/// memory when tpc exceeds the warp); each thread keeps rows x cpt accumulators (rows
+/// of M per pass, <= 8).
 struct TMatMulConfig {
-  std::uint32_t tpc = 32;    ///< threads per column: a power of two, 1 .. 1024
-  std::uint32_t cols = 4;    ///< columns per block
+  std::uint32_t tpc = 32;    ///< threads per column group: a power of two, 1 .. 1024
+  std::uint32_t cols = 4;    ///< column groups per block
   std::uint32_t unroll = 2;  ///< 1, 2 or 4 chunks per iteration
-  std::uint32_t rows = 1;    ///< accumulators per thread: 1 .. 8
+  std::uint32_t rows = 1;    ///< accumulators per thread and column: 1 .. 8
+  std::uint32_t cpt = 1;     ///< columns per thread: 1, 2 or 4
   friend bool operator==(const TMatMulConfig&, const TMatMulConfig&) = default;
 };
 
-/// "tpc=32;cols=4;unroll=2;rows=1" <-> TMatMulConfig; nullopt for other text.
+/// "tpc=32;cols=4;unroll=2;rows=1;cpt=1" <-> TMatMulConfig; nullopt for other text.
 std::string config_text(const TMatMulConfig& c);
 std::optional<TMatMulConfig> parse_config(std::string_view text);
 
@@ -110,11 +116,12 @@ struct SimtOptions {
 };
 
 /// Whether `c` can run `s` with warps of `warp_size` (block = tpc * cols threads, a
-/// multiple of the warp size and at most 1024; rows <= 8).
+/// multiple of the warp size and at most 1024; rows <= 8; cpt 1, 2 or 4).
 bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size);
 
 /// The configuration used when nothing better is known: a GEMV (M = 1) splits K over
-/// a warp per column (more warps when N is small), larger M keeps 4 or 8 accumulators.
+/// up to a warp per column (more threads when N is small); larger M keeps up to 8 rows
+/// and 2 (M >= 2) or 4 (M >= 4) columns per thread.
 TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size);
 
 /// A grid or block extent.

@@ -61,10 +61,12 @@ std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_
     for (std::uint32_t block : {64u, 128u, 256u}) {
       if (block < tpc) continue;
       for (std::uint32_t unroll : {1u, 2u, 4u})
-        for (std::uint32_t r : rows) {
-          const TMatMulConfig c{tpc, block / tpc, unroll, r};
-          if (config_valid(c, s, warp_size)) out.push_back(c);
-        }
+        for (std::uint32_t r : rows)
+          for (std::uint32_t cpt : {1u, 2u, 4u}) {
+            if (cpt > 1 && static_cast<std::int64_t>(cpt) > s.n) continue;
+            const TMatMulConfig c{tpc, block / tpc, unroll, r, cpt};
+            if (config_valid(c, s, warp_size)) out.push_back(c);
+          }
     }
   const TMatMulConfig d = default_config(s, warp_size);
   if (std::find(out.begin(), out.end(), d) == out.end()) out.insert(out.begin(), d);
@@ -75,10 +77,15 @@ double estimate_ns(const TMatMulShape& s, const TMatMulConfig& c, const SpaceOpt
   const double weight_bytes = static_cast<double>(packed_weight_bytes(s.k, s.n));
   const double passes = std::ceil(static_cast<double>(s.m) / c.rows);  // weight re-reads
   const double x_bytes = static_cast<double>(s.m * s.k) * (s.x == ElemKind::I8 ? 1 : 4);
-  const double bytes = weight_bytes * passes + x_bytes * std::ceil(static_cast<double>(s.n) / c.cols);
-  const double roofline = bytes / std::max(1.0, o.bandwidth_gbs);  // GB/s = bytes/ns
+  const double col_groups = std::ceil(static_cast<double>(s.n) / (static_cast<double>(c.cols) * c.cpt));
+  const double bytes = weight_bytes * passes + x_bytes * col_groups;
+  // Activations come from L1 (about 10x the memory bandwidth): rows x 64 bytes (f32 x:
+  // 256) per 16-byte weight chunk, shared by the cpt columns of a thread.
+  const double x_per_chunk = static_cast<double>(std::min<std::int64_t>(c.rows, s.m)) * (s.x == ElemKind::I8 ? 64 : 256);
+  const double l1 = weight_bytes * passes / 16 * x_per_chunk / c.cpt / (10 * std::max(1.0, o.bandwidth_gbs));
+  const double roofline = std::max(bytes / std::max(1.0, o.bandwidth_gbs), l1);  // GB/s = bytes/ns
   // Fill: blocks in flight against 8 blocks per multiprocessor.
-  const double blocks = std::ceil(static_cast<double>(s.n) / c.cols) * std::min(passes, 65535.0);
+  const double blocks = col_groups * std::min(passes, 65535.0);
   const double fill = std::min(1.0, blocks / (8.0 * std::max(1u, o.multiprocessors)));
   // Bytes in flight per thread: unroll 16-byte loads; fewer than 2 chunks per thread idle lanes.
   const double chunks_per_thread = std::ceil(static_cast<double>(s.k) / 64) / c.tpc;

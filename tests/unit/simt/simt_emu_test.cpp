@@ -163,6 +163,7 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
           double bound = tol.abs + tol.rel * std::fabs(wv);
           if (j < tol.per.size() && !tol.per[j].empty()) bound += tol.per[j][i];
           if (std::isnan(wv) && std::isnan(got[i])) continue;
+          if (std::isinf(wv) && static_cast<double>(got[i]) == wv) continue;
           if (!(std::fabs(got[i] - wv) <= bound)) {
             ++fails;
             FAIL_CHECK("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
@@ -178,9 +179,13 @@ bool exact_act(const std::string& act) { return act == "none" || act == "relu"; 
 // ------------------------------------------------------------------ tmatmul
 
 // One tmatmul of a multi-tmatmul function.
+bool has_xs(int e) { return e == 2; }
+bool has_ws(int e) { return e == 1 || e == 2 || e == 4; }
+bool has_b(int e) { return e == 2 || e == 3; }
+bool has_r(int e) { return e == 2 || e == 4; }
 struct MM {
   std::int64_t M, K, N;
-  int epi;  // 0 none, 1 w_scale only, 2 x_scale + w_scale + bias + residual, 3 bias only
+  int epi;  // 0 none, 1 w_scale [N], 2 x_scale + w_scale [N] + bias + residual, 3 bias, 4 w_scale [] + residual
   const char* act;
   bool share_x = false;  // reads the previous tmatmul's activations (same M, K)
 };
@@ -193,21 +198,22 @@ std::string multi_tir(const std::vector<MM>& mms, const std::string& x) {
   for (std::size_t i = 0; i < mms.size(); ++i) {
     const MM& s = mms[i];
     const std::string I = std::to_string(i), ys = sh({s.M, s.N});
-    params += "param @w" + I + " : t2" + sh({s.K, s.N}) + "\nparam @ws" + I + " : f32" + sh({s.N}) + "\n";
+    const std::string wst = s.epi == 4 ? "f32[]" : "f32" + sh({s.N});
+    params += "param @w" + I + " : t2" + sh({s.K, s.N}) + "\nparam @ws" + I + " : " + wst + "\n";
     const std::string xn = s.share_x ? "%x" + std::to_string(i - 1) : "%x" + I;
     auto arg = [&](const std::string& a) { args += (args.empty() ? "" : ", ") + a; };
     if (!s.share_x) arg("%x" + I + ": " + x + sh({s.M, s.K}));
-    if (s.epi == 2) arg("%xs" + I + ": f32" + sh({s.M, 1}));
-    if (s.epi >= 2) arg("%b" + I + ": f32" + sh({s.N}));
-    if (s.epi == 2) arg("%r" + I + ": f32" + ys);
-    body += "  %w" + I + " = param @w" + I + " : t2" + sh({s.K, s.N}) + "\n  %ws" + I + " = param @ws" + I + " : f32" +
-            sh({s.N}) + "\n";
+    if (has_xs(s.epi)) arg("%xs" + I + ": f32" + sh({s.M, 1}));
+    if (has_b(s.epi)) arg("%b" + I + ": f32" + sh({s.N}));
+    if (has_r(s.epi)) arg("%r" + I + ": f32" + ys);
+    body += "  %w" + I + " = param @w" + I + " : t2" + sh({s.K, s.N}) + "\n  %ws" + I + " = param @ws" + I + " : " + wst +
+            "\n";
     std::string ops = xn + ", %w" + I;
-    if (s.epi == 2) ops += ", %xs" + I;
-    if (s.epi == 1 || s.epi == 2) ops += ", %ws" + I;
-    if (s.epi >= 2) ops += ", %b" + I;
-    if (s.epi == 2) ops += ", %r" + I;
-    const bool xs = s.epi == 2, ws = s.epi == 1 || s.epi == 2, b = s.epi >= 2, r = s.epi == 2;
+    if (has_xs(s.epi)) ops += ", %xs" + I;
+    if (has_ws(s.epi)) ops += ", %ws" + I;
+    if (has_b(s.epi)) ops += ", %b" + I;
+    if (has_r(s.epi)) ops += ", %r" + I;
+    const bool xs = has_xs(s.epi), ws = has_ws(s.epi), b = has_b(s.epi), r = has_r(s.epi);
     auto tf = [](bool v) { return v ? "true" : "false"; };
     body += "  %y" + I + " = tmatmul " + ops + " {x_scale = " + tf(xs) + ", w_scale = " + tf(ws) + ", bias = " + tf(b) +
             ", residual = " + tf(r) + ", act = " + s.act + "} : f32" + ys + "\n";
@@ -235,7 +241,7 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
     const MM& s = mms[i];
     const std::string I = std::to_string(i);
     const HostTensor w = rnd(ElemKind::T2, {s.K, s.N}, seed++);
-    const HostTensor ws = rnd(ElemKind::F32, {s.N}, seed++);
+    const HostTensor ws = s.epi == 4 ? rnd(ElemKind::F32, {}, seed++) : rnd(ElemKind::F32, {s.N}, seed++);
     pv.set("w" + I, w);
     pv.set("ws" + I, ws);
     if (!s.share_x) {
@@ -245,9 +251,9 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
     }
     HostTensor xsv = rnd(ElemKind::F32, {s.M, 1}, seed++), b = rnd(ElemKind::F32, {s.N}, seed++),
                r = rnd(ElemKind::F32, {s.M, s.N}, seed++);
-    if (s.epi == 2) args.push_back(xsv);
-    if (s.epi >= 2) args.push_back(b);
-    if (s.epi == 2) args.push_back(r);
+    if (has_xs(s.epi)) args.push_back(xsv);
+    if (has_b(s.epi)) args.push_back(b);
+    if (has_r(s.epi)) args.push_back(r);
     // f32 x: K u sum|x w| (times the epilogue's scales) + the epilogue's roundings.
     std::vector<double> per;
     if (!i8) {
@@ -261,11 +267,11 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
             acc += t;
           }
           double scale = 1;
-          if (s.epi == 1 || s.epi == 2) scale *= std::fabs(ws.data[static_cast<std::size_t>(n)]);
-          if (s.epi == 2) scale *= std::fabs(xsv.data[static_cast<std::size_t>(m)]);
+          if (has_ws(s.epi)) scale *= std::fabs(ws.data[s.epi == 4 ? 0 : static_cast<std::size_t>(n)]);
+          if (has_xs(s.epi)) scale *= std::fabs(xsv.data[static_cast<std::size_t>(m)]);
           double terms = std::fabs(acc) * scale;
-          if (s.epi >= 2) terms += std::fabs(b.data[static_cast<std::size_t>(n)]);
-          if (s.epi == 2) terms += std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
+          if (has_b(s.epi)) terms += std::fabs(b.data[static_cast<std::size_t>(n)]);
+          if (has_r(s.epi)) terms += std::fabs(r.data[static_cast<std::size_t>(m * s.N + n)]);
           per.push_back((static_cast<double>(s.K) * kU * a * scale + 8 * kU * terms) * 1.2 + 1e-37);
         }
     }
@@ -279,7 +285,7 @@ void check_multi(const std::vector<MM>& mms, bool i8, const std::vector<Variant>
 const std::vector<MM> kShapes = {
     {1, 37, 21, 0, "none"},  {1, 64, 5, 1, "relu"},  {3, 200, 17, 2, "none"}, {3, 200, 9, 1, "none", true},
     {9, 272, 33, 2, "relu"}, {1, 1000, 7, 3, "none"}, {17, 45, 3, 2, "none"}, {2, 256, 70, 1, "none"},
-    {1, 17000, 3, 1, "none"}, {2, 4100, 5, 2, "none"},  // enough chunks for every lane of 256 threads per column
+    {1, 17000, 3, 1, "none"}, {2, 4100, 5, 2, "none"}, {5, 130, 6, 4, "relu"},  // enough chunks for every lane of 256 threads per column
 };
 
 TEST_CASE("simt emulator: i8 tmatmul (dp4a on codes, row-sum correction), every epilogue, both dialects, dot and scalar: bit for bit") {
@@ -310,8 +316,10 @@ TEST_CASE("simt emulator: i8 tmatmul under rotating tuning configurations (tpc b
       seen["tpc" + std::to_string(c.tpc)]++;
       seen["unroll" + std::to_string(c.unroll)]++;
       seen["rows" + std::to_string(c.rows)]++;
+      seen["cpt" + std::to_string(c.cpt)]++;
     }
-  for (const char* key : {"unroll1", "unroll2", "unroll4", "rows1", "rows2", "rows4", "rows8", "tpc32", "tpc64"})
+  for (const char* key : {"unroll1", "unroll2", "unroll4", "rows1", "rows2", "rows4", "rows8", "tpc32", "tpc64", "cpt1",
+                          "cpt2", "cpt4"})
     CHECK_MESSAGE(seen.count(key) > 0, key);
   bool above = false, below = false;
   for (const auto& [k, n] : seen) {
@@ -334,8 +342,8 @@ TEST_CASE("simt emulator: explicit configurations: one thread per column, 1024-t
     std::vector<std::string> decisions;
   };
   const D ds[] = {
-      {simt::Dialect::Cuda, 32, {"tpc=1;cols=32;unroll=1;rows=8", "tpc=1024;cols=1;unroll=4;rows=1", "tpc=2;cols=64;unroll=2;rows=3"}},
-      {simt::Dialect::Hip, 64, {"tpc=512;cols=2;unroll=2;rows=5", "tpc=64;cols=1;unroll=1;rows=1", "tpc=16;cols=4;unroll=4;rows=8"}},
+      {simt::Dialect::Cuda, 32, {"tpc=1;cols=32;unroll=1;rows=8;cpt=4", "tpc=1024;cols=1;unroll=4;rows=1;cpt=1", "tpc=2;cols=64;unroll=2;rows=3;cpt=2"}},
+      {simt::Dialect::Hip, 64, {"tpc=512;cols=2;unroll=2;rows=5;cpt=2", "tpc=64;cols=1;unroll=1;rows=1;cpt=4", "tpc=16;cols=4;unroll=4;rows=8;cpt=1"}},
   };
   ir::ParamValues pv;
   std::vector<HostTensor> args;
@@ -345,9 +353,9 @@ TEST_CASE("simt emulator: explicit configurations: one thread per column, 1024-t
     pv.set("w" + std::to_string(i), rnd(ElemKind::T2, {s.K, s.N}, seed++));
     pv.set("ws" + std::to_string(i), rnd(ElemKind::F32, {s.N}, seed++));
     args.push_back(rnd(ElemKind::I8, {s.M, s.K}, seed++));
-    if (s.epi == 2) args.push_back(rnd(ElemKind::F32, {s.M, 1}, seed++));
-    if (s.epi >= 2) args.push_back(rnd(ElemKind::F32, {s.N}, seed++));
-    if (s.epi == 2) args.push_back(rnd(ElemKind::F32, {s.M, s.N}, seed++));
+    if (has_xs(s.epi)) args.push_back(rnd(ElemKind::F32, {s.M, 1}, seed++));
+    if (has_b(s.epi)) args.push_back(rnd(ElemKind::F32, {s.N}, seed++));
+    if (has_r(s.epi)) args.push_back(rnd(ElemKind::F32, {s.M, s.N}, seed++));
   }
   auto want = ir::interpret(*m, "f", args, pv);
   REQUIRE(want.ok());
@@ -376,6 +384,48 @@ TEST_CASE("simt emulator: f32 tmatmul, every epilogue, both dialects (within K u
   shapes[4].act = "gelu";
   shapes[6].act = "silu";
   check_multi(shapes, false, {{simt::Dialect::Cuda, 32, true, 0}, {simt::Dialect::Hip, 64, true, 2}}, 400);
+}
+
+TEST_CASE("simt emulator: tmatmul on [B, S, K] activations; f32 x with an infinity times a zero weight is NaN") {
+  REQUIRE_COMPILER();
+  // i8 x of rank 3 with x_scale [B, S, 1], bias and residual [B, S, N]: bit for bit.
+  const std::string tir =
+      "param @w : t2[90, 11]\nparam @ws : f32[11]\n"
+      "func @f(%x: i8[2, 3, 90], %xs: f32[2, 3, 1], %b: f32[11], %r: f32[2, 3, 11]) -> f32[2, 3, 11] {\n^entry:\n"
+      "  %w = param @w : t2[90, 11]\n  %ws = param @ws : f32[11]\n"
+      "  %y = tmatmul %x, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = relu} "
+      ": f32[2, 3, 11]\n  ret %y\n}\n";
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {90, 11}, 701));
+  pv.set("ws", rnd(ElemKind::F32, {11}, 702));
+  check(tir, "f", {rnd(ElemKind::I8, {2, 3, 90}, 703), rnd(ElemKind::F32, {2, 3, 1}, 704), rnd(ElemKind::F32, {11}, 705),
+                   rnd(ElemKind::F32, {2, 3, 11}, 706)},
+        pv, Tol{});
+  // f32 x holding +inf at k = 5 of row 1: every column of row 1 is +-inf or NaN (inf x 0),
+  // exactly as the reference; row 0 stays finite. Columns 0 and 1 pin both cases.
+  const std::string ftir =
+      "param @w : t2[70, 3]\nfunc @f(%x: f32[2, 70]) -> f32[2, 3] {\n^entry:\n  %w = param @w : t2[70, 3]\n"
+      "  %y = tmatmul %x, %w {x_scale = false, w_scale = false, bias = false, residual = false, act = none} "
+      ": f32[2, 3]\n  ret %y\n}\n";
+  HostTensor w = rnd(ElemKind::T2, {70, 3}, 707);
+  w.data[5 * 3 + 0] = 0;
+  w.data[5 * 3 + 1] = 1;
+  ir::ParamValues fp;
+  fp.set("w", w);
+  HostTensor x = rnd(ElemKind::F32, {2, 70}, 708);
+  x.data[70 + 5] = HUGE_VAL;
+  auto m = ir::parse_module(ftir, "t.tir");
+  REQUIRE(m.ok());
+  auto want = ir::interpret(*m, "f", std::vector<HostTensor>{x}, fp);
+  REQUIRE(want.ok());
+  REQUIRE(std::isnan((*want)[0].data[3]));
+  REQUIRE(std::isinf((*want)[0].data[4]));
+  Tol tol;
+  tol.exact = false;
+  // Row 0 (finite): K u sum|x w| with |x| < 1, so sum|x w| < K: K^2 u, plus the result's rounding.
+  tol.rel = kU;
+  tol.abs = 70.0 * 70.0 * kU;
+  check(ftir, "f", {x}, fp, tol, {{simt::Dialect::Cuda, 32, true, 0}, {simt::Dialect::Hip, 64, true, 1}});
 }
 
 // Grouped weight scales: y = epilogue(sum_g s[g, n] p_g). Tolerance (as tests/unit/spirv
@@ -694,19 +744,21 @@ TEST_CASE("simt: unsupported ops and weights not known at load are Unsupported, 
   o.warp_size = 16;
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
   o.warp_size = 64;
-  o.decisions = {"tpc=16;cols=2;unroll=1;rows=1"};  // a 32-thread block on a 64-wide warp
+  o.decisions = {"tpc=16;cols=2;unroll=1;rows=1;cpt=1"};  // a 32-thread block on a 64-wide warp
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
-  o.decisions = {"tpc=16;cols=4;unroll=3;rows=1"};
+  o.decisions = {"tpc=16;cols=4;unroll=3;rows=1;cpt=1"};
   CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
-  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1"};
+  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1;cpt=3"};
+  CHECK(simt::generate(*m, "h", o).error().code == ErrorCode::InvalidArgument);
+  o.decisions = {"tpc=16;cols=4;unroll=1;rows=1;cpt=4"};
   CHECK(simt::generate(*m, "h", o).ok());
 }
 
 TEST_CASE("simt: tuning space: configuration text, candidates valid, default valid, bench Unavailable without a device") {
-  CHECK(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=032;cols=4;unroll=2;rows=1").has_value());
-  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;x").has_value());
+  CHECK(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;cpt=2").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=032;cols=4;unroll=2;rows=1;cpt=1").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;cpt=1;x").has_value());
   for (std::uint32_t warp : {32u, 64u}) {
     for (const simt::TMatMulShape s : {simt::TMatMulShape{1, 2560, 2560}, simt::TMatMulShape{8, 14336, 4096},
                                        simt::TMatMulShape{128, 4096, 14336}, simt::TMatMulShape{1, 37, 5}}) {
@@ -721,7 +773,7 @@ TEST_CASE("simt: tuning space: configuration text, candidates valid, default val
         CHECK(c.estimated_ns > 0);
       }
       CHECK(space->bench({}).error().code == ErrorCode::Unavailable);
-      CHECK_FALSE(space->valid("tpc=3;cols=4;unroll=2;rows=1"));
+      CHECK_FALSE(space->valid("tpc=3;cols=4;unroll=2;rows=1;cpt=1"));
     }
   }
   // GEMV with small N splits K further than with large N.

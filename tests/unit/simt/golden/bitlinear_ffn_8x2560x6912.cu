@@ -1,8 +1,8 @@
 // plan: cuda warp 32
 // launch tj_rmsnorm_0 grid (8, 1, 1) block (256, 1, 1) shared 0 args in0 in1 scratch0
 // launch tj_quantize_1 grid (8, 1, 1) block (256, 1, 1) shared 0 args scratch0 scratch1 scratch2 scratch3
-// launch tj_tmatmul_2 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight0 scratch3 scratch2 out0 config tpc=16;cols=16;unroll=1;rows=8
-// launch tj_tmatmul_3 grid (432, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight1 scratch3 scratch2 out1 config tpc=16;cols=16;unroll=1;rows=8
+// launch tj_tmatmul_2 grid (108, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight0 scratch3 scratch2 out0 config tpc=16;cols=16;unroll=1;rows=8;cpt=4
+// launch tj_tmatmul_3 grid (108, 1, 1) block (256, 1, 1) shared 0 args scratch1 weight1 scratch3 scratch2 out1 config tpc=16;cols=16;unroll=1;rows=8;cpt=4
 // scratch0 81920 bytes
 // scratch1 20480 bytes
 // scratch2 32 bytes
@@ -54,64 +54,102 @@ extern "C" __global__ void __launch_bounds__(256) tj_quantize_1(const float* __r
 }
 
 extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_2(const tj_i8* __restrict__ x, const tj_u32x4* __restrict__ w, const tj_i32* __restrict__ rs, const float* __restrict__ e0, float* __restrict__ y) {
-  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, ROWS = 8u, RT = 1u, G = 1u;
+  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, CPT = 4u, ROWS = 8u, RT = 1u, G = 1u;
   (void)C; (void)CF; (void)K; (void)G;
   __shared__ tj_i32 red[8];
-  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;
-  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing
-  const tj_u32x4* wc = w + (tj_u64)nn * C;
+  const tj_u32 lane = threadIdx.x % TPC, n0 = (blockIdx.x * COLS + threadIdx.x / TPC) * CPT;
+  // Columns past N read column N - 1 and store nothing.
+  const tj_u32 nn0 = n0 + 0u < N ? n0 + 0u : N - 1u;
+  const tj_u32x4* wc0 = w + (tj_u64)nn0 * C;
+  const tj_u32 nn1 = n0 + 1u < N ? n0 + 1u : N - 1u;
+  const tj_u32x4* wc1 = w + (tj_u64)nn1 * C;
+  const tj_u32 nn2 = n0 + 2u < N ? n0 + 2u : N - 1u;
+  const tj_u32x4* wc2 = w + (tj_u64)nn2 * C;
+  const tj_u32 nn3 = n0 + 3u < N ? n0 + 3u : N - 1u;
+  const tj_u32x4* wc3 = w + (tj_u64)nn3 * C;
   for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {
     const tj_u32 r0 = rt * ROWS;
-    tj_i32 acc[ROWS];
-    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = 0;
+    tj_i32 acc[ROWS * CPT];
+    for (tj_u32 i = 0u; i < ROWS * CPT; ++i) acc[i] = 0;
     tj_u32 c = lane;
     for (; c < CF; c += TPC) {
-      const tj_u32x4 w0 = wc[c];
+      const tj_u32x4 w0_0 = wc0[c];
+      const tj_u32x4 w0_1 = wc1[c];
+      const tj_u32x4 w0_2 = wc2[c];
+      const tj_u32x4 w0_3 = wc3[c];
       for (tj_u32 t = 0u; t < ROWS; ++t) {
         if (r0 + t >= M) break;
-        acc[t] = tj_chunk16(x + (r0 + t) * K + c * 64u, w0, acc[t]);
+        {
+          tj_i32 xa[16];
+          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
+          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
+          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
+          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
+          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+        }
       }
     }
     for (tj_u32 t = 0u; t < ROWS; ++t) {
       if (r0 + t >= M) break;
-      tj_i32 v = tj_colsum<16u>(acc[t], red);
-      if (lane != 0u || n >= N) continue;
-      const tj_u32 r = r0 + t;
-      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
-      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
-      yv = tj_silu(yv);
-      y[r * N + n] = yv;
+      for (tj_u32 j = 0u; j < CPT; ++j) {
+        tj_i32 v = tj_colsum<16u>(acc[t * CPT + j], red);
+        const tj_u32 n = n0 + j, r = r0 + t;
+        if (lane != 0u || n >= N) continue;
+        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
+        yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+        yv = tj_silu(yv);
+        y[r * N + n] = yv;
+      }
     }
   }
 }
 
 extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_3(const tj_i8* __restrict__ x, const tj_u32x4* __restrict__ w, const tj_i32* __restrict__ rs, const float* __restrict__ e0, float* __restrict__ y) {
-  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, ROWS = 8u, RT = 1u, G = 1u;
+  const tj_u32 M = 8u, K = 2560u, N = 6912u, C = 40u, CF = 40u, TPC = 16u, COLS = 16u, CPT = 4u, ROWS = 8u, RT = 1u, G = 1u;
   (void)C; (void)CF; (void)K; (void)G;
   __shared__ tj_i32 red[8];
-  const tj_u32 lane = threadIdx.x % TPC, n = blockIdx.x * COLS + threadIdx.x / TPC;
-  const tj_u32 nn = n < N ? n : N - 1u;  // threads past N compute column N - 1 and store nothing
-  const tj_u32x4* wc = w + (tj_u64)nn * C;
+  const tj_u32 lane = threadIdx.x % TPC, n0 = (blockIdx.x * COLS + threadIdx.x / TPC) * CPT;
+  // Columns past N read column N - 1 and store nothing.
+  const tj_u32 nn0 = n0 + 0u < N ? n0 + 0u : N - 1u;
+  const tj_u32x4* wc0 = w + (tj_u64)nn0 * C;
+  const tj_u32 nn1 = n0 + 1u < N ? n0 + 1u : N - 1u;
+  const tj_u32x4* wc1 = w + (tj_u64)nn1 * C;
+  const tj_u32 nn2 = n0 + 2u < N ? n0 + 2u : N - 1u;
+  const tj_u32x4* wc2 = w + (tj_u64)nn2 * C;
+  const tj_u32 nn3 = n0 + 3u < N ? n0 + 3u : N - 1u;
+  const tj_u32x4* wc3 = w + (tj_u64)nn3 * C;
   for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {
     const tj_u32 r0 = rt * ROWS;
-    tj_i32 acc[ROWS];
-    for (tj_u32 t = 0u; t < ROWS; ++t) acc[t] = 0;
+    tj_i32 acc[ROWS * CPT];
+    for (tj_u32 i = 0u; i < ROWS * CPT; ++i) acc[i] = 0;
     tj_u32 c = lane;
     for (; c < CF; c += TPC) {
-      const tj_u32x4 w0 = wc[c];
+      const tj_u32x4 w0_0 = wc0[c];
+      const tj_u32x4 w0_1 = wc1[c];
+      const tj_u32x4 w0_2 = wc2[c];
+      const tj_u32x4 w0_3 = wc3[c];
       for (tj_u32 t = 0u; t < ROWS; ++t) {
         if (r0 + t >= M) break;
-        acc[t] = tj_chunk16(x + (r0 + t) * K + c * 64u, w0, acc[t]);
+        {
+          tj_i32 xa[16];
+          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
+          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
+          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
+          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
+          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+        }
       }
     }
     for (tj_u32 t = 0u; t < ROWS; ++t) {
       if (r0 + t >= M) break;
-      tj_i32 v = tj_colsum<16u>(acc[t], red);
-      if (lane != 0u || n >= N) continue;
-      const tj_u32 r = r0 + t;
-      float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
-      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
-      y[r * N + n] = yv;
+      for (tj_u32 j = 0u; j < CPT; ++j) {
+        tj_i32 v = tj_colsum<16u>(acc[t * CPT + j], red);
+        const tj_u32 n = n0 + j, r = r0 + t;
+        if (lane != 0u || n >= N) continue;
+        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
+        yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+        y[r * N + n] = yv;
+      }
     }
   }
 }

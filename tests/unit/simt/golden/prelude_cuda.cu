@@ -126,44 +126,39 @@ TJ_DEV tj_i32 tj_word(tj_i32 a0, tj_i32 a1, tj_i32 a2, tj_i32 a3, tj_u32 wq, tj_
   return tj_dot4(a3, (tj_i32)((wq >> 6) & 0x03030303u), acc);
 }
 TJ_DEV tj_u32 tj_wq(tj_u32x4 w, tj_u32 q) { return q == 0u ? w.x : q == 1u ? w.y : q == 2u ? w.z : w.w; }
-// A 64-weight chunk against 64 activation bytes at xp: 16-byte loads (xp 16-byte aligned).
-TJ_DEV tj_i32 tj_chunk16(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+// A 64-weight chunk against 16 int8x4 activation words a[0..15] (k = 4 i .. 4 i + 3).
+TJ_DEV tj_i32 tj_dot64(const tj_i32* a, tj_u32x4 w, tj_i32 acc) {
+  acc = tj_word(a[0], a[1], a[2], a[3], w.x, acc);
+  acc = tj_word(a[4], a[5], a[6], a[7], w.y, acc);
+  acc = tj_word(a[8], a[9], a[10], a[11], w.z, acc);
+  return tj_word(a[12], a[13], a[14], a[15], w.w, acc);
+}
+// 64 activation bytes at xp as 16 words: 16-byte loads (xp 16-byte aligned).
+TJ_DEV void tj_xld16(const tj_i8* xp, tj_i32* a) {
   const tj_u32x4* xv = (const tj_u32x4*)xp;
-  tj_u32x4 a = xv[0], b = xv[1], c = xv[2], d = xv[3];
-  acc = tj_word((tj_i32)a.x, (tj_i32)a.y, (tj_i32)a.z, (tj_i32)a.w, w.x, acc);
-  acc = tj_word((tj_i32)b.x, (tj_i32)b.y, (tj_i32)b.z, (tj_i32)b.w, w.y, acc);
-  acc = tj_word((tj_i32)c.x, (tj_i32)c.y, (tj_i32)c.z, (tj_i32)c.w, w.z, acc);
-  return tj_word((tj_i32)d.x, (tj_i32)d.y, (tj_i32)d.z, (tj_i32)d.w, w.w, acc);
+  for (tj_u32 i = 0u; i < 4u; ++i) {
+    const tj_u32x4 v = xv[i];
+    a[4u * i] = (tj_i32)v.x; a[4u * i + 1u] = (tj_i32)v.y; a[4u * i + 2u] = (tj_i32)v.z; a[4u * i + 3u] = (tj_i32)v.w;
+  }
 }
 // The same with 4-byte loads (xp 4-byte aligned).
-TJ_DEV tj_i32 tj_chunk4(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
+TJ_DEV void tj_xld4(const tj_i8* xp, tj_i32* a) {
   const tj_i32* xv = (const tj_i32*)xp;
-  for (tj_u32 q = 0u; q < 4u; ++q) acc = tj_word(xv[4u * q], xv[4u * q + 1u], xv[4u * q + 2u], xv[4u * q + 3u], tj_wq(w, q), acc);
-  return acc;
+  for (tj_u32 i = 0u; i < 16u; ++i) a[i] = xv[i];
 }
 // The same with byte loads (any alignment).
-TJ_DEV tj_i32 tj_chunk1(const tj_i8* xp, tj_u32x4 w, tj_i32 acc) {
-  for (tj_u32 q = 0u; q < 4u; ++q)
-    acc = tj_word(tj_ld4(xp + 16u * q), tj_ld4(xp + 16u * q + 4u), tj_ld4(xp + 16u * q + 8u), tj_ld4(xp + 16u * q + 12u),
-                  tj_wq(w, q), acc);
-  return acc;
+TJ_DEV void tj_xld1(const tj_i8* xp, tj_i32* a) {
+  for (tj_u32 i = 0u; i < 16u; ++i) a[i] = tj_ld4(xp + 4u * i);
 }
 // The last chunk of a row: only its first `cnt` activation bytes exist (the codes past
 // K are 0, so the zero bytes put in their place add nothing).
-TJ_DEV tj_i32 tj_chunk_tail(const tj_i8* xp, tj_u32 cnt, tj_u32x4 w, tj_i32 acc) {
-  for (tj_u32 q = 0u; q < 4u; ++q) {
-    tj_i32 a[4];
-    for (tj_u32 j = 0u; j < 4u; ++j) {
-      tj_u32 v = 0u;
-      for (tj_u32 b = 0u; b < 4u; ++b) {
-        tj_u32 i = 16u * q + 4u * j + b;
-        if (i < cnt) v |= (tj_u32)(tj_u8)xp[i] << (8u * b);
-      }
-      a[j] = (tj_i32)v;
-    }
-    acc = tj_word(a[0], a[1], a[2], a[3], tj_wq(w, q), acc);
+TJ_DEV void tj_xld_tail(const tj_i8* xp, tj_u32 cnt, tj_i32* a) {
+  for (tj_u32 i = 0u; i < 16u; ++i) {
+    tj_u32 v = 0u;
+    for (tj_u32 b = 0u; b < 4u; ++b)
+      if (4u * i + b < cnt) v |= (tj_u32)(tj_u8)xp[4u * i + b] << (8u * b);
+    a[i] = (tj_i32)v;
   }
-  return acc;
 }
 // The codes of a chunk starting at k0 outside [lo, hi) cleared (a group's partial chunk).
 TJ_DEV tj_u32x4 tj_kmask(tj_u32x4 w, tj_u32 k0, tj_u32 lo, tj_u32 hi) {
