@@ -302,6 +302,8 @@ def _bitlinear_cuda(x, weight, weight_scale, bias, norm_weight, norm_eps, activa
     entry = _entry(int(x.shape[-1]), weight, weight_scale, bias, norm_weight, norm_eps, activation, engine, index)
     out_dtype = x.dtype if x.is_floating_point() else torch.float32
     x2 = x.detach().reshape(-1, entry.k).to(torch.float32).contiguous()
+    if x2.data_ptr() % 16 != 0:  # a view at an odd offset: the kernels load 16 bytes at a time
+        x2 = x2.clone()
     rows = int(x2.shape[0])
     y = torch.empty((rows, entry.n), dtype=torch.float32, device=x.device)
     if rows > 0:

@@ -166,9 +166,15 @@ Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
   for (std::size_t i = 0; i < in_.size(); ++i) ins.push_back(reinterpret_cast<DevicePtr>(device_buffers[i]));
   for (std::size_t j = 0; j < out_.size(); ++j)
     outs.push_back(reinterpret_cast<DevicePtr>(device_buffers[in_.size() + j]));
-  for (std::size_t i = 0; i < ins.size() + outs.size(); ++i)
-    if ((i < ins.size() ? ins[i] : outs[i - ins.size()]) == 0)
-      return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) + " is null");
+  for (std::size_t i = 0; i < ins.size() + outs.size(); ++i) {
+    const DevicePtr p = i < ins.size() ? ins[i] : outs[i - ins.size()];
+    if (p == 0) return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) + " is null");
+    // Kernels load activations 16 bytes at a time (simt_source.h, launch conventions): a
+    // tensor view at an odd offset is refused, never read misaligned.
+    if (p % 16 != 0)
+      return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) +
+                                                        " is not 16-byte aligned (copy the tensor first)");
+  }
   TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
   return enqueue(stream, ins, outs);
 }

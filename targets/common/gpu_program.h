@@ -103,7 +103,8 @@ class GpuProgram {
   /// pointers, sized as program.plan. Errors: InvalidArgument for a null buffer,
   /// Unavailable for device failures.
   Result<void> run(void* const* buffers);
-  /// The framework path (file comment): `device_buffers` are device pointers.
+  /// The framework path (file comment): `device_buffers` are device pointers, each
+  /// 16-byte aligned. Errors: InvalidArgument for a null or misaligned pointer.
   Result<void> launch(void* stream, void* const* device_buffers);
   /// Launches on the kernel's own stream on device pointers and waits (tuning benches:
   /// device-resident inputs, no copies timed). Serialized like run().
