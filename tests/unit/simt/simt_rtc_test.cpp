@@ -105,7 +105,7 @@ std::vector<simt::SimtProgram> programs(simt::Dialect d, std::uint32_t warp, boo
   return out;
 }
 
-TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90 (PTX and cubin)") {
+TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90 (PTX and cubin, no spills)") {
   const Nvrtc& n = nvrtc();
   if (!n.ok) {
     std::printf("SKIP: libnvrtc.so.13/.12 not found (no CUDA toolkit)\n");  // ctest: SKIP_REGULAR_EXPRESSION
@@ -117,8 +117,8 @@ TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90
         CAPTURE(arch);
         Nvrtc::Prog prog = nullptr;
         REQUIRE(n.create(&prog, p.source.c_str(), "tj.cu", 0, nullptr, nullptr) == 0);
-        const char* opts[] = {arch, "--std=c++17"};
-        const int rc = n.compile(prog, 2, opts);
+        const char* opts[] = {arch, "--std=c++17", "--ptxas-options=-v"};
+        const int rc = n.compile(prog, 3, opts);
         std::size_t ls = 0;
         n.log_size(prog, &ls);
         std::string log(ls, '\0');
@@ -126,6 +126,16 @@ TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90
         CAPTURE(log);
         CHECK_MESSAGE(rc == 0, p.source);
         std::size_t ptx = 0, cubin = 0;
+        // The default configurations keep every value in registers: ptxas reports no
+        // spill (a spill of a kernel here is a performance defect of the generator).
+        int spill_lines = 0;
+        for (std::size_t at = log.find("bytes spill stores"); at != std::string::npos;
+             at = log.find("bytes spill stores", at + 1)) {
+          const std::size_t start = log.rfind(' ', at - 2) + 1;
+          CHECK_MESSAGE(log.substr(start, at - 1 - start) == "0", log.substr(start, 60));
+          ++spill_lines;
+        }
+        CHECK(spill_lines >= static_cast<int>(p.kernels.size()));  // ptxas -v reports every kernel
         if (rc == 0) {
           CHECK(n.ptx_size(prog, &ptx) == 0);
           CHECK(n.cubin_size(prog, &cubin) == 0);
