@@ -245,6 +245,154 @@ Result<void> check_code_object(const std::vector<std::uint8_t>& c) {
   return success();
 }
 
+namespace {
+
+// A minimal MessagePack reader over a bounded byte range: what the AMDGPU metadata note
+// uses (maps, arrays, strings, integers, booleans, floats, nil, binary).
+class MsgPack {
+ public:
+  MsgPack(const std::uint8_t* p, std::size_t n) : p_(p), n_(n) {}
+  struct Value {
+    enum class Kind { Nil, Bool, Int, Float, Str, Bin, Array, Map } kind = Kind::Nil;
+    std::int64_t i = 0;
+    std::string s;
+    std::vector<Value> items;                            // Array: values; Map: key, value, key, value...
+  };
+  bool read(Value& v, int depth = 0) {
+    if (depth > 16 || at_ >= n_) return false;
+    const std::uint8_t b = p_[at_++];
+    if (b <= 0x7f) return set_int(v, b);
+    if (b >= 0xe0) return set_int(v, static_cast<std::int8_t>(b));
+    if ((b & 0xf0) == 0x80) return container(v, Value::Kind::Map, b & 0x0f, depth);
+    if ((b & 0xf0) == 0x90) return container(v, Value::Kind::Array, b & 0x0f, depth);
+    if ((b & 0xe0) == 0xa0) return bytes(v, Value::Kind::Str, b & 0x1f);
+    std::uint64_t len = 0;
+    switch (b) {
+      case 0xc0: v.kind = Value::Kind::Nil; return true;
+      case 0xc2: case 0xc3: v.kind = Value::Kind::Bool; v.i = b - 0xc2; return true;
+      case 0xc4: return uint(1, len) && bytes(v, Value::Kind::Bin, len);
+      case 0xc5: return uint(2, len) && bytes(v, Value::Kind::Bin, len);
+      case 0xc6: return uint(4, len) && bytes(v, Value::Kind::Bin, len);
+      case 0xca: v.kind = Value::Kind::Float; return skip(4);
+      case 0xcb: v.kind = Value::Kind::Float; return skip(8);
+      case 0xcc: return uint(1, len) && set_int(v, static_cast<std::int64_t>(len));
+      case 0xcd: return uint(2, len) && set_int(v, static_cast<std::int64_t>(len));
+      case 0xce: return uint(4, len) && set_int(v, static_cast<std::int64_t>(len));
+      case 0xcf: return uint(8, len) && set_int(v, static_cast<std::int64_t>(len));
+      case 0xd0: return uint(1, len) && set_int(v, static_cast<std::int8_t>(len));
+      case 0xd1: return uint(2, len) && set_int(v, static_cast<std::int16_t>(len));
+      case 0xd2: return uint(4, len) && set_int(v, static_cast<std::int32_t>(len));
+      case 0xd3: return uint(8, len) && set_int(v, static_cast<std::int64_t>(len));
+      case 0xd9: return uint(1, len) && bytes(v, Value::Kind::Str, len);
+      case 0xda: return uint(2, len) && bytes(v, Value::Kind::Str, len);
+      case 0xdb: return uint(4, len) && bytes(v, Value::Kind::Str, len);
+      case 0xdc: return uint(2, len) && container(v, Value::Kind::Array, len, depth);
+      case 0xdd: return uint(4, len) && container(v, Value::Kind::Array, len, depth);
+      case 0xde: return uint(2, len) && container(v, Value::Kind::Map, len, depth);
+      case 0xdf: return uint(4, len) && container(v, Value::Kind::Map, len, depth);
+      default: return false;  // ext types: not in the metadata
+    }
+  }
+
+ private:
+  static bool set_int(Value& v, std::int64_t i) {
+    v.kind = Value::Kind::Int;
+    v.i = i;
+    return true;
+  }
+  bool uint(int width, std::uint64_t& out) {
+    if (n_ - at_ < static_cast<std::size_t>(width)) return false;
+    out = 0;
+    for (int k = 0; k < width; ++k) out = (out << 8) | p_[at_++];  // big-endian
+    return true;
+  }
+  bool skip(std::size_t k) {
+    if (n_ - at_ < k) return false;
+    at_ += k;
+    return true;
+  }
+  bool bytes(Value& v, Value::Kind kind, std::uint64_t len) {
+    if (n_ - at_ < len) return false;
+    v.kind = kind;
+    v.s.assign(reinterpret_cast<const char*>(p_ + at_), static_cast<std::size_t>(len));
+    at_ += static_cast<std::size_t>(len);
+    return true;
+  }
+  bool container(Value& v, Value::Kind kind, std::uint64_t count, int depth) {
+    const std::uint64_t items = kind == Value::Kind::Map ? 2 * count : count;
+    if (items > n_ - at_) return false;  // every item takes at least one byte
+    v.kind = kind;
+    v.items.resize(static_cast<std::size_t>(items));
+    for (Value& item : v.items)
+      if (!read(item, depth + 1)) return false;
+    return true;
+  }
+  const std::uint8_t* p_;
+  std::size_t n_, at_ = 0;
+};
+
+const MsgPack::Value* map_get(const MsgPack::Value& m, std::string_view key) {
+  if (m.kind != MsgPack::Value::Kind::Map) return nullptr;
+  for (std::size_t i = 0; i + 1 < m.items.size(); i += 2)
+    if (m.items[i].kind == MsgPack::Value::Kind::Str && m.items[i].s == key) return &m.items[i + 1];
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::vector<KernelUsage>> code_object_usage(const std::vector<std::uint8_t>& c) {
+  TERNJIT_TRY_VOID(check_code_object(c));
+  auto bad = [](const std::string& why) {
+    return make_error(ErrorCode::InvalidInput, "code object metadata: " + why);
+  };
+  auto u16 = [&](std::size_t at) { return static_cast<std::uint32_t>(c[at] | (c[at + 1] << 8)); };
+  auto u32 = [&](std::size_t at) { return static_cast<std::uint32_t>(u16(at) | (u16(at + 2) << 16)); };
+  auto u64 = [&](std::size_t at) { return static_cast<std::uint64_t>(u32(at)) | (static_cast<std::uint64_t>(u32(at + 4)) << 32); };
+  const std::uint64_t shoff = u64(40), shnum = u16(60);  // check_code_object: the table is inside
+  constexpr std::uint32_t kShtNote = 7, kNtAmdgpuMetadata = 32;
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::size_t sh = static_cast<std::size_t>(shoff + i * 64);
+    if (u32(sh + 4) != kShtNote) continue;
+    const std::uint64_t off = u64(sh + 24), size = u64(sh + 32);
+    if (off > c.size() || size > c.size() - off) return bad("a note section lies outside the file");
+    std::uint64_t at = off;
+    const std::uint64_t end = off + size;
+    while (end - at >= 12) {
+      const std::uint64_t namesz = u32(static_cast<std::size_t>(at)), descsz = u32(static_cast<std::size_t>(at + 4));
+      const std::uint32_t type = u32(static_cast<std::size_t>(at + 8));
+      const std::uint64_t name_at = at + 12, desc_at = name_at + ((namesz + 3) & ~std::uint64_t{3});
+      if (desc_at > end || descsz > end - desc_at) return bad("a note runs past its section");
+      const std::string name(reinterpret_cast<const char*>(c.data() + name_at),
+                             static_cast<std::size_t>(namesz > 0 ? namesz - 1 : 0));
+      if (type == kNtAmdgpuMetadata && name == "AMDGPU") {
+        MsgPack reader(c.data() + desc_at, static_cast<std::size_t>(descsz));
+        MsgPack::Value root;
+        if (!reader.read(root)) return bad("the msgpack document does not decode");
+        const MsgPack::Value* kernels = map_get(root, "amdhsa.kernels");
+        if (!kernels || kernels->kind != MsgPack::Value::Kind::Array) return bad("no amdhsa.kernels array");
+        std::vector<KernelUsage> out;
+        for (const MsgPack::Value& k : kernels->items) {
+          KernelUsage u;
+          if (const auto* n = map_get(k, ".name"); n && n->kind == MsgPack::Value::Kind::Str) u.name = n->s;
+          auto num = [&](const char* key, std::int64_t& field) {
+            if (const auto* v = map_get(k, key); v && v->kind == MsgPack::Value::Kind::Int) field = v->i;
+          };
+          num(".vgpr_count", u.vgprs);
+          num(".sgpr_count", u.sgprs);
+          num(".agpr_count", u.agprs);
+          num(".vgpr_spill_count", u.vgpr_spills);
+          num(".sgpr_spill_count", u.sgpr_spills);
+          num(".private_segment_fixed_size", u.scratch_bytes);
+          out.push_back(std::move(u));
+        }
+        return out;
+      }
+      at = desc_at + ((descsz + 3) & ~std::uint64_t{3});
+    }
+  }
+  return bad("no NT_AMDGPU_METADATA note");
+}
+
 std::string RuntimeApi::version_text() const {
   // hipDriverGetVersion: major * 10000000 + minor * 100000 + patch (50221153 = 5.2.21153).
   return "hip runtime " + std::to_string(driver_version / 10000000) + "." +

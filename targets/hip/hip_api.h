@@ -48,6 +48,19 @@ Result<HipOutput> compile_hip(std::string_view source, std::string_view name, st
 /// section header table lies inside it. Errors (InvalidInput) say what is wrong.
 Result<void> check_code_object(const std::vector<std::uint8_t>& code);
 
+/// Resource use of one kernel as its code object's AMDGPU metadata note records it.
+struct KernelUsage {
+  std::string name;
+  std::int64_t vgprs = -1, sgprs = -1, agprs = -1;
+  std::int64_t vgpr_spills = -1, sgpr_spills = -1;
+  std::int64_t scratch_bytes = -1;  ///< .private_segment_fixed_size (per work-item)
+};
+
+/// The "amdhsa.kernels" entries of `code`'s NT_AMDGPU_METADATA note (msgpack, code
+/// object v3+). Every length is checked. Errors (InvalidInput): not an AMDGPU ELF, no
+/// metadata note, or a note that does not decode.
+Result<std::vector<KernelUsage>> code_object_usage(const std::vector<std::uint8_t>& code);
+
 using HipDeviceptr = void*;
 using HipModule = struct HipModuleOpaque*;
 using HipFunction = struct HipFunctionOpaque*;

@@ -233,10 +233,27 @@ class HipTarget final : public Target {
     Artifact a;
     a.kind = ArtifactKind::Hsaco;
     a.entry = std::string(function);
-    std::vector<std::string> table;
+    std::vector<std::string> table, usage, usage_kernels;
     for (const std::string& arch : archs) {
       TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options.decisions, arch));
       TERNJIT_TRY(hip::HipOutput out, hip::compile_hip(p.source, std::string(function), arch));
+      // Registers and spills from the code object's metadata note (what the HIP runtime
+      // would report): one summary per arch for `ternjit cache ls`.
+      TERNJIT_TRY(std::vector<hip::KernelUsage> used, hip::code_object_usage(out.code));
+      std::int64_t vgprs = 0, sgprs = 0, vspill = 0, sspill = 0, scratch = 0;
+      for (const hip::KernelUsage& u : used) {
+        vgprs = std::max(vgprs, u.vgprs);
+        sgprs = std::max(sgprs, u.sgprs);
+        vspill += std::max<std::int64_t>(0, u.vgpr_spills);
+        sspill += std::max<std::int64_t>(0, u.sgpr_spills);
+        scratch = std::max(scratch, u.scratch_bytes);
+        usage_kernels.push_back(arch + "/" + u.name + ":vgprs=" + std::to_string(u.vgprs) + ",sgprs=" +
+                                std::to_string(u.sgprs) + ",spill=" + std::to_string(u.vgpr_spills) + "/" +
+                                std::to_string(u.sgpr_spills) + ",scratch=" + std::to_string(u.scratch_bytes));
+      }
+      usage.push_back(arch + " kernels=" + std::to_string(used.size()) + " vgprs<=" + std::to_string(vgprs) +
+                      " sgprs<=" + std::to_string(sgprs) + " spill=" + std::to_string(vspill) + "/" +
+                      std::to_string(sspill) + " scratch<=" + std::to_string(scratch) + "B");
       table.push_back(arch + ":" + std::to_string(a.bytes.size()) + ":" + std::to_string(out.code.size()) + ":" +
                       source_digest(p.source));
       a.bytes.insert(a.bytes.end(), out.code.begin(), out.code.end());
@@ -247,6 +264,8 @@ class HipTarget final : public Target {
     a.metadata["bytes_digest"] = bytes_digest(a.bytes);
     a.metadata["toolchain"] = toolchain();
     a.metadata["isa"] = "hip_" + join(archs, "_");
+    a.metadata["usage"] = join(usage, "; ") + " (code object)";
+    a.metadata["usage_kernels"] = join(usage_kernels, ";");
     return a;
   }
 

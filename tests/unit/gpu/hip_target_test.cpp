@@ -111,6 +111,21 @@ TEST_CASE("hip: hiprtc produces AMDGPU code objects for gfx90a (and one per offl
     CHECK(a->bytes[18] == 224);        // e_machine EM_AMDGPU
     CHECK(amdgpu_mach(a->bytes) == 0x3f);  // EF_AMDGPU_MACH_AMDGCN_GFX90A
     CHECK(a->metadata.at("code_objects").rfind("gfx90a:0:", 0) == 0);
+    // Every kernel's registers and spills, read from the code object's metadata note.
+    auto used = targets::hip::code_object_usage(a->bytes);
+    REQUIRE_MESSAGE(used.ok(), (used.ok() ? "" : used.error().message));
+    REQUIRE(!used->empty());
+    for (const targets::hip::KernelUsage& u : *used) {
+      CAPTURE(u.name);
+      CHECK(u.name.rfind("tj_", 0) == 0);
+      CHECK(u.vgprs > 0);
+      CHECK(u.sgprs > 0);
+      CHECK(u.vgpr_spills == 0);
+      CHECK(u.scratch_bytes >= 0);
+      CHECK(a->metadata.at("usage_kernels").find("gfx90a/" + u.name + ":vgprs=" + std::to_string(u.vgprs)) !=
+            std::string::npos);
+    }
+    CHECK(a->metadata.at("usage").rfind("gfx90a kernels=" + std::to_string(used->size()), 0) == 0);
     CHECK(cache::check_artifact_signature(*a, p.module, p.function).ok());
     ++compiled;
     if (compiled > 4) break;  // hiprtc takes ~0.3 s per program: a few layers and ops are enough here
@@ -141,6 +156,14 @@ TEST_CASE("hip: hiprtc produces AMDGPU code objects for gfx90a (and one per offl
   co.target.values["offload_arch"] = "gfx90a,gfx908";
   CHECK(!t->emit(*m, "f", "hsaco", co, nullptr).ok());  // one code object per --emit hsaco
 
+  // A truncated or damaged metadata note is an error, never an out-of-bounds read.
+  std::vector<std::uint8_t> cut(second.begin(), second.begin() + static_cast<std::ptrdiff_t>(second.size() / 2));
+  CHECK(!targets::hip::code_object_usage(cut).ok());
+  for (std::size_t at = 64; at < second.size(); at += 97) {
+    std::vector<std::uint8_t> flipped = second;
+    flipped[at] ^= 0xff;
+    (void)targets::hip::code_object_usage(flipped);  // any answer but a crash (ASan stage)
+  }
   // A damaged code object is refused at load before any device is asked.
   auto damaged = *two;
   damaged.bytes[damaged.bytes.size() / 3] ^= 1;
