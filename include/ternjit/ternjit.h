@@ -231,7 +231,8 @@ ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel
  *  bytes rounded up to 16, plus 16); cuda and hip launch on `stream` (a CUstream /
  *  hipStream_t of that device; null: the legacy default stream) reading and writing
  *  `buffers` (device pointers, inputs then outputs, each holding its tensor contiguously,
- *  16-byte aligned, else INVALID_ARGUMENT). Ownership and synchronization: targets/README.md, "GPU targets". */
+ *  16-byte aligned, else INVALID_ARGUMENT). Ownership and synchronization:
+ *  targets/README.md, "GPU targets". */
 ternjit_status ternjit_kernel_device(const ternjit_kernel* kernel, uintptr_t* handles, size_t* count);
 ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream, void* const* buffers);
 
