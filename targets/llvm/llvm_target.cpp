@@ -2,6 +2,7 @@
 // llvm_target.cpp - the llvm Target, loading its objects (const table, reference steps) and AOT emission.
 #include "targets/llvm/llvm_target.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -57,8 +58,9 @@ class LlvmTarget final : public Target {
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     llvmjit::CodegenOptions o;
     o.opt = options.opt_level;
-    TERNJIT_TRY(int group, llvmjit::panel_group(o));
-    TERNJIT_TRY(Program p, llvmjit::analyze(*f, group));
+    o.no_packed = options.target.get("panels") == "int8";
+    TERNJIT_TRY(llvmjit::PanelLayout layout, llvmjit::panel_layout(o));
+    TERNJIT_TRY(Program p, llvmjit::analyze(*f, layout));
     const std::string sym = symbol_of(function);
     TERNJIT_TRY(std::string obj, llvmjit::generate(*f, p, sym, nullptr, llvmjit::EmitKind::Object, o));
     Artifact a;
@@ -69,22 +71,30 @@ class LlvmTarget final : public Target {
     a.metadata["symbol"] = sym;
     a.metadata["triple"] = llvmjit::host_triple();
     a.metadata["cpu"] = llvmjit::host_cpu();
-    a.metadata["panel_group"] = std::to_string(group);
+    a.metadata["panel_group"] = std::to_string(layout.group);
+    a.metadata["packed_lanes"] = std::to_string(layout.lanes);
     return a;
   }
 
   // Options: triple and cpu, for emit (AOT objects and text); loaded kernels always run
-  // on the host.
+  // on the host. panels = packed (default) | int8: the ternary weights of i8 tmatmuls
+  // as packed 2-bit panels or as the int8 panels (the previous layout, for comparison).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
-    for (const auto& [option, value] : given.values)
+    for (const auto& [option, value] : given.values) {
+      if (option == "panels") {
+        if (value != "packed" && value != "int8")
+          return make_error(ErrorCode::InvalidArgument, "llvm.panels is packed or int8, not '" + value + "'");
+        continue;
+      }
       if (option != "triple" && option != "cpu")
-        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu)");
+        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu, panels)");
+    }
     return given;
   }
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params));
+    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params, context.parallel));
     LoadedKernel k;
     k.run = [](const void* state, void* const* buffers) {
       return static_cast<const llvmjit::Kernel*>(state)->run(buffers);
@@ -137,7 +147,7 @@ namespace ternjit::targets::llvmjit {
 
 namespace {
 
-using EntryFn = void (*)(void* const*, const void* const*, void*);
+using EntryFn = void (*)(void* const*, const void* const*, void*, const ParallelArgs*);
 using StepFn = void (*)(void* const*);
 
 
@@ -152,13 +162,14 @@ class LoadedKernel final : public Kernel {
   EntryFn entry = nullptr;
   std::vector<StepFn> step_fns;            // per step (null for reference/copy)
   std::vector<ir::Module> ref_modules;     // per step (empty module unless reference)
+  ParallelArgs par;                        // the LoadContext's Parallel, as generated code reads it
 
   Result<void> run(void* const* buffers) const override {
     TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
     const ScratchLease lease(p.scratch_bytes);
     std::uint8_t* scratch = lease.data();
     if (entry) {
-      entry(buffers, const_ptrs.data(), scratch);
+      entry(buffers, const_ptrs.data(), scratch, &par);
       return success();
     }
     auto where = [&](const Loc& l) -> void* {
@@ -181,6 +192,7 @@ class LoadedKernel final : public Kernel {
         for (const Loc& l : s.in) ptrs.push_back(where(l));
         for (const Loc& l : s.out) ptrs.push_back(where(l));
         ptrs.push_back(scratch + s.tmp_offset);
+        ptrs.push_back(const_cast<ParallelArgs*>(&par));
         step_fns[k](ptrs.data());
         continue;
       }
@@ -206,7 +218,8 @@ class LoadedKernel final : public Kernel {
 
 }  // namespace
 
-Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params) {
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params,
+                                                  const Parallel& parallel) {
   if (a.kind != ArtifactKind::Object) return make_error(ErrorCode::InvalidInput, "not an llvm object artifact");
   auto ir_it = a.metadata.find("ir"), sym_it = a.metadata.find("symbol");
   if (ir_it == a.metadata.end() || sym_it == a.metadata.end())
@@ -221,7 +234,14 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
   const int group = g == a.metadata.end() ? 0 : std::atoi(g->second.c_str());
   if (group != 1 && group != 4 && group != 16)
     return make_error(ErrorCode::InvalidInput, "llvm artifact lacks a valid 'panel_group'");
-  TERNJIT_TRY(k->p, analyze(*k->f, group));
+  auto pl = a.metadata.find("packed_lanes");
+  const int lanes = pl == a.metadata.end() ? -1 : std::atoi(pl->second.c_str());
+  if (lanes != 0 && lanes != 4 && lanes != 8 && lanes != 16)
+    return make_error(ErrorCode::InvalidInput, "llvm artifact lacks a valid 'packed_lanes'");
+  TERNJIT_TRY(k->p, analyze(*k->f, PanelLayout{group, lanes}));
+  k->par.run = parallel.run;
+  k->par.pool = parallel.pool;
+  k->par.threads = parallel.run ? std::max(1, parallel.threads) : 1;
   TERNJIT_TRY(k->consts, const_bytes(*k->f, k->p, params, false));
   for (const auto& c : k->consts) k->const_ptrs.push_back(c.data());
   TERNJIT_TRY(k->jit, jit_link(a.bytes));
@@ -296,8 +316,9 @@ Result<Emitted> emit(const ir::Module& specialized, std::string_view function, c
   o.triple = r.triple;
   o.cpu = r.cpu;
   o.opt = r.opt;
-  TERNJIT_TRY(int group, panel_group(o));
-  TERNJIT_TRY(Program p, analyze(*f, group));
+  o.no_packed = r.no_packed;
+  TERNJIT_TRY(PanelLayout layout, panel_layout(o));
+  TERNJIT_TRY(Program p, analyze(*f, layout));
   Emitted e;
   e.symbol = r.symbol.empty() ? symbol_of(function) : r.symbol;
   e.scratch_bytes = p.scratch_bytes;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/interpret.h"
+#include "targets/common/parallel.h"
 #include "targets/target.h"
 #include "ternjit/result.h"
 
@@ -33,9 +34,11 @@ class Kernel {
 };
 
 /// Links an llvm Object artifact in its own LLJIT and binds its load-time values from
-/// `params` (which must outlive the kernel). Errors: InvalidInput (bad artifact, missing
-/// parameter), Unavailable (LLJIT failure).
-Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params);
+/// `params` (which must outlive the kernel). Packed tmatmuls split their work over
+/// `parallel` (its pool must outlive the kernel; the default runs inline). Errors:
+/// InvalidInput (bad artifact, missing parameter), Unavailable (LLJIT failure).
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params,
+                                                  const Parallel& parallel = {});
 
 /// What `emit` produces.
 enum class EmitWhat : std::uint8_t { LlvmIr, Asm, Object };
@@ -49,6 +52,7 @@ struct EmitRequest {
   /// Weights to bake into the object as constants; null: the entry takes a const table.
   const ir::ParamValues* params = nullptr;
   std::string symbol;  ///< entry symbol ("" = the function name with '.' -> '_')
+  bool no_packed = false;  ///< int8 weight panels instead of packed 2-bit ones
 };
 
 /// The result of emit: the bytes (object, assembly or IR text) and, for objects, a C header.

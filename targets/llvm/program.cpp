@@ -3,6 +3,8 @@
 #include "targets/llvm/program.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -57,19 +59,39 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
 
 Result<void> program_supported(const ir::Function& f) { return plannable(f, "llvm"); }
 
-Result<Program> analyze(const ir::Function& f, int group) {
+PackedTile packed_tile(std::int64_t m, int lanes) {
+  (void)lanes;
+  if (const char* e = std::getenv("TERNJIT_LLVM_TILE")) {  // TEMP: tuning experiments
+    PackedTile t;
+    if (std::sscanf(e, "%d,%d", &t.rows, &t.cv) == 2 && t.rows >= 1 && t.cv >= 1) return m < 4 ? PackedTile{1, t.cv} : t;
+  }
+  // 4 x CV x RB accumulators: 16 at M < 4 (one row, 4 groups: weights streamed once),
+  // else 4 rows of one group (the decode shared by 4 rows).
+  if (m < 4) return {1, 4};
+  return {4, 1};
+}
+
+bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const PanelLayout& layout) {
+  return layout.lanes > 0 && inst.op == Op::TMatMul && f.type_of(inst.operands[0]).elem == ElemKind::I8 &&
+         f.type_of(inst.operands[1]).elem == ElemKind::T2 && std::get<ir::TMatMulAttrs>(inst.attrs).group == 0;
+}
+
+Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   TERNJIT_TRY_VOID(program_supported(f));
+  const int group = layout.group;
   // The shared walk decides slots, load-time values, aliases and copies; this adds the
   // weight panels and column sums and decides what is lowered.
   const StepPlan plan = plan_steps(f);
   Program p;
   p.group = group;
+  p.lanes = layout.lanes;
   p.n_in = plan.in_bytes.size();
   p.n_out = plan.out_bytes.size();
   p.in_bytes = plan.in_bytes;
   p.out_bytes = plan.out_bytes;
   for (const LoadTimeValue& v : plan.load_time) p.consts.push_back({v.value, ConstSlot::Form::Value});
   std::map<std::uint32_t, std::size_t> panels;  // weight value -> const slot of its panel (column sums next)
+  std::map<std::pair<std::uint32_t, int>, std::size_t> packs;  // (weight value, CV) -> its packed slot
   std::size_t top = plan.scratch_bytes;
   ir::FunctionNames names(f);
   int lowered = 0;
@@ -90,7 +112,19 @@ Result<Program> analyze(const ir::Function& f, int group) {
     s.summary = ir::print_inst(f, names, ps.inst);
     bool lower = lowerable(f, ps.inst).ok();
     if (inst.op == Op::TMatMul && !plan.is_load_time(inst.operands[1])) lower = false;  // weights must be load-time
-    if (lower && inst.op == Op::TMatMul) {
+    const std::int64_t tK = inst.op == Op::TMatMul ? f.type_of(inst.operands[1]).shape[0].extent : 0;
+    const std::int64_t tM = inst.op == Op::TMatMul ? f.type_of(inst.operands[0]).static_numel().value_or(0) / tK : 0;
+    if (lower && packed_tmatmul(f, inst, layout)) {
+      const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
+      const PackedLayout pl{layout.lanes, packed_tile(tM, layout.lanes).cv};
+      auto it = packs.find({w.index, pl.cv});
+      if (it == packs.end()) {
+        p.consts.push_back({w, ConstSlot::Form::Packed, pl});
+        it = packs.emplace(std::make_pair(w.index, pl.cv), p.consts.size() - 1).first;
+      }
+      s.in[1] = Loc{LocKind::Const, it->second};
+      s.packed = true;
+    } else if (lower && inst.op == Op::TMatMul) {
       // The weight's load-time value (through a tpack alias, if any).
       const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
       auto it = panels.find(w.index);
@@ -105,11 +139,10 @@ Result<Program> analyze(const ir::Function& f, int group) {
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
-      if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths)
-        const std::int64_t K = f.type_of(inst.operands[1]).shape[0].extent;
-        const std::int64_t M = f.type_of(inst.operands[0]).static_numel().value_or(0) / K;
+      if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths), packed: their row sums next
         s.tmp_offset = top;
-        top = align_up(top + static_cast<std::size_t>(M * padded_k(K)) + kAlign);
+        top = align_up(top + static_cast<std::size_t>(tM * padded_k(tK)) + kAlign);
+        if (s.packed) top = align_up(top + static_cast<std::size_t>(4 * tM) + kAlign);
       }
     } else {
       s.kind = ProgramStep::Kind::Reference;
@@ -139,6 +172,37 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
     // A t2/i8 weight [K, N]: decoded a row at a time from its stored form.
     const auto K = static_cast<std::size_t>(t.shape()[0]), N = static_cast<std::size_t>(t.shape()[1]);
     const std::int64_t Kp = padded_k(t.shape()[0]);
+    if (c.form == ConstSlot::Form::Packed) {
+      // Every field starts as code 1 (weight 0: the padding); each column's byte for row
+      // k is col[n] + (k / 4) * width[n] + k % 4 (packed_index split into its parts).
+      const std::int64_t n64 = t.shape()[1];
+      std::vector<std::uint8_t> b(static_cast<std::size_t>(packed_bytes(t.shape()[0], n64, c.packed)), 0x55);
+      std::vector<std::size_t> col(N), width(N);
+      std::vector<std::uint8_t> shift(N);
+      for (std::size_t n = 0; n < N; ++n) {
+        const PackedAt at0 = packed_index(0, static_cast<std::int64_t>(n), Kp, n64, c.packed);
+        const PackedAt at4 = packed_index(4, static_cast<std::int64_t>(n), Kp, n64, c.packed);
+        col[n] = static_cast<std::size_t>(at0.byte);
+        width[n] = static_cast<std::size_t>(at4.byte - at0.byte);
+        shift[n] = static_cast<std::uint8_t>(at0.shift);
+      }
+      std::vector<std::int8_t> row(N);
+      for (std::size_t k = 0; k < K; ++k) {
+        t.read_int8(k * N, row);
+        const std::size_t kpart = k % 4, step = k / 4;
+        for (std::size_t n = 0; n < N; ++n) {
+          const int v = row[n];
+          if (v < -1 || v > 1)
+            return make_error(ErrorCode::InvalidInput, "llvm: weight value " + std::to_string(v) + " at [" +
+                                                           std::to_string(k) + ", " + std::to_string(n) +
+                                                           "] is not ternary");
+          std::uint8_t& byte = b[col[n] + step * width[n] + kpart];
+          byte = static_cast<std::uint8_t>((byte & ~(3u << shift[n])) | (static_cast<unsigned>(v + 1) << shift[n]));
+        }
+      }
+      out.push_back(std::move(b));
+      continue;
+    }
     const auto Np = static_cast<std::size_t>(padded_n(t.shape()[1], p.group));
     std::vector<std::int8_t> row(N);
     std::vector<std::uint8_t> b;
