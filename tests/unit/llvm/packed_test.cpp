@@ -18,12 +18,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/llvm/backend.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/llvm/program.h"
+#include "tests/unit/engine/engine_testing.h"
 
 namespace ternjit {
 namespace {
@@ -278,6 +280,37 @@ TEST_CASE("llvm packed: the layout puts every weight where packed_index says, co
       if (code != want) FAIL("w[" << k << ", " << j << "] has code " << code << ", want " << want);
     }
   for (int s : seen) REQUIRE(s == 1);  // a bijection onto the fields
+}
+
+}  // namespace
+}  // namespace ternjit
+
+namespace ternjit {
+namespace {
+
+TEST_CASE("llvm packed: BitLinear through the engine with 1 and 2 threads (the engine's oneTBB arena), bit for bit") {
+  for (int threads : {1, 2}) {
+    EngineOptions o;
+    o.target = "llvm";
+    o.threads = threads;
+    auto e = Engine::create(o);
+    REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+    for (const auto& [M, K, N] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 257, 300}, {17, 130, 67}}) {
+      CAPTURE(threads);
+      CAPTURE(M);
+      Program p = testing::bitlinear(*e);
+      testing::BitLinearWeights w(K, N, static_cast<std::uint64_t>(K + threads));
+      w.bind(p);
+      std::vector<float> x = testing::random_f32(M * K, 9);
+      const std::vector<float> want = testing::oracle(w.params(), x, M, K, 2);
+      std::vector<float> y(static_cast<std::size_t>(M * N), std::nanf(""));
+      TensorView in[] = {testing::view(x, {M, K})};
+      TensorView out[] = {testing::view(y, {M, N})};
+      auto r = p.run("BitLinear.forward", in, out);
+      REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+      CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 }  // namespace
