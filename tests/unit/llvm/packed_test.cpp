@@ -95,7 +95,10 @@ Inputs inputs_of(const Case& c, std::uint64_t seed, int extreme = 0) {
     q.data[q.data.size() - 1] = 127.0;
   }
   in.params.set("w", w);
-  if (c.ws) in.params.set("ws", HostTensor::random(ElemKind::F32, c.ws_scalar ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{c.N}, seed + 2));
+  if (c.ws)
+    in.params.set(
+        "ws", HostTensor::random(ElemKind::F32,
+                                 c.ws_scalar ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{c.N}, seed + 2));
   in.args.push_back(q);
   if (c.xs) in.args.push_back(HostTensor::random(ElemKind::F32, {c.M, 1}, seed + 3));
   if (c.bias) in.args.push_back(HostTensor::random(ElemKind::F32, {c.N}, seed + 4));
@@ -144,9 +147,9 @@ void check(const Case& c, std::uint64_t seed, int extreme = 0, const char* panel
   const bool packed = std::string(panels) == "packed";
   CHECK((art->metadata.at("packed_lanes") != "0") == packed);
   // The plan reads the weight as one packed slot (no int8 panel, no column sums).
-  auto prog = targets::llvmjit::analyze(*m->find_function("f"),
-                                        targets::llvmjit::PanelLayout{std::atoi(art->metadata.at("panel_group").c_str()),
-                                                                      std::atoi(art->metadata.at("packed_lanes").c_str())});
+  auto prog = targets::llvmjit::analyze(
+      *m->find_function("f"), targets::llvmjit::PanelLayout{std::atoi(art->metadata.at("panel_group").c_str()),
+                                                            std::atoi(art->metadata.at("packed_lanes").c_str())});
   REQUIRE(prog.ok());
   CHECK(prog->steps[0].packed == packed);
   const Inputs in = inputs_of(c, seed, extreme);
@@ -198,7 +201,7 @@ TEST_CASE("llvm packed: every epilogue operand alone, scalar w_scale, every acti
   for (std::int64_t M : {1, 5}) {
     check(Case{M, 100, 90, false, false, false, false, false, "none"}, seed += 10);  // the bare sum
     check(Case{M, 100, 90, true, false, false, false, false, "none"}, seed += 10);
-    check(Case{M, 100, 90, false, true, true, false, false, "relu"}, seed += 10);    // scalar w_scale
+    check(Case{M, 100, 90, false, true, true, false, false, "relu"}, seed += 10);  // scalar w_scale
     check(Case{M, 100, 90, false, false, false, true, false, "none"}, seed += 10);
     check(Case{M, 100, 90, false, false, false, false, true, "none"}, seed += 10);
   }
@@ -211,6 +214,12 @@ TEST_CASE("llvm packed: extreme sums (x = -128 / 127 against all +1 / -1 weights
     check(Case{5, 4099, 70, false, false, false, false, false, "none"}, 910, extreme);
   }
   check(Case{2, 4099, 300}, 920);
+  // The mask decode's bound (N = 64: columns in all four fields): Kp = 131008 < 2^17
+  // keeps it (|A3| = 2^14 * K just below 2^31); Kp = 131136 takes the shift decode on
+  // every target (with the mask decode there, the first case below wraps and fails).
+  for (int extreme : {1, 2}) check(Case{1, 131008, 64, false, false, false, false, false, "none"}, 930, extreme);
+  check(Case{1, 131073, 64, false, false, false, false, false, "none"}, 940, 1);
+  check(Case{3, 131073, 20}, 950);
 }
 
 TEST_CASE("llvm packed: panels = int8 keeps the int8 layout, bit for bit") {
@@ -267,7 +276,7 @@ TEST_CASE("llvm packed: the layout puts every weight where packed_index says, co
   const std::vector<std::uint8_t>& b = (*bytes)[1];
   const std::int64_t Kp = targets::llvmjit::padded_k(K);
   REQUIRE(static_cast<std::int64_t>(b.size()) == targets::llvmjit::packed_bytes(K, N, l));
-  CHECK(b.size() == static_cast<std::size_t>(Kp / 4 * 128));  // N = 90 padded to 2 groups of 64
+  CHECK(b.size() == static_cast<std::size_t>(Kp / 4 * 128));          // N = 90 padded to 2 groups of 64
   const HostTensor w = HostTensor::random(ElemKind::T2, {K, N}, 77);  // what inputs_of drew
   std::vector<int> seen(b.size() * 4, 0);
   for (std::int64_t k = 0; k < Kp; ++k)
