@@ -158,8 +158,19 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing));
   std::map<std::uint32_t, const LoadValue*> by_value;
   for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
+  // A slot no step reads (a weight whose tmatmuls read its panel) stays empty: the
+  // kernel would otherwise hold an int8 copy of every ternary weight (4x its packed bytes).
+  std::vector<bool> used(p.consts.size(), false);
+  for (const ProgramStep& s : p.steps)
+    for (const Loc& l : s.in)
+      if (l.kind == LocKind::Const) used[l.index] = true;
   std::vector<std::vector<std::uint8_t>> out;
-  for (const ConstSlot& c : p.consts) {
+  for (std::size_t slot = 0; slot < p.consts.size(); ++slot) {
+    const ConstSlot& c = p.consts[slot];
+    if (!used[slot]) {
+      out.emplace_back();
+      continue;
+    }
     const LoadValue& t = *by_value.at(c.value.index);
     if (c.form == ConstSlot::Form::Value) {
       out.push_back(t.encoded());

@@ -273,6 +273,7 @@ TEST_CASE("llvm packed: the layout puts every weight where packed_index says, co
   const Inputs in = inputs_of(Case{1, K, N, false, false, false, false, false, "none"}, 77);
   auto bytes = targets::llvmjit::const_bytes(f, *p, in.params, false);
   REQUIRE(bytes.ok());
+  CHECK((*bytes)[0].empty());  // the weight's own value: no step reads it, the kernel keeps none
   const std::vector<std::uint8_t>& b = (*bytes)[1];
   const std::int64_t Kp = targets::llvmjit::padded_k(K);
   REQUIRE(static_cast<std::int64_t>(b.size()) == targets::llvmjit::packed_bytes(K, N, l));
