@@ -147,12 +147,14 @@ class Gen {
 
   // Emits a loop i = 0..n-1 (n > 0) around body(i).
   template <class Body>
-  void loop(std::int64_t n, Body body, bool no_unroll = false) {
-    loop_n(c64(n), body, no_unroll);
+  void loop(std::int64_t n, Body body, bool no_unroll = false, bool compact = false) {
+    loop_n(c64(n), body, no_unroll, compact);
   }
   // The same with a run-time trip count n (> 0 when the loop is reached).
   template <class Body>
-  void loop_n(llvm::Value* n, Body body, bool no_unroll = false) {
+  // `compact`: no unrolling and no interleaving of the vectorized body either (loops
+  // off the hot path, whose unrolled copies only cost compile time).
+  void loop_n(llvm::Value* n, Body body, bool no_unroll = false, bool compact = false) {
     llvm::Function* fn = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "loop", fn);
@@ -166,10 +168,13 @@ class Gen {
     llvm::Value* next = b_.CreateAdd(i, c64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
     i->addIncoming(next, b_.GetInsertBlock());
     llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, n), head, exit);
-    if (loops_ != before || no_unroll) {
+    if (loops_ != before || no_unroll || compact) {
       // An outer loop: unrolling it only multiplies the vectorized inner loops (and the
       // compile time); the inner loops are where unrolling pays.
-      llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))};
+      std::vector<llvm::Metadata*> ops = {nullptr, llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))};
+      if (compact)
+        ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
+                                               llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
       llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
       md->replaceOperandWith(0, md);
       latch->setMetadata(llvm::LLVMContext::MD_loop, md);
@@ -582,7 +587,7 @@ class Gen {
         llvm::Value* v = ld(i8(), in[0], b_.CreateAdd(b_.CreateMul(r, c64(K)), p));
         st(v, tmp, b_.CreateAdd(b_.CreateMul(r, c64(Kp)), p));
         b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i32(), rsum), b_.CreateSExt(v, i32())), rsum);
-      });
+      }, false, /*compact=*/true);
       st(b_.CreateLoad(i32(), rsum), gep(i8(), tmp, c64(rs_off)), r);
     });
     // 2. the tile function: rows [r_lo, r_hi) x panels [p_lo, p_hi).
@@ -636,7 +641,7 @@ class Gen {
               for (int i = 0; i < rb; ++i) b_.CreateStore(dot4(b_.CreateLoad(vL, A(i, c, f)), u, xb[static_cast<std::size_t>(i)]), A(i, c, f));
             }
           }
-        });
+        }, /*no_unroll=*/true);  // 16 dot products a step already; unrolling only costs compile time
         llvm::AllocaInst* lanes = local(llvm::ArrayType::get(i32(), static_cast<std::uint64_t>(rb * width)), "lanes");
         for (int i = 0; i < rb; ++i) {
           llvm::Value* rsv = b_.CreateVectorSplat(static_cast<unsigned>(L), ld(i32(), rs, b_.CreateAdd(r0, c64(i))));
@@ -665,7 +670,7 @@ class Gen {
             for (const auto& [op, o] : ops) v = apply(op, v, at2d(o, r, j));
             if (act) v = apply(*act, v, nullptr);
             st(v, yy, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
-          });
+          }, false, /*compact=*/true);
         }, /*no_unroll=*/true);
       };
       auto rows = [&](llvm::Value* p, int cv) {

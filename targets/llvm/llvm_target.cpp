@@ -116,6 +116,7 @@ class LlvmTarget final : public Target {
     r.triple = options.target.get("triple");
     r.cpu = options.target.get("cpu");
     r.opt = options.opt_level;
+    r.no_packed = options.target.get("panels") == "int8";
     if (what == "asm") {
       r.what = llvmjit::EmitWhat::Asm;
       if (!r.triple.empty() || !r.cpu.empty()) r.params = params;
