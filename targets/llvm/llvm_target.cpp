@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -92,9 +93,14 @@ class LlvmTarget final : public Target {
     return given;
   }
 
+  [[nodiscard]] std::unique_ptr<ProgramState> new_program_state() const override {
+    return std::make_unique<llvmjit::PackCache>();
+  }
+
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params, context.parallel));
+    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params, context.parallel,
+                                                  dynamic_cast<llvmjit::PackCache*>(context.state)));
     LoadedKernel k;
     k.run = [](const void* state, void* const* buffers) {
       return static_cast<const llvmjit::Kernel*>(state)->run(buffers);
@@ -157,7 +163,7 @@ class LoadedKernel final : public Kernel {
   ir::Module module;
   const ir::Function* f = nullptr;
   Program p;
-  std::vector<std::vector<std::uint8_t>> consts;
+  std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> consts;  // shared with the Program's PackCache
   std::vector<const void*> const_ptrs;
   std::unique_ptr<JitObject> jit;
   EntryFn entry = nullptr;
@@ -219,8 +225,27 @@ class LoadedKernel final : public Kernel {
 
 }  // namespace
 
+std::shared_ptr<const std::vector<std::uint8_t>> PackCache::find(const std::string& key) const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  auto it = packs_.find(key);
+  return it == packs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const std::vector<std::uint8_t>> PackCache::insert(const std::string& key,
+                                                                   std::shared_ptr<const std::vector<std::uint8_t>> bytes) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  auto [it, added] = packs_.emplace(key, std::move(bytes));
+  if (added) ++made_;
+  return it->second;  // a pack another thread made first wins: every kernel shares one
+}
+
+std::size_t PackCache::packs_made() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return made_;
+}
+
 Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params,
-                                                  const Parallel& parallel) {
+                                                  const Parallel& parallel, PackCache* packs) {
   if (a.kind != ArtifactKind::Object) return make_error(ErrorCode::InvalidInput, "not an llvm object artifact");
   auto ir_it = a.metadata.find("ir"), sym_it = a.metadata.find("symbol");
   if (ir_it == a.metadata.end() || sym_it == a.metadata.end())
@@ -243,8 +268,26 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
   k->par.run = parallel.run;
   k->par.pool = parallel.pool;
   k->par.threads = parallel.run ? std::max(1, parallel.threads) : 1;
-  TERNJIT_TRY(k->consts, const_bytes(*k->f, k->p, params, false));
-  for (const auto& c : k->consts) k->const_ptrs.push_back(c.data());
+  // Weight panels of parameters come from (and go to) the Program's pack cache, so every
+  // specialization of a Program shares one copy per layout.
+  std::vector<std::string> keys(k->p.consts.size());
+  std::vector<bool> cached(k->p.consts.size(), false);
+  k->consts.resize(k->p.consts.size());
+  if (packs) {
+    for (std::size_t s = 0; s < keys.size(); ++s) {
+      keys[s] = pack_key(*k->f, k->p, s);
+      if (keys[s].empty()) continue;
+      k->consts[s] = packs->find(keys[s]);
+      cached[s] = k->consts[s] != nullptr;
+    }
+  }
+  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &cached));
+  for (std::size_t s = 0; s < bytes.size(); ++s) {
+    if (cached[s]) continue;
+    auto b = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes[s]));
+    k->consts[s] = packs && !keys[s].empty() && !b->empty() ? packs->insert(keys[s], std::move(b)) : std::move(b);
+  }
+  for (const auto& c : k->consts) k->const_ptrs.push_back(c->data());
   TERNJIT_TRY(k->jit, jit_link(a.bytes));
   if (k->p.all_lowered) {
     k->entry = reinterpret_cast<EntryFn>(k->jit->lookup(sym_it->second));

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,12 +35,33 @@ class Kernel {
   [[nodiscard]] virtual Result<void> run(void* const* buffers) const = 0;
 };
 
+/// The llvm target's ProgramState: weight panels (int8, column sums, packed 2-bit) of
+/// parameters by parameter and layout, shared by every kernel of one Program (a new
+/// batch size packs nothing new). Thread-safe.
+class PackCache final : public ProgramState {
+ public:
+  /// The bytes under `key`, or null.
+  [[nodiscard]] std::shared_ptr<const std::vector<std::uint8_t>> find(const std::string& key) const;
+  /// Stores `bytes` under `key` unless present; returns what the cache holds.
+  std::shared_ptr<const std::vector<std::uint8_t>> insert(const std::string& key,
+                                                          std::shared_ptr<const std::vector<std::uint8_t>> bytes);
+  /// How many panels were stored (tests check that a weight is packed once per layout).
+  [[nodiscard]] std::size_t packs_made() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const std::vector<std::uint8_t>>> packs_;
+  std::size_t made_ = 0;
+};
+
 /// Links an llvm Object artifact in its own LLJIT and binds its load-time values from
-/// `params` (which must outlive the kernel). Packed tmatmuls split their work over
-/// `parallel` (its pool must outlive the kernel; the default runs inline). Errors:
-/// InvalidInput (bad artifact, missing parameter), Unavailable (LLJIT failure).
+/// `params` (which must outlive the kernel, as must `packs`). Packed tmatmuls split
+/// their work over `parallel` (its pool must outlive the kernel; the default runs
+/// inline). With `packs`, weight panels of parameters come from that Program's cache
+/// (made once per layout). Errors: InvalidInput (bad artifact, missing parameter),
+/// Unavailable (LLJIT failure).
 Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params,
-                                                  const Parallel& parallel = {});
+                                                  const Parallel& parallel = {}, PackCache* packs = nullptr);
 
 /// What `emit` produces.
 enum class EmitWhat : std::uint8_t { LlvmIr, Asm, Object };

@@ -150,8 +150,25 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   return p;
 }
 
+std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
+  const ConstSlot& c = p.consts.at(slot);
+  if (c.form == ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return "";
+  const ir::InstData& def = f.inst(f.value(c.value).inst);
+  if (def.op != Op::Param) return "";
+  std::string k = "param @" + std::get<ir::ParamAttrs>(def.attrs).name + "|";
+  switch (c.form) {
+    case ConstSlot::Form::Panel: return k + "panel:g=" + std::to_string(p.group);
+    case ConstSlot::Form::ColSum: return k + "colsum:g=" + std::to_string(p.group);
+    case ConstSlot::Form::Packed:
+      return k + "packed:l=" + std::to_string(c.packed.lanes) + ",cv=" + std::to_string(c.packed.cv);
+    case ConstSlot::Form::Value: break;
+  }
+  return "";
+}
+
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
-                                                           const ir::ParamValues& params, bool zeros_for_missing) {
+                                                           const ir::ParamValues& params, bool zeros_for_missing,
+                                                           const std::vector<bool>* skip) {
   // Parameters stay in their stored form (sharing the bound bytes); computed values are
   // owned. The same shared walk as analyze(), so the load-time values are the same.
   const StepPlan plan = plan_steps(f);
@@ -167,7 +184,7 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   std::vector<std::vector<std::uint8_t>> out;
   for (std::size_t slot = 0; slot < p.consts.size(); ++slot) {
     const ConstSlot& c = p.consts[slot];
-    if (!used[slot]) {
+    if (!used[slot] || (skip && (*skip)[slot])) {
       out.emplace_back();
       continue;
     }

@@ -161,8 +161,16 @@ std::size_t bytes_of(const ir::Type& t);
 
 /// Evaluates every load-time value of `f` with `params` and returns the bytes of each
 /// const slot of `p` (InvalidInput for a missing or mismatched parameter). With
-/// `zeros_for_missing`, an unbound parameter reads as zeros (emitting text only).
+/// `zeros_for_missing`, an unbound parameter reads as zeros (emitting text only). Slots
+/// no step reads, and slots with `skip[slot]` set (their bytes come from elsewhere: a
+/// Program's pack cache), are left empty.
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
-                                                           const ir::ParamValues& params, bool zeros_for_missing);
+                                                           const ir::ParamValues& params, bool zeros_for_missing,
+                                                           const std::vector<bool>* skip = nullptr);
+
+/// What identifies a weight panel slot across the specializations of one Program (the
+/// same parameter in the same layout), or "" for slots that are not shared: values, and
+/// panels of computed (non-parameter) weights.
+std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot);
 
 }  // namespace ternjit::targets::llvmjit

@@ -325,3 +325,39 @@ TEST_CASE("llvm packed: BitLinear through the engine with 1 and 2 threads (the e
 
 }  // namespace
 }  // namespace ternjit
+
+namespace ternjit {
+namespace {
+
+TEST_CASE("llvm packed: one Program's specializations share its weight panels (one pack per layout)") {
+  auto target = targets::make_llvm_target();
+  auto state = target->new_program_state();
+  auto* packs = dynamic_cast<targets::llvmjit::PackCache*>(state.get());
+  REQUIRE(packs != nullptr);
+  std::vector<targets::LoadedKernel> kernels;  // kept alive: the cache must not be the only owner
+  const Inputs weights = inputs_of(Case{1, 130, 300}, 2000);
+  std::size_t want_packs = 0;
+  for (std::int64_t M : {1, 2, 17, 5, 1}) {
+    CAPTURE(M);
+    const Case c{M, 130, 300};
+    auto m = ir::parse_module(tir_of(c), "packed.tir");
+    REQUIRE(m.ok());
+    auto art = target->compile(*m, "f", targets::CompileOptions{});
+    REQUIRE(art.ok());
+    Inputs in = inputs_of(c, 2000 + static_cast<std::uint64_t>(M));
+    in.params = weights.params;  // the Program's weights
+    targets::LoadContext ctx;
+    ctx.params = &in.params;
+    ctx.state = state.get();
+    auto k = target->load(*art, ctx);
+    REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
+    compare(*m, in, [&](void* const* b) { REQUIRE(k->run(k->state, b).ok()); });
+    kernels.push_back(std::move(*k));
+    // M < 4: 1 x 4 tiles, else 4 x 1: two layouts, each packed when first seen.
+    if (M == 1 || M == 17) want_packs = std::max<std::size_t>(want_packs, M == 1 ? 1 : 2);
+    CHECK(packs->packs_made() == want_packs);
+  }
+}
+
+}  // namespace
+}  // namespace ternjit
