@@ -58,11 +58,13 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
 Result<void> program_supported(const ir::Function& f) { return plannable(f, "llvm"); }
 
 PackedTile packed_tile(std::int64_t m, int lanes) {
-  // 4 x RB x CV vector accumulators, 16 either way (32 vector registers on AVX-512 and
-  // AArch64; AVX2 spills a few): at M < 4 one row of 4 groups (each weight vector read
-  // once per row), else 4 rows of one group (each decode shared by 4 rows). Measured on
-  // Zen 4 at M = 128 (bench_llvm): 3 x 2 and 2 x 2 tie with 4 x 1, 6 x 1 spills (3x slower).
-  (void)lanes;
+  // 4 x RB x CV vector accumulators: 16 where there are 32 vector registers (AVX-512
+  // zmm, L = 16; AArch64 NEON, L = 4): at M < 4 one row of 4 groups (each weight vector
+  // read once per row), else 4 rows of one group (each decode shared by 4 rows). Measured
+  // on Zen 4 at M = 128 (bench_llvm): 3 x 2 and 2 x 2 tie with 4 x 1, 6 x 1 spills (3x
+  // slower). L = 8 is x86 ymm (AVX-VNNI, AVX2), 16 registers: 8 accumulators (16 spilled
+  // half of them in the emitted loop).
+  if (lanes == 8) return m < 4 ? PackedTile{1, 2} : PackedTile{2, 1};
   if (m < 4) return {1, 4};
   return {4, 1};
 }
