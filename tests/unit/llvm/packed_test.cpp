@@ -361,3 +361,34 @@ TEST_CASE("llvm packed: one Program's specializations share its weight panels (o
 
 }  // namespace
 }  // namespace ternjit
+
+namespace ternjit {
+namespace {
+
+TEST_CASE("llvm packed: the dot instruction each x86 CPU class gets (assembly; AVX-VNNI cannot run on this host)") {
+  const Case c{1, 130, 67};
+  auto m = ir::parse_module(tir_of(c), "packed.tir");
+  REQUIRE(m.ok());
+  const Inputs in = inputs_of(c, 3000);
+  struct Want {
+    const char* cpu;
+    const char* has;
+    const char* lacks;
+  };
+  for (const Want& w : {Want{"alderlake", "{vex}\tvpdpbusd\t%ymm", "zmm"}, Want{"sapphirerapids", "vpdpbusd\t%zmm", "{vex}"},
+                        Want{"haswell", "vpmaddwd", "vpdpbusd"}}) {
+    CAPTURE(w.cpu);
+    targets::llvmjit::EmitRequest r;
+    r.triple = "x86_64-linux-gnu";
+    r.cpu = w.cpu;
+    r.what = targets::llvmjit::EmitWhat::Asm;
+    r.params = &in.params;
+    auto e = targets::llvmjit::emit(*m, "f", r);
+    REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+    CHECK(e->bytes.find(w.has) != std::string::npos);
+    CHECK(e->bytes.find(w.lacks) == std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ternjit
