@@ -4,7 +4,8 @@
 // BM_LlvmCompile/<kernel>: Target::compile (IR generation, the O2 LLVM pipeline and
 // object emission for the host CPU) - the goal is < 30 ms per kernel (the
 // packed tmatmul layer takes about 35-39 ms: bench/README.md).
-// BM_LlvmLoad: linking that object in a fresh LLJIT and binding its weights.
+// BM_LlvmLoad/K/N: linking that object in a fresh LLJIT and binding its weights (packing
+// the panels; weight_GBps = 2-bit weight bytes per second).
 // BM_VsX86/M/K/N/threads: the int8 quantize + tmatmul (x_scale, w_scale) of an O2
 // BitLinear without rmsnorm on the llvm target beside the x86 target (and the llvm
 // target's previous int8 panels), in one process, calls interleaved (below).
@@ -65,18 +66,22 @@ ir::ParamValues weights(std::int64_t K, std::int64_t N) {
 }
 
 void BM_LlvmLoad(benchmark::State& state) {
-  auto m = ir::parse_module(layer_tir(1, 2048, 2048), "bench.tir");
+  const std::int64_t K = state.range(0), N = state.range(1);
+  auto m = ir::parse_module(layer_tir(1, K, N), "bench.tir");
   if (!m.ok()) return state.SkipWithError(m.error().message.c_str());
   auto a = targets::make_llvm_target()->compile(*m, "f", targets::CompileOptions{});
   if (!a.ok()) return state.SkipWithError(a.error().message.c_str());
-  const ir::ParamValues pv = weights(2048, 2048);
+  const ir::ParamValues pv = weights(K, N);
   for (auto _ : state) {
     auto k = targets::llvmjit::load_kernel(*a, pv);
     if (!k.ok()) return state.SkipWithError(k.error().message.c_str());
     benchmark::DoNotOptimize(k->get());
   }
+  // Ternary weight bytes (2 bits each) packed per second, LLJIT link included.
+  state.counters["weight_GBps"] = benchmark::Counter(static_cast<double>(K * N) / 4 / 1e9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_LlvmLoad)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LlvmLoad)->Args({2048, 2048})->Args({4096, 14336})->Unit(benchmark::kMillisecond);
 
 // One implementation of the layer, loaded and ready to run.
 struct Impl {

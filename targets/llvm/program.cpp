@@ -3,7 +3,9 @@
 #include "targets/llvm/program.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
 #include <map>
 
 #include "ir/print.h"
@@ -199,31 +201,54 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
     const auto K = static_cast<std::size_t>(t.shape()[0]), N = static_cast<std::size_t>(t.shape()[1]);
     const std::int64_t Kp = padded_k(t.shape()[0]);
     if (c.form == ConstSlot::Form::Packed) {
-      // Every field starts as code 1 (weight 0: the padding); each column's byte for row
-      // k is col[n] + (k / 4) * width[n] + k % 4 (packed_index split into its parts).
-      const std::int64_t n64 = t.shape()[1];
-      std::vector<std::uint8_t> b(static_cast<std::size_t>(packed_bytes(t.shape()[0], n64, c.packed)), 0x55);
-      std::vector<std::size_t> col(N), width(N);
-      std::vector<std::uint8_t> shift(N);
-      for (std::size_t n = 0; n < N; ++n) {
-        const PackedAt at0 = packed_index(0, static_cast<std::int64_t>(n), Kp, n64, c.packed);
-        const PackedAt at4 = packed_index(4, static_cast<std::int64_t>(n), Kp, n64, c.packed);
-        col[n] = static_cast<std::size_t>(at0.byte);
-        width[n] = static_cast<std::size_t>(at4.byte - at0.byte);
-        shift[n] = static_cast<std::uint8_t>(at0.shift);
-      }
-      std::vector<std::int8_t> row(N);
+      // Row k fills byte kk = k % 4 of every 4-byte lane of step k / 4: in group g of
+      // panel p, lane l's byte holds the codes of columns p*NB + g*G + f*L + l, f = 0..3
+      // (PackedLayout). Each byte is written once, from 4 codes of the row; rows k >= K
+      // keep the fill, code 1 in every field (weight 0), as do columns j >= N.
+      const PackedLayout& pl = c.packed;
+      const std::int64_t n64 = t.shape()[1], G = pl.group(), NB = pl.nb(), L = pl.lanes;
+      const std::int64_t npad = padded_n(n64, static_cast<int>(G));
+      std::vector<std::uint8_t> b(static_cast<std::size_t>(packed_bytes(t.shape()[0], n64, pl)), 0x55);
+      // The codes (w + 1) of row k: straight from a bound t2 weight's 2-bit codes (4 at
+      // a time through a table), else from its values; 1 past N.
+      std::vector<std::uint8_t> code(static_cast<std::size_t>(npad), 1);
+      const bool t2 = t.stored && t.stored->kind() == ElemKind::T2;
+      std::vector<std::uint8_t> unpacked(t2 ? N + 8 : 0);
+      std::vector<std::int8_t> row(t2 ? 0 : N);
+      static const std::array<std::array<std::uint8_t, 4>, 256> kCodes = [] {
+        std::array<std::array<std::uint8_t, 4>, 256> a{};
+        for (unsigned v = 0; v < 256; ++v)
+          for (unsigned f = 0; f < 4; ++f) a[v][f] = static_cast<std::uint8_t>((v >> (2 * f)) & 3u);
+        return a;
+      }();
       for (std::size_t k = 0; k < K; ++k) {
-        t.read_int8(k * N, row);
-        const std::size_t kpart = k % 4, step = k / 4;
-        for (std::size_t n = 0; n < N; ++n) {
-          const int v = row[n];
-          if (v < -1 || v > 1)
-            return make_error(ErrorCode::InvalidInput, "llvm: weight value " + std::to_string(v) + " at [" +
-                                                           std::to_string(k) + ", " + std::to_string(n) +
-                                                           "] is not ternary");
-          std::uint8_t& byte = b[col[n] + step * width[n] + kpart];
-          byte = static_cast<std::uint8_t>((byte & ~(3u << shift[n])) | (static_cast<unsigned>(v + 1) << shift[n]));
+        std::size_t bad = N;  // the first non-ternary column, if any
+        if (t2) {
+          const std::span<const std::uint8_t> src = t.stored->bytes().span();
+          const std::size_t first = k * N, off = first % 4, nbytes = (off + N + 3) / 4;
+          for (std::size_t i = 0; i < nbytes; ++i) std::memcpy(&unpacked[4 * i], kCodes[src[first / 4 + i]].data(), 4);
+          std::memcpy(code.data(), unpacked.data() + off, N);
+          for (std::size_t n = 0; n < N && bad == N; ++n)
+            if (code[n] > 2) bad = n;
+        } else {
+          t.read_int8(k * N, row);
+          for (std::size_t n = 0; n < N; ++n) {
+            code[n] = static_cast<std::uint8_t>(row[n] + 1);
+            if (bad == N && (row[n] < -1 || row[n] > 1)) bad = n;
+          }
+        }
+        if (bad != N)
+          return make_error(ErrorCode::InvalidInput, "llvm: weight [" + std::to_string(k) + ", " + std::to_string(bad) +
+                                                         "] is not -1, 0 or 1");
+        const auto step = static_cast<std::int64_t>(k / 4), kk = static_cast<std::int64_t>(k % 4);
+        for (std::int64_t p0 = 0; p0 < npad; p0 += NB) {
+          const std::int64_t width = std::min(NB, npad - p0);
+          std::uint8_t* dst = b.data() + p0 * (Kp / 4) + step * width + kk;
+          for (std::int64_t g0 = 0; g0 < width; g0 += G) {
+            const std::uint8_t* c4 = code.data() + p0 + g0;
+            for (std::int64_t l = 0; l < L; ++l)
+              dst[g0 + 4 * l] = static_cast<std::uint8_t>(c4[l] | c4[l + L] << 2 | c4[l + 2 * L] << 4 | c4[l + 3 * L] << 6);
+          }
         }
       }
       out.push_back(std::move(b));

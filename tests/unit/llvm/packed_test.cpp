@@ -392,3 +392,38 @@ TEST_CASE("llvm packed: the dot instruction each x86 CPU class gets (assembly; A
 
 }  // namespace
 }  // namespace ternjit
+
+namespace ternjit {
+namespace {
+
+TEST_CASE("llvm packed: a weight computed at load time (tquantize of an f32 parameter) packs from its values") {
+  // The other cases pack a bound t2 parameter from its 2-bit codes; this one takes the
+  // values path of const_bytes.
+  for (std::int64_t M : {1, 6}) {
+    CAPTURE(M);
+    const std::string y = sh({M, 75});
+    const std::string tir = "param @p : f32[131, 75]\nfunc @f(%q: i8" + sh({M, 131}) + ") -> f32" + y +
+                            " {\n^entry:\n  %p = param @p : f32[131, 75]\n  %t, %g = tquantize %p : t2[131, 75], f32[]\n"
+                            "  %y = tmatmul %q, %t, %g {x_scale = false, w_scale = true, bias = false, residual = false, "
+                            "act = none} : f32" + y + "\n  ret %y\n}\n";
+    auto m = ir::parse_module(tir, "packed.tir");
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+    auto target = targets::make_llvm_target();
+    auto art = target->compile(*m, "f", targets::CompileOptions{});
+    REQUIRE_MESSAGE(art.ok(), (art.ok() ? "" : art.error().message));
+    auto prog = targets::llvmjit::analyze(*m->find_function("f"), targets::llvmjit::PanelLayout{16, 16});
+    REQUIRE(prog.ok());
+    bool packed = false;
+    for (const auto& s : prog->steps) packed = packed || s.packed;
+    CHECK(packed);
+    Inputs in;
+    in.params.set("p", HostTensor::random(ElemKind::F32, {131, 75}, 4000 + static_cast<std::uint64_t>(M)));
+    in.args.push_back(HostTensor::random(ElemKind::I8, {M, 131}, 4100 + static_cast<std::uint64_t>(M)));
+    auto k = targets::llvmjit::load_kernel(*art, in.params, targets::Parallel{2, &two_threads, nullptr});
+    REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
+    compare(*m, in, [&](void* const* b) { REQUIRE((*k)->run(b).ok()); });
+  }
+}
+
+}  // namespace
+}  // namespace ternjit
