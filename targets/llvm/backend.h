@@ -24,21 +24,33 @@ struct CodegenOptions {
   std::string features;  ///< extra "+a,-b" features ("" = the CPU's)
   passes::OptLevel opt = passes::OptLevel::O2;
   bool plain_dot = false;  ///< ignore dot product instructions (tests of the fallback)
+  bool no_packed = false;  ///< int8 weight panels even where packed 2-bit panels apply (benches, tests)
+};
+
+/// What a host entry's `par` argument points to (generated code reads these three
+/// fields): Parallel::run and its pool, and how many threads run at once. A null `run`
+/// runs everything on the calling thread; `par` itself is never null.
+struct ParallelArgs {
+  void (*run)(void* pool, void (*task)(void* context, std::int64_t i), void* context, std::int64_t n) = nullptr;
+  void* pool = nullptr;
+  std::int64_t threads = 1;
 };
 
 /// Generates the LLVM module of `p` (function `f`), optimizes it and emits `kind`.
 /// `baked` null: the entry is `void entry(void* const* buffers, const void* const*
-/// consts, void* scratch)` and consts are read through the table; otherwise each const
-/// slot's bytes become a constant global and the entry is `void entry(void* const*
-/// buffers, void* scratch)` (AOT). When !p.all_lowered there is no entry; instead every
-/// lowered step is `void tj_op_<n>(void* const* ptrs)` (operands, results, temporary).
+/// consts, void* scratch, const ParallelArgs* par)` and consts are read through the
+/// table; otherwise each const slot's bytes become a constant global and the entry is
+/// `void entry(void* const* buffers, void* scratch)` (AOT, one thread). When
+/// !p.all_lowered there is no entry; instead every lowered step is
+/// `void tj_op_<n>(void* const* ptrs)` (operands, results, temporary, par).
 Result<std::string> generate(const ir::Function& f, const Program& p, const std::string& entry,
                              const std::vector<std::vector<std::uint8_t>>* baked, EmitKind kind,
                              const CodegenOptions& o);
 
-/// The weight panel column group the generated code for `o` expects (16: AVX-512 VNNI,
-/// 4: AArch64 dotprod, 1: plain loops); InvalidArgument for an unknown triple.
-Result<int> panel_group(const CodegenOptions& o);
+/// The weight panel layout the generated code for `o` expects: the int8 panels' column
+/// group (16: AVX-512 VNNI, 4: AArch64 dotprod, 1: plain loops) and the packed panels'
+/// lanes (16, 8 or 4; 0 with `no_packed`); InvalidArgument for an unknown triple.
+Result<PanelLayout> panel_layout(const CodegenOptions& o);
 
 /// A host object linked by its own LLJIT (its own context and session).
 class JitObject {

@@ -68,8 +68,9 @@ std::string host_features() {
 
 // The integer dot product instruction the int8 tmatmul is built on.
 enum class Dot : std::uint8_t {
-  Plain,    // sext/mul/add loops left to the vectorizer
-  Vnni512,  // x86 AVX-512 VNNI vpdpbusd (u8 x s8: activations biased by 128)
+  Plain,    // int8 panels: sext/mul/add loops left to the vectorizer; packed: a widening multiply-add in vector IR
+  Vnni512,  // x86 AVX-512 VNNI vpdpbusd zmm (u8 x s8: int8 panels bias the activations by 128)
+  Vnni256,  // x86 AVX-VNNI vpdpbusd ymm (VEX; packed panels only)
   Sdot,     // AArch64 +dotprod sdot (s8 x s8)
 };
 
@@ -77,7 +78,17 @@ struct Machine {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string cpu, features;
   bool x86_512 = false;  // prefer 512-bit vectors
+  bool x86 = false;
+  bool no_packed = false;
   Dot dot = Dot::Plain;
+  // The int8 panels' column group (16 VNNI zmm, 4 sdot, 1 plain loops) and the packed
+  // panels' lanes (16 zmm, 8 ymm / portable on x86, 4 sdot / portable elsewhere).
+  [[nodiscard]] PanelLayout layout() const {
+    PanelLayout l;
+    l.group = dot == Dot::Vnni512 ? 16 : dot == Dot::Sdot ? 4 : 1;
+    l.lanes = no_packed ? 0 : dot == Dot::Vnni512 ? 16 : dot == Dot::Vnni256 ? 8 : dot == Dot::Sdot ? 4 : x86 ? 8 : 4;
+    return l;
+  }
 };
 
 Result<Machine> make_machine(const CodegenOptions& o) {
@@ -102,17 +113,20 @@ Result<Machine> make_machine(const CodegenOptions& o) {
                                                                     : llvm::CodeGenOptLevel::Default));
   if (!m.tm) return make_error(ErrorCode::Internal, "llvm: cannot create a target machine for '" + triple + "'");
   const llvm::MCSubtargetInfo* sti = m.tm->getMCSubtargetInfo();
+  m.x86 = tt.isX86();
   if (tt.isX86() && sti->checkFeatures("+avx512vnni") && sti->checkFeatures("+avx512bw")) m.dot = Dot::Vnni512;
+  else if (tt.isX86() && sti->checkFeatures("+avxvnni")) m.dot = Dot::Vnni256;
   if (tt.isAArch64() && sti->checkFeatures("+dotprod")) m.dot = Dot::Sdot;
   if (o.plain_dot) m.dot = Dot::Plain;
+  m.no_packed = o.no_packed;
   return m;
 }
 
 // Builds the IR of one module.
 class Gen {
  public:
-  Gen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::Function& f, const Machine& mc, int group)
-      : ctx_(ctx), mod_(mod), f_(f), mc_(mc), b_(ctx), group_(group) {}
+  Gen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::Function& f, const Machine& mc, const PanelLayout& layout)
+      : ctx_(ctx), mod_(mod), f_(f), mc_(mc), b_(ctx), group_(layout.group), lanes_(layout.lanes) {}
 
   llvm::Type* ptr() { return llvm::PointerType::get(ctx_, 0); }
   llvm::Type* f32() { return b_.getFloatTy(); }
@@ -133,12 +147,14 @@ class Gen {
 
   // Emits a loop i = 0..n-1 (n > 0) around body(i).
   template <class Body>
-  void loop(std::int64_t n, Body body, bool no_unroll = false) {
-    loop_n(c64(n), body, no_unroll);
+  void loop(std::int64_t n, Body body, bool no_unroll = false, bool compact = false) {
+    loop_n(c64(n), body, no_unroll, compact);
   }
   // The same with a run-time trip count n (> 0 when the loop is reached).
   template <class Body>
-  void loop_n(llvm::Value* n, Body body, bool no_unroll = false) {
+  // `compact`: no unrolling and no interleaving of the vectorized body either (loops
+  // off the hot path, whose unrolled copies only cost compile time).
+  void loop_n(llvm::Value* n, Body body, bool no_unroll = false, bool compact = false) {
     llvm::Function* fn = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "loop", fn);
@@ -152,10 +168,13 @@ class Gen {
     llvm::Value* next = b_.CreateAdd(i, c64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
     i->addIncoming(next, b_.GetInsertBlock());
     llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, n), head, exit);
-    if (loops_ != before || no_unroll) {
+    if (loops_ != before || no_unroll || compact) {
       // An outer loop: unrolling it only multiplies the vectorized inner loops (and the
       // compile time); the inner loops are where unrolling pays.
-      llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))};
+      std::vector<llvm::Metadata*> ops = {nullptr, llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))};
+      if (compact)
+        ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
+                                               llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
       llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
       md->replaceOperandWith(0, md);
       latch->setMetadata(llvm::LLVMContext::MD_loop, md);
@@ -216,19 +235,21 @@ class Gen {
     return b_.CreateFPTrunc(r, f32());
   }
 
-  // The implementation of one lowered step: void impl(ptr noalias ops..., results..., tmp).
+  // The implementation of one lowered step: void impl(ptr noalias ops..., results...,
+  // tmp, par), par the host's ParallelArgs (null: one thread).
   llvm::Function* step_impl(const ProgramStep& s) {
     const ir::InstData& inst = f_.inst(s.inst);
-    const std::size_t n = s.in.size() + s.out.size() + 1;
+    const std::size_t n = s.in.size() + s.out.size() + 2;
     auto* ty = llvm::FunctionType::get(b_.getVoidTy(), std::vector<llvm::Type*>(n, ptr()), false);
     auto* fn = llvm::Function::Create(ty, llvm::Function::InternalLinkage, s.symbol + ".impl", mod_);
     attrs(fn);
-    for (std::size_t k = 0; k < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
+    for (std::size_t k = 0; k + 1 < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     std::vector<llvm::Value*> in, out;
     for (std::size_t k = 0; k < s.in.size(); ++k) in.push_back(fn->getArg(static_cast<unsigned>(k)));
     for (std::size_t k = 0; k < s.out.size(); ++k) out.push_back(fn->getArg(static_cast<unsigned>(s.in.size() + k)));
-    body(inst, in, out, fn->getArg(static_cast<unsigned>(n - 1)));
+    if (s.packed) tmatmul_packed(inst, in, out[0], fn->getArg(static_cast<unsigned>(n - 2)), fn->getArg(static_cast<unsigned>(n - 1)));
+    else body(inst, in, out, fn->getArg(static_cast<unsigned>(n - 2)));
     b_.CreateRetVoid();
     return fn;
   }
@@ -252,7 +273,7 @@ class Gen {
     switch (inst.op) {
       case Op::TMatMul:
         // A grouped w_scale takes the plain loops (per-group sums scaled in double).
-        if (f_.type_of(inst.operands[0]).elem == ElemKind::I8 && mc_.dot != Dot::Plain &&
+        if (f_.type_of(inst.operands[0]).elem == ElemKind::I8 && (mc_.dot == Dot::Vnni512 || mc_.dot == Dot::Sdot) &&
             std::get<ir::TMatMulAttrs>(inst.attrs).group == 0)
           return tmatmul_dot(inst, in, out[0], tmp);
         return tmatmul(inst, in, out[0]);
@@ -474,6 +495,255 @@ class Gen {
     if (Gt > 0) loop(Gt, [&](llvm::Value* gt) { rows(b_.CreateAdd(c64(Gb * CV), gt), 1); });
   }
 
+  // if (cond) { then() }
+  template <class Then>
+  void if_then(llvm::Value* cond, Then then) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* yes = llvm::BasicBlock::Create(ctx_, "then", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "endif", fn);
+    b_.CreateCondBr(cond, yes, done);
+    b_.SetInsertPoint(yes);
+    then();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+  // A loop over [0, n) for a run-time n that may be <= 0.
+  template <class Body>
+  void loop_maybe(llvm::Value* n, Body body) {
+    if_then(b_.CreateICmpSGT(n, c64(0)), [&] { loop_n(n, body); });
+  }
+  llvm::Value* smin(llvm::Value* a, llvm::Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
+
+  // acc (<L x i32>) + the sums of 4 consecutive products of u (<4L x i8>, unsigned
+  // codes; signed for sdot, so at most 127) and xb (<4L x i8>, signed) per lane.
+  llvm::Value* dot4(llvm::Value* acc, llvm::Value* u, llvm::Value* xb) {
+    const auto L = static_cast<unsigned>(lanes_);
+    auto* vty = llvm::FixedVectorType::get(i32(), L);
+    switch (mc_.dot) {
+      case Dot::Vnni512:
+      case Dot::Vnni256: {
+        llvm::Function* d = llvm::Intrinsic::getDeclaration(
+            &mod_, mc_.dot == Dot::Vnni512 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256);
+        llvm::FunctionType* t = d->getFunctionType();
+        llvm::Value* args[] = {b_.CreateBitCast(acc, t->getParamType(0)), b_.CreateBitCast(u, t->getParamType(1)),
+                               b_.CreateBitCast(xb, t->getParamType(2))};
+        return b_.CreateBitCast(b_.CreateCall(d, args), vty);
+      }
+      case Dot::Sdot: {
+        llvm::Function* d = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::aarch64_neon_sdot, {vty, u->getType()});
+        return b_.CreateCall(d, {acc, u, xb});
+      }
+      case Dot::Plain: break;
+    }
+    // Portable: widen, multiply, add the 4 products of each lane (strided shuffles).
+    auto* wide = llvm::FixedVectorType::get(i32(), 4 * L);
+    llvm::Value* prod = b_.CreateMul(b_.CreateZExt(u, wide), b_.CreateSExt(xb, wide));
+    llvm::Value* sum = acc;
+    for (unsigned q = 0; q < 4; ++q) {
+      llvm::SmallVector<int, 16> idx;
+      for (unsigned l = 0; l < L; ++l) idx.push_back(static_cast<int>(4 * l + q));
+      sum = b_.CreateAdd(sum, b_.CreateShuffleVector(prod, idx));
+    }
+    return sum;
+  }
+
+  // The i8 x t2 tmatmul on packed 2-bit panels (program.h PackedLayout). The
+  // activations are copied into tmp as [M, Kp] (zero-padded) with their row sums
+  // after them; each weight code c = w + 1 multiplies x as an unsigned byte, so the
+  // result is sum c x - rowsum (int32, wrapping like the interpreter). Decoding
+  // (`mask`, VNNI and the portable path): field 0 takes the whole byte, fields 1-3
+  // are masked in place (v & 0x0c, 0x30, 0xc0), so accumulator f holds 4^f times its
+  // columns' sums and field 0 holds all four: S3 = A3 >> 6, S2 = A2 >> 4, S1 = A1 >> 2,
+  // S0 = A0 - A1 - A2 - A3 (exact while |A3| <= 128 * 128 * Kp < 2^31; A0 may wrap,
+  // the subtraction is modulo 2^32). sdot multiplies signed bytes, so there each
+  // field is shifted down and masked ((v >> 2f) & 3). Blocks of RB rows x CV groups
+  // keep 4 * RB * CV vector accumulators over the Kp / 4 steps of one panel; sums go
+  // through the scalar epilogue of the int8 paths. The work (panels x row blocks) is
+  // split into tasks run through `par` (ParallelArgs; null: inline).
+  void tmatmul_packed(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
+                      llvm::Value* par) {
+    const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
+    const auto out = ext(inst.results[0]);
+    const auto wt = ext(inst.operands[1]);
+    const std::int64_t K = wt[0], N = wt[1], Kp = padded_k(K);
+    const std::int64_t M = f_.type_of(inst.operands[0]).static_numel().value_or(0) / K;
+    const int L = lanes_;
+    const std::int64_t G = 4 * L;
+    const PackedTile tile = packed_tile(M, L);
+    const int RB = static_cast<int>(std::min<std::int64_t>(tile.rows, M)), CV = tile.cv;
+    const std::int64_t NB = CV * G, Npad = padded_n(N, static_cast<int>(G));
+    const std::int64_t Pf = Npad / NB, Gt = (Npad % NB) / G, P = Pf + (Gt > 0 ? 1 : 0);
+    const std::int64_t U = (M + RB - 1) / RB;
+    const bool mask = mc_.dot != Dot::Sdot && Kp < (std::int64_t{1} << 17);
+    const auto act = ir::activation_op(a.act);
+    const std::vector<TMatMulEpilogueOperand> epi = tmatmul_epilogue(inst);
+    // 1. activations into tmp [M, Kp], their row sums (i32) after them.
+    const std::int64_t rs_off = M * Kp;
+    b_.CreateMemSet(tmp, b_.getInt8(0), static_cast<std::uint64_t>(M * Kp), llvm::MaybeAlign(64));
+    llvm::AllocaInst* rsum = local(i32(), "rsum");
+    loop(M, [&](llvm::Value* r) {
+      b_.CreateStore(b_.getInt32(0), rsum);
+      loop(K, [&](llvm::Value* p) {
+        llvm::Value* v = ld(i8(), in[0], b_.CreateAdd(b_.CreateMul(r, c64(K)), p));
+        st(v, tmp, b_.CreateAdd(b_.CreateMul(r, c64(Kp)), p));
+        b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i32(), rsum), b_.CreateSExt(v, i32())), rsum);
+      }, false, /*compact=*/true);
+      st(b_.CreateLoad(i32(), rsum), gep(i8(), tmp, c64(rs_off)), r);
+    });
+    // 2. the tile function: rows [r_lo, r_hi) x panels [p_lo, p_hi).
+    llvm::BasicBlock* impl_block = b_.GetInsertBlock();
+    const std::size_t nptr = 3 + epi.size();  // xt, w, y, epilogue operands
+    std::vector<llvm::Type*> tps(nptr, ptr());
+    for (int k = 0; k < 4; ++k) tps.push_back(i64());
+    auto* tile_fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), tps, false),
+                                           llvm::Function::InternalLinkage, "tile", mod_);
+    attrs(tile_fn);
+    for (std::size_t k = 0; k < nptr; ++k) tile_fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", tile_fn));
+    {
+      llvm::Value* xt = tile_fn->getArg(0);
+      llvm::Value* w = tile_fn->getArg(1);
+      llvm::Value* yy = tile_fn->getArg(2);
+      llvm::Value* rs = gep(i8(), xt, c64(rs_off));
+      std::vector<std::pair<Op, Operand2d>> ops;
+      for (std::size_t k = 0; k < epi.size(); ++k)
+        ops.push_back({epi[k].op, view(out, inst.operands[epi[k].operand], tile_fn->getArg(static_cast<unsigned>(3 + k)))});
+      llvm::Value* r_lo = tile_fn->getArg(static_cast<unsigned>(nptr));
+      llvm::Value* r_hi = tile_fn->getArg(static_cast<unsigned>(nptr + 1));
+      llvm::Value* p_lo = tile_fn->getArg(static_cast<unsigned>(nptr + 2));
+      llvm::Value* p_hi = tile_fn->getArg(static_cast<unsigned>(nptr + 3));
+      auto* vL = llvm::FixedVectorType::get(i32(), static_cast<unsigned>(L));
+      auto* vG = llvm::FixedVectorType::get(i8(), static_cast<unsigned>(G));
+      // One block: rows r0 .. r0+rb-1 of panel p (cv groups).
+      auto block = [&](llvm::Value* r0, int rb, llvm::Value* p, int cv) {
+        const std::int64_t width = cv * G;
+        llvm::Value* wp = gep(i8(), w, b_.CreateMul(p, c64(Kp / 4 * NB)));
+        std::vector<llvm::AllocaInst*> acc;  // [i][c][f]
+        for (int k = 0; k < rb * cv * 4; ++k) {
+          acc.push_back(local(vL, "vacc"));
+          b_.CreateStore(llvm::Constant::getNullValue(vL), acc.back());
+        }
+        auto A = [&](int i, int c, int f) { return acc[static_cast<std::size_t>((i * cv + c) * 4 + f)]; };
+        loop(Kp / 4, [&](llvm::Value* s4) {
+          std::vector<llvm::Value*> xb;
+          for (int i = 0; i < rb; ++i) {
+            llvm::Value* at = gep(i8(), xt, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(r0, c64(i)), c64(Kp)), b_.CreateMul(s4, c64(4))));
+            llvm::Value* x4 = b_.CreateAlignedLoad(i32(), at, llvm::Align(4));
+            xb.push_back(b_.CreateBitCast(b_.CreateVectorSplat(static_cast<unsigned>(L), x4), vG));
+          }
+          for (int c = 0; c < cv; ++c) {
+            llvm::Value* v = b_.CreateAlignedLoad(vG, gep(i8(), wp, b_.CreateAdd(b_.CreateMul(s4, c64(width)), c64(c * G))),
+                                                  llvm::Align(1));
+            for (int f = 0; f < 4; ++f) {
+              llvm::Value* u = nullptr;
+              if (mask) u = f == 0 ? v : b_.CreateAnd(v, llvm::ConstantInt::get(vG, 3u << (2 * f)));
+              else u = b_.CreateAnd(b_.CreateLShr(v, llvm::ConstantInt::get(vG, 2u * f)), llvm::ConstantInt::get(vG, 3));
+              for (int i = 0; i < rb; ++i) b_.CreateStore(dot4(b_.CreateLoad(vL, A(i, c, f)), u, xb[static_cast<std::size_t>(i)]), A(i, c, f));
+            }
+          }
+        }, /*no_unroll=*/true);  // 16 dot products a step already; unrolling only costs compile time
+        llvm::AllocaInst* lanes = local(llvm::ArrayType::get(i32(), static_cast<std::uint64_t>(rb * width)), "lanes");
+        for (int i = 0; i < rb; ++i) {
+          llvm::Value* rsv = b_.CreateVectorSplat(static_cast<unsigned>(L), ld(i32(), rs, b_.CreateAdd(r0, c64(i))));
+          for (int c = 0; c < cv; ++c) {
+            llvm::Value* av[4];
+            for (int f = 0; f < 4; ++f) av[f] = b_.CreateLoad(vL, A(i, c, f));
+            llvm::Value* sv[4];
+            if (mask) {
+              sv[0] = b_.CreateSub(b_.CreateSub(b_.CreateSub(av[0], av[1]), av[2]), av[3]);
+              for (int f = 1; f < 4; ++f) sv[f] = b_.CreateAShr(av[f], llvm::ConstantInt::get(vL, 2u * f));
+            } else {
+              for (int f = 0; f < 4; ++f) sv[f] = av[f];
+            }
+            for (int f = 0; f < 4; ++f)
+              b_.CreateAlignedStore(b_.CreateSub(sv[f], rsv), gep(i32(), lanes, c64(i * width + c * G + f * L)), llvm::Align(4));
+          }
+        }
+        // The epilogue over the panel's columns below N (lanes hold them in column order).
+        llvm::Value* j0 = b_.CreateMul(p, c64(NB));
+        llvm::Value* count = smin(c64(width), b_.CreateSub(c64(N), j0));
+        loop(rb, [&](llvm::Value* i) {
+          llvm::Value* r = b_.CreateAdd(r0, i);
+          loop_n(count, [&](llvm::Value* jj) {
+            llvm::Value* j = b_.CreateAdd(j0, jj);
+            llvm::Value* v = b_.CreateSIToFP(ld(i32(), lanes, b_.CreateAdd(b_.CreateMul(i, c64(width)), jj)), f32());
+            for (const auto& [op, o] : ops) v = apply(op, v, at2d(o, r, j));
+            if (act) v = apply(*act, v, nullptr);
+            st(v, yy, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
+          }, false, /*compact=*/true);
+        }, /*no_unroll=*/true);
+      };
+      auto rows = [&](llvm::Value* p, int cv) {
+        llvm::Value* nfull = b_.CreateSDiv(b_.CreateSub(r_hi, r_lo), c64(RB));
+        loop_maybe(nfull, [&](llvm::Value* bi) { block(b_.CreateAdd(r_lo, b_.CreateMul(bi, c64(RB))), RB, p, cv); });
+        if (RB > 1) {
+          llvm::Value* t0 = b_.CreateAdd(r_lo, b_.CreateMul(nfull, c64(RB)));
+          loop_maybe(b_.CreateSub(r_hi, t0), [&](llvm::Value* ti) { block(b_.CreateAdd(t0, ti), 1, p, cv); });
+        }
+      };
+      llvm::Value* full_hi = smin(p_hi, c64(Pf));
+      loop_maybe(b_.CreateSub(full_hi, p_lo), [&](llvm::Value* pi) { rows(b_.CreateAdd(p_lo, pi), CV); });
+      if (Gt > 0) if_then(b_.CreateICmpSGT(p_hi, c64(Pf)), [&] { rows(c64(Pf), static_cast<int>(Gt)); });
+      b_.CreateRetVoid();
+    }
+    // 3. the task: void task(ptr ctx, i64 i), ctx = [xt, w, y, epilogue..., nc, nr].
+    auto* task_fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr(), i64()}, false),
+                                           llvm::Function::InternalLinkage, "task", mod_);
+    attrs(task_fn);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task_fn));
+    {
+      llvm::Value* cx = task_fn->getArg(0);
+      llvm::Value* i = task_fn->getArg(1);
+      std::vector<llvm::Value*> args;
+      for (std::size_t k = 0; k < nptr; ++k) args.push_back(ld(ptr(), cx, c64(static_cast<std::int64_t>(k))));
+      llvm::Value* nc = ld(i64(), cx, c64(static_cast<std::int64_t>(nptr)));
+      llvm::Value* nr = ld(i64(), cx, c64(static_cast<std::int64_t>(nptr + 1)));
+      llvm::Value* cc = b_.CreateSRem(i, nc);
+      llvm::Value* rc = b_.CreateSDiv(i, nc);
+      auto part = [&](std::int64_t total, llvm::Value* idx, llvm::Value* parts) {
+        return b_.CreateSDiv(b_.CreateMul(c64(total), idx), parts);
+      };
+      llvm::Value* u_lo = part(U, rc, nr);
+      llvm::Value* u_hi = part(U, b_.CreateAdd(rc, c64(1)), nr);
+      args.push_back(smin(b_.CreateMul(u_lo, c64(RB)), c64(M)));
+      args.push_back(smin(b_.CreateMul(u_hi, c64(RB)), c64(M)));
+      args.push_back(part(P, cc, nc));
+      args.push_back(part(P, b_.CreateAdd(cc, c64(1)), nc));
+      b_.CreateCall(tile_fn, args);
+      b_.CreateRetVoid();
+    }
+    // 4. split and dispatch: nc column chunks (<= panels) x nr row chunks, about one per thread.
+    b_.SetInsertPoint(impl_block);
+    llvm::Value* run = b_.CreateLoad(ptr(), par);
+    llvm::Value* pool = b_.CreateLoad(ptr(), gep(ptr(), par, c64(1)));
+    llvm::Value* thr = b_.CreateLoad(i64(), gep(i64(), par, c64(2)));
+    llvm::Value* run_null = b_.CreateICmpEQ(run, llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)));
+    llvm::Value* T = b_.CreateSelect(b_.CreateOr(run_null, b_.CreateICmpSLT(thr, c64(1))), c64(1), thr);
+    llvm::Value* nc = smin(T, c64(P));
+    llvm::Value* nr = smin(c64(U), b_.CreateSDiv(b_.CreateAdd(T, b_.CreateSub(nc, c64(1))), nc));
+    llvm::Value* ntask = b_.CreateMul(nc, nr);
+    llvm::AllocaInst* cx = local(llvm::ArrayType::get(i64(), nptr + 2), "taskctx");
+    st(tmp, cx, c64(0));
+    st(in[1], cx, c64(1));
+    st(y, cx, c64(2));
+    for (std::size_t k = 0; k < epi.size(); ++k) st(in[epi[k].operand], cx, c64(static_cast<std::int64_t>(3 + k)));
+    b_.CreateStore(nc, gep(i64(), cx, c64(static_cast<std::int64_t>(nptr))));
+    b_.CreateStore(nr, gep(i64(), cx, c64(static_cast<std::int64_t>(nptr + 1))));
+    llvm::Function* fn = impl_block->getParent();
+    llvm::BasicBlock* serial = llvm::BasicBlock::Create(ctx_, "serial", fn);
+    llvm::BasicBlock* pooled = llvm::BasicBlock::Create(ctx_, "pooled", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "dispatched", fn);
+    b_.CreateCondBr(b_.CreateICmpSLE(ntask, c64(1)), serial, pooled);
+    b_.SetInsertPoint(serial);
+    b_.CreateCall(task_fn, {cx, c64(0)});
+    b_.CreateBr(done);
+    b_.SetInsertPoint(pooled);
+    auto* run_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr(), ptr(), ptr(), i64()}, false);
+    b_.CreateCall(run_ty, run, {pool, task_fn, cx, ntask});
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
   void quantize(const ir::InstData& inst, llvm::Value* x, llvm::Value* q, llvm::Value* scales) {
     const auto [rows, cols] = rows_cols(ext(inst.operands[0]));
     // amax over the bit patterns of |x| (unsigned max: the float order for non-negative
@@ -625,11 +895,20 @@ class Gen {
     });
   }
 
+  // A constant ParallelArgs {null, null, 1}: run everything on the calling thread.
+  llvm::Value* one_thread() {
+    auto* ty = llvm::StructType::get(ctx_, {ptr(), ptr(), i64()});
+    auto* init = llvm::ConstantStruct::get(ty, {llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)),
+                                                llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)),
+                                                llvm::ConstantInt::get(i64(), 1)});
+    return new llvm::GlobalVariable(mod_, ty, true, llvm::GlobalValue::PrivateLinkage, init, "tj_one_thread");
+  }
+
   // The whole-function entry: pointers of every location, each step's impl, the copies.
   void entry(const Program& p, const std::string& name, const std::vector<llvm::Function*>& impls,
              const std::vector<llvm::GlobalVariable*>* globals) {
     std::vector<llvm::Type*> params = globals ? std::vector<llvm::Type*>{ptr(), ptr()}
-                                              : std::vector<llvm::Type*>{ptr(), ptr(), ptr()};
+                                              : std::vector<llvm::Type*>{ptr(), ptr(), ptr(), ptr()};
     auto* fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
                                       llvm::Function::ExternalLinkage, name, mod_);
     attrs(fn);
@@ -637,6 +916,7 @@ class Gen {
     llvm::Value* buffers = fn->getArg(0);
     llvm::Value* consts = globals ? nullptr : fn->getArg(1);
     llvm::Value* scratch = fn->getArg(globals ? 1 : 2);
+    llvm::Value* par = globals ? one_thread() : fn->getArg(3);  // AOT entries run on the calling thread
     auto where = [&](const Loc& l) -> llvm::Value* {
       switch (l.kind) {
         case LocKind::Arg: return ld(ptr(), buffers, c64(static_cast<std::int64_t>(l.index)));
@@ -658,6 +938,7 @@ class Gen {
       for (const Loc& l : s.in) args.push_back(where(l));
       for (const Loc& l : s.out) args.push_back(where(l));
       args.push_back(gep(i8(), scratch, c64(static_cast<std::int64_t>(s.tmp_offset))));
+      args.push_back(par);
       b_.CreateCall(impls[k++], args);
     }
     b_.CreateRetVoid();
@@ -669,7 +950,8 @@ class Gen {
   const ir::Function& f_;
   const Machine& mc_;
   llvm::IRBuilder<> b_;
-  int group_;      // the weight panels' column group
+  int group_;      // the int8 weight panels' column group
+  int lanes_;      // the packed weight panels' lanes
   int loops_ = 0;  // loops emitted so far (loop() tells outer loops by it)
 };
 
@@ -709,9 +991,10 @@ Result<std::string> generate(const ir::Function& f, const Program& p, const std:
   llvm::Module mod(entry_name, ctx);
   mod.setTargetTriple(mc.tm->getTargetTriple().str());
   mod.setDataLayout(mc.tm->createDataLayout());
-  TERNJIT_CHECK(p.group == (mc.dot == Dot::Vnni512 ? 16 : mc.dot == Dot::Sdot ? 4 : 1),
-                "llvm: the program's panel group does not match the target's dot product");
-  Gen g(ctx, mod, f, mc, p.group);
+  const PanelLayout layout = mc.layout();
+  TERNJIT_CHECK(p.group == layout.group && p.lanes == layout.lanes,
+                "llvm: the program's panel layout does not match the target's dot product");
+  Gen g(ctx, mod, f, mc, layout);
   std::vector<llvm::GlobalVariable*> globals;
   if (baked) {
     for (std::size_t k = 0; k < baked->size(); ++k) {
@@ -752,9 +1035,9 @@ Result<std::string> generate(const ir::Function& f, const Program& p, const std:
   return std::string(buf.begin(), buf.end());
 }
 
-Result<int> panel_group(const CodegenOptions& o) {
+Result<PanelLayout> panel_layout(const CodegenOptions& o) {
   TERNJIT_TRY(Machine mc, make_machine(o));
-  return mc.dot == Dot::Vnni512 ? 16 : mc.dot == Dot::Sdot ? 4 : 1;
+  return mc.layout();
 }
 
 namespace {

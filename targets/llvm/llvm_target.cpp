@@ -2,9 +2,11 @@
 // llvm_target.cpp - the llvm Target, loading its objects (const table, reference steps) and AOT emission.
 #include "targets/llvm/llvm_target.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -57,8 +59,9 @@ class LlvmTarget final : public Target {
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     llvmjit::CodegenOptions o;
     o.opt = options.opt_level;
-    TERNJIT_TRY(int group, llvmjit::panel_group(o));
-    TERNJIT_TRY(Program p, llvmjit::analyze(*f, group));
+    o.no_packed = options.target.get("panels") == "int8";
+    TERNJIT_TRY(llvmjit::PanelLayout layout, llvmjit::panel_layout(o));
+    TERNJIT_TRY(Program p, llvmjit::analyze(*f, layout));
     const std::string sym = symbol_of(function);
     TERNJIT_TRY(std::string obj, llvmjit::generate(*f, p, sym, nullptr, llvmjit::EmitKind::Object, o));
     Artifact a;
@@ -69,22 +72,35 @@ class LlvmTarget final : public Target {
     a.metadata["symbol"] = sym;
     a.metadata["triple"] = llvmjit::host_triple();
     a.metadata["cpu"] = llvmjit::host_cpu();
-    a.metadata["panel_group"] = std::to_string(group);
+    a.metadata["panel_group"] = std::to_string(layout.group);
+    a.metadata["packed_lanes"] = std::to_string(layout.lanes);
     return a;
   }
 
   // Options: triple and cpu, for emit (AOT objects and text); loaded kernels always run
-  // on the host.
+  // on the host. panels = packed (default) | int8: the ternary weights of i8 tmatmuls
+  // as packed 2-bit panels or as the int8 panels (the previous layout, for comparison).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
-    for (const auto& [option, value] : given.values)
+    for (const auto& [option, value] : given.values) {
+      if (option == "panels") {
+        if (value != "packed" && value != "int8")
+          return make_error(ErrorCode::InvalidArgument, "llvm.panels is packed or int8, not '" + value + "'");
+        continue;
+      }
       if (option != "triple" && option != "cpu")
-        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu)");
+        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu, panels)");
+    }
     return given;
+  }
+
+  [[nodiscard]] std::unique_ptr<ProgramState> new_program_state() const override {
+    return std::make_unique<llvmjit::PackCache>();
   }
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params));
+    TERNJIT_TRY(auto kernel, llvmjit::load_kernel(a, *context.params, context.parallel,
+                                                  dynamic_cast<llvmjit::PackCache*>(context.state)));
     LoadedKernel k;
     k.run = [](const void* state, void* const* buffers) {
       return static_cast<const llvmjit::Kernel*>(state)->run(buffers);
@@ -106,6 +122,7 @@ class LlvmTarget final : public Target {
     r.triple = options.target.get("triple");
     r.cpu = options.target.get("cpu");
     r.opt = options.opt_level;
+    r.no_packed = options.target.get("panels") == "int8";
     if (what == "asm") {
       r.what = llvmjit::EmitWhat::Asm;
       if (!r.triple.empty() || !r.cpu.empty()) r.params = params;
@@ -137,7 +154,7 @@ namespace ternjit::targets::llvmjit {
 
 namespace {
 
-using EntryFn = void (*)(void* const*, const void* const*, void*);
+using EntryFn = void (*)(void* const*, const void* const*, void*, const ParallelArgs*);
 using StepFn = void (*)(void* const*);
 
 
@@ -146,19 +163,20 @@ class LoadedKernel final : public Kernel {
   ir::Module module;
   const ir::Function* f = nullptr;
   Program p;
-  std::vector<std::vector<std::uint8_t>> consts;
+  std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> consts;  // shared with the Program's PackCache
   std::vector<const void*> const_ptrs;
   std::unique_ptr<JitObject> jit;
   EntryFn entry = nullptr;
   std::vector<StepFn> step_fns;            // per step (null for reference/copy)
   std::vector<ir::Module> ref_modules;     // per step (empty module unless reference)
+  ParallelArgs par;                        // the LoadContext's Parallel, as generated code reads it
 
   Result<void> run(void* const* buffers) const override {
     TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
     const ScratchLease lease(p.scratch_bytes);
     std::uint8_t* scratch = lease.data();
     if (entry) {
-      entry(buffers, const_ptrs.data(), scratch);
+      entry(buffers, const_ptrs.data(), scratch, &par);
       return success();
     }
     auto where = [&](const Loc& l) -> void* {
@@ -181,6 +199,7 @@ class LoadedKernel final : public Kernel {
         for (const Loc& l : s.in) ptrs.push_back(where(l));
         for (const Loc& l : s.out) ptrs.push_back(where(l));
         ptrs.push_back(scratch + s.tmp_offset);
+        ptrs.push_back(const_cast<ParallelArgs*>(&par));
         step_fns[k](ptrs.data());
         continue;
       }
@@ -206,7 +225,27 @@ class LoadedKernel final : public Kernel {
 
 }  // namespace
 
-Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params) {
+std::shared_ptr<const std::vector<std::uint8_t>> PackCache::find(const std::string& key) const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  auto it = packs_.find(key);
+  return it == packs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const std::vector<std::uint8_t>> PackCache::insert(const std::string& key,
+                                                                   std::shared_ptr<const std::vector<std::uint8_t>> bytes) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  auto [it, added] = packs_.emplace(key, std::move(bytes));
+  if (added) ++made_;
+  return it->second;  // a pack another thread made first wins: every kernel shares one
+}
+
+std::size_t PackCache::packs_made() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return made_;
+}
+
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params,
+                                                  const Parallel& parallel, PackCache* packs) {
   if (a.kind != ArtifactKind::Object) return make_error(ErrorCode::InvalidInput, "not an llvm object artifact");
   auto ir_it = a.metadata.find("ir"), sym_it = a.metadata.find("symbol");
   if (ir_it == a.metadata.end() || sym_it == a.metadata.end())
@@ -221,9 +260,34 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
   const int group = g == a.metadata.end() ? 0 : std::atoi(g->second.c_str());
   if (group != 1 && group != 4 && group != 16)
     return make_error(ErrorCode::InvalidInput, "llvm artifact lacks a valid 'panel_group'");
-  TERNJIT_TRY(k->p, analyze(*k->f, group));
-  TERNJIT_TRY(k->consts, const_bytes(*k->f, k->p, params, false));
-  for (const auto& c : k->consts) k->const_ptrs.push_back(c.data());
+  auto pl = a.metadata.find("packed_lanes");
+  const int lanes = pl == a.metadata.end() ? -1 : std::atoi(pl->second.c_str());
+  if (lanes != 0 && lanes != 4 && lanes != 8 && lanes != 16)
+    return make_error(ErrorCode::InvalidInput, "llvm artifact lacks a valid 'packed_lanes'");
+  TERNJIT_TRY(k->p, analyze(*k->f, PanelLayout{group, lanes}));
+  k->par.run = parallel.run;
+  k->par.pool = parallel.pool;
+  k->par.threads = parallel.run ? std::max(1, parallel.threads) : 1;
+  // Weight panels of parameters come from (and go to) the Program's pack cache, so every
+  // specialization of a Program shares one copy per layout.
+  std::vector<std::string> keys(k->p.consts.size());
+  std::vector<bool> cached(k->p.consts.size(), false);
+  k->consts.resize(k->p.consts.size());
+  if (packs) {
+    for (std::size_t s = 0; s < keys.size(); ++s) {
+      keys[s] = pack_key(*k->f, k->p, s);
+      if (keys[s].empty()) continue;
+      k->consts[s] = packs->find(keys[s]);
+      cached[s] = k->consts[s] != nullptr;
+    }
+  }
+  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &cached));
+  for (std::size_t s = 0; s < bytes.size(); ++s) {
+    if (cached[s]) continue;
+    auto b = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes[s]));
+    k->consts[s] = packs && !keys[s].empty() && !b->empty() ? packs->insert(keys[s], std::move(b)) : std::move(b);
+  }
+  for (const auto& c : k->consts) k->const_ptrs.push_back(c->data());
   TERNJIT_TRY(k->jit, jit_link(a.bytes));
   if (k->p.all_lowered) {
     k->entry = reinterpret_cast<EntryFn>(k->jit->lookup(sym_it->second));
@@ -296,8 +360,9 @@ Result<Emitted> emit(const ir::Module& specialized, std::string_view function, c
   o.triple = r.triple;
   o.cpu = r.cpu;
   o.opt = r.opt;
-  TERNJIT_TRY(int group, panel_group(o));
-  TERNJIT_TRY(Program p, analyze(*f, group));
+  o.no_packed = r.no_packed;
+  TERNJIT_TRY(PanelLayout layout, panel_layout(o));
+  TERNJIT_TRY(Program p, analyze(*f, layout));
   Emitted e;
   e.symbol = r.symbol.empty() ? symbol_of(function) : r.symbol;
   e.scratch_bytes = p.scratch_bytes;

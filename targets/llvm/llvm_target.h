@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ir/interpret.h"
+#include "targets/common/parallel.h"
 #include "targets/target.h"
 #include "ternjit/result.h"
 
@@ -32,10 +35,33 @@ class Kernel {
   [[nodiscard]] virtual Result<void> run(void* const* buffers) const = 0;
 };
 
+/// The llvm target's ProgramState: weight panels (int8, column sums, packed 2-bit) of
+/// parameters by parameter and layout, shared by every kernel of one Program (a new
+/// batch size packs nothing new). Thread-safe.
+class PackCache final : public ProgramState {
+ public:
+  /// The bytes under `key`, or null.
+  [[nodiscard]] std::shared_ptr<const std::vector<std::uint8_t>> find(const std::string& key) const;
+  /// Stores `bytes` under `key` unless present; returns what the cache holds.
+  std::shared_ptr<const std::vector<std::uint8_t>> insert(const std::string& key,
+                                                          std::shared_ptr<const std::vector<std::uint8_t>> bytes);
+  /// How many panels were stored (tests check that a weight is packed once per layout).
+  [[nodiscard]] std::size_t packs_made() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const std::vector<std::uint8_t>>> packs_;
+  std::size_t made_ = 0;
+};
+
 /// Links an llvm Object artifact in its own LLJIT and binds its load-time values from
-/// `params` (which must outlive the kernel). Errors: InvalidInput (bad artifact, missing
-/// parameter), Unavailable (LLJIT failure).
-Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params);
+/// `params` (which must outlive the kernel, as must `packs`). Packed tmatmuls split
+/// their work over `parallel` (its pool must outlive the kernel; the default runs
+/// inline). With `packs`, weight panels of parameters come from that Program's cache
+/// (made once per layout). Errors: InvalidInput (bad artifact, missing parameter),
+/// Unavailable (LLJIT failure).
+Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, const ir::ParamValues& params,
+                                                  const Parallel& parallel = {}, PackCache* packs = nullptr);
 
 /// What `emit` produces.
 enum class EmitWhat : std::uint8_t { LlvmIr, Asm, Object };
@@ -49,6 +75,7 @@ struct EmitRequest {
   /// Weights to bake into the object as constants; null: the entry takes a const table.
   const ir::ParamValues* params = nullptr;
   std::string symbol;  ///< entry symbol ("" = the function name with '.' -> '_')
+  bool no_packed = false;  ///< int8 weight panels instead of packed 2-bit ones
 };
 
 /// The result of emit: the bytes (object, assembly or IR text) and, for objects, a C header.

@@ -3,7 +3,9 @@
 #include "targets/llvm/program.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
 #include <map>
 
 #include "ir/print.h"
@@ -57,19 +59,39 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
 
 Result<void> program_supported(const ir::Function& f) { return plannable(f, "llvm"); }
 
-Result<Program> analyze(const ir::Function& f, int group) {
+PackedTile packed_tile(std::int64_t m, int lanes) {
+  // 4 x RB x CV vector accumulators: 16 where there are 32 vector registers (AVX-512
+  // zmm, L = 16; AArch64 NEON, L = 4): at M < 4 one row of 4 groups (each weight vector
+  // read once per row), else 4 rows of one group (each decode shared by 4 rows). Measured
+  // on Zen 4 at M = 128 (bench_llvm): 3 x 2 and 2 x 2 tie with 4 x 1, 6 x 1 spills (3x
+  // slower). L = 8 is x86 ymm (AVX-VNNI, AVX2), 16 registers: 8 accumulators (16 spilled
+  // half of them in the emitted loop).
+  if (lanes == 8) return m < 4 ? PackedTile{1, 2} : PackedTile{2, 1};
+  if (m < 4) return {1, 4};
+  return {4, 1};
+}
+
+bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const PanelLayout& layout) {
+  return layout.lanes > 0 && inst.op == Op::TMatMul && f.type_of(inst.operands[0]).elem == ElemKind::I8 &&
+         f.type_of(inst.operands[1]).elem == ElemKind::T2 && std::get<ir::TMatMulAttrs>(inst.attrs).group == 0;
+}
+
+Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   TERNJIT_TRY_VOID(program_supported(f));
+  const int group = layout.group;
   // The shared walk decides slots, load-time values, aliases and copies; this adds the
   // weight panels and column sums and decides what is lowered.
   const StepPlan plan = plan_steps(f);
   Program p;
   p.group = group;
+  p.lanes = layout.lanes;
   p.n_in = plan.in_bytes.size();
   p.n_out = plan.out_bytes.size();
   p.in_bytes = plan.in_bytes;
   p.out_bytes = plan.out_bytes;
   for (const LoadTimeValue& v : plan.load_time) p.consts.push_back({v.value, ConstSlot::Form::Value});
   std::map<std::uint32_t, std::size_t> panels;  // weight value -> const slot of its panel (column sums next)
+  std::map<std::pair<std::uint32_t, int>, std::size_t> packs;  // (weight value, CV) -> its packed slot
   std::size_t top = plan.scratch_bytes;
   ir::FunctionNames names(f);
   int lowered = 0;
@@ -90,7 +112,19 @@ Result<Program> analyze(const ir::Function& f, int group) {
     s.summary = ir::print_inst(f, names, ps.inst);
     bool lower = lowerable(f, ps.inst).ok();
     if (inst.op == Op::TMatMul && !plan.is_load_time(inst.operands[1])) lower = false;  // weights must be load-time
-    if (lower && inst.op == Op::TMatMul) {
+    const std::int64_t tK = inst.op == Op::TMatMul ? f.type_of(inst.operands[1]).shape[0].extent : 0;
+    const std::int64_t tM = inst.op == Op::TMatMul ? f.type_of(inst.operands[0]).static_numel().value_or(0) / tK : 0;
+    if (lower && packed_tmatmul(f, inst, layout)) {
+      const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
+      const PackedLayout pl{layout.lanes, packed_tile(tM, layout.lanes).cv};
+      auto it = packs.find({w.index, pl.cv});
+      if (it == packs.end()) {
+        p.consts.push_back({w, ConstSlot::Form::Packed, pl});
+        it = packs.emplace(std::make_pair(w.index, pl.cv), p.consts.size() - 1).first;
+      }
+      s.in[1] = Loc{LocKind::Const, it->second};
+      s.packed = true;
+    } else if (lower && inst.op == Op::TMatMul) {
       // The weight's load-time value (through a tpack alias, if any).
       const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
       auto it = panels.find(w.index);
@@ -105,11 +139,10 @@ Result<Program> analyze(const ir::Function& f, int group) {
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
-      if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths)
-        const std::int64_t K = f.type_of(inst.operands[1]).shape[0].extent;
-        const std::int64_t M = f.type_of(inst.operands[0]).static_numel().value_or(0) / K;
+      if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths), packed: their row sums next
         s.tmp_offset = top;
-        top = align_up(top + static_cast<std::size_t>(M * padded_k(K)) + kAlign);
+        top = align_up(top + static_cast<std::size_t>(tM * padded_k(tK)) + kAlign);
+        if (s.packed) top = align_up(top + static_cast<std::size_t>(4 * tM) + kAlign);
       }
     } else {
       s.kind = ProgramStep::Kind::Reference;
@@ -121,16 +154,44 @@ Result<Program> analyze(const ir::Function& f, int group) {
   return p;
 }
 
+std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
+  const ConstSlot& c = p.consts.at(slot);
+  if (c.form == ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return "";
+  const ir::InstData& def = f.inst(f.value(c.value).inst);
+  if (def.op != Op::Param) return "";
+  std::string k = "param @" + std::get<ir::ParamAttrs>(def.attrs).name + "|";
+  switch (c.form) {
+    case ConstSlot::Form::Panel: return k + "panel:g=" + std::to_string(p.group);
+    case ConstSlot::Form::ColSum: return k + "colsum:g=" + std::to_string(p.group);
+    case ConstSlot::Form::Packed:
+      return k + "packed:l=" + std::to_string(c.packed.lanes) + ",cv=" + std::to_string(c.packed.cv);
+    case ConstSlot::Form::Value: break;
+  }
+  return "";
+}
+
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
-                                                           const ir::ParamValues& params, bool zeros_for_missing) {
+                                                           const ir::ParamValues& params, bool zeros_for_missing,
+                                                           const std::vector<bool>* skip) {
   // Parameters stay in their stored form (sharing the bound bytes); computed values are
   // owned. The same shared walk as analyze(), so the load-time values are the same.
   const StepPlan plan = plan_steps(f);
   TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing));
   std::map<std::uint32_t, const LoadValue*> by_value;
   for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
+  // A slot no step reads (a weight whose tmatmuls read its panel) stays empty: the
+  // kernel would otherwise hold an int8 copy of every ternary weight (4x its packed bytes).
+  std::vector<bool> used(p.consts.size(), false);
+  for (const ProgramStep& s : p.steps)
+    for (const Loc& l : s.in)
+      if (l.kind == LocKind::Const) used[l.index] = true;
   std::vector<std::vector<std::uint8_t>> out;
-  for (const ConstSlot& c : p.consts) {
+  for (std::size_t slot = 0; slot < p.consts.size(); ++slot) {
+    const ConstSlot& c = p.consts[slot];
+    if (!used[slot] || (skip && (*skip)[slot])) {
+      out.emplace_back();
+      continue;
+    }
     const LoadValue& t = *by_value.at(c.value.index);
     if (c.form == ConstSlot::Form::Value) {
       out.push_back(t.encoded());
@@ -139,6 +200,60 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
     // A t2/i8 weight [K, N]: decoded a row at a time from its stored form.
     const auto K = static_cast<std::size_t>(t.shape()[0]), N = static_cast<std::size_t>(t.shape()[1]);
     const std::int64_t Kp = padded_k(t.shape()[0]);
+    if (c.form == ConstSlot::Form::Packed) {
+      // Row k fills byte kk = k % 4 of every 4-byte lane of step k / 4: in group g of
+      // panel p, lane l's byte holds the codes of columns p*NB + g*G + f*L + l, f = 0..3
+      // (PackedLayout). Each byte is written once, from 4 codes of the row; rows k >= K
+      // keep the fill, code 1 in every field (weight 0), as do columns j >= N.
+      const PackedLayout& pl = c.packed;
+      const std::int64_t n64 = t.shape()[1], G = pl.group(), NB = pl.nb(), L = pl.lanes;
+      const std::int64_t npad = padded_n(n64, static_cast<int>(G));
+      std::vector<std::uint8_t> b(static_cast<std::size_t>(packed_bytes(t.shape()[0], n64, pl)), 0x55);
+      // The codes (w + 1) of row k: straight from a bound t2 weight's 2-bit codes (4 at
+      // a time through a table), else from its values; 1 past N.
+      std::vector<std::uint8_t> code(static_cast<std::size_t>(npad), 1);
+      const bool t2 = t.stored && t.stored->kind() == ElemKind::T2;
+      std::vector<std::uint8_t> unpacked(t2 ? N + 8 : 0);
+      std::vector<std::int8_t> row(t2 ? 0 : N);
+      static const std::array<std::array<std::uint8_t, 4>, 256> kCodes = [] {
+        std::array<std::array<std::uint8_t, 4>, 256> a{};
+        for (unsigned v = 0; v < 256; ++v)
+          for (unsigned f = 0; f < 4; ++f) a[v][f] = static_cast<std::uint8_t>((v >> (2 * f)) & 3u);
+        return a;
+      }();
+      for (std::size_t k = 0; k < K; ++k) {
+        std::size_t bad = N;  // the first non-ternary column, if any
+        if (t2) {
+          const std::span<const std::uint8_t> src = t.stored->bytes().span();
+          const std::size_t first = k * N, off = first % 4, nbytes = (off + N + 3) / 4;
+          for (std::size_t i = 0; i < nbytes; ++i) std::memcpy(&unpacked[4 * i], kCodes[src[first / 4 + i]].data(), 4);
+          std::memcpy(code.data(), unpacked.data() + off, N);
+          for (std::size_t n = 0; n < N && bad == N; ++n)
+            if (code[n] > 2) bad = n;
+        } else {
+          t.read_int8(k * N, row);
+          for (std::size_t n = 0; n < N; ++n) {
+            code[n] = static_cast<std::uint8_t>(row[n] + 1);
+            if (bad == N && (row[n] < -1 || row[n] > 1)) bad = n;
+          }
+        }
+        if (bad != N)
+          return make_error(ErrorCode::InvalidInput, "llvm: weight [" + std::to_string(k) + ", " + std::to_string(bad) +
+                                                         "] is not -1, 0 or 1");
+        const auto step = static_cast<std::int64_t>(k / 4), kk = static_cast<std::int64_t>(k % 4);
+        for (std::int64_t p0 = 0; p0 < npad; p0 += NB) {
+          const std::int64_t width = std::min(NB, npad - p0);
+          std::uint8_t* dst = b.data() + p0 * (Kp / 4) + step * width + kk;
+          for (std::int64_t g0 = 0; g0 < width; g0 += G) {
+            const std::uint8_t* c4 = code.data() + p0 + g0;
+            for (std::int64_t l = 0; l < L; ++l)
+              dst[g0 + 4 * l] = static_cast<std::uint8_t>(c4[l] | c4[l + L] << 2 | c4[l + 2 * L] << 4 | c4[l + 3 * L] << 6);
+          }
+        }
+      }
+      out.push_back(std::move(b));
+      continue;
+    }
     const auto Np = static_cast<std::size_t>(padded_n(t.shape()[1], p.group));
     std::vector<std::int8_t> row(N);
     std::vector<std::uint8_t> b;

@@ -9,7 +9,9 @@
 //     groups of G columns (G = 16 for AVX-512 VNNI, 4 for AArch64 sdot, 1 otherwise):
 //     byte (j / G) * Kp * G + (k / 4) * G * 4 + (j % G) * 4 + k % 4 is w[k, j], zero for
 //     k >= K or j >= N, with Kp = K rounded up to kKPad and Np = N rounded up to G (for
-//     G = 1 that is simply the [N, Kp] transpose);
+//     G = 1 that is simply the [N, Kp] transpose). A t2 weight of an i8-activation
+//     tmatmul without grouped scale instead gets ONE packed slot: 2-bit codes
+//     (w + 1) in the interleaved layout of PackedLayout (below), decoded in registers;
 //   - reshape and tpack alias their operand;
 //   - every op with an LLVM generator becomes a Lowered step (one LLVM function each);
 //   - any other op becomes a Reference step (host JIT only: run by the interpreter);
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,22 +50,77 @@ inline std::int64_t panel_index(std::int64_t k, std::int64_t j, std::int64_t kp,
   return (j / group) * kp * group + (k / 4) * group * 4 + (j % group) * 4 + k % 4;
 }
 
+/// The packed 2-bit weight panels of the i8 x t2 tmatmul (the x86 target's idea, in
+/// LLVM IR). L = int32 lanes of the dot product vector (16: AVX-512 VNNI zmm, 8:
+/// AVX-VNNI ymm or the portable path on x86, 4: AArch64 sdot / portable elsewhere),
+/// G = 4 L columns = one "group" = one vector of G bytes, NB = CV * G columns = one
+/// panel (CV groups, chosen per M: packed_tile). N is padded to Npad = whole groups,
+/// K to Kp (kKPad). Panel p (columns p*NB ..) is one contiguous run of Kp / 4 steps;
+/// step s holds W = min(NB, Npad - p*NB) bytes: W / G groups of G bytes. In byte b of
+/// group g of step s, the 2-bit field f (bits 2f, 2f+1) is the code w + 1 of
+///     column p*NB + g*G + f*L + b/4,   row k = 4s + b%4.
+/// So a vector of G packed bytes decodes ((v >> 2f) & 3, or v & (3 << 2f) kept in
+/// place) into 4 vectors whose 32-bit lane l holds 4 consecutive k of column
+/// g*G + f*L + l: the operand of a dot product against a broadcast 4-byte piece of an
+/// activation row. Padding (k >= K, j >= N) holds code 1 (weight 0); the activations
+/// are zero-padded to Kp anyway.
+struct PackedLayout {
+  int lanes = 0;  ///< L (0: no packed panels on this target)
+  int cv = 1;     ///< groups per panel
+  [[nodiscard]] std::int64_t group() const { return 4 * static_cast<std::int64_t>(lanes); }
+  [[nodiscard]] std::int64_t nb() const { return group() * cv; }
+};
+
+/// Rows per register block and groups per panel of the packed kernel for M rows and L lanes.
+struct PackedTile {
+  int rows = 1;  ///< RB
+  int cv = 1;    ///< CV
+};
+PackedTile packed_tile(std::int64_t m, int lanes);
+
+/// Bytes of a packed panel set: Kp / 4 steps of Npad bytes.
+inline std::int64_t packed_bytes(std::int64_t k, std::int64_t n, const PackedLayout& l) {
+  return padded_k(k) / 4 * padded_n(n, static_cast<int>(l.group()));
+}
+/// Where w[k, j] lives in a packed panel set: the byte and the field's shift (2f).
+struct PackedAt {
+  std::int64_t byte;
+  int shift;
+};
+inline PackedAt packed_index(std::int64_t k, std::int64_t j, std::int64_t kp, std::int64_t n, const PackedLayout& l) {
+  const std::int64_t G = l.group(), NB = l.nb(), npad = padded_n(n, static_cast<int>(G));
+  const std::int64_t p = j / NB, width = std::min(NB, npad - p * NB), jj = j % NB;
+  const std::int64_t g = jj / G, f = (jj % G) / l.lanes, lane = jj % l.lanes;
+  return {p * (kp / 4) * NB + (k / 4) * width + g * G + lane * 4 + k % 4, static_cast<int>(2 * f)};
+}
+
 /// A load-time value: the function value, or a form of a [K, N] tmatmul weight.
 struct ConstSlot {
   enum class Form : std::uint8_t {
     Value,   ///< the value's bytes
     Panel,   ///< int8 [Np * Kp] in column groups (file comment)
     ColSum,  ///< int32 [Np]: sum over k of w[k, n] (0 for padding)
+    Packed,  ///< 2-bit codes [Kp / 4 * Npad] in the PackedLayout `packed`
   };
   ir::ValueId value;  ///< the load-time value
   Form form = Form::Value;
+  PackedLayout packed;  ///< Packed: the layout
+};
+
+/// How a target lays out weight panels: the int8 panels' column group and the packed
+/// panels' lanes (0: none; every tmatmul then reads int8 panels).
+struct PanelLayout {
+  int group = 1;
+  int lanes = 0;
 };
 
 /// One step of a call.
 struct ProgramStep {
   enum class Kind : std::uint8_t { Lowered, Reference, Copy } kind = Kind::Lowered;
   ir::InstId inst;               ///< the instruction (Lowered, Reference)
-  std::vector<Loc> in;           ///< operands (Lowered tmatmul: the weight is its panel, its column sums last)
+  std::vector<Loc> in;           ///< operands (Lowered tmatmul: the weight is its panel, its column sums last
+                                 ///< (int8 panels) or its packed panel alone)
+  bool packed = false;           ///< Lowered tmatmul on packed 2-bit panels
   std::vector<Loc> out;          ///< results
   std::size_t tmp_offset = 0;    ///< Lowered: scratch bytes it may use as a temporary
   std::size_t copy_bytes = 0;    ///< Copy: bytes from in[0] to out[0]
@@ -78,7 +136,8 @@ struct Program {
   std::vector<ProgramStep> steps;
   std::size_t scratch_bytes = 0;
   bool all_lowered = true;  ///< no Reference step: the whole function is one LLVM entry
-  int group = 1;            ///< the column group G of every weight panel
+  int group = 1;            ///< the column group G of every int8 weight panel
+  int lanes = 0;            ///< the lanes L of every packed panel (0: none)
 };
 
 /// Success when the LLVM generator lowers instruction `i` of `f` (static shapes), else
@@ -88,8 +147,12 @@ Result<void> lowerable(const ir::Function& f, ir::InstId i);
 /// Success when `f` can be compiled at all (one block, no calls, static shapes).
 Result<void> program_supported(const ir::Function& f);
 
-/// Plans `f` (see the file comment) with weight panels in column groups of `group`.
-Result<Program> analyze(const ir::Function& f, int group);
+/// True when tmatmul `inst` of `f` reads a packed 2-bit panel under `layout`: i8
+/// activations, a t2 weight, no grouped scale, and a target with packed lanes.
+bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const PanelLayout& layout);
+
+/// Plans `f` (see the file comment) with weight panels laid out as `layout` says.
+Result<Program> analyze(const ir::Function& f, const PanelLayout& layout);
 
 /// The row-major extents of a static type.
 std::vector<std::int64_t> extents_of(const ir::Type& t);
@@ -98,8 +161,16 @@ std::size_t bytes_of(const ir::Type& t);
 
 /// Evaluates every load-time value of `f` with `params` and returns the bytes of each
 /// const slot of `p` (InvalidInput for a missing or mismatched parameter). With
-/// `zeros_for_missing`, an unbound parameter reads as zeros (emitting text only).
+/// `zeros_for_missing`, an unbound parameter reads as zeros (emitting text only). Slots
+/// no step reads, and slots with `skip[slot]` set (their bytes come from elsewhere: a
+/// Program's pack cache), are left empty.
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
-                                                           const ir::ParamValues& params, bool zeros_for_missing);
+                                                           const ir::ParamValues& params, bool zeros_for_missing,
+                                                           const std::vector<bool>* skip = nullptr);
+
+/// What identifies a weight panel slot across the specializations of one Program (the
+/// same parameter in the same layout), or "" for slots that are not shared: values, and
+/// panels of computed (non-parameter) weights.
+std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot);
 
 }  // namespace ternjit::targets::llvmjit

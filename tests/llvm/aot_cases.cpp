@@ -32,10 +32,11 @@ bool write(const std::string& path, const std::string& bytes) {
 // Emits one case of function `fn` of the (specialized, optimized) module `m`.
 bool emit_case(const std::string& dir, const std::string& name, const ir::Module& m, const std::string& fn,
                const std::vector<ir::HostTensor>& args, const ir::ParamValues& params, const std::string& triple,
-               const std::string& cpu) {
+               const std::string& cpu, bool no_packed = false) {
   targets::llvmjit::EmitRequest r;
   r.triple = triple;
   r.cpu = cpu;
+  r.no_packed = no_packed;
   r.params = &params;
   r.symbol = name;
   auto e = targets::llvmjit::emit(m, fn, r);
@@ -141,6 +142,45 @@ func @ew(%a: f32[4, 9], %b: f32[1, 9], %c: f32[4, 1]) -> f32[4, 9] {
                  {rnd(ElemKind::I8, {5, 77}, 17), rnd(ElemKind::F32, {5, 1}, 18), rnd(ElemKind::F32, {19}, 19),
                   rnd(ElemKind::F32, {5, 19}, 20)},
                  pv, triple, "generic") && ok;
+  // The same kernel on int8 weight panels (the layout before packed 2-bit panels).
+  ok = emit_case(dir, "tmm_int8", *m, "tmm",
+                 {rnd(ElemKind::I8, {5, 77}, 27), rnd(ElemKind::F32, {5, 1}, 28), rnd(ElemKind::F32, {19}, 29),
+                  rnd(ElemKind::F32, {5, 19}, 30)},
+                 pv, triple, cpu, true) && ok;
+  // Packed 2-bit panels (sdot: 16-column groups, 4 groups a panel at M < 4): M = 1, 3,
+  // 17 and 128 with K tails (K % 4, K % 64) and N tails (N % 16, N % 64), the full
+  // epilogue; x holds both ends of the i8 range. Plain (generic cpu) for M = 17 too.
+  struct P {
+    std::int64_t M, K, N;
+    const char* cpu;
+  };
+  int np = 0;
+  for (const P& c : {P{1, 130, 67, ""}, P{3, 63, 200, ""}, P{17, 257, 33, ""}, P{128, 96, 80, ""}, P{17, 257, 33, "generic"}}) {
+    const std::string y = "[" + std::to_string(c.M) + ", " + std::to_string(c.N) + "]";
+    const std::string wt = "[" + std::to_string(c.K) + ", " + std::to_string(c.N) + "]";
+    const std::string t = "param @w : t2" + wt + "\nparam @ws : f32[" + std::to_string(c.N) + "]\nfunc @f(%q: i8[" +
+                          std::to_string(c.M) + ", " + std::to_string(c.K) + "], %xs: f32[" + std::to_string(c.M) +
+                          ", 1], %b: f32[" + std::to_string(c.N) + "], %r: f32" + y + ") -> f32" + y +
+                          " {\n^entry:\n  %w = param @w : t2" + wt + "\n  %ws = param @ws : f32[" + std::to_string(c.N) +
+                          "]\n  %y = tmatmul %q, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, "
+                          "residual = true, act = relu} : f32" + y + "\n  ret %y\n}\n";
+    auto pm = ir::parse_module(t, "packed.tir");
+    if (!pm.ok()) {
+      std::cerr << pm.error().message << "\n";
+      return 1;
+    }
+    ir::ParamValues pp;
+    const auto seed = static_cast<std::uint64_t>(40 + 10 * np);
+    pp.set("w", rnd(ElemKind::T2, {c.K, c.N}, seed));
+    pp.set("ws", rnd(ElemKind::F32, {c.N}, seed + 1));
+    ir::HostTensor q = rnd(ElemKind::I8, {c.M, c.K}, seed + 2);
+    q.data.front() = -128.0;
+    q.data.back() = 127.0;
+    ok = emit_case(dir, "packed_" + std::to_string(np++), *pm, "f",
+                   {q, rnd(ElemKind::F32, {c.M, 1}, seed + 3), rnd(ElemKind::F32, {c.N}, seed + 4),
+                    rnd(ElemKind::F32, {c.M, c.N}, seed + 5)},
+                   pp, triple, *c.cpu ? c.cpu : cpu) && ok;
+  }
   ok = emit_case(dir, "quant", *m, "quant", {rnd(ElemKind::F32, {6, 33}, 11)}, {}, triple, cpu) && ok;
   ok = emit_case(dir, "norm", *m, "norm", {rnd(ElemKind::F32, {3, 5, 7}, 12)}, {}, triple, cpu) && ok;
   ok = emit_case(dir, "ew", *m, "ew",

@@ -36,7 +36,7 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
   REQUIRE(target->available().ok());
   const ir::Function* f = m->find_function(fn);
   REQUIRE(f != nullptr);
-  auto prog = targets::llvmjit::analyze(*f, 16);
+  auto prog = targets::llvmjit::analyze(*f, targets::llvmjit::PanelLayout{16, 16});
   REQUIRE_MESSAGE(prog.ok(), (prog.ok() ? "" : prog.error().message));
   CHECK(prog->all_lowered == expect_all_lowered);
   auto art = target->compile(*m, fn, targets::CompileOptions{});
