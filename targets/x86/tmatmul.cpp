@@ -16,12 +16,12 @@ namespace ternjit::targets::x86 {
 
 namespace {
 
-constexpr std::string_view kVariantNames[] = {"dot", "mask_dot", "amx", "float"};
+constexpr std::string_view kVariantNames[] = {"dot", "mask_dot", "amx", "float", "base3"};
 
 std::string_view variant_name(TMatMulVariant v) { return kVariantNames[static_cast<int>(v)]; }
 
 std::optional<TMatMulVariant> parse_variant(std::string_view s) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (s == kVariantNames[i]) return static_cast<TMatMulVariant>(i);
   if (s == "maskdot") return TMatMulVariant::MaskDot;
   return std::nullopt;
@@ -135,6 +135,7 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   switch (c.variant) {
     case TMatMulVariant::Dot:
     case TMatMulVariant::MaskDot:
+    case TMatMulVariant::Base3:
       if (p.x_kind != ElemKind::I8)
         return bad("variant=" + std::string(variant_name(c.variant)) + " needs i8 x (use variant=float)");
       return detail::validate_int8(p, c);
@@ -215,10 +216,13 @@ Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProble
   if (!allow_foreign_isa && !host_isas().supports(config.isa))
     return make_error(ErrorCode::Unavailable,
                       "tmatmul: this CPU cannot run isa=" + std::string(isa_name(config.isa)));
+  if (!allow_foreign_isa && config.variant == TMatMulVariant::Base3 && !host_isas().avx512_vbmi)
+    return make_error(ErrorCode::Unavailable, "tmatmul: variant=base3 needs AVX512-VBMI (vpermi2b), this CPU has none");
   if (problem.w_scale_group > 0) return detail::create_grouped(problem, config, allow_foreign_isa);
   switch (config.variant) {
     case TMatMulVariant::Dot:
-    case TMatMulVariant::MaskDot: return detail::create_int8(problem, config);
+    case TMatMulVariant::MaskDot:
+    case TMatMulVariant::Base3: return detail::create_int8(problem, config);
     case TMatMulVariant::Amx: return detail::create_amx(problem, config);
     case TMatMulVariant::Float: return detail::create_float(problem, config);
   }

@@ -50,6 +50,7 @@ enum class TMatMulVariant : std::uint8_t {
   MaskDot,  ///< M small, codes kept in place: AND masks + dot product per field, scaled 1, 1/4, 1/16, 1/64
   Amx,      ///< unpack to int8 tiles in cache, tdpbssd (Isa::Amx only)
   Float,    ///< float x: decode to f32 and FMA (x f32/bf16/f16)
+  Base3,    ///< 1.6-bit weights (5 trits a byte), decoded in registers by vpermi2b (AVX-512 VNNI + VBMI, zmm)
 };
 
 /// Tuning knobs of one kernel (issue 7's search space). validate() rejects what a
