@@ -11,9 +11,17 @@
 //   reference/...   the IR interpreter (one small case only: it is very slow)
 //   ternjit_i8/...  TMatMulKernel, default_config, int8 x with x_scale[M] and
 //                   w_scale[N] epilogue (what BitLinear runs)
+//   ternjit_i8_2bit/... the same problem on the best 2-bit layout (default_config with
+//                   sub_2bit = false: variant dot or mask_dot, what ternjit_i8 was before
+//                   the 1.6-bit variant)
+//   ternjit_i8_base3/... the same problem on variant base3 (1.6-bit weights, 5 trits a
+//                   byte; avx512_vnni hosts with VBMI; nb=160 at M = 1, else 80)
+//   ternjit_i8/...  (after the two above) default_config: whichever it picks
 //   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
 //                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
 //                   t_ternjit_i8 / t
+// On ternjit_i8_base3 and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
+// than the 2-bit kernel in the same run).
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
 // weights come from DRAM; the probe rotates the same way.
@@ -182,6 +190,8 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
   // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
   if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
+  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3") && row.count("ternjit_i8_2bit"))
+    state.counters["vs_2bit"] = row["ternjit_i8_2bit"] / ms;
   return ms;
 }
 
@@ -333,7 +343,19 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
   return p;
 }
 
-TernjitData build_ternjit(const Case& c, std::int64_t group) {
+// Which configuration a ternjit row runs.
+enum class Flavor { Default, TwoBit, Base3 };
+
+std::string flavor_suffix(Flavor f) {
+  switch (f) {
+    case Flavor::Default: return "";
+    case Flavor::TwoBit: return "_2bit";
+    case Flavor::Base3: return "_base3";
+  }
+  return "";
+}
+
+TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
   TernjitData d;
   std::optional<Isa> isa = best_isa(host_isas());
   if (!isa) {
@@ -341,7 +363,19 @@ TernjitData build_ternjit(const Case& c, std::int64_t group) {
     return d;
   }
   TMatMulProblem p = bitlinear_problem(c, group);
-  auto kernel = TMatMulKernel::create(p, default_config(p, *isa, c.threads));
+  TMatMulConfig config = default_config(p, *isa, c.threads, flavor != Flavor::TwoBit);
+  if (flavor == Flavor::Base3) {
+    if (!host_isas().avx512_vbmi || (*isa != Isa::Avx512Vnni && *isa != Isa::Amx)) {
+      d.error = "base3 needs avx512_vnni with AVX512-VBMI";
+      return d;
+    }
+    config.variant = TMatMulVariant::Base3;
+    config.vector_bits = 512;
+    config.n_block = c.M == 1 ? 160 : 80;
+    config.m_block = static_cast<int>(std::min<std::int64_t>(c.M, 4));
+    config.k_unroll = 2;
+  }
+  auto kernel = TMatMulKernel::create(p, config);
   if (!kernel.ok()) {
     d.error = "create: " + kernel.error().message;
     return d;
@@ -364,9 +398,9 @@ TernjitData build_ternjit(const Case& c, std::int64_t group) {
   return d;
 }
 
-void bm_ternjit(benchmark::State& state, Case c, std::int64_t group) {
-  const std::string impl = group > 0 ? "ternjit_i8_g" + std::to_string(group) : "ternjit_i8";
-  TernjitData& d = cached<TernjitData>(impl + "/" + c.name(), [&] { return build_ternjit(c, group); });
+void bm_ternjit(benchmark::State& state, Case c, std::int64_t group, Flavor flavor = Flavor::Default) {
+  const std::string impl = (group > 0 ? "ternjit_i8_g" + std::to_string(group) : "ternjit_i8") + flavor_suffix(flavor);
+  TernjitData& d = cached<TernjitData>(impl + "/" + c.name(), [&] { return build_ternjit(c, group, flavor); });
   if (!d.error.empty()) {
     state.SkipWithError(d.error.c_str());
     return;
@@ -447,6 +481,8 @@ void register_case(const Case& c) {
   // The interpreter only on the smallest case: it takes about a second per call.
   if (c.K == 2560 && c.N == 2560 && c.M == 1 && c.threads == 1 && c.mode == Mode::Hot)
     reg("reference", [c](benchmark::State& s) { bm_reference(s, c); })->Iterations(1);
+  reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
+  reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }

@@ -150,9 +150,10 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   return bad("variant: unknown value " + std::to_string(static_cast<int>(c.variant)));
 }
 
-TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
-  // A grouped problem runs one kernel per K group: configure for that kernel's problem.
-  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads);
+TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads, bool sub_2bit) {
+  // A grouped problem runs one kernel per K group: configure for that kernel's problem
+  // (on the 2-bit layouts: a group's K is too short for base3 to pay off).
+  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads, false);
   TMatMulConfig c;
   c.isa = isa;
   c.threads = std::max(1, threads);
@@ -179,7 +180,17 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
   // The packed panels stream sequentially, which the hardware prefetcher follows on
   // its own: software prefetch measured no better (slower from cache), so it is off.
   const int group = 4 * lanes;
-  if (p.M == 1) {
+  if (sub_2bit && p.M == 1 && p.K <= 131071 && p.K * p.N >= (std::int64_t{1} << 24) &&
+      (isa == Isa::Avx512Vnni || isa == Isa::Amx) && host_isas().avx512_vbmi) {
+    // Base3 (1.6-bit weights, 20% fewer bytes) for one row of a layer with >= 4 MiB of
+    // 2-bit weights: decode streams every layer from DRAM, where base3 measured 1.2-1.5x
+    // mask_dot (bench/README.md); from cache (weights that stay in L2/L3) it is ~0.7-0.9x,
+    // so smaller layers, and M > 1 (more dot products per weight byte), stay on 2 bits.
+    c.variant = TMatMulVariant::Base3;
+    c.m_block = 1;
+    c.n_block = 160;
+    c.k_unroll = 2;
+  } else if (p.M == 1) {
     c.variant = p.K <= 131071 ? TMatMulVariant::MaskDot : TMatMulVariant::Dot;
     c.m_block = 1;
     c.n_block = 2 * group;

@@ -74,8 +74,9 @@ struct TMatMulConfig {
 
 /// Success, or InvalidArgument naming the first knob that `isa`/`problem` cannot take.
 Result<void> validate(const TMatMulProblem& problem, const TMatMulConfig& config);
-/// The heuristic configuration for `problem` on `isa` with `threads` threads.
-TMatMulConfig default_config(const TMatMulProblem& problem, Isa isa, int threads);
+/// The heuristic configuration for `problem` on `isa` with `threads` threads. With
+/// `sub_2bit` false only the 2-bit layouts (variants dot, mask_dot, amx) are chosen.
+TMatMulConfig default_config(const TMatMulProblem& problem, Isa isa, int threads, bool sub_2bit = true);
 
 /// Ternary weights repacked for one kernel configuration (what pack() returns and
 /// run() reads). Immutable, shareable between kernels whose pack_signature() match.

@@ -22,6 +22,7 @@
 #include "ir/parse.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul.h"
+#include "targets/x86/tmatmul_space.h"
 #include "tests/unit/x86/x86_testing.h"
 
 namespace ternjit::targets::x86 {
@@ -292,6 +293,34 @@ TEST_CASE("tmatmul i8 default configs are valid and correct") {
       expect_bits(reference(p, in), run_kernel(**k, *pw, in, 2), p.N, c.str());
     }
   }
+}
+
+TEST_CASE("tmatmul i8 default config picks base3 for a large M = 1 layer only where it runs") {
+  TMatMulProblem p;
+  p.M = 1;
+  p.K = 4096;
+  p.N = 14336;
+  set_epilogue(p, 1);
+  const bool vbmi = host_isas().avx512_vbmi;
+  CHECK((default_config(p, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Base3) == vbmi);
+  CHECK(default_config(p, Isa::Avx512Vnni, 1, false).variant == TMatMulVariant::MaskDot);
+  CHECK(default_config(p, Isa::Avx512, 1).variant == TMatMulVariant::MaskDot);
+  TMatMulProblem small = p;
+  small.N = 2560;
+  small.K = 2560;
+  CHECK(default_config(small, Isa::Avx512Vnni, 1).variant == TMatMulVariant::MaskDot);
+  TMatMulProblem rows = p;
+  rows.M = 8;
+  CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Dot);
+  TMatMulProblem grouped = p;
+  grouped.w_scale_per_channel = false;
+  grouped.w_scale_group = 256;
+  CHECK(default_config(grouped, Isa::Avx512Vnni, 1).variant != TMatMulVariant::Base3);
+  for (const TMatMulConfig& c : search_space(p, Isa::Avx512Vnni, 2))
+    if (c.variant == TMatMulVariant::Base3) {
+      CHECK(vbmi);
+      CHECK(validate(p, c).ok());
+    }
 }
 
 TEST_CASE("tmatmul i8 kernel runs concurrently from several threads") {
