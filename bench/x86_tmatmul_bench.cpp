@@ -16,11 +16,12 @@
 //                   the 1.6-bit variant)
 //   ternjit_i8_base3/... the same problem on variant base3 (1.6-bit weights, 5 trits a
 //                   byte; avx512_vnni hosts with VBMI; nb=160 at M = 1, else 80)
-//   ternjit_i8/...  (after the two above) default_config: whichever it picks
+//   ternjit_i8_maskdot/... (M = 2..8) the 2-bit default's blocking on variant mask_dot
+//   ternjit_i8/...  (after the rows above) default_config: whichever it picks
 //   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
 //                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
 //                   t_ternjit_i8 / t
-// On ternjit_i8_base3 and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
+// On ternjit_i8_base3, ternjit_i8_maskdot and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
 // than the 2-bit kernel in the same run).
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
@@ -70,7 +71,7 @@ struct WeightShape {
   std::int64_t K, N;
 };
 constexpr WeightShape kShapes[] = {{2560, 2560}, {2560, 6912}, {6912, 2560}, {4096, 4096}, {4096, 14336}, {14336, 4096}};
-constexpr std::int64_t kMs[] = {1, 8, 32, 128, 512};
+constexpr std::int64_t kMs[] = {1, 2, 4, 8, 32, 128, 512};
 constexpr int kThreadCounts[] = {1, 2};
 
 enum class Mode { Hot, Cold };
@@ -190,7 +191,8 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
   // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
   if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
-  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3") && row.count("ternjit_i8_2bit"))
+  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl == "ternjit_i8_maskdot") &&
+      row.count("ternjit_i8_2bit"))
     state.counters["vs_2bit"] = row["ternjit_i8_2bit"] / ms;
   return ms;
 }
@@ -344,13 +346,14 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
 }
 
 // Which configuration a ternjit row runs.
-enum class Flavor { Default, TwoBit, Base3 };
+enum class Flavor { Default, TwoBit, Base3, MaskDot };
 
 std::string flavor_suffix(Flavor f) {
   switch (f) {
     case Flavor::Default: return "";
     case Flavor::TwoBit: return "_2bit";
     case Flavor::Base3: return "_base3";
+    case Flavor::MaskDot: return "_maskdot";
   }
   return "";
 }
@@ -374,6 +377,11 @@ TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
     config.n_block = c.M == 1 ? 160 : 80;
     config.m_block = static_cast<int>(std::min<std::int64_t>(c.M, 4));
     config.k_unroll = 2;
+  }
+  if (flavor == Flavor::MaskDot) {
+    // The 2-bit default's blocking on variant mask_dot (in place fields: 3 ANDs per 4 dots).
+    config.variant = TMatMulVariant::MaskDot;
+    if (!validate(p, config).ok()) config.m_block = std::min(config.m_block, 2);
   }
   auto kernel = TMatMulKernel::create(p, config);
   if (!kernel.ok()) {
@@ -483,6 +491,7 @@ void register_case(const Case& c) {
     reg("reference", [c](benchmark::State& s) { bm_reference(s, c); })->Iterations(1);
   reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
   reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
+  if (c.M > 1 && c.M <= 8) reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }

@@ -40,7 +40,7 @@
 // + 81 S_4 (mod 2^32, S_f = sum_k c_f x), and at the end S_4 = (R - S_0 - 3 S_1 - 9 S_2
 // - 27 S_3) * 81^-1 mod 2^32 - exact, since 81 is odd and the wrapped int32 sum is
 // what the reference computes. Per 64 bytes (320 weights): 1 load, 2 mask ops, 2
-// permutes, 3 ANDs, 5 vpdpbusd. The same K limit as MaskDot (its fields' shift).
+// permutes (in place, after the raw byte's vpdpbusd), 3 ANDs, 5 vpdpbusd. The same K limit as MaskDot (its fields' shift).
 // Padded rows hold byte 0 (all codes 0), padded columns code 1, as above.
 //
 // Code. One generated micro-kernel per row count (m_block and the M tail) computes an
@@ -143,12 +143,12 @@ Shape shape_of(const TMatMulConfig& c) {
 // the unpacked U, the int16 temp and ones (Maddubs), the row broadcasts (all but
 // VnniEvex, which broadcasts from memory), then the field masks if they still fit
 // (else the AND reads them from the constant pool). The epilogue needs 3 temps.
-// Base3 adds the decoded vector T and the four 64-byte quarters of its table.
+// Base3 adds the four 64-byte quarters of its table.
 int num_masks(const Shape& s) { return s.mask ? 4 : 1; }
 int vregs_base(const Shape& s, int mb) {
   int n = mb * s.fields * s.groups + 2;
   if (s.path == DotPath::Maddubs) n += 2;
-  if (s.base3) n += 5;
+  if (s.base3) n += 4;
   if (s.path != DotPath::VnniEvex) n += mb;
   return n;
 }
@@ -196,11 +196,10 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   const Xbyak::Xmm T = vec(s.path == DotPath::Maddubs ? next : 0);
   const Xbyak::Xmm ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
   if (s.path == DotPath::Maddubs) next += 2;
-  // Base3: the decoded vector and the table (bytes 0-63, 64-127, 128-191, 192-255).
-  const Xbyak::Xmm T3 = vec(s.base3 ? next : 0);
-  const Xbyak::Xmm TAB[4] = {vec(s.base3 ? next + 1 : 0), vec(s.base3 ? next + 2 : 0), vec(s.base3 ? next + 3 : 0),
-                             vec(s.base3 ? next + 4 : 0)};
-  if (s.base3) next += 5;
+  // Base3: the table (bytes 0-63, 64-127, 128-191, 192-255).
+  const Xbyak::Xmm TAB[4] = {vec(s.base3 ? next : 0), vec(s.base3 ? next + 1 : 0), vec(s.base3 ? next + 2 : 0),
+                             vec(s.base3 ? next + 3 : 0)};
+  if (s.base3) next += 4;
   int bx0 = next;
   auto bx = [&](int m) { return vec(bx0 + m); };
   const bool bx_regs = s.path != DotPath::VnniEvex || evex_bx_in_regs(s, mb);
@@ -258,33 +257,7 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
       vload(V, g.ptr[W + wdisp]);
       if (bx_regs && gi == 0)
         for (int m = 0; m < mb; ++m) g.vpbroadcastd(bx(m), g.ptr[row_regs[m] + KO + 4 * u]);
-      if (s.base3) {
-        // Byte -> 2-bit code byte: k1 = the bytes >= 128 (top bit), k2 = the others; each
-        // masked vpermi2b looks its bytes up in one half of the table (index bits 0-6).
-        g.vpmovb2m(k1, V);
-        g.knotq(k2, k1);
-        g.vmovdqa64(T3, V);
-        g.vpermi2b(T3 | k2, TAB[0], TAB[1]);
-        g.vpermi2b(T3 | k1, TAB[2], TAB[3]);
-      }
-      const Xbyak::Xmm& P = s.base3 ? T3 : V;  // the 2-bit code bytes
-      for (int f = 0; f < F; ++f) {
-        if (f == 4) {
-          // Base3's fifth field: the raw base-3 byte (recovered at the end, see the header).
-        } else if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
-          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
-          // and the three masked fields are subtracted at the end (exact mod 2^32).
-          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
-        } else if (s.mask) {
-          and_mask(U, P, f);
-        } else if (f == 0) {
-          and_mask(U, V, 0);
-        } else {
-          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
-          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
-          and_mask(U, U, 0);
-        }
-        const Xbyak::Xmm& src = f == 4 ? V : s.mask && f == 0 && s.path != DotPath::Maddubs ? P : U;
+      auto dots = [&](int f, const Xbyak::Xmm& src) {
         for (int m = 0; m < mb; ++m) {
           const Xbyak::Xmm a = acc(m, gi * F + f);
           switch (s.path) {
@@ -300,6 +273,34 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
               break;
           }
         }
+      };
+      if (s.base3) {
+        // The fifth field first: the raw base-3 byte (recovered at the end, see the header).
+        dots(4, V);
+        // Then V becomes the 2-bit code byte in place: k1 = the bytes >= 128 (top bit),
+        // k2 = the others; each masked vpermi2b looks its bytes up in one half of the
+        // table (index bits 0-6) and leaves the other bytes alone.
+        g.vpmovb2m(k1, V);
+        g.knotq(k2, k1);
+        g.vpermi2b(V | k2, TAB[0], TAB[1]);
+        g.vpermi2b(V | k1, TAB[2], TAB[3]);
+      }
+      const Xbyak::Xmm& P = V;  // the 2-bit code bytes
+      for (int f = 0; f < std::min(F, 4); ++f) {
+        if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
+          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
+          // and the three masked fields are subtracted at the end (exact mod 2^32).
+          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
+        } else if (s.mask) {
+          and_mask(U, P, f);
+        } else if (f == 0) {
+          and_mask(U, V, 0);
+        } else {
+          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
+          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
+          and_mask(U, U, 0);
+        }
+        dots(f, s.mask && f == 0 && s.path != DotPath::Maddubs ? P : U);
       }
     }
   };
