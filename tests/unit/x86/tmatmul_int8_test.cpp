@@ -274,7 +274,8 @@ TEST_CASE("tmatmul i8 extreme x with many threads and split-K") {
 
 TEST_CASE("tmatmul i8 default configs are valid and correct") {
   for (Isa isa : kAllIsas) {
-    for (Shape3 sh : {Shape3{1, 4096, 64}, Shape3{1, 200000, 8}, Shape3{8, 63, 257}, Shape3{100, 257, 63}}) {
+    for (Shape3 sh : {Shape3{1, 4096, 64}, Shape3{1, 200000, 8}, Shape3{8, 63, 257}, Shape3{100, 257, 63},
+                      Shape3{2, 257, 130}, Shape3{1, 4099, 4100}}) {
       TMatMulProblem p;
       p.M = sh.M;
       p.K = sh.K;
@@ -311,6 +312,11 @@ TEST_CASE("tmatmul i8 default config picks base3 for a large M = 1 layer only wh
   CHECK(default_config(small, Isa::Avx512Vnni, 1).variant == TMatMulVariant::MaskDot);
   TMatMulProblem rows = p;
   rows.M = 8;
+  CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Dot);
+  rows.M = 2;
+  CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::MaskDot);
+  CHECK(default_config(rows, Isa::Avx2, 1).variant == TMatMulVariant::MaskDot);
+  rows.K = 200000;
   CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Dot);
   TMatMulProblem grouped = p;
   grouped.w_scale_per_channel = false;
