@@ -113,6 +113,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
     return bad("tmatmul sizes must be at most " + std::to_string(kMaxDim));
   if (p.w_scale_per_channel && !p.w_scale) return bad("tmatmul: w_scale_per_channel set without w_scale");
   if (p.w_scale_group < 0) return bad("tmatmul: w_scale_group must be >= 0");
+  if (p.w_scale_group > 0 && c.variant == TMatMulVariant::Base3)
+    return bad("variant=base3 does not take a grouped w_scale (w_scale_group > 0): use dot or mask_dot");
   if (p.w_scale_group > 0) return detail::validate_grouped(p, c);
   if (p.x_kind == ElemKind::I8) {
     if (p.out_kind != ElemKind::F32)

@@ -553,6 +553,12 @@ TEST_CASE("tmatmul i8 validate names the bad knob") {
   c.m_block = 4;
   c.n_block = 160;
   expect_error(p, c, "registers");
+  c.m_block = 1;
+  c.n_block = 80;
+  TMatMulProblem grouped = p;
+  grouped.w_scale = true;
+  grouped.w_scale_group = 32;
+  expect_error(grouped, c, "variant=base3 does not take a grouped w_scale");
   CHECK(TMatMulConfig::parse("variant=base3")->variant == TMatMulVariant::Base3);
 }
 
