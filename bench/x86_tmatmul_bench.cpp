@@ -494,9 +494,9 @@ void bm_reference(benchmark::State& state, Case c) {
 // widening per 64 results where vpdpbusd does 64 multiply-adds in one. A self-check
 // against int32 sums runs at setup (SkipWithError on a mismatch).
 
-constexpr int kLutR = 2;                 // 64-column index vectors per tile
-constexpr int kLutTile = 64 * kLutR;     // columns per tile
-constexpr std::int64_t kLutWiden = 64;   // triples between int16 -> int32 widenings
+constexpr int kLutR = 2;                // 64-column index vectors per tile
+constexpr int kLutTile = 64 * kLutR;    // columns per tile
+constexpr std::int64_t kLutWiden = 64;  // triples between int16 -> int32 widenings
 
 struct LutData {
   std::int64_t K = 0, N = 0, groups = 0, tiles = 0;
@@ -533,8 +533,8 @@ void lut_tables(const std::int8_t* x, std::int64_t K, std::int64_t groups, std::
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void lut_tile(const LutData& d, std::int64_t t,
-                                                                      std::int32_t* y) {
-  const __m512i odd = _mm512_set1_epi16(0x2000);  // + 32 on the odd byte: the hi table
+                                                                     std::int32_t* y) {
+  const __m512i odd = _mm512_set1_epi16(0x2000);   // + 32 on the odd byte: the hi table
   const __m512i w116 = _mm512_set1_epi16(0x1001);  // u8 (1, 16) pairs
   const auto* tabs = reinterpret_cast<const std::int8_t*>(d.tables.ptr.get());
   const std::uint8_t* ip = d.idx.ptr.get() + static_cast<std::size_t>(t * d.groups * kLutTile);
@@ -604,7 +604,8 @@ LutData build_lut(const Case& c) {
   for (std::int64_t t = 0; t < d.tiles; ++t) lut_tile(d, t, d.y.data());
   for (std::int64_t n = 0; n < c.N; n += 97) {
     std::int32_t want = 0;
-    for (std::int64_t k = 0; k < c.K; ++k) want += d.x[static_cast<std::size_t>(k)] * raw.w[static_cast<std::size_t>(k * c.N + n)];
+    for (std::int64_t k = 0; k < c.K; ++k)
+      want += d.x[static_cast<std::size_t>(k)] * raw.w[static_cast<std::size_t>(k * c.N + n)];
     if (want != d.y[static_cast<std::size_t>(n)]) {
       d.error = "LUT probe self-check failed at n=" + std::to_string(n);
       break;
@@ -644,7 +645,8 @@ void register_case(const Case& c) {
   reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
   reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
   if (c.M == 1 && c.mode == Mode::Hot) reg("lut_probe", [c](benchmark::State& s) { bm_lut(s, c); });
-  if (c.M > 1 && c.M <= 8) reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
+  if (c.M > 1 && c.M <= 8)
+    reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }

@@ -40,8 +40,9 @@
 // + 81 S_4 (mod 2^32, S_f = sum_k c_f x), and at the end S_4 = (R - S_0 - 3 S_1 - 9 S_2
 // - 27 S_3) * 81^-1 mod 2^32 - exact, since 81 is odd and the wrapped int32 sum is
 // what the reference computes. Per 64 bytes (320 weights): 1 load, 2 mask ops, 2
-// permutes (in place, after the raw byte's vpdpbusd), 3 ANDs, 5 vpdpbusd. The same K limit as MaskDot (its fields' shift).
-// Padded rows hold byte 0 (all codes 0), padded columns code 1, as above.
+// permutes (in place, after the raw byte's vpdpbusd), 3 ANDs, 5 vpdpbusd. The same K
+// limit as MaskDot (its fields' shift). Padded rows hold byte 0 (all codes 0), padded
+// columns code 1, as above.
 //
 // Code. One generated micro-kernel per row count (m_block and the M tail) computes an
 // mb x NB tile over a range of steps with mb * NB / L accumulator registers, then
@@ -112,7 +113,7 @@ struct Shape {
   int group_bytes = 32;  // bytes of one packed group vector (4 * lanes)
   int groups = 1;      // groups per panel (n_block / group)
   int n_block = 32;
-  int step_bytes = 32;   // bytes of one step of a panel (groups * group_bytes)
+  int step_bytes = 32;  // bytes of one step of a panel (groups * group_bytes)
   bool evex = false;   // EVEX encodings and 32 vector registers (avx512 family)
   bool mask = false;   // MaskDot or Base3 (the fields stay in place: masks, scaled sums)
   bool base3 = false;  // Base3
@@ -450,8 +451,8 @@ class Int8Kernel final : public TMatMulKernel {
       Fn fn;
       fn.mb = mb;
       fn.code = std::make_unique<JitCode>();
-      fn.label = "tmatmul i8 " + std::string(s_.base3 ? "base3" : s_.mask ? "mask_dot" : "dot") +
-                 " microkernel mb=" + std::to_string(mb) +
+      const std::string variant = s_.base3 ? "base3" : s_.mask ? "mask_dot" : "dot";
+      fn.label = "tmatmul i8 " + variant + " microkernel mb=" + std::to_string(mb) +
                  " nb=" + std::to_string(s_.n_block) + " " + c_.str();
       TERNJIT_TRY_VOID(emit_guarded(fn.label, [&] {
         emit_microkernel(*fn.code, p_, c_, s_, mb);
@@ -466,8 +467,8 @@ class Int8Kernel final : public TMatMulKernel {
   const TMatMulConfig& config() const override { return c_; }
 
   std::string pack_signature() const override {
-    return std::string(s_.base3 ? "i8t3.v1" : "i8t2.v1") + ":lanes=" + std::to_string(s_.lanes) + ",nb=" + std::to_string(s_.n_block) +
-           ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
+    return std::string(s_.base3 ? "i8t3.v1" : "i8t2.v1") + ":lanes=" + std::to_string(s_.lanes) +
+           ",nb=" + std::to_string(s_.n_block) + ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
   }
 
   Result<PackedWeights> pack(const TernaryWeights& w) const override {
@@ -661,8 +662,8 @@ Result<void> validate_int8(const TMatMulProblem& p, const TMatMulConfig& c) {
                  " (its 64x-scaled int32 accumulator must not wrap), K = " + std::to_string(p.K));
   }
   if (c.n_block % s.group != 0)
-    return bad("nb=" + std::to_string(c.n_block) + ": n_block must be a multiple of " + std::to_string(s.group) +
-               " (" + std::to_string(s.fields) + " x the int32 lanes of vec=" + std::to_string(c.vector_bits) + ")");
+    return bad("nb=" + std::to_string(c.n_block) + ": n_block must be a multiple of " + std::to_string(s.group) + " (" +
+               std::to_string(s.fields) + " x the int32 lanes of vec=" + std::to_string(c.vector_bits) + ")");
   if (c.m_block > kMaxMBlock)
     return bad("mb=" + std::to_string(c.m_block) + ": m_block must be at most " + std::to_string(kMaxMBlock));
   if (c.k_unroll > kMaxKUnroll)

@@ -56,8 +56,8 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
   for (TMatMulVariant v : variants)
     for (int vec : vecs) {
       const int lanes = vec / 32;
-      const int unit = v == TMatMulVariant::Float  ? std::max(16, lanes)
-                       : v == TMatMulVariant::Amx  ? 16
+      const int unit = v == TMatMulVariant::Float   ? std::max(16, lanes)
+                       : v == TMatMulVariant::Amx   ? 16
                        : v == TMatMulVariant::Base3 ? 5 * lanes
                                                     : 4 * lanes;
       for (int nmul = 1; nmul <= 4; ++nmul)
