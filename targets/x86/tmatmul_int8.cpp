@@ -31,15 +31,16 @@
 // 1.6 bits per weight: a group is G = 5L = 80 columns and one 64-byte vector per step,
 // byte b of group g of step s holding the five codes
 //     c_f of column p*NB + g*80 + f*16 + b/4, row k = 4s + b%4   (f = 0..4)
-// as the base-3 number s_b = c_0 + 3 c_1 + 9 c_2 + 27 c_3 + 81 c_4 (<= 242). Decoding:
-// two vpermi2b (bytes < 128 and >= 128, merged by the byte's top bit as a mask) look
-// the byte up in a 256-entry table of the 2-bit code byte c_0 | c_1 << 2 | c_2 << 4 |
-// c_3 << 6, whose four fields then go through MaskDot's arithmetic (the whole byte
-// and three ANDs, four vpdpbusd). The fifth code is never decoded: a fifth vpdpbusd
+// as the base-3 number s_b = c_0 + 3 c_1 + 9 c_2 + 27 c_3 + 81 c_4 (<= 242). Decoding
+// (two vpermi2b, whose index is the low 7 bits of a byte): the bytes >= 128 (the top
+// bit as a mask, vpmovb2m) are first replaced by s_b mod 81 (< 128, the same c_0..c_3),
+// then every byte is looked up in a 128-entry table of the 2-bit code byte c_0 | c_1 << 2
+// | c_2 << 4 | c_3 << 6, whose four fields then go through MaskDot's arithmetic (the
+// whole byte and three ANDs, four vpdpbusd). The fifth code is never decoded: a fifth vpdpbusd
 // takes the raw byte s_b, so that accumulator holds R = S_0 + 3 S_1 + 9 S_2 + 27 S_3
 // + 81 S_4 (mod 2^32, S_f = sum_k c_f x), and at the end S_4 = (R - S_0 - 3 S_1 - 9 S_2
 // - 27 S_3) * 81^-1 mod 2^32 - exact, since 81 is odd and the wrapped int32 sum is
-// what the reference computes. Per 64 bytes (320 weights): 1 load, 2 mask ops, 2
+// what the reference computes. Per 64 bytes (320 weights): 1 load, 1 mask op, 2
 // permutes (in place, after the raw byte's vpdpbusd), 3 ANDs, 5 vpdpbusd. The same K
 // limit as MaskDot (its fields' shift). Padded rows hold byte 0 (all codes 0), padded
 // columns code 1, as above.
@@ -67,13 +68,17 @@ constexpr int kMaxMBlock = 16;
 constexpr int kMaxKUnroll = 16;
 constexpr int kMaxPrefetch = 1 << 16;
 constexpr std::int64_t kMaxMaskDotK = 131071;
-// Base3: the byte -> 2-bit code table (c_0 | c_1 << 2 | c_2 << 4 | c_3 << 6 of the
-// base-3 digits of b; 0 for the bytes > 242 pack never writes) and 81^-1 mod 2^32.
-constexpr std::uint8_t base3_code_byte(int b) {
-  if (b > 242) return 0;
+// Base3's two 128-byte tables (see the header) and 81^-1 mod 2^32. The code table: the
+// 2-bit code byte c_0 | c_1 << 2 | c_2 << 4 | c_3 << 6 of the low four base-3 digits of
+// j < 128. The reduce table: for a byte s = 128 + l >= 128, s mod 81 (< 128, with the
+// same low four digits); 0 past 242, which pack never writes.
+constexpr std::uint8_t base3_code_byte(int j) {
   int v = 0;
-  for (int f = 0, q = b; f < 4; ++f, q /= 3) v |= (q % 3) << (2 * f);
+  for (int f = 0, q = j; f < 4; ++f, q /= 3) v |= (q % 3) << (2 * f);
   return static_cast<std::uint8_t>(v);
+}
+constexpr std::uint8_t base3_reduce_byte(int l) {
+  return static_cast<std::uint8_t>(128 + l > 242 ? 0 : (128 + l) % 81);
 }
 constexpr std::uint32_t inverse_mod_2_32(std::uint32_t a) {  // a odd; Newton: x <- x (2 - a x)
   std::uint32_t x = a;
@@ -197,7 +202,7 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   const Xbyak::Xmm T = vec(s.path == DotPath::Maddubs ? next : 0);
   const Xbyak::Xmm ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
   if (s.path == DotPath::Maddubs) next += 2;
-  // Base3: the table (bytes 0-63, 64-127, 128-191, 192-255).
+  // Base3: the reduce table (2 vectors) and the code table (2 vectors).
   const Xbyak::Xmm TAB[4] = {vec(s.base3 ? next : 0), vec(s.base3 ? next + 1 : 0), vec(s.base3 ? next + 2 : 0),
                              vec(s.base3 ? next + 3 : 0)};
   if (s.base3) next += 4;
@@ -278,13 +283,12 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
       if (s.base3) {
         // The fifth field first: the raw base-3 byte (recovered at the end, see the header).
         dots(4, V);
-        // Then V becomes the 2-bit code byte in place: k1 = the bytes >= 128 (top bit),
-        // k2 = the others; each masked vpermi2b looks its bytes up in one half of the
-        // table (index bits 0-6) and leaves the other bytes alone.
+        // Then V becomes the 2-bit code byte in place: the bytes >= 128 (k1: the top bit)
+        // become s mod 81 (the reduce table), then every byte < 128 is looked up in the
+        // code table (vpermi2b indexes by bits 0-6).
         g.vpmovb2m(k1, V);
-        g.knotq(k2, k1);
-        g.vpermi2b(V | k2, TAB[0], TAB[1]);
-        g.vpermi2b(V | k1, TAB[2], TAB[3]);
+        g.vpermi2b(V | k1, TAB[0], TAB[1]);
+        g.vpermi2b(V, TAB[2], TAB[3]);
       }
       const Xbyak::Xmm& P = V;  // the 2-bit code bytes
       for (int f = 0; f < std::min(F, 4); ++f) {
@@ -426,11 +430,12 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
     for (int i = 0; i < 16; ++i) g.dd(mask);
   g.dd(0x00010001);
   if (s.base3) {
-    // At kBase3Consts: 3, 9, 27, 81^-1; at kBase3Table: the 256-byte code table.
+    // At kBase3Consts: 3, 9, 27, 81^-1; at kBase3Table: the reduce table, then the code table.
     for (int i = 260; i < kBase3Consts; ++i) g.db(0);  // the pool so far: 4 x 64 mask bytes, 4 bytes of ones
     for (std::uint32_t v : {3u, 9u, 27u, inverse_mod_2_32(81)}) g.dd(v);
     for (int i = 0; i < 12; ++i) g.dd(0);
-    for (int b = 0; b < 256; ++b) g.db(base3_code_byte(b));
+    for (int l = 0; l < 128; ++l) g.db(base3_reduce_byte(l));
+    for (int j = 0; j < 128; ++j) g.db(base3_code_byte(j));
   }
 }
 
