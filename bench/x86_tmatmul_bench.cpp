@@ -17,12 +17,13 @@
 //   ternjit_i8_base3/... the same problem on variant base3 (1.6-bit weights, 5 trits a
 //                   byte; avx512_vnni hosts with VBMI; nb=160 at M = 1, else 80)
 //   lut_probe/...   (M = 1 hot) a T-MAC style lookup-table GEMV probe (below), int32 out
-//   ternjit_i8_maskdot/... (M = 2..8) the 2-bit default's blocking on variant mask_dot
+//   ternjit_i8_dot/..., ternjit_i8_maskdot/... (M = 2..8) the 2-bit default's blocking on
+//                   variant dot, and on variant mask_dot
 //   ternjit_i8/...  (after the rows above) default_config: whichever it picks
 //   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
 //                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
 //                   t_ternjit_i8 / t
-// On ternjit_i8_base3, ternjit_i8_maskdot and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
+// On ternjit_i8_base3, _dot, _maskdot, lut_probe and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
 // than the 2-bit kernel in the same run).
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
@@ -193,7 +194,8 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
   // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
   if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
-  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl == "ternjit_i8_maskdot" || impl == "lut_probe") &&
+  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl == "ternjit_i8_maskdot" || impl == "ternjit_i8_dot" ||
+       impl == "lut_probe") &&
       row.count("ternjit_i8_2bit"))
     state.counters["vs_2bit"] = row["ternjit_i8_2bit"] / ms;
   return ms;
@@ -348,7 +350,7 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
 }
 
 // Which configuration a ternjit row runs.
-enum class Flavor { Default, TwoBit, Base3, MaskDot };
+enum class Flavor { Default, TwoBit, Base3, MaskDot, Dot };
 
 std::string flavor_suffix(Flavor f) {
   switch (f) {
@@ -356,6 +358,7 @@ std::string flavor_suffix(Flavor f) {
     case Flavor::TwoBit: return "_2bit";
     case Flavor::Base3: return "_base3";
     case Flavor::MaskDot: return "_maskdot";
+    case Flavor::Dot: return "_dot";
   }
   return "";
 }
@@ -380,9 +383,10 @@ TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
     config.m_block = static_cast<int>(std::min<std::int64_t>(c.M, 4));
     config.k_unroll = 2;
   }
-  if (flavor == Flavor::MaskDot) {
-    // The 2-bit default's blocking on variant mask_dot (in place fields: 3 ANDs per 4 dots).
-    config.variant = TMatMulVariant::MaskDot;
+  if (flavor == Flavor::MaskDot || flavor == Flavor::Dot) {
+    // The 2-bit default's blocking on variant mask_dot (in place fields: 3 ANDs per 4
+    // dots) or dot (shift + AND per field).
+    config.variant = flavor == Flavor::Dot ? TMatMulVariant::Dot : TMatMulVariant::MaskDot;
     if (!validate(p, config).ok()) config.m_block = std::min(config.m_block, 2);
   }
   auto kernel = TMatMulKernel::create(p, config);
@@ -645,8 +649,10 @@ void register_case(const Case& c) {
   reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
   reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
   if (c.M == 1 && c.mode == Mode::Hot) reg("lut_probe", [c](benchmark::State& s) { bm_lut(s, c); });
-  if (c.M > 1 && c.M <= 8)
+  if (c.M > 1 && c.M <= 8) {
+    reg("ternjit_i8_dot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Dot); });
     reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
+  }
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }

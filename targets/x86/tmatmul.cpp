@@ -185,9 +185,9 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads, bool
   if (sub_2bit && p.M == 1 && p.K <= 131071 && p.K * p.N >= (std::int64_t{1} << 24) &&
       (isa == Isa::Avx512Vnni || isa == Isa::Amx) && host_isas().avx512_vbmi) {
     // Base3 (1.6-bit weights, 20% fewer bytes) for one row of a layer with >= 4 MiB of
-    // 2-bit weights: decode streams every layer from DRAM, where base3 measured 1.2-1.5x
-    // mask_dot (bench/README.md); from cache (weights that stay in L2/L3) it is ~0.7-0.9x,
-    // so smaller layers, and M > 1 (more dot products per weight byte), stay on 2 bits.
+    // 2-bit weights: decode streams every layer from DRAM, where base3 measured 1.2-1.3x
+    // mask_dot (CPU time, bench/README.md); from cache (weights that stay in L2/L3) it is
+    // ~0.73x, so smaller layers, and M > 1 (more dot products per weight byte), stay on 2 bits.
     c.variant = TMatMulVariant::Base3;
     c.m_block = 1;
     c.n_block = 160;
@@ -198,10 +198,9 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads, bool
     c.n_block = 2 * group;
     c.k_unroll = 2;
   } else {
-    // Two rows: mask_dot (3 ANDs per 4 dot products instead of Dot's shifts and masks)
-    // measured 1.28-1.34x dot on 4096 x 14336 and 14336 x 4096 (1 thread, cache-resident,
-    // bench/README.md); at M = 4 and 8 the two are within noise, so they stay on dot.
-    c.variant = p.M == 2 && p.K <= 131071 ? TMatMulVariant::MaskDot : TMatMulVariant::Dot;
+    // M >= 2: dot. mask_dot and base3 (tuner candidates) measured within noise of dot at
+    // M = 2, 4, 8 on 4096 x 14336 and 14336 x 4096 (bench/README.md).
+    c.variant = TMatMulVariant::Dot;
     c.m_block = static_cast<int>(std::min<std::int64_t>(p.M, wide ? 4 : 2));
     c.n_block = group;
     c.k_unroll = 2;
