@@ -11,9 +11,20 @@
 //   reference/...   the IR interpreter (one small case only: it is very slow)
 //   ternjit_i8/...  TMatMulKernel, default_config, int8 x with x_scale[M] and
 //                   w_scale[N] epilogue (what BitLinear runs)
+//   ternjit_i8_2bit/... the same problem on the best 2-bit layout (default_config with
+//                   sub_2bit = false: variant dot or mask_dot, what ternjit_i8 was before
+//                   the 1.6-bit variant)
+//   ternjit_i8_base3/... the same problem on variant base3 (1.6-bit weights, 5 trits a
+//                   byte; avx512_vnni hosts with VBMI; nb=160 at M = 1, else 80)
+//   lut_probe/...   (M = 1 hot) a T-MAC style lookup-table GEMV probe (below), int32 out
+//   ternjit_i8_dot/..., ternjit_i8_maskdot/... (M = 2..8) the 2-bit default's blocking on
+//                   variant dot, and on variant mask_dot
+//   ternjit_i8/...  (after the rows above) default_config: whichever it picks
 //   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
 //                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
 //                   t_ternjit_i8 / t
+// On ternjit_i8_base3, _dot, _maskdot, lut_probe and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
+// than the 2-bit kernel in the same run).
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
 // weights come from DRAM; the probe rotates the same way.
@@ -27,6 +38,7 @@
 // Without --benchmark_filter only a quick subset runs (kQuickFilter); see
 // bench/README.md for the full table.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -62,7 +74,7 @@ struct WeightShape {
   std::int64_t K, N;
 };
 constexpr WeightShape kShapes[] = {{2560, 2560}, {2560, 6912}, {6912, 2560}, {4096, 4096}, {4096, 14336}, {14336, 4096}};
-constexpr std::int64_t kMs[] = {1, 8, 32, 128, 512};
+constexpr std::int64_t kMs[] = {1, 2, 4, 8, 32, 128, 512};
 constexpr int kThreadCounts[] = {1, 2};
 
 enum class Mode { Hot, Cold };
@@ -182,6 +194,10 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
   // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
   if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
+  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl == "ternjit_i8_maskdot" || impl == "ternjit_i8_dot" ||
+       impl == "lut_probe") &&
+      row.count("ternjit_i8_2bit"))
+    state.counters["vs_2bit"] = row["ternjit_i8_2bit"] / ms;
   return ms;
 }
 
@@ -333,7 +349,21 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
   return p;
 }
 
-TernjitData build_ternjit(const Case& c, std::int64_t group) {
+// Which configuration a ternjit row runs.
+enum class Flavor { Default, TwoBit, Base3, MaskDot, Dot };
+
+std::string flavor_suffix(Flavor f) {
+  switch (f) {
+    case Flavor::Default: return "";
+    case Flavor::TwoBit: return "_2bit";
+    case Flavor::Base3: return "_base3";
+    case Flavor::MaskDot: return "_maskdot";
+    case Flavor::Dot: return "_dot";
+  }
+  return "";
+}
+
+TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
   TernjitData d;
   std::optional<Isa> isa = best_isa(host_isas());
   if (!isa) {
@@ -341,7 +371,25 @@ TernjitData build_ternjit(const Case& c, std::int64_t group) {
     return d;
   }
   TMatMulProblem p = bitlinear_problem(c, group);
-  auto kernel = TMatMulKernel::create(p, default_config(p, *isa, c.threads));
+  TMatMulConfig config = default_config(p, *isa, c.threads, flavor != Flavor::TwoBit);
+  if (flavor == Flavor::Base3) {
+    if (!host_isas().avx512_vbmi || (*isa != Isa::Avx512Vnni && *isa != Isa::Amx)) {
+      d.error = "base3 needs avx512_vnni with AVX512-VBMI";
+      return d;
+    }
+    config.variant = TMatMulVariant::Base3;
+    config.vector_bits = 512;
+    config.n_block = c.M == 1 ? 160 : 80;
+    config.m_block = static_cast<int>(std::min<std::int64_t>(c.M, 4));
+    config.k_unroll = 2;
+  }
+  if (flavor == Flavor::MaskDot || flavor == Flavor::Dot) {
+    // The 2-bit default's blocking on variant mask_dot (in place fields: 3 ANDs per 4
+    // dots) or dot (shift + AND per field).
+    config.variant = flavor == Flavor::Dot ? TMatMulVariant::Dot : TMatMulVariant::MaskDot;
+    if (!validate(p, config).ok()) config.m_block = std::min(config.m_block, 2);
+  }
+  auto kernel = TMatMulKernel::create(p, config);
   if (!kernel.ok()) {
     d.error = "create: " + kernel.error().message;
     return d;
@@ -364,9 +412,9 @@ TernjitData build_ternjit(const Case& c, std::int64_t group) {
   return d;
 }
 
-void bm_ternjit(benchmark::State& state, Case c, std::int64_t group) {
-  const std::string impl = group > 0 ? "ternjit_i8_g" + std::to_string(group) : "ternjit_i8";
-  TernjitData& d = cached<TernjitData>(impl + "/" + c.name(), [&] { return build_ternjit(c, group); });
+void bm_ternjit(benchmark::State& state, Case c, std::int64_t group, Flavor flavor = Flavor::Default) {
+  const std::string impl = (group > 0 ? "ternjit_i8_g" + std::to_string(group) : "ternjit_i8") + flavor_suffix(flavor);
+  TernjitData& d = cached<TernjitData>(impl + "/" + c.name(), [&] { return build_ternjit(c, group, flavor); });
   if (!d.error.empty()) {
     state.SkipWithError(d.error.c_str());
     return;
@@ -434,6 +482,157 @@ void bm_reference(benchmark::State& state, Case c) {
   if (!error.empty()) state.SkipWithError(("interpret: " + error).c_str());
 }
 
+// --- LUT probe (issue 20 part 2: a T-MAC style lookup-table GEMV, M = 1) -------------------
+//
+// The cheapest exact lookup-table inner loop found for int8 x on AVX-512 VBMI, as a
+// probe (not a product): per call, each group of 3 activations gets one 64-byte table
+// (built from x, included in the time): bytes 0-26 hold sum_i w_i (x_i & 15) and
+// bytes 32-58 sum_i w_i (x_i >> 4) for the 27 weight triples (both fit int8; the
+// nibble split is what keeps int8 tables exact: a whole sum needs 10 bits). Weights
+// are one index byte (0-26) per (column, triple): 2.67 bits a weight. Per 64 columns
+// and triple: unpack each index into a (i, i + 32) byte pair (2 unpacks, 2 ORs), two
+// vpermb, two vpmaddubsw by (1, 16) (= the exact sum of 3 products, |.| <= 384, int16),
+// two vpaddw into int16 accumulators, widened to int32 every 64 triples (64 * 384 <
+// 32767: no overflow). 11 ops per 192 weights (3.7 per 64) against mask_dot's 3 ANDs
+// + 4 vpdpbusd per 256 (1.75 per 64): the int8-exact table costs two lookups and a
+// widening per 64 results where vpdpbusd does 64 multiply-adds in one. A self-check
+// against int32 sums runs at setup (SkipWithError on a mismatch).
+
+constexpr int kLutR = 2;                // 64-column index vectors per tile
+constexpr int kLutTile = 64 * kLutR;    // columns per tile
+constexpr std::int64_t kLutWiden = 64;  // triples between int16 -> int32 widenings
+
+struct LutData {
+  std::int64_t K = 0, N = 0, groups = 0, tiles = 0;
+  AlignedBytes idx{0}, tables{0};
+  std::vector<std::int8_t> x;
+  std::vector<std::int32_t> y;
+  std::string error;
+};
+
+void lut_tables(const std::int8_t* x, std::int64_t K, std::int64_t groups, std::int8_t* tab) {
+  for (std::int64_t j = 0; j < groups; ++j) {
+    int xl[3], xh[3];
+    for (int i = 0; i < 3; ++i) {
+      const std::int64_t k = 3 * j + i;
+      const int v = k < K ? x[k] : 0;
+      xl[i] = v & 15;
+      xh[i] = v >> 4;  // v = 16 xh + xl
+    }
+    std::int8_t* t = tab + 64 * j;
+    for (int code = 0; code < 27; ++code) {
+      int lo = 0, hi = 0;
+      for (int i = 0, q = code; i < 3; ++i, q /= 3) {
+        lo += (q % 3 - 1) * xl[i];
+        hi += (q % 3 - 1) * xh[i];
+      }
+      t[code] = static_cast<std::int8_t>(lo);
+      t[32 + code] = static_cast<std::int8_t>(hi);
+    }
+  }
+}
+
+// GCC 12's intrinsics headers start some results from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports inside them (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void lut_tile(const LutData& d, std::int64_t t,
+                                                                     std::int32_t* y) {
+  const __m512i odd = _mm512_set1_epi16(0x2000);   // + 32 on the odd byte: the hi table
+  const __m512i w116 = _mm512_set1_epi16(0x1001);  // u8 (1, 16) pairs
+  const auto* tabs = reinterpret_cast<const std::int8_t*>(d.tables.ptr.get());
+  const std::uint8_t* ip = d.idx.ptr.get() + static_cast<std::size_t>(t * d.groups * kLutTile);
+  __m512i a16[2 * kLutR], a32[4 * kLutR];
+  for (auto& v : a32) v = _mm512_setzero_si512();
+  for (std::int64_t j0 = 0; j0 < d.groups; j0 += kLutWiden) {
+    for (auto& v : a16) v = _mm512_setzero_si512();
+    const std::int64_t jn = std::min(d.groups, j0 + kLutWiden);
+    for (std::int64_t j = j0; j < jn; ++j) {
+      const __m512i tab = _mm512_load_si512(tabs + 64 * j);
+      for (int r = 0; r < kLutR; ++r) {
+        const __m512i v = _mm512_load_si512(ip + (j * kLutR + r) * 64);
+        const __m512i lo = _mm512_or_si512(_mm512_unpacklo_epi8(v, v), odd);
+        const __m512i hi = _mm512_or_si512(_mm512_unpackhi_epi8(v, v), odd);
+        a16[2 * r] = _mm512_add_epi16(a16[2 * r], _mm512_maddubs_epi16(w116, _mm512_permutexvar_epi8(lo, tab)));
+        a16[2 * r + 1] = _mm512_add_epi16(a16[2 * r + 1], _mm512_maddubs_epi16(w116, _mm512_permutexvar_epi8(hi, tab)));
+      }
+    }
+    for (int q = 0; q < 2 * kLutR; ++q) {
+      a32[2 * q] = _mm512_add_epi32(a32[2 * q], _mm512_cvtepi16_epi32(_mm512_castsi512_si256(a16[q])));
+      a32[2 * q + 1] = _mm512_add_epi32(a32[2 * q + 1], _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(a16[q], 1)));
+    }
+  }
+  // Word w of an unpacked vector is byte 16 (w / 8) + 8 half + w % 8 of the index vector.
+  alignas(64) std::int32_t tmp[16];
+  for (int q = 0; q < 2 * kLutR; ++q)
+    for (int part = 0; part < 2; ++part) {
+      _mm512_store_si512(tmp, a32[2 * q + part]);
+      for (int e = 0; e < 16; ++e) {
+        const int w = part * 16 + e;
+        const std::int64_t col = t * kLutTile + (q / 2) * 64 + 16 * (w / 8) + 8 * (q % 2) + w % 8;
+        if (col < d.N) y[col] = tmp[e];
+      }
+    }
+}
+#pragma GCC diagnostic pop
+
+LutData build_lut(const Case& c) {
+  LutData d;
+  if (!host_isas().avx512_vbmi) {
+    d.error = "the LUT probe needs AVX512-VBMI";
+    return d;
+  }
+  d.K = c.K;
+  d.N = c.N;
+  d.groups = (c.K + 2) / 3;
+  d.tiles = (c.N + kLutTile - 1) / kLutTile;
+  const RawWeights& raw = raw_weights(c.K, c.N);
+  d.idx = AlignedBytes(static_cast<std::size_t>(d.tiles * d.groups * kLutTile));
+  d.tables = AlignedBytes(static_cast<std::size_t>(d.groups * 64));
+  std::memset(d.tables.ptr.get(), 0, d.tables.size);
+  for (std::int64_t t = 0; t < d.tiles; ++t)
+    for (std::int64_t j = 0; j < d.groups; ++j)
+      for (int b = 0; b < kLutTile; ++b) {
+        const std::int64_t n = t * kLutTile + b;
+        int code = 0;
+        for (int i = 2; i >= 0; --i) {
+          const std::int64_t k = 3 * j + i;
+          code = 3 * code + (k < c.K && n < c.N ? raw.w[static_cast<std::size_t>(k * c.N + n)] + 1 : 1);
+        }
+        d.idx.ptr.get()[(t * d.groups + j) * kLutTile + b] = static_cast<std::uint8_t>(code);
+      }
+  d.x = random_i8(static_cast<std::size_t>(c.K), 11);
+  d.y.assign(static_cast<std::size_t>(c.N), 0);
+  // Self-check on every 97th column against plain int32 sums.
+  lut_tables(d.x.data(), d.K, d.groups, reinterpret_cast<std::int8_t*>(d.tables.ptr.get()));
+  for (std::int64_t t = 0; t < d.tiles; ++t) lut_tile(d, t, d.y.data());
+  for (std::int64_t n = 0; n < c.N; n += 97) {
+    std::int32_t want = 0;
+    for (std::int64_t k = 0; k < c.K; ++k)
+      want += d.x[static_cast<std::size_t>(k)] * raw.w[static_cast<std::size_t>(k * c.N + n)];
+    if (want != d.y[static_cast<std::size_t>(n)]) {
+      d.error = "LUT probe self-check failed at n=" + std::to_string(n);
+      break;
+    }
+  }
+  return d;
+}
+
+void bm_lut(benchmark::State& state, Case c) {
+  LutData& d = cached<LutData>("lut/" + c.name(), [&] { return build_lut(c); });
+  if (!d.error.empty()) {
+    state.SkipWithError(d.error.c_str());
+    return;
+  }
+  const Parallel par = parallel_for_threads(c.threads);
+  time_loop(state, c, "lut_probe", static_cast<double>(d.idx.size), [&](std::size_t) {
+    lut_tables(d.x.data(), d.K, d.groups, reinterpret_cast<std::int8_t*>(d.tables.ptr.get()));
+    par.for_each(d.tiles, [&](std::int64_t t) { lut_tile(d, t, d.y.data()); });
+    benchmark::ClobberMemory();
+  });
+  state.SetLabel("3-weight vpermb tables, 1 index byte per triple");
+}
+
 // --- registration and context --------------------------------------------------------------
 
 void register_case(const Case& c) {
@@ -447,6 +646,13 @@ void register_case(const Case& c) {
   // The interpreter only on the smallest case: it takes about a second per call.
   if (c.K == 2560 && c.N == 2560 && c.M == 1 && c.threads == 1 && c.mode == Mode::Hot)
     reg("reference", [c](benchmark::State& s) { bm_reference(s, c); })->Iterations(1);
+  reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
+  reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
+  if (c.M == 1 && c.mode == Mode::Hot) reg("lut_probe", [c](benchmark::State& s) { bm_lut(s, c); });
+  if (c.M > 1 && c.M <= 8) {
+    reg("ternjit_i8_dot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Dot); });
+    reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
+  }
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
 }

@@ -36,6 +36,7 @@ IsaSupport detect() {
              cpu.has(Cpu::tAVX512VL);
   s.avx512_vnni = s.avx512 && cpu.has(Cpu::tAVX512_VNNI);
   s.avx512_bf16 = s.avx512 && cpu.has(Cpu::tAVX512_BF16);
+  s.avx512_vbmi = s.avx512 && cpu.has(Cpu::tAVX512_VBMI);
   if (s.avx512_vnni && cpu.has(Cpu::tAMX_TILE) && cpu.has(Cpu::tAMX_INT8)) {
     // Linux hands out the 8 KB tile state only to processes that ask (once; the grant is
     // process-wide and permanent). A refusal (old kernel, seccomp) leaves AMX off.

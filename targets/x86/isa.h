@@ -36,6 +36,7 @@ struct IsaSupport {
   bool avx512 = false;       ///< F + BW + DQ + VL
   bool avx512_vnni = false;
   bool avx512_bf16 = false;  ///< vcvtneps2bf16 (used for bf16 stores when present)
+  bool avx512_vbmi = false;  ///< vpermb / vpermi2b byte permutes (tmatmul variant base3 needs it)
   bool amx = false;
   std::string amx_note;      ///< why amx is false although the CPU has it ("" otherwise)
 

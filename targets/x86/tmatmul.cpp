@@ -16,12 +16,12 @@ namespace ternjit::targets::x86 {
 
 namespace {
 
-constexpr std::string_view kVariantNames[] = {"dot", "mask_dot", "amx", "float"};
+constexpr std::string_view kVariantNames[] = {"dot", "mask_dot", "amx", "float", "base3"};
 
 std::string_view variant_name(TMatMulVariant v) { return kVariantNames[static_cast<int>(v)]; }
 
 std::optional<TMatMulVariant> parse_variant(std::string_view s) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (s == kVariantNames[i]) return static_cast<TMatMulVariant>(i);
   if (s == "maskdot") return TMatMulVariant::MaskDot;
   return std::nullopt;
@@ -113,6 +113,8 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
     return bad("tmatmul sizes must be at most " + std::to_string(kMaxDim));
   if (p.w_scale_per_channel && !p.w_scale) return bad("tmatmul: w_scale_per_channel set without w_scale");
   if (p.w_scale_group < 0) return bad("tmatmul: w_scale_group must be >= 0");
+  if (p.w_scale_group > 0 && c.variant == TMatMulVariant::Base3)
+    return bad("variant=base3 does not take a grouped w_scale (w_scale_group > 0): use dot or mask_dot");
   if (p.w_scale_group > 0) return detail::validate_grouped(p, c);
   if (p.x_kind == ElemKind::I8) {
     if (p.out_kind != ElemKind::F32)
@@ -135,6 +137,7 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   switch (c.variant) {
     case TMatMulVariant::Dot:
     case TMatMulVariant::MaskDot:
+    case TMatMulVariant::Base3:
       if (p.x_kind != ElemKind::I8)
         return bad("variant=" + std::string(variant_name(c.variant)) + " needs i8 x (use variant=float)");
       return detail::validate_int8(p, c);
@@ -149,9 +152,10 @@ Result<void> validate(const TMatMulProblem& p, const TMatMulConfig& c) {
   return bad("variant: unknown value " + std::to_string(static_cast<int>(c.variant)));
 }
 
-TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
-  // A grouped problem runs one kernel per K group: configure for that kernel's problem.
-  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads);
+TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads, bool sub_2bit) {
+  // A grouped problem runs one kernel per K group: configure for that kernel's problem
+  // (on the 2-bit layouts: a group's K is too short for base3 to pay off).
+  if (p.w_scale_group > 0) return default_config(detail::grouped_part_problem(p), isa, threads, false);
   TMatMulConfig c;
   c.isa = isa;
   c.threads = std::max(1, threads);
@@ -178,12 +182,24 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads) {
   // The packed panels stream sequentially, which the hardware prefetcher follows on
   // its own: software prefetch measured no better (slower from cache), so it is off.
   const int group = 4 * lanes;
-  if (p.M == 1) {
+  if (sub_2bit && p.M == 1 && p.K <= 131071 && p.K * p.N >= (std::int64_t{1} << 24) &&
+      (isa == Isa::Avx512Vnni || isa == Isa::Amx) && host_isas().avx512_vbmi) {
+    // Base3 (1.6-bit weights, 20% fewer bytes) for one row of a layer with >= 4 MiB of
+    // 2-bit weights: decode streams every layer from DRAM, where base3 measured 1.2-1.3x
+    // mask_dot (CPU time, bench/README.md); from cache (weights that stay in L2/L3) it is
+    // ~0.73x, so smaller layers, and M > 1 (more dot products per weight byte), stay on 2 bits.
+    c.variant = TMatMulVariant::Base3;
+    c.m_block = 1;
+    c.n_block = 160;
+    c.k_unroll = 2;
+  } else if (p.M == 1) {
     c.variant = p.K <= 131071 ? TMatMulVariant::MaskDot : TMatMulVariant::Dot;
     c.m_block = 1;
     c.n_block = 2 * group;
     c.k_unroll = 2;
   } else {
+    // M >= 2: dot. mask_dot and base3 (tuner candidates) measured within noise of dot at
+    // M = 2, 4, 8 on 4096 x 14336 and 14336 x 4096 (bench/README.md).
     c.variant = TMatMulVariant::Dot;
     c.m_block = static_cast<int>(std::min<std::int64_t>(p.M, wide ? 4 : 2));
     c.n_block = group;
@@ -215,10 +231,13 @@ Result<std::unique_ptr<TMatMulKernel>> TMatMulKernel::create(const TMatMulProble
   if (!allow_foreign_isa && !host_isas().supports(config.isa))
     return make_error(ErrorCode::Unavailable,
                       "tmatmul: this CPU cannot run isa=" + std::string(isa_name(config.isa)));
+  if (!allow_foreign_isa && config.variant == TMatMulVariant::Base3 && !host_isas().avx512_vbmi)
+    return make_error(ErrorCode::Unavailable, "tmatmul: variant=base3 needs AVX512-VBMI (vpermi2b), this CPU has none");
   if (problem.w_scale_group > 0) return detail::create_grouped(problem, config, allow_foreign_isa);
   switch (config.variant) {
     case TMatMulVariant::Dot:
-    case TMatMulVariant::MaskDot: return detail::create_int8(problem, config);
+    case TMatMulVariant::MaskDot:
+    case TMatMulVariant::Base3: return detail::create_int8(problem, config);
     case TMatMulVariant::Amx: return detail::create_amx(problem, config);
     case TMatMulVariant::Float: return detail::create_float(problem, config);
   }

@@ -50,6 +50,7 @@ enum class TMatMulVariant : std::uint8_t {
   MaskDot,  ///< M small, codes kept in place: AND masks + dot product per field, scaled 1, 1/4, 1/16, 1/64
   Amx,      ///< unpack to int8 tiles in cache, tdpbssd (Isa::Amx only)
   Float,    ///< float x: decode to f32 and FMA (x f32/bf16/f16)
+  Base3,    ///< 1.6-bit weights (5 trits a byte), decoded in registers by vpermi2b (AVX-512 VNNI + VBMI, zmm)
 };
 
 /// Tuning knobs of one kernel (issue 7's search space). validate() rejects what a
@@ -73,8 +74,9 @@ struct TMatMulConfig {
 
 /// Success, or InvalidArgument naming the first knob that `isa`/`problem` cannot take.
 Result<void> validate(const TMatMulProblem& problem, const TMatMulConfig& config);
-/// The heuristic configuration for `problem` on `isa` with `threads` threads.
-TMatMulConfig default_config(const TMatMulProblem& problem, Isa isa, int threads);
+/// The heuristic configuration for `problem` on `isa` with `threads` threads. With
+/// `sub_2bit` false only the 2-bit layouts (variants dot, mask_dot, amx) are chosen.
+TMatMulConfig default_config(const TMatMulProblem& problem, Isa isa, int threads, bool sub_2bit = true);
 
 /// Ternary weights repacked for one kernel configuration (what pack() returns and
 /// run() reads). Immutable, shareable between kernels whose pack_signature() match.

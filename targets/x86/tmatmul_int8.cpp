@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// tmatmul_int8.cpp - the Dot and MaskDot ternary matmul kernels (i8 x, 2-bit weights, int32 sums).
+// tmatmul_int8.cpp - the Dot, MaskDot and Base3 ternary matmul kernels (i8 x, 2-bit or 1.6-bit weights, int32 sums).
 //
 // Arithmetic. A weight w in {-1, 0, 1} is stored as the 2-bit code c = w + 1 in {0, 1, 2}.
 // The kernels compute sum_k c[k, n] * x[m, k] with u8 x s8 dot products (vpdpbusd, or
@@ -27,6 +27,24 @@
 // next multiple of 4 (run() copies the last row when K % 4 != 0, the only row whose
 // overread could leave the buffer). Padded columns hold code 1 and are never stored.
 //
+// Base3 (pack_signature "i8t3.v1:lanes=16,nb=NB,K=..,N=.."; zmm, AVX512-VNNI + VBMI).
+// 1.6 bits per weight: a group is G = 5L = 80 columns and one 64-byte vector per step,
+// byte b of group g of step s holding the five codes
+//     c_f of column p*NB + g*80 + f*16 + b/4, row k = 4s + b%4   (f = 0..4)
+// as the base-3 number s_b = c_0 + 3 c_1 + 9 c_2 + 27 c_3 + 81 c_4 (<= 242). Decoding
+// (two vpermi2b, whose index is the low 7 bits of a byte): the bytes >= 128 (the top
+// bit as a mask, vpmovb2m) are first replaced by s_b mod 81 (< 128, the same c_0..c_3),
+// then every byte is looked up in a 128-entry table of the 2-bit code byte c_0 | c_1 << 2
+// | c_2 << 4 | c_3 << 6, whose four fields then go through MaskDot's arithmetic (the
+// whole byte and three ANDs, four vpdpbusd). The fifth code is never decoded: a fifth vpdpbusd
+// takes the raw byte s_b, so that accumulator holds R = S_0 + 3 S_1 + 9 S_2 + 27 S_3
+// + 81 S_4 (mod 2^32, S_f = sum_k c_f x), and at the end S_4 = (R - S_0 - 3 S_1 - 9 S_2
+// - 27 S_3) * 81^-1 mod 2^32 - exact, since 81 is odd and the wrapped int32 sum is
+// what the reference computes. Per 64 bytes (320 weights): 1 load, 1 mask op, 2
+// permutes (in place, after the raw byte's vpdpbusd), 3 ANDs, 5 vpdpbusd. The same K
+// limit as MaskDot (its fields' shift). Padded rows hold byte 0 (all codes 0), padded
+// columns code 1, as above.
+//
 // Code. One generated micro-kernel per row count (m_block and the M tail) computes an
 // mb x NB tile over a range of steps with mb * NB / L accumulator registers, then
 // either applies the epilogue in registers (f32 ops in the reference order, no FMA)
@@ -50,6 +68,24 @@ constexpr int kMaxMBlock = 16;
 constexpr int kMaxKUnroll = 16;
 constexpr int kMaxPrefetch = 1 << 16;
 constexpr std::int64_t kMaxMaskDotK = 131071;
+// Base3's two 128-byte tables (see the header) and 81^-1 mod 2^32. The code table: the
+// 2-bit code byte c_0 | c_1 << 2 | c_2 << 4 | c_3 << 6 of the low four base-3 digits of
+// j < 128. The reduce table: for a byte s = 128 + l >= 128, s mod 81 (< 128, with the
+// same low four digits); 0 past 242, which pack never writes.
+constexpr std::uint8_t base3_code_byte(int j) {
+  int v = 0;
+  for (int f = 0, q = j; f < 4; ++f, q /= 3) v |= (q % 3) << (2 * f);
+  return static_cast<std::uint8_t>(v);
+}
+constexpr std::uint8_t base3_reduce_byte(int l) {
+  return static_cast<std::uint8_t>(128 + l > 242 ? 0 : (128 + l) % 81);
+}
+constexpr std::uint32_t inverse_mod_2_32(std::uint32_t a) {  // a odd; Newton: x <- x (2 - a x)
+  std::uint32_t x = a;
+  for (int i = 0; i < 5; ++i) x *= 2u - a * x;
+  return x;
+}
+static_assert(81u * inverse_mod_2_32(81) == 1u);
 
 // What one micro-kernel call reads (the generated code loads these fields by offset).
 struct MicroArgs {
@@ -68,16 +104,24 @@ struct MicroArgs {
 
 using MicroFn = void (*)(const MicroArgs*);
 
+// Offsets in the constant pool (after the four 64-byte masks and the int16 ones).
+constexpr int kBase3Consts = 320;
+constexpr int kBase3Table = 384;
+
 enum class DotPath : std::uint8_t { VnniEvex, VnniVex, Maddubs };
 
 // The shape of the generated code, derived from (problem, config).
 struct Shape {
   int lanes = 8;       // int32 lanes of a vector
-  int group = 32;      // columns (and bytes) of one packed group vector
+  int fields = 4;      // codes per packed byte = accumulators per group and row (Base3: 5)
+  int group = 32;      // columns of one packed group vector (fields * lanes)
+  int group_bytes = 32;  // bytes of one packed group vector (4 * lanes)
   int groups = 1;      // groups per panel (n_block / group)
   int n_block = 32;
+  int step_bytes = 32;  // bytes of one step of a panel (groups * group_bytes)
   bool evex = false;   // EVEX encodings and 32 vector registers (avx512 family)
-  bool mask = false;   // MaskDot
+  bool mask = false;   // MaskDot or Base3 (the fields stay in place: masks, scaled sums)
+  bool base3 = false;  // Base3
   DotPath path = DotPath::Maddubs;
   int vregs = 16;
 };
@@ -85,12 +129,16 @@ struct Shape {
 Shape shape_of(const TMatMulConfig& c) {
   Shape s;
   s.lanes = c.vector_bits / 32;
-  s.group = 4 * s.lanes;
+  s.base3 = c.variant == TMatMulVariant::Base3;
+  s.fields = s.base3 ? 5 : 4;
+  s.group = s.fields * s.lanes;
+  s.group_bytes = 4 * s.lanes;
   s.n_block = c.n_block;
   s.groups = std::max(1, c.n_block / s.group);
+  s.step_bytes = s.groups * s.group_bytes;
   s.evex = c.isa == Isa::Avx512 || c.isa == Isa::Avx512Vnni || c.isa == Isa::Amx;
   s.vregs = s.evex ? 32 : 16;
-  s.mask = c.variant == TMatMulVariant::MaskDot;
+  s.mask = c.variant == TMatMulVariant::MaskDot || s.base3;
   s.path = (c.isa == Isa::Avx512Vnni || c.isa == Isa::Amx) ? DotPath::VnniEvex
            : c.isa == Isa::AvxVnni                        ? DotPath::VnniVex
                                                           : DotPath::Maddubs;
@@ -101,10 +149,12 @@ Shape shape_of(const TMatMulConfig& c) {
 // the unpacked U, the int16 temp and ones (Maddubs), the row broadcasts (all but
 // VnniEvex, which broadcasts from memory), then the field masks if they still fit
 // (else the AND reads them from the constant pool). The epilogue needs 3 temps.
+// Base3 adds the four 64-byte quarters of its table.
 int num_masks(const Shape& s) { return s.mask ? 4 : 1; }
 int vregs_base(const Shape& s, int mb) {
-  int n = mb * 4 * s.groups + 2;
+  int n = mb * s.fields * s.groups + 2;
   if (s.path == DotPath::Maddubs) n += 2;
+  if (s.base3) n += 4;
   if (s.path != DotPath::VnniEvex) n += mb;
   return n;
 }
@@ -116,7 +166,7 @@ bool evex_bx_in_regs(const Shape& s, int mb) {
 }
 int vregs_needed(const Shape& s, int mb) {
   const int n = vregs_base(s, mb) + (masks_in_regs(s, mb) ? num_masks(s) : 0) + (evex_bx_in_regs(s, mb) ? mb : 0);
-  return std::max(n, mb * 4 * s.groups + 3);
+  return std::max(n, mb * s.fields * s.groups + 3);
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -144,13 +194,18 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
     if (c.vector_bits == 512) return Xbyak::Zmm(i);
     return Xbyak::Ymm(i);
   };
-  const int accs = mb * 4 * s.groups;
-  auto acc = [&](int m, int q) { return vec(m * 4 * s.groups + q); };
+  const int F = s.fields;
+  const int accs = mb * F * s.groups;
+  auto acc = [&](int m, int q) { return vec(m * F * s.groups + q); };
   const Xbyak::Xmm V = vec(accs), U = vec(accs + 1);
   int next = accs + 2;
   const Xbyak::Xmm T = vec(s.path == DotPath::Maddubs ? next : 0);
   const Xbyak::Xmm ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
   if (s.path == DotPath::Maddubs) next += 2;
+  // Base3: the reduce table (2 vectors) and the code table (2 vectors).
+  const Xbyak::Xmm TAB[4] = {vec(s.base3 ? next : 0), vec(s.base3 ? next + 1 : 0), vec(s.base3 ? next + 2 : 0),
+                             vec(s.base3 ? next + 3 : 0)};
+  if (s.base3) next += 4;
   int bx0 = next;
   auto bx = [&](int m) { return vec(bx0 + m); };
   const bool bx_regs = s.path != DotPath::VnniEvex || evex_bx_in_regs(s, mb);
@@ -196,33 +251,21 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   if (mregs)
     for (int f = 0; f < num_masks(s); ++f) g.vpbroadcastd(vec(mask0 + f), g.ptr[rip + consts + 64 * f]);
   if (s.path == DotPath::Maddubs) g.vpbroadcastd(ONES, g.ptr[rip + consts + 256]);
+  if (s.base3)
+    for (int i = 0; i < 4; ++i) g.vmovdqu8(TAB[i], g.ptr[rip + consts + kBase3Table + 64 * i]);
   for (int i = 0; i < accs; ++i) vzero(vec(i));
 
-  const int nb = s.n_block;
+  const int nb = s.step_bytes;
   auto step = [&](int u) {
     for (int gi = 0; gi < s.groups; ++gi) {
-      const int wdisp = u * nb + gi * s.group;
+      const int wdisp = u * nb + gi * s.group_bytes;
       if (c.prefetch_bytes > 0 && wdisp % 64 == 0) g.prefetcht0(g.ptr[W + wdisp + c.prefetch_bytes]);
       vload(V, g.ptr[W + wdisp]);
       if (bx_regs && gi == 0)
         for (int m = 0; m < mb; ++m) g.vpbroadcastd(bx(m), g.ptr[row_regs[m] + KO + 4 * u]);
-      for (int f = 0; f < 4; ++f) {
-        if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
-          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
-          // and the three masked fields are subtracted at the end (exact mod 2^32).
-          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
-        } else if (s.mask) {
-          and_mask(U, V, f);
-        } else if (f == 0) {
-          and_mask(U, V, 0);
-        } else {
-          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
-          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
-          and_mask(U, U, 0);
-        }
-        const Xbyak::Xmm& src = s.mask && f == 0 && s.path != DotPath::Maddubs ? V : U;
+      auto dots = [&](int f, const Xbyak::Xmm& src) {
         for (int m = 0; m < mb; ++m) {
-          const Xbyak::Xmm a = acc(m, gi * 4 + f);
+          const Xbyak::Xmm a = acc(m, gi * F + f);
           switch (s.path) {
             case DotPath::VnniEvex:
               if (bx_regs) g.vpdpbusd(a, src, bx(m), Xbyak::EvexEncoding);
@@ -236,6 +279,33 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
               break;
           }
         }
+      };
+      if (s.base3) {
+        // The fifth field first: the raw base-3 byte (recovered at the end, see the header).
+        dots(4, V);
+        // Then V becomes the 2-bit code byte in place: the bytes >= 128 (k1: the top bit)
+        // become s mod 81 (the reduce table), then every byte < 128 is looked up in the
+        // code table (vpermi2b indexes by bits 0-6).
+        g.vpmovb2m(k1, V);
+        g.vpermi2b(V | k1, TAB[0], TAB[1]);
+        g.vpermi2b(V, TAB[2], TAB[3]);
+      }
+      const Xbyak::Xmm& P = V;  // the 2-bit code bytes
+      for (int f = 0; f < std::min(F, 4); ++f) {
+        if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
+          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
+          // and the three masked fields are subtracted at the end (exact mod 2^32).
+          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
+        } else if (s.mask) {
+          and_mask(U, P, f);
+        } else if (f == 0) {
+          and_mask(U, V, 0);
+        } else {
+          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
+          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
+          and_mask(U, U, 0);
+        }
+        dots(f, s.mask && f == 0 && s.path != DotPath::Maddubs ? P : U);
       }
     }
   };
@@ -267,19 +337,30 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   // on the VNNI paths accumulator 0 also holds the other three fields' scaled sums.
   if (s.mask) {
     for (int m = 0; m < mb; ++m) {
-      for (int q = 0; q < 4 * s.groups; ++q) {
-        if (q % 4 == 0) {
+      for (int q = 0; q < F * s.groups; ++q) {
+        if (q % F == 0) {
           if (s.path != DotPath::Maddubs)
             for (int f = 1; f < 4; ++f) g.vpsubd(acc(m, q), acc(m, q), acc(m, q + f));
-        } else {
-          g.vpsrad(acc(m, q), acc(m, q), static_cast<std::uint8_t>(2 * (q % 4)));
+        } else if (q % F < 4) {
+          g.vpsrad(acc(m, q), acc(m, q), static_cast<std::uint8_t>(2 * (q % F)));
         }
+      }
+      // Base3: S_4 = (R - S_0 - 3 S_1 - 9 S_2 - 27 S_3) * 81^-1 (mod 2^32).
+      for (int gi = 0; s.base3 && gi < s.groups; ++gi) {
+        const int q0 = gi * F;
+        const Xbyak::Xmm r = acc(m, q0 + 4);
+        g.vpsubd(r, r, acc(m, q0));
+        for (int f = 1; f < 4; ++f) {
+          g.vpmulld(U, acc(m, q0 + f), g.ptr_b[rip + consts + kBase3Consts + 4 * (f - 1)]);
+          g.vpsubd(r, r, U);
+        }
+        g.vpmulld(r, r, g.ptr_b[rip + consts + kBase3Consts + 12]);
       }
     }
   }
 
-  // Column of accumulator q within the tile: group q/4, field q%4.
-  auto col = [&](int q) { return (q / 4) * s.group + (q % 4) * s.lanes; };
+  // Column of accumulator q within the tile: group q/F, field q%F.
+  auto col = [&](int q) { return (q / F) * s.group + (q % F) * s.lanes; };
   const Reg64 Y = rsi, RS = rdx, XS = rcx, WS = r8, BIAS = r9, RES = r10, RAW = r11, RAWS = rax;
   g.mov(RAW, g.ptr[args + offsetof(MicroArgs, raw)]);
   g.test(RAW, RAW);
@@ -296,7 +377,7 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   if (p.w_scale && !p.w_scale_per_channel) g.vbroadcastss(U, g.ptr[WS]);
   if (p.relu) vzero(Z);
   const int row_bytes = static_cast<int>(4 * p.N);
-  const int nq = 4 * s.groups;
+  const int nq = F * s.groups;
   for (int m = 0; m < mb; ++m) {
     g.vpbroadcastd(V, g.ptr[RS + 4 * m]);
     for (int q = 0; q < nq; ++q) {
@@ -348,6 +429,14 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   for (std::uint32_t mask : {0x03030303u, 0x0c0c0c0cu, 0x30303030u, 0xc0c0c0c0u})
     for (int i = 0; i < 16; ++i) g.dd(mask);
   g.dd(0x00010001);
+  if (s.base3) {
+    // At kBase3Consts: 3, 9, 27, 81^-1; at kBase3Table: the reduce table, then the code table.
+    for (int i = 260; i < kBase3Consts; ++i) g.db(0);  // the pool so far: 4 x 64 mask bytes, 4 bytes of ones
+    for (std::uint32_t v : {3u, 9u, 27u, inverse_mod_2_32(81)}) g.dd(v);
+    for (int i = 0; i < 12; ++i) g.dd(0);
+    for (int l = 0; l < 128; ++l) g.db(base3_reduce_byte(l));
+    for (int j = 0; j < 128; ++j) g.db(base3_code_byte(j));
+  }
 }
 
 class Int8Kernel final : public TMatMulKernel {
@@ -356,7 +445,7 @@ class Int8Kernel final : public TMatMulKernel {
     steps_ = ceil_div(p.K, 4);
     panels_ = ceil_div(p.N, s_.n_block);
     np_ = panels_ * s_.n_block;
-    panel_bytes_ = static_cast<std::size_t>(steps_) * static_cast<std::size_t>(s_.n_block);
+    panel_bytes_ = static_cast<std::size_t>(steps_) * static_cast<std::size_t>(s_.step_bytes);
     mb_ = static_cast<int>(std::min<std::int64_t>(c.m_block, p.M));
   }
 
@@ -367,7 +456,8 @@ class Int8Kernel final : public TMatMulKernel {
       Fn fn;
       fn.mb = mb;
       fn.code = std::make_unique<JitCode>();
-      fn.label = "tmatmul i8 " + std::string(s_.mask ? "mask_dot" : "dot") + " microkernel mb=" + std::to_string(mb) +
+      const std::string variant = s_.base3 ? "base3" : s_.mask ? "mask_dot" : "dot";
+      fn.label = "tmatmul i8 " + variant + " microkernel mb=" + std::to_string(mb) +
                  " nb=" + std::to_string(s_.n_block) + " " + c_.str();
       TERNJIT_TRY_VOID(emit_guarded(fn.label, [&] {
         emit_microkernel(*fn.code, p_, c_, s_, mb);
@@ -382,8 +472,8 @@ class Int8Kernel final : public TMatMulKernel {
   const TMatMulConfig& config() const override { return c_; }
 
   std::string pack_signature() const override {
-    return "i8t2.v1:lanes=" + std::to_string(s_.lanes) + ",nb=" + std::to_string(s_.n_block) +
-           ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
+    return std::string(s_.base3 ? "i8t3.v1" : "i8t2.v1") + ":lanes=" + std::to_string(s_.lanes) +
+           ",nb=" + std::to_string(s_.n_block) + ",K=" + std::to_string(p_.K) + ",N=" + std::to_string(p_.N);
   }
 
   Result<PackedWeights> pack(const TernaryWeights& w) const override {
@@ -397,6 +487,24 @@ class Int8Kernel final : public TMatMulKernel {
       if (n >= N) return 1;
       return static_cast<unsigned>(w[static_cast<std::size_t>(k * N + n)] + 1);
     };
+    if (s_.base3) {
+      const int GB = s_.group_bytes;
+      for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
+        std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
+        for (std::int64_t st = 0; st < steps_; ++st) {
+          std::uint8_t* row = panel + static_cast<std::size_t>(st * s_.step_bytes);
+          for (int gi = 0; gi < s_.groups; ++gi)
+            for (int b = 0; b < GB; ++b) {
+              const std::int64_t k = 4 * st + b % 4;
+              const std::int64_t n0 = pnl * nb + gi * G + b / 4;
+              unsigned byte = 0;
+              for (int f = 4; f >= 0; --f) byte = 3 * byte + code(k, n0 + f * L);
+              row[gi * GB + b] = static_cast<std::uint8_t>(byte);
+            }
+        }
+      }
+      return pw;
+    }
     for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
       std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
       for (std::int64_t st = 0; st < steps_; ++st) {
@@ -498,7 +606,7 @@ void Int8Kernel::run(const TMatMulArgs& args, const Parallel& parallel) const {
         for (int i = 0; i < mb; ++i) rows[i] = row_ptr(m0 + i) + 4 * s_lo;
         MicroArgs a{};
         a.x_rows = rows;
-        a.w = packed + static_cast<std::size_t>(pn) * panel_bytes_ + static_cast<std::size_t>(s_lo * nb);
+        a.w = packed + static_cast<std::size_t>(pn) * panel_bytes_ + static_cast<std::size_t>(s_lo * s_.step_bytes);
         a.steps = s_hi - s_lo;
         if (S > 1) {
           a.raw = partial.data() + (si * M + m0) * np_ + n0;
@@ -550,9 +658,17 @@ Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::
 
 Result<void> validate_int8(const TMatMulProblem& p, const TMatMulConfig& c) {
   const Shape s = shape_of(c);
+  if (c.variant == TMatMulVariant::Base3) {
+    if (c.isa != Isa::Avx512Vnni && c.isa != Isa::Amx)
+      return bad("variant=base3 needs isa=avx512_vnni (with AVX512-VBMI) or amx, not " + std::string(isa_name(c.isa)));
+    if (c.vector_bits != 512) return bad("variant=base3 needs vec=512 (its table lookups are zmm vpermi2b)");
+    if (p.K > kMaxMaskDotK)
+      return bad("variant=base3 needs K <= " + std::to_string(kMaxMaskDotK) +
+                 " (its 64x-scaled int32 accumulator must not wrap), K = " + std::to_string(p.K));
+  }
   if (c.n_block % s.group != 0)
-    return bad("nb=" + std::to_string(c.n_block) + ": n_block must be a multiple of " + std::to_string(s.group) +
-               " (4 x the int32 lanes of vec=" + std::to_string(c.vector_bits) + ")");
+    return bad("nb=" + std::to_string(c.n_block) + ": n_block must be a multiple of " + std::to_string(s.group) + " (" +
+               std::to_string(s.fields) + " x the int32 lanes of vec=" + std::to_string(c.vector_bits) + ")");
   if (c.m_block > kMaxMBlock)
     return bad("mb=" + std::to_string(c.m_block) + ": m_block must be at most " + std::to_string(kMaxMBlock));
   if (c.k_unroll > kMaxKUnroll)

@@ -18,7 +18,8 @@ namespace ternjit::targets::x86::detail {
 Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& problem, std::string signature,
                                  std::size_t size, std::size_t slack = 0);
 
-// tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni).
+// tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni),
+// and Base3 (1.6-bit weights) on Avx512Vnni and Amx with AVX512-VBMI.
 Result<void> validate_int8(const TMatMulProblem& problem, const TMatMulConfig& config);
 Result<std::unique_ptr<TMatMulKernel>> create_int8(const TMatMulProblem& problem, const TMatMulConfig& config);
 

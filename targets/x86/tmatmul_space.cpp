@@ -37,6 +37,11 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
     variants.push_back(TMatMulVariant::Dot);
     if (p.K <= kMaxMaskDotK) variants.push_back(TMatMulVariant::MaskDot);
     if (isa == Isa::Amx && p.M >= 16) variants.push_back(TMatMulVariant::Amx);
+    // Base3 (1.6-bit): zmm on avx512_vnni/amx hosts with VBMI; not per K group (a group's
+    // K is too short for the smaller stream to pay off; the grouped kernel is untested on it).
+    if ((isa == Isa::Avx512Vnni || isa == Isa::Amx) && host_isas().avx512_vbmi && p.K <= kMaxMaskDotK &&
+        p.w_scale_group == 0)
+      variants.push_back(TMatMulVariant::Base3);
   } else {
     variants.push_back(TMatMulVariant::Float);
   }
@@ -51,7 +56,10 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
   for (TMatMulVariant v : variants)
     for (int vec : vecs) {
       const int lanes = vec / 32;
-      const int unit = v == TMatMulVariant::Float ? std::max(16, lanes) : v == TMatMulVariant::Amx ? 16 : 4 * lanes;
+      const int unit = v == TMatMulVariant::Float   ? std::max(16, lanes)
+                       : v == TMatMulVariant::Amx   ? 16
+                       : v == TMatMulVariant::Base3 ? 5 * lanes
+                                                    : 4 * lanes;
       for (int nmul = 1; nmul <= 4; ++nmul)
         for (int mb : kMBlocks) {
           if (mb > p.M) continue;
@@ -83,9 +91,10 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
 }
 
 std::string describe_space() {
-  return "variant: dot, mask_dot (K <= 131071), amx (isa amx, M >= 16) for i8 x; float for float x\n"
+  return "variant: dot, mask_dot (K <= 131071), amx (isa amx, M >= 16), base3 (K <= 131071, avx512_vnni + VBMI,\n"
+         "         vec=512, no K groups) for i8 x; float for float x\n"
          "vec: 256, and 512 on avx512 ISAs\n"
-         "nb: 1..4 x (4 x int32 lanes) for i8; 1..4 x 16 for float\n"
+         "nb: 1..4 x (4 x int32 lanes) for i8 (base3: 5 x lanes); 1..4 x 16 for float\n"
          "mb: 1,2,3,4,6,8,12,16 (<= M)\n"
          "ku: 1,2,4    pf: 0,1024,4096\n"
          "t: powers of 2 below --threads, and --threads\n"
@@ -102,7 +111,8 @@ double estimated_cost(const TMatMulProblem& p, const TMatMulConfig& c) {
   const std::int64_t n_pad = ceil_div(p.N, c.n_block) * c.n_block;
   const std::int64_t m_blocks = ceil_div(p.M, mb);
   const std::int64_t m_pad = m_blocks * mb;
-  const double weight_bytes = static_cast<double>(p.K) * static_cast<double>(n_pad) / 4.0;
+  const bool base3 = c.variant == TMatMulVariant::Base3;
+  const double weight_bytes = static_cast<double>(p.K) * static_cast<double>(n_pad) / (base3 ? 5.0 : 4.0);
   const double x_bytes = static_cast<double>(p.M * p.K) * (p.x_kind == ElemKind::I8 ? 1.0 : 4.0);
   const double y_bytes = static_cast<double>(p.M * p.N) * 4.0;
   // The weights stream from memory once; every further row block re-reads them from cache
@@ -115,10 +125,11 @@ double estimated_cost(const TMatMulProblem& p, const TMatMulConfig& c) {
   double instr = macs / (lanes_bytes * (c.variant == TMatMulVariant::Float ? 0.25 : 1.0));
   // Decoding the packed weights: once per row block (dot: shifts and masks per vector;
   // mask_dot: one AND per 2-bit field, dots run on the packed bytes).
-  const double decode_per_vec = c.variant == TMatMulVariant::MaskDot ? 1.0 : 3.0;
+  // base3: 2 permutes, 2 mask ops and 3 ANDs per 320 weights, ~1.8 per 64.
+  const double decode_per_vec = c.variant == TMatMulVariant::MaskDot ? 1.0 : base3 ? 1.8 : 3.0;
   instr += static_cast<double>(m_blocks) * (static_cast<double>(p.K) * n_pad / lanes_bytes) * decode_per_vec /
            static_cast<double>(std::max<std::int64_t>(1, mb));
-  if (c.variant == TMatMulVariant::MaskDot) instr *= 1.3;  // four scaled fields per byte
+  if (c.variant == TMatMulVariant::MaskDot || base3) instr *= 1.3;  // the scaled fields per byte
   // Loop overhead shrinks with unrolling; a narrow panel reloads x broadcasts more often.
   instr *= 1.0 + 0.15 / c.k_unroll + 0.2 / (c.n_block / (c.vector_bits / 8.0));
   if (c.prefetch_bytes > 0) instr *= 1.01;  // hardware prefetch already follows the stream

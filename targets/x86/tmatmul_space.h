@@ -4,9 +4,10 @@
 // The search space of one (problem, isa) is the cross product of the knob ranges below,
 // restricted by the declared constraints, and then by validate(): every config returned
 // can be generated, so the tuner never discovers an invalid combination by a crash.
-//   variant        int8 x: dot, mask_dot (K <= 131071), amx (isa amx, M >= 16); float x: float
+//   variant        int8 x: dot, mask_dot (K <= 131071), amx (isa amx, M >= 16), base3 (K <= 131071,
+//                  isa avx512_vnni/amx on a host with AVX512-VBMI, vec 512, no K groups); float x: float
 //   vector_bits    256; 512 on the avx512 family
-//   n_block        int8: {1,2,3,4} x the group (4 x int32 lanes); float: {1,2,3,4} x 16 (and lanes)
+//   n_block        int8: {1,2,3,4} x the group (4 x int32 lanes; base3 5 x); float: {1,2,3,4} x 16 (and lanes)
 //   m_block        {1,2,3,4,6,8,12,16}, <= M (a larger block runs as M rows: equivalent, left out)
 //   k_unroll       {1, 2, 4}
 //   prefetch_bytes {0, 1024, 4096}

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// tmatmul_int8_test.cpp - the Dot/MaskDot int8 ternary matmul kernels against the reference, bit for bit.
+// tmatmul_int8_test.cpp - the Dot/MaskDot/Base3 int8 ternary matmul kernels against the reference, bit for bit.
 //
 // Every case: fresh random x and weights, outputs poisoned with NaN, compared bit-exactly
 // with a scalar reference computed as ir/interpret.cpp does (wrapping int32 sum, f32
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "ir/parse.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul.h"
+#include "targets/x86/tmatmul_space.h"
 #include "tests/unit/x86/x86_testing.h"
 
 namespace ternjit::targets::x86 {
@@ -140,12 +142,19 @@ void set_epilogue(TMatMulProblem& p, int combo) {
   if (combo == 3) p.x_scale = p.w_scale = p.w_scale_per_channel = p.bias = p.residual = p.relu = true;
 }
 
-// Runs the shape list on one (isa, variant, vec) with knobs varied per shape.
-void sweep(Isa isa, TMatMulVariant variant, int vec) {
-  const int group = 4 * vec / 32;
+// Base3's own shapes on top: M = 1, 2, 3, 8; K not a multiple of 4, 5 or 64 (and
+// multiples); N around its 80-column groups (79, 81, 161, 239, 240).
+constexpr Shape3 kBase3Shapes[] = {
+    {1, 67, 79}, {2, 321, 81},  {3, 1001, 161}, {8, 130, 239}, {1, 2563, 240}, {2, 5, 400},
+    {3, 64, 1},  {8, 999, 163}, {1, 1280, 80},  {1, 4099, 17}, {4, 77, 320},   {1, 1, 160},
+};
+
+// Runs a shape list on one (isa, variant, vec) with knobs varied per shape.
+void sweep(Isa isa, TMatMulVariant variant, int vec, std::span<const Shape3> shapes = kShapes) {
+  const int group = (variant == TMatMulVariant::Base3 ? 5 : 4) * vec / 32;
   int ran = 0;
-  for (std::size_t si = 0; si < std::size(kShapes); ++si) {
-    const Shape3 sh = kShapes[si];
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    const Shape3 sh = shapes[si];
     TMatMulProblem p;
     p.M = sh.M;
     p.K = sh.K;
@@ -182,7 +191,7 @@ void sweep(Isa isa, TMatMulVariant variant, int vec) {
     }
     ++ran;
   }
-  CHECK(ran == static_cast<int>(std::size(kShapes)));
+  CHECK(ran == static_cast<int>(shapes.size()));
 }
 
 bool host_runs(Isa isa) { return host_isas().supports(isa); }
@@ -203,6 +212,39 @@ void sweep_isa(Isa isa) {
 TEST_CASE("tmatmul i8 dot and mask_dot [avx2]") { sweep_isa(Isa::Avx2); }
 TEST_CASE("tmatmul i8 dot and mask_dot [avx512]") { sweep_isa(Isa::Avx512); }
 TEST_CASE("tmatmul i8 dot and mask_dot [avx512_vnni]") { sweep_isa(Isa::Avx512Vnni); }
+
+TEST_CASE("tmatmul i8 base3 [avx512_vnni]") {
+  if (!host_runs(Isa::Avx512Vnni) || !host_isas().avx512_vbmi) {
+    MESSAGE("skipped: host lacks avx512_vnni or avx512_vbmi");
+    return;
+  }
+  sweep(Isa::Avx512Vnni, TMatMulVariant::Base3, 512, kBase3Shapes);
+  sweep(Isa::Avx512Vnni, TMatMulVariant::Base3, 512);
+  // Extreme x against all +1 / all -1 columns: the 64x-scaled field's accumulator at its
+  // largest, and the raw-byte field's wrapped sum (81^-1 recovery) with K near the limit.
+  for (XMode mode : {XMode::Min, XMode::Max, XMode::MinMax}) {
+    TMatMulProblem p;
+    p.M = 2;
+    p.K = 131071;
+    p.N = 83;
+    set_epilogue(p, 3);
+    TMatMulConfig c = default_config(p, Isa::Avx512Vnni, 2);
+    c.variant = TMatMulVariant::Base3;
+    c.n_block = 80;
+    c.m_block = 2;
+    c.split_k = mode == XMode::MinMax ? 2 : 1;
+    REQUIRE(validate(p, c).ok());
+    auto k = TMatMulKernel::create(p, c);
+    REQUIRE(k.ok());
+    const Inputs in = make_inputs(p, 78, mode);
+    auto pw = (*k)->pack(in.w);
+    REQUIRE(pw.ok());
+    CHECK(pw->signature.rfind("i8t3.v1:", 0) == 0);
+    // 1.6 bits a weight: ceil(K/4) steps x 64 bytes per 80 columns.
+    CHECK(pw->size == static_cast<std::size_t>((p.K + 3) / 4 * 64 * 2));
+    expect_bits(reference(p, in), run_kernel(**k, *pw, in, 2), p.N, c.str());
+  }
+}
 
 TEST_CASE("tmatmul i8 extreme x with many threads and split-K") {
   for (Isa isa : kHostTestIsas) {
@@ -232,7 +274,8 @@ TEST_CASE("tmatmul i8 extreme x with many threads and split-K") {
 
 TEST_CASE("tmatmul i8 default configs are valid and correct") {
   for (Isa isa : kAllIsas) {
-    for (Shape3 sh : {Shape3{1, 4096, 64}, Shape3{1, 200000, 8}, Shape3{8, 63, 257}, Shape3{100, 257, 63}}) {
+    for (Shape3 sh : {Shape3{1, 4096, 64}, Shape3{1, 200000, 8}, Shape3{8, 63, 257}, Shape3{100, 257, 63},
+                      Shape3{2, 257, 130}, Shape3{1, 4099, 4100}}) {
       TMatMulProblem p;
       p.M = sh.M;
       p.K = sh.K;
@@ -251,6 +294,36 @@ TEST_CASE("tmatmul i8 default configs are valid and correct") {
       expect_bits(reference(p, in), run_kernel(**k, *pw, in, 2), p.N, c.str());
     }
   }
+}
+
+TEST_CASE("tmatmul i8 default config picks base3 for a large M = 1 layer only where it runs") {
+  TMatMulProblem p;
+  p.M = 1;
+  p.K = 4096;
+  p.N = 14336;
+  set_epilogue(p, 1);
+  const bool vbmi = host_isas().avx512_vbmi;
+  CHECK((default_config(p, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Base3) == vbmi);
+  CHECK(default_config(p, Isa::Avx512Vnni, 1, false).variant == TMatMulVariant::MaskDot);
+  CHECK(default_config(p, Isa::Avx512, 1).variant == TMatMulVariant::MaskDot);
+  TMatMulProblem small = p;
+  small.N = 2560;
+  small.K = 2560;
+  CHECK(default_config(small, Isa::Avx512Vnni, 1).variant == TMatMulVariant::MaskDot);
+  TMatMulProblem rows = p;
+  rows.M = 8;
+  CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Dot);
+  rows.M = 2;
+  CHECK(default_config(rows, Isa::Avx512Vnni, 1).variant == TMatMulVariant::Dot);
+  TMatMulProblem grouped = p;
+  grouped.w_scale_per_channel = false;
+  grouped.w_scale_group = 256;
+  CHECK(default_config(grouped, Isa::Avx512Vnni, 1).variant != TMatMulVariant::Base3);
+  for (const TMatMulConfig& c : search_space(p, Isa::Avx512Vnni, 2))
+    if (c.variant == TMatMulVariant::Base3) {
+      CHECK(vbmi);
+      CHECK(validate(p, c).ok());
+    }
 }
 
 TEST_CASE("tmatmul i8 kernel runs concurrently from several threads") {
@@ -457,6 +530,33 @@ TEST_CASE("tmatmul i8 validate names the bad knob") {
   TMatMulProblem fl = p;
   fl.x_kind = ElemKind::F32;
   expect_error(fl, base(), "variant=dot");
+  // Base3: zmm on avx512_vnni (or amx) only, n_block in 80-column groups, K <= 131071.
+  c = base();
+  c.variant = TMatMulVariant::Base3;
+  c.n_block = 80;
+  REQUIRE(validate(p, c).ok());
+  c.isa = Isa::Avx512;
+  expect_error(p, c, "variant=base3 needs isa=avx512_vnni");
+  c.isa = Isa::Avx2;
+  c.vector_bits = 256;
+  expect_error(p, c, "variant=base3 needs isa=avx512_vnni");
+  c.isa = Isa::Avx512Vnni;
+  expect_error(p, c, "variant=base3 needs vec=512");
+  c.vector_bits = 512;
+  c.n_block = 64;
+  expect_error(p, c, "nb=64");
+  c.n_block = 80;
+  expect_error(big, c, "variant=base3 needs K <=");
+  c.m_block = 4;
+  c.n_block = 160;
+  expect_error(p, c, "registers");
+  c.m_block = 1;
+  c.n_block = 80;
+  TMatMulProblem grouped = p;
+  grouped.w_scale = true;
+  grouped.w_scale_group = 32;
+  expect_error(grouped, c, "variant=base3 does not take a grouped w_scale");
+  CHECK(TMatMulConfig::parse("variant=base3")->variant == TMatMulVariant::Base3);
 }
 
 TEST_CASE("tmatmul i8 pack rejects weights outside {-1, 0, 1} naming the index") {
