@@ -8,8 +8,11 @@
 //   bwd_dx    the backward with respect to x only (frozen weights): one ternary tmatmul
 //             by the transposed weights, which are packed once at load
 //   bwd_dx_dw the backward with respect to x and the latent weights: adds the f32 weight
-//             gradient q^T (dy x_scale), a dense matmul the x86 target runs as a
-//             reference step (no dense-matmul kernel yet: see docs/training.md)
+//             gradient q^T (dy x_scale), the x86 dense f32 matmul kernel
+//   bwd_dx_int8, bwd_dx_dw_int8  the same with GradOptions::int8_dx (opt-in lower
+//             precision): dy quantized to int8 per row, dx on the int8 ternary kernel
+//   dw_write_floor  writing the K x N f32 weight gradient once (std::fill of 70.8 MB):
+//             what any f32 dW costs at least, whatever its kernel
 //   torch_*   where libtorch is found (Debian libtorch-dev): the same layer in torch f32
 //             with the straight-through estimators written as x + (q(x) - x).detach(),
 //             one thread: its forward, backward w.r.t. x, and w.r.t. x and the weights
@@ -53,6 +56,7 @@ struct Fixture {
   ternjit::Engine engine;
   ternjit::Program dx_only;  // L.forward.bwd with respect to x
   ternjit::Program dx_dw;    // with respect to x and @L.w
+  ternjit::Program dx_only_int8, dx_dw_int8;  // the same with GradOptions::int8_dx
   std::vector<float> w;
 
   static Fixture make() {
@@ -66,18 +70,20 @@ struct Fixture {
       e = ternjit::Engine::create(o);
     }
     if (!e.ok()) std::abort();
-    ternjit::Program dx_only = program(*e, {"x"}), dx_dw = program(*e, {"x", "@L.w"});
-    Fixture f{std::move(e.value()), std::move(dx_only), std::move(dx_dw), {}};
+    ternjit::Program dx_only = program(*e, {"x"}, false), dx_dw = program(*e, {"x", "@L.w"}, false);
+    ternjit::Program dx_only8 = program(*e, {"x"}, true), dx_dw8 = program(*e, {"x", "@L.w"}, true);
+    Fixture f{std::move(e.value()), std::move(dx_only), std::move(dx_dw), std::move(dx_only8), std::move(dx_dw8), {}};
     f.w = ternjit::ir::HostTensor::random(ternjit::ElemKind::F32, {kK, kN}, 1).to_f32();
-    for (ternjit::Program* p : {&f.dx_only, &f.dx_dw})
+    for (ternjit::Program* p : {&f.dx_only, &f.dx_dw, &f.dx_only_int8, &f.dx_dw_int8})
       if (!p->bind("L.w", {f.w.data(), ternjit::ElemKind::F32, {kK, kN}}).ok()) std::abort();
     return f;
   }
-  static ternjit::Program program(ternjit::Engine& e, std::vector<std::string> wrt) {
+  static ternjit::Program program(ternjit::Engine& e, std::vector<std::string> wrt, bool int8_dx) {
     auto m = ternjit::Module::from_text(kLayer, "bitlinear_qat.tir");
     if (!m.ok()) std::abort();
     ternjit::GradOptions go;
     go.wrt = std::move(wrt);
+    go.int8_dx = int8_dx;
     if (!ternjit::grad(*m, "L.forward", go).ok()) std::abort();
     auto p = e.compile(*m);
     if (!p.ok()) std::abort();
@@ -90,7 +96,7 @@ Fixture& fixture() {
   return f;
 }
 
-enum class Row { Forward, BackwardDx, BackwardDxDw };
+enum class Row { Forward, BackwardDx, BackwardDxDw, BackwardDxInt8, BackwardDxDwInt8, DwWriteFloor };
 
 std::map<std::pair<Row, std::int64_t>, double>& ternjit_ms() {
   static std::map<std::pair<Row, std::int64_t>, double> ms;  // per row and M, for the ratios
@@ -119,7 +125,10 @@ void BM_Layer(benchmark::State& state, Row row) {
   const std::int64_t m = state.range(0);
   std::vector<float> x = ternjit::ir::HostTensor::random(ternjit::ElemKind::F32, {m, kK}, 2).to_f32();
   std::vector<float> dy = ternjit::ir::HostTensor::random(ternjit::ElemKind::F32, {m, kN}, 3).to_f32();
-  ternjit::Program& p = row == Row::BackwardDxDw ? f.dx_dw : f.dx_only;
+  ternjit::Program& p = row == Row::BackwardDxDw       ? f.dx_dw
+                        : row == Row::BackwardDxInt8   ? f.dx_only_int8
+                        : row == Row::BackwardDxDwInt8 ? f.dx_dw_int8
+                                                       : f.dx_only;
   // L.forward.fwd once: its saved tensors are the backward's last inputs.
   std::vector<ternjit::TensorView> fwd_in{{x.data(), ternjit::ElemKind::F32, {m, kK}}};
   auto fwd = p.kernel("L.forward.fwd", fwd_in);
@@ -188,12 +197,33 @@ void BM_Torch(benchmark::State& state, Row row) {
 }
 #endif
 
+// The floor of any f32 weight gradient: its K x N result written once.
+void BM_DwWriteFloor(benchmark::State& state) {
+  const std::int64_t m = state.range(0);
+  std::vector<float> dw(static_cast<std::size_t>(kK * kN));
+  double total_ms = 0;
+  float v = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::fill(dw.begin(), dw.end(), v += 1);
+    benchmark::DoNotOptimize(dw.data());
+    benchmark::ClobberMemory();
+    total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double ms = total_ms / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  state.counters["ms"] = ms;
+  if (ternjit_ms().contains({Row::Forward, m})) state.counters["vs_forward"] = ms / ternjit_ms()[{Row::Forward, m}];
+}
+
 // Forward first for each M, so the backward rows can report vs_forward.
 void register_all() {
   for (std::int64_t m : {8, 32, 128}) {
     benchmark::RegisterBenchmark("forward", BM_Layer, Row::Forward)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx", BM_Layer, Row::BackwardDx)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark("bwd_dx_dw", BM_Layer, Row::BackwardDxDw)->Arg(m)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_dx_dw", BM_Layer, Row::BackwardDxDw)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_dx_int8", BM_Layer, Row::BackwardDxInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_dx_dw_int8", BM_Layer, Row::BackwardDxDwInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("dw_write_floor", BM_DwWriteFloor)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
 #ifdef TERNJIT_BENCH_TORCH
     benchmark::RegisterBenchmark("torch_forward", BM_Torch, Row::Forward)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("torch_bwd_dx", BM_Torch, Row::BackwardDx)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
