@@ -11,8 +11,8 @@
 //             gradient q^T (dy x_scale), the x86 dense f32 matmul kernel
 //   bwd_dx_int8, bwd_dx_dw_int8  the same with GradOptions::int8_dx (opt-in lower
 //             precision): dy quantized to int8 per row, dx on the int8 ternary kernel
-//   dw_write_floor  writing the K x N f32 weight gradient once (std::fill of 70.8 MB):
-//             what any f32 dW costs at least, whatever its kernel
+//   dw_write_floor  writing the K x N f32 weight gradient once (70.8 MB, streaming
+//             stores): what any f32 dW costs at least, whatever its kernel
 //   torch_*   where libtorch is found (Debian libtorch-dev): the same layer in torch f32
 //             with the straight-through estimators written as x + (q(x) - x).detach(),
 //             one thread: its forward, backward w.r.t. x, and w.r.t. x and the weights
@@ -23,7 +23,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <immintrin.h>
+
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -102,6 +105,33 @@ std::map<std::pair<Row, std::int64_t>, double>& ternjit_ms() {
   static std::map<std::pair<Row, std::int64_t>, double> ms;  // per row and M, for the ratios
   return ms;
 }
+std::map<std::pair<Row, std::int64_t>, double>& ternjit_cpu_ms() {
+  static std::map<std::pair<Row, std::int64_t>, double> ms;  // the same in CPU time
+  return ms;
+}
+
+// The process's CPU time in ms: one thread works (threads = 1), so on a loaded machine
+// this is the time the work took, without the time other processes held the core.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// The counters of a ternjit row: ms and cpu_ms per call; backward rows the ratios to
+// the forward of the same M, by wall clock (vs_forward) and by CPU time (cpu_vs_forward).
+void record(benchmark::State& state, Row row, std::int64_t m, double total_ms, double total_cpu_ms) {
+  const auto n = static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  const double ms = total_ms / n, cms = total_cpu_ms / n;
+  state.counters["ms"] = ms;
+  state.counters["cpu_ms"] = cms;
+  ternjit_ms()[{row, m}] = ms;
+  ternjit_cpu_ms()[{row, m}] = cms;
+  if (row != Row::Forward && ternjit_ms().contains({Row::Forward, m})) {
+    state.counters["vs_forward"] = ms / ternjit_ms()[{Row::Forward, m}];
+    state.counters["cpu_vs_forward"] = cms / ternjit_cpu_ms()[{Row::Forward, m}];
+  }
+}
 
 std::size_t bytes_of(const ternjit::TensorView& t) {
   std::size_t n = 1;
@@ -109,13 +139,17 @@ std::size_t bytes_of(const ternjit::TensorView& t) {
   return n * std::max<std::size_t>(1, ternjit::elem_bits(t.kind) / 8);
 }
 
-// Buffers for `kernel`'s outputs (owned by `bytes`) as views.
+// Buffers for `kernel`'s outputs (owned by `bytes`) as views, 64-byte aligned as torch's
+// allocator aligns them: the f32 matmul kernel streams a large C (the weight gradient)
+// with vmovntps only into 64-byte aligned rows (targets/x86/matmul.cpp).
 std::vector<ternjit::TensorView> output_views(const ternjit::Kernel& kernel, std::vector<std::vector<std::uint8_t>>& bytes) {
   std::vector<ternjit::TensorView> views;
   bytes.reserve(kernel.outputs().size());
   for (const ternjit::TensorView& o : kernel.outputs()) {
-    bytes.emplace_back(bytes_of(o));
-    views.push_back({bytes.back().data(), o.kind, o.shape});
+    bytes.emplace_back(bytes_of(o) + 64);
+    auto* p = bytes.back().data();
+    p += (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
+    views.push_back({p, o.kind, o.shape});
   }
   return views;
 }
@@ -145,18 +179,16 @@ void BM_Layer(benchmark::State& state, Row row) {
   // Warm-up outside timing: the first call specializes, compiles and loads the kernel.
   if (!(row == Row::Forward ? p.run("L.forward", fwd_in, y_out).ok() : p.run("L.forward.bwd", bwd_in, bwd_out).ok()))
     std::abort();
-  double total_ms = 0;
+  double total_ms = 0, total_cpu_ms = 0;
   for (auto _ : state) {
+    const double c0 = cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = row == Row::Forward ? p.run("L.forward", fwd_in, y_out).ok() : p.run("L.forward.bwd", bwd_in, bwd_out).ok();
     total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    total_cpu_ms += cpu_ms() - c0;
     if (!ok) state.SkipWithError("run failed");
   }
-  const double ms = total_ms / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
-  state.counters["ms"] = ms;
-  ternjit_ms()[{row, m}] = ms;
-  if (row != Row::Forward && ternjit_ms().contains({Row::Forward, m}))
-    state.counters["vs_forward"] = ms / ternjit_ms()[{Row::Forward, m}];
+  record(state, row, m, total_ms, total_cpu_ms);
 }
 
 #ifdef TERNJIT_BENCH_TORCH
@@ -197,22 +229,36 @@ void BM_Torch(benchmark::State& state, Row row) {
 }
 #endif
 
-// The floor of any f32 weight gradient: its K x N result written once.
+// Fills n floats (64-byte aligned) with v by streaming stores: writing without reading
+// the lines first, as the f32 matmul kernel stores a large C.
+__attribute__((target("avx512f"))) void stream_fill(float* p, std::size_t n, float v) {
+  const __m512 x = _mm512_set1_ps(v);
+  for (std::size_t i = 0; i + 16 <= n; i += 16) _mm512_stream_ps(p + i, x);
+  _mm_sfence();
+}
+
+// The floor of any f32 weight gradient: its K x N result written once (streaming
+// stores where AVX-512 exists, else std::fill).
 void BM_DwWriteFloor(benchmark::State& state) {
   const std::int64_t m = state.range(0);
-  std::vector<float> dw(static_cast<std::size_t>(kK * kN));
-  double total_ms = 0;
+  std::vector<float> storage(static_cast<std::size_t>(kK * kN) + 16);
+  float* dw = storage.data() + (16 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64 / 4) % 16;
+  const std::size_t n = static_cast<std::size_t>(kK * kN);
+  const bool nt = __builtin_cpu_supports("avx512f");
+  double total_ms = 0, total_cpu_ms = 0;
   float v = 0;
   for (auto _ : state) {
+    const double c0 = cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
-    std::fill(dw.begin(), dw.end(), v += 1);
-    benchmark::DoNotOptimize(dw.data());
+    v += 1;
+    if (nt) stream_fill(dw, n, v);
+    else std::fill(dw, dw + n, v);
+    benchmark::DoNotOptimize(dw);
     benchmark::ClobberMemory();
     total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    total_cpu_ms += cpu_ms() - c0;
   }
-  const double ms = total_ms / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
-  state.counters["ms"] = ms;
-  if (ternjit_ms().contains({Row::Forward, m})) state.counters["vs_forward"] = ms / ternjit_ms()[{Row::Forward, m}];
+  record(state, Row::DwWriteFloor, m, total_ms, total_cpu_ms);
 }
 
 // Forward first for each M, so the backward rows can report vs_forward.

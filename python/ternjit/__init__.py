@@ -212,8 +212,16 @@ class TensorSpec(collections.namedtuple("TensorSpec", ["shape", "dtype"])):
         return _NUMPY_OF[_DTYPE_BY_NAME[self.dtype]]
 
     def empty(self):
-        """A new uninitialized numpy array of this spec."""
-        return np.empty(self.shape, dtype=self.numpy_dtype)
+        """A new uninitialized numpy array of this spec, its data 64-byte aligned (numpy
+        aligns to 16 only): the x86 kernels store a large result (a weight gradient) with
+        streaming stores only into 64-byte aligned rows, about twice as fast."""
+        dtype = np.dtype(self.numpy_dtype)
+        n = 1
+        for d in self.shape:
+            n *= d
+        raw = np.empty(n * dtype.itemsize + 64, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % 64
+        return raw[offset:offset + n * dtype.itemsize].view(dtype).reshape(self.shape)
 
 
 class _Inputs:
