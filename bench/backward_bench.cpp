@@ -13,6 +13,9 @@
 //             precision): dy quantized to int8 per row, dx on the int8 ternary kernel
 //   dw_write_floor  writing the K x N f32 weight gradient once (70.8 MB, streaming
 //             stores): what any f32 dW costs at least, whatever its kernel
+//   peak_f32_fma, peak_int8_vnni  M x K x N multiply-adds at the core's peak, measured by
+//             a tight loop of vfmadd231ps / vpdpbusd zmm: the compute floors of an f32
+//             product (exact dx, dW) and an int8 one (the forward, int8 dx)
 //   torch_*   where libtorch is found (Debian libtorch-dev): the same layer in torch f32
 //             with the straight-through estimators written as x + (q(x) - x).detach(),
 //             one thread: its forward, backward w.r.t. x, and w.r.t. x and the weights
@@ -261,6 +264,55 @@ void BM_DwWriteFloor(benchmark::State& state) {
   record(state, Row::DwWriteFloor, m, total_ms, total_cpu_ms);
 }
 
+// Tight loops of independent multiply-adds: the core's peak in f32 FMA (vfmadd231ps zmm,
+// 16 multiply-adds) and int8 VNNI (vpdpbusd zmm, 64), in multiply-adds per ms of CPU.
+__attribute__((target("avx512f,fma"))) double fma_peak_per_ms() {
+  constexpr int kAcc = 12, kIters = 400000;
+  __m512 acc[kAcc];
+  for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512 a = _mm512_set1_ps(0.999999F), b = _mm512_set1_ps(1e-7F);
+  const double c0 = cpu_ms();
+  for (int i = 0; i < kIters; ++i) {
+#pragma GCC unroll 12  // the accumulators stay in registers
+    for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  const double ms = cpu_ms() - c0;
+  for (int j = 0; j < kAcc; ++j) benchmark::DoNotOptimize(acc[j]);
+  return 16.0 * kAcc * kIters / ms;
+}
+__attribute__((target("avx512f,avx512vnni"))) double vnni_peak_per_ms() {
+  constexpr int kAcc = 12, kIters = 400000;
+  __m512i acc[kAcc];
+  for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_set1_epi32(j);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  const double c0 = cpu_ms();
+  for (int i = 0; i < kIters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  }
+  const double ms = cpu_ms() - c0;
+  for (int j = 0; j < kAcc; ++j) benchmark::DoNotOptimize(acc[j]);
+  return 64.0 * kAcc * kIters / ms;
+}
+
+// The time one M x K x N matmul takes at that peak (`Row` picks which), as a row with
+// the forward ratio: the compute floor of an f32 (dx exact, dW) or int8 (forward,
+// int8 dx) product of the layer's size.
+void BM_Peak(benchmark::State& state, bool vnni) {
+  const std::int64_t m = state.range(0);
+  if (!__builtin_cpu_supports("avx512f") || (vnni && !__builtin_cpu_supports("avx512vnni"))) {
+    state.SkipWithError("no AVX-512 (VNNI) on this CPU");
+    return;
+  }
+  double best = 0;
+  for (auto _ : state) best = std::max(best, vnni ? vnni_peak_per_ms() : fma_peak_per_ms());
+  const double ms = static_cast<double>(m * kK * kN) / best;
+  state.counters["cpu_ms"] = ms;
+  state.counters["gmacs"] = best * 1e-6;
+  if (ternjit_cpu_ms().contains({Row::Forward, m}))
+    state.counters["cpu_vs_forward"] = ms / ternjit_cpu_ms()[{Row::Forward, m}];
+}
+
 // Forward first for each M, so the backward rows can report vs_forward.
 void register_all() {
   for (std::int64_t m : {8, 32, 128}) {
@@ -270,6 +322,8 @@ void register_all() {
     benchmark::RegisterBenchmark("bwd_dx_int8", BM_Layer, Row::BackwardDxInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx_dw_int8", BM_Layer, Row::BackwardDxDwInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("dw_write_floor", BM_DwWriteFloor)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("peak_f32_fma", BM_Peak, false)->Arg(m)->Iterations(5)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("peak_int8_vnni", BM_Peak, true)->Arg(m)->Iterations(5)->Unit(benchmark::kMillisecond);
 #ifdef TERNJIT_BENCH_TORCH
     benchmark::RegisterBenchmark("torch_forward", BM_Torch, Row::Forward)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("torch_bwd_dx", BM_Torch, Row::BackwardDx)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
