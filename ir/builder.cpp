@@ -57,6 +57,9 @@ Result<std::vector<ValueId>> Builder::create(Op op, std::vector<ValueId> operand
                                              std::vector<Type> declared, SourceLoc loc,
                                              std::vector<BlockCall> targets) {
   TERNJIT_CHECK(block_.valid(), "Builder::create without a block");
+  // The quantizers' attributes are all optional: NoAttrs stands for their defaults (as
+  // in Function::append_inst).
+  if (attrs_kind(op) == AttrsKind::Ste && std::holds_alternative<NoAttrs>(attrs)) attrs = SteAttrs{};
   std::vector<Type> types;
   types.reserve(operands.size());
   for (ValueId v : operands) {

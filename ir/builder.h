@@ -24,7 +24,8 @@ class Builder {
   [[nodiscard]] BlockId block() const { return block_; }
   [[nodiscard]] Function& function() { return f_; }
 
-  /// Creates `op` on `operands`; returns all its results.
+  /// Creates `op` on `operands`; returns all its results. For an op whose attributes are
+  /// all optional (SteAttrs: the quantizers), NoAttrs{} means the defaults.
   Result<std::vector<ValueId>> create(Op op, std::vector<ValueId> operands, Attrs attrs = NoAttrs{},
                                       std::vector<Type> declared = {}, SourceLoc loc = {},
                                       std::vector<BlockCall> targets = {});

@@ -85,7 +85,14 @@ Result<void> Interpreter::bind_dim(Frame& fr, SymbolId sym, std::int64_t extent,
 
 Result<void> Interpreter::bind_tensor(Frame& fr, const Type& declared, const HostTensor& t,
                                       const std::string& what, const SourceLoc& loc) {
-  if (auto v = validate(t, what); !v.ok()) return fail_at(loc, v.error().message);
+  if (options_.f32_as_f64 && t.kind == ElemKind::F32) {
+    // Any double is an f32 value in this mode: validate everything but representability.
+    HostTensor rounded = t;
+    for (double& v : rounded.data) v = static_cast<double>(static_cast<float>(v));
+    if (auto v = validate(rounded, what); !v.ok()) return fail_at(loc, v.error().message);
+  } else if (auto v = validate(t, what); !v.ok()) {
+    return fail_at(loc, v.error().message);
+  }
   return bind_type(fr, declared, t.kind, t.shape, what, loc);
 }
 
@@ -342,12 +349,13 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
     case Op::Neg: case Op::Abs: case Op::Relu: case Op::Sigmoid: case Op::Tanh: case Op::Gelu:
     case Op::Silu: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: {
-      TERNJIT_TRY(auto r, elementwise(inst, inst.op, *ops[0], ops.size() > 1 ? ops[1] : nullptr, kind()));
+      TERNJIT_TRY(auto r, elementwise(inst, inst.op, *ops[0], ops.size() > 1 ? ops[1] : nullptr, kind(),
+                                      options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }
     case Op::Cast:
-      out.push_back(cast(*ops[0], std::get<CastAttrs>(inst.attrs).to));
+      out.push_back(cast(*ops[0], std::get<CastAttrs>(inst.attrs).to, options_.f32_as_f64));
       break;
 
     // ---------------------------------------------------------------- shape
@@ -372,20 +380,21 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
     case Op::Broadcast: out.push_back(broadcast_to(*ops[0], shapes[0])); break;
 
     // ---------------------------------------------------------------- linear algebra
-    case Op::MatMul: out.push_back(matmul(*ops[0], *ops[1], kind())); break;
+    case Op::MatMul: out.push_back(matmul(*ops[0], *ops[1], kind(), options_.f32_as_f64)); break;
     case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: {
       TERNJIT_TRY(std::size_t axis, axis_of(*ops[0]));
-      TERNJIT_TRY(auto r, reduce(inst, *ops[0], axis, std::get<AxisAttrs>(inst.attrs).keepdims, kind()));
+      TERNJIT_TRY(auto r,
+                  reduce(inst, *ops[0], axis, std::get<AxisAttrs>(inst.attrs).keepdims, kind(), options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }
     case Op::Softmax: {
       TERNJIT_TRY(std::size_t axis, axis_of(*ops[0]));
-      out.push_back(softmax(*ops[0], axis, kind()));
+      out.push_back(softmax(*ops[0], axis, kind(), options_.f32_as_f64));
       break;
     }
     case Op::RmsNorm:
-      out.push_back(rmsnorm(*ops[0], *ops[1], std::get<EpsAttrs>(inst.attrs).eps, kind()));
+      out.push_back(rmsnorm(*ops[0], *ops[1], std::get<EpsAttrs>(inst.attrs).eps, kind(), options_.f32_as_f64));
       break;
 
     // ---------------------------------------------------------------- quantization
@@ -396,7 +405,7 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       break;
     }
     case Op::Dequantize: {
-      TERNJIT_TRY(auto r, dequantize(inst, *ops[0], *ops[1], kind()));
+      TERNJIT_TRY(auto r, dequantize(inst, *ops[0], *ops[1], kind(), options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }
@@ -405,12 +414,12 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
     case Op::TMatMul: {
       if (ops.size() != 2 + static_cast<std::size_t>(std::get<TMatMulAttrs>(inst.attrs).num_epilogue()))
         return fail_at(inst.loc, "malformed 'tmatmul' instruction (operand count does not match its attributes)");
-      TERNJIT_TRY(auto r, tmatmul(inst, std::get<TMatMulAttrs>(inst.attrs), ops, kind()));
+      TERNJIT_TRY(auto r, tmatmul(inst, std::get<TMatMulAttrs>(inst.attrs), ops, kind(), options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }
     case Op::Ewise: {
-      TERNJIT_TRY(auto r, ewise(inst, std::get<EwiseAttrs>(inst.attrs), ops, kind()));
+      TERNJIT_TRY(auto r, ewise(inst, std::get<EwiseAttrs>(inst.attrs), ops, kind(), options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }

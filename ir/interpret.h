@@ -97,6 +97,19 @@ struct InterpretOptions {
   /// matmul runs ~1e8 multiply-adds a second): e.g. ~62,000 iterations of a loop over a
   /// 64x64 matmul, or one [512, 4096] x [4096, 4096] matmul twice over.
   std::uint64_t max_work = std::uint64_t{1} << 34;
+  /// A double-precision evaluation mode for checking gradients by finite differences
+  /// (tests/unit/autodiff): values of kind f32 are held and computed in double and never
+  /// rounded to f32 (f32 arguments may hold any double), so a central difference with a
+  /// small step is not drowned by f32 rounding. Every rule above applies with "f32"
+  /// read as "double" for an f32 result: binary ops compute in double; unary ops,
+  /// matmul, reductions, softmax, rmsnorm, tmatmul's float accumulation and epilogue
+  /// skip their final rounding. Unchanged: the other kinds (f16/bf16 results and casts
+  /// still round), integer arithmetic, and the quantizers, which are defined on f32 and
+  /// round their input to f32 first (their outputs are f32 values). Parameter values
+  /// (ParamValues) are stored in their declared kind, so they stay f32 values. No
+  /// compiled target has this mode: it is a property of the oracle, not of the IR (the
+  /// IR has no f64 kind; docs/training.md says why this mode rather than one).
+  bool f32_as_f64 = false;
 };
 
 /// Runs `f` (a function of `m`) on `args` with parameter values `params` and returns

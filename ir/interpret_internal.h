@@ -29,36 +29,45 @@ std::string extents_str(ElemKind k, const Extents& s);
 /// The product of the extents (1 for a scalar). Precondition: no overflow.
 std::int64_t numel(const Extents& s);
 
+/// Every function below takes `f64`: InterpretOptions::f32_as_f64 (interpret.h). When it
+/// is set, a result of kind f32 is not rounded to f32 (it keeps the double value) and
+/// the binary ops of an f32 result compute in double; every other kind is unaffected.
+/// The result rounding of both modes.
+double round_result(double v, ElemKind kind, bool f64);
+
 /// One elementwise op (binary: add sub mul div max min; unary: neg abs relu sigmoid tanh
 /// gelu silu exp log sqrt rsqrt) at result kind `kind`; `b` is null for unary ops. The
 /// standalone ops, `ewise` steps and the `tmatmul` epilogue all compute through it.
 /// Errors: integer division by zero, naming the element.
-Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind);
+Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind,
+                               bool f64);
 /// `cast`: each value rounded with round_to_kind to `to`.
-HostTensor cast(const HostTensor& t, ElemKind to);
+HostTensor cast(const HostTensor& t, ElemKind to, bool f64);
 /// `transpose` by a valid permutation of t's dims.
 HostTensor transpose(const HostTensor& t, const std::vector<std::int64_t>& perm);
 /// `broadcast` to `shape` (NumPy stretch; precondition: compatible).
 HostTensor broadcast_to(const HostTensor& t, const Extents& shape);
 /// `matmul` (numpy.matmul) at result kind `kind`.
-HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind);
+HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind, bool f64);
 /// reduce_sum / reduce_mean / reduce_max (inst.op) over `axis`. Errors: reduce_max of an
 /// empty axis.
-Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t axis, bool keepdims, ElemKind kind);
+Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t axis, bool keepdims, ElemKind kind,
+                          bool f64);
 /// `softmax` over `axis`.
-HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind);
+HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind, bool f64);
 /// `rmsnorm` over the last axis.
-HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind);
+HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind, bool f64);
 /// `dequantize`: float(q) * float(s) in f32, broadcast. Precondition: `kind` is a float kind.
-Result<HostTensor> dequantize(const InstData& inst, const HostTensor& q, const HostTensor& s, ElemKind kind);
+Result<HostTensor> dequantize(const InstData& inst, const HostTensor& q, const HostTensor& s, ElemKind kind,
+                              bool f64);
 /// quantize_int8, ternarize, ternarize_absmean, quantize and tquantize (inst.op) of `x`,
 /// with result kinds `kinds` (one per result), exactly quant.h on the f32 values.
 std::vector<HostTensor> quantization(const InstData& inst, const HostTensor& x, std::span<const ElemKind> kinds);
 /// `tmatmul`: accumulation, then the epilogue operands present and the activation.
 Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std::span<const HostTensor* const> ops,
-                           ElemKind kind);
+                           ElemKind kind, bool f64);
 /// `ewise`: each step as the standalone op on whole tensors; the last step's result.
 Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::span<const HostTensor* const> ops,
-                         ElemKind kind);
+                         ElemKind kind, bool f64);
 
 }  // namespace ternjit::ir::interp

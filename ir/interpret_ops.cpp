@@ -35,6 +35,10 @@ std::string q(Op op) { return "'" + std::string(op_name(op)) + "'"; }
 
 std::string extents_str(ElemKind k, const Extents& s) { return std::string(elem_name(k)) + index_str(s); }
 
+double round_result(double v, ElemKind kind, bool f64) {
+  return f64 && kind == ElemKind::F32 ? v : round_to_kind(v, kind);
+}
+
 std::int64_t numel(const Extents& s) {
   std::int64_t n = 1;
   for (std::int64_t e : s) n *= e;
@@ -119,13 +123,15 @@ double wrap_to_kind(std::int64_t v, ElemKind k) { return wrap_to_kind(static_cas
 std::int64_t as_int(double v) { return static_cast<std::int64_t>(v); }
 
 // IEEE 754-2019 maximum/minimum: NaN propagates, and +0 > -0.
-float max_f32(float x, float y) {
-  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<float>::quiet_NaN();
+template <class T>
+T max_ieee(T x, T y) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
   if (x == y) return std::signbit(x) ? y : x;
   return x > y ? x : y;
 }
-float min_f32(float x, float y) {
-  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<float>::quiet_NaN();
+template <class T>
+T min_ieee(T x, T y) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
   if (x == y) return std::signbit(x) ? x : y;
   return x < y ? x : y;
 }
@@ -139,8 +145,10 @@ enum class Operands : std::uint8_t {
 // Elementwise binary op with broadcasting. `float_fn(float, float) -> float` is used
 // for a float result kind; `int_fn(int64, int64) -> optional<int64>` for an integer
 // one, where nullopt means division by zero.
+// `float_fn` is generic (called with floats, and with doubles for an f32 result when
+// `f64` is set: InterpretOptions::f32_as_f64).
 template <class FloatFn, class IntFn>
-Result<HostTensor> binary(const InstData& inst, const HostTensor& a, const HostTensor& b, ElemKind kind,
+Result<HostTensor> binary(const InstData& inst, const HostTensor& a, const HostTensor& b, ElemKind kind, bool f64,
                           FloatFn float_fn, IntFn int_fn, Operands convert = Operands::ToResultKind) {
   const Extents shape = broadcast_extents(a.shape, b.shape);
   HostTensor r = HostTensor::zeros(kind, shape);
@@ -149,7 +157,9 @@ Result<HostTensor> binary(const InstData& inst, const HostTensor& a, const HostT
   for (std::size_t i = 0; i < r.data.size(); ++i, advance(idx, shape)) {
     const double x = a.data[static_cast<std::size_t>(dot(idx, sa))];
     const double y = b.data[static_cast<std::size_t>(dot(idx, sb))];
-    if (is_float(kind)) {
+    if (f64 && kind == ElemKind::F32) {
+      r.data[i] = float_fn(x, y);
+    } else if (is_float(kind)) {
       // Rounding to the result kind only changes integer operands of an f16/bf16
       // result (e.g. i32 2049 becomes 2048 in f16); float operands are already exact.
       const bool first = convert == Operands::ToResultKind;
@@ -168,16 +178,16 @@ Result<HostTensor> binary(const InstData& inst, const HostTensor& a, const HostT
 
 // Elementwise unary op computed in double from the exact element value, rounded once.
 template <class Fn>
-HostTensor unary_double(const HostTensor& t, ElemKind kind, Fn fn) {
+HostTensor unary_double(const HostTensor& t, ElemKind kind, bool f64, Fn fn) {
   HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
-  for (std::size_t i = 0; i < t.data.size(); ++i) r.data[i] = round_to_kind(fn(t.data[i]), kind);
+  for (std::size_t i = 0; i < t.data.size(); ++i) r.data[i] = round_result(fn(t.data[i]), kind, f64);
   return r;
 }
 
 // neg/abs/relu: exact for floats, int64 then wrapped for integers.
 template <class FloatFn, class IntFn>
-HostTensor unary_signed(const HostTensor& t, ElemKind kind, FloatFn float_fn, IntFn int_fn) {
-  if (is_float(kind)) return unary_double(t, kind, float_fn);
+HostTensor unary_signed(const HostTensor& t, ElemKind kind, bool f64, FloatFn float_fn, IntFn int_fn) {
+  if (is_float(kind)) return unary_double(t, kind, f64, float_fn);
   HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
   for (std::size_t i = 0; i < t.data.size(); ++i) r.data[i] = wrap_to_kind(int_fn(as_int(t.data[i])), kind);
   return r;
@@ -211,7 +221,7 @@ HostTensor broadcast_to(const HostTensor& t, const Extents& shape) {
 // (a 1-D lhs as [1, K], a 1-D rhs as [K, 1]); the output is computed as
 // [batch..., M, N], which has the same row-major data as the result with the added
 // dims dropped.
-HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind) {
+HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind, bool f64) {
   Extents as = a.shape, bs = b.shape;
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
   if (a_vec) as.insert(as.begin(), 1);
@@ -250,7 +260,7 @@ HostTensor matmul(const HostTensor& a, const HostTensor& b, ElemKind kind) {
           for (std::int64_t p = 0; p < k; ++p)
             acc += a.data[static_cast<std::size_t>(a0 + i * k + p)] *
                    b.data[static_cast<std::size_t>(b0 + p * n + j)];
-          r.data[out] = round_to_kind(acc, kind);
+          r.data[out] = round_result(acc, kind, f64);
         }
       }
     }
@@ -288,7 +298,7 @@ Extents reduced_shape(const Extents& shape, std::size_t axis, bool keepdims) {
 }  // namespace
 
 Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t axis, bool keepdims,
-                          ElemKind kind) {
+                          ElemKind kind, bool f64) {
   const AxisView v = axis_view(t.shape, axis);
   HostTensor r = HostTensor::zeros(kind, reduced_shape(t.shape, axis, keepdims));
   if (inst.op == Op::ReduceMax && v.len == 0 && !r.data.empty())
@@ -304,7 +314,7 @@ Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t
           if (std::isnan(m) || std::isnan(x)) m = kNaN;
           else if (x > m || (x == m && !std::signbit(x))) m = x;  // +0 beats -0, as max
         }
-        out = round_to_kind(m, kind);
+        out = round_result(m, kind, f64);
       } else if (is_integer(kind)) {
         std::uint64_t acc = 0;
         for (std::int64_t k = 0; k < v.len; ++k) acc += static_cast<std::uint64_t>(as_int(t.data[v.at(o, k, i)]));
@@ -313,14 +323,14 @@ Result<HostTensor> reduce(const InstData& inst, const HostTensor& t, std::size_t
         double acc = 0;
         for (std::int64_t k = 0; k < v.len; ++k) acc += t.data[v.at(o, k, i)];
         if (inst.op == Op::ReduceMean) acc /= static_cast<double>(v.len);  // 0 / 0 = NaN when empty
-        out = round_to_kind(acc, kind);
+        out = round_result(acc, kind, f64);
       }
     }
   }
   return r;
 }
 
-HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind) {
+HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind, bool f64) {
   const AxisView v = axis_view(t.shape, axis);
   HostTensor r{kind, t.shape, std::vector<double>(t.data.size())};
   std::vector<double> e(static_cast<std::size_t>(v.len));
@@ -339,13 +349,13 @@ HostTensor softmax(const HostTensor& t, std::size_t axis, ElemKind kind) {
         sum += e[static_cast<std::size_t>(k)];
       }
       for (std::int64_t k = 0; k < v.len; ++k)
-        r.data[v.at(o, k, i)] = round_to_kind(e[static_cast<std::size_t>(k)] / sum, kind);
+        r.data[v.at(o, k, i)] = round_result(e[static_cast<std::size_t>(k)] / sum, kind, f64);
     }
   }
   return r;
 }
 
-HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind) {
+HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, ElemKind kind, bool f64) {
   TERNJIT_CHECK(!x.shape.empty() && gamma.shape.size() == 1 && gamma.shape[0] == x.shape.back(),
                 "rmsnorm gamma " + index_str(gamma.shape) + " does not match " + index_str(x.shape));
   const std::int64_t d = x.shape.back();
@@ -358,7 +368,7 @@ HostTensor rmsnorm(const HostTensor& x, const HostTensor& gamma, double eps, Ele
     const double denom = std::sqrt(ss / static_cast<double>(d) + eps);
     for (std::int64_t j = 0; j < d; ++j) {
       const auto at = base + static_cast<std::size_t>(j);
-      r.data[at] = round_to_kind(x.data[at] / denom * gamma.data[static_cast<std::size_t>(j)], kind);
+      r.data[at] = round_result(x.data[at] / denom * gamma.data[static_cast<std::size_t>(j)], kind, f64);
     }
   }
   return r;
@@ -387,7 +397,8 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // gelu silu exp log sqrt rsqrt) with result kind `kind`. The standalone ops, the steps
 // of `ewise` and the epilogue of `tmatmul` all compute through this one function, which
 // is what makes fusing them bit-exact. `b` is null for unary ops.
-Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind) {
+Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a, const HostTensor* b, ElemKind kind,
+                               bool f64) {
   using I = std::int64_t;
   using OptI = std::optional<I>;
   auto need_b = [&]() -> const HostTensor& {
@@ -396,33 +407,33 @@ Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a,
   };
   switch (op) {
     case Op::Add:
-      return binary(inst, a, need_b(), kind, [](float x, float y) { return x + y; }, [](I x, I y) -> OptI { return x + y; });
+      return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return x + y; }, [](I x, I y) -> OptI { return x + y; });
     case Op::Sub:
-      return binary(inst, a, need_b(), kind, [](float x, float y) { return x - y; }, [](I x, I y) -> OptI { return x - y; });
+      return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return x - y; }, [](I x, I y) -> OptI { return x - y; });
     case Op::Mul:
-      return binary(inst, a, need_b(), kind, [](float x, float y) { return x * y; }, [](I x, I y) -> OptI { return x * y; });
+      return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return x * y; }, [](I x, I y) -> OptI { return x * y; });
     case Op::Div:
       // Integer division truncates toward zero (C++ semantics). Operands are at most
       // 32-bit, so INT32_MIN / -1 cannot overflow int64; it wraps to INT32_MIN.
-      return binary(inst, a, need_b(), kind, [](float x, float y) { return x / y; }, [](I x, I y) -> OptI {
+      return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return x / y; }, [](I x, I y) -> OptI {
         if (y == 0) return std::nullopt;
         return x / y;
       });
-    case Op::Max: return binary(inst, a, need_b(), kind, max_f32, [](I x, I y) -> OptI { return std::max(x, y); });
-    case Op::Min: return binary(inst, a, need_b(), kind, min_f32, [](I x, I y) -> OptI { return std::min(x, y); });
-    case Op::Neg: return unary_signed(a, kind, [](double x) { return -x; }, [](I x) { return -x; });
-    case Op::Abs: return unary_signed(a, kind, [](double x) { return std::fabs(x); }, [](I x) { return x < 0 ? -x : x; });
+    case Op::Max: return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return max_ieee(x, y); }, [](I x, I y) -> OptI { return std::max(x, y); });
+    case Op::Min: return binary(inst, a, need_b(), kind, f64, [](auto x, auto y) { return min_ieee(x, y); }, [](I x, I y) -> OptI { return std::min(x, y); });
+    case Op::Neg: return unary_signed(a, kind, f64, [](double x) { return -x; }, [](I x) { return -x; });
+    case Op::Abs: return unary_signed(a, kind, f64, [](double x) { return std::fabs(x); }, [](I x) { return x < 0 ? -x : x; });
     case Op::Relu:
-      return unary_signed(a, kind, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
+      return unary_signed(a, kind, f64, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
                           [](I x) { return x > 0 ? x : I{0}; });
-    case Op::Sigmoid: return unary_double(a, kind, sigmoid);
-    case Op::Tanh: return unary_double(a, kind, [](double x) { return std::tanh(x); });
-    case Op::Gelu: return unary_double(a, kind, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
-    case Op::Silu: return unary_double(a, kind, [](double x) { return x * sigmoid(x); });
-    case Op::Exp: return unary_double(a, kind, [](double x) { return std::exp(x); });
-    case Op::Log: return unary_double(a, kind, [](double x) { return std::log(x); });
-    case Op::Sqrt: return unary_double(a, kind, [](double x) { return std::sqrt(x); });
-    case Op::Rsqrt: return unary_double(a, kind, [](double x) { return 1.0 / std::sqrt(x); });
+    case Op::Sigmoid: return unary_double(a, kind, f64, sigmoid);
+    case Op::Tanh: return unary_double(a, kind, f64, [](double x) { return std::tanh(x); });
+    case Op::Gelu: return unary_double(a, kind, f64, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+    case Op::Silu: return unary_double(a, kind, f64, [](double x) { return x * sigmoid(x); });
+    case Op::Exp: return unary_double(a, kind, f64, [](double x) { return std::exp(x); });
+    case Op::Log: return unary_double(a, kind, f64, [](double x) { return std::log(x); });
+    case Op::Sqrt: return unary_double(a, kind, f64, [](double x) { return std::sqrt(x); });
+    case Op::Rsqrt: return unary_double(a, kind, f64, [](double x) { return 1.0 / std::sqrt(x); });
     default: break;
   }
   TERNJIT_UNREACHABLE(q(op) + " is not an elementwise op");
@@ -435,7 +446,7 @@ Result<HostTensor> elementwise(const InstData& inst, Op op, const HostTensor& a,
 // mul/add would (x_scale and w_scale multiply, bias and residual add, broadcasting),
 // then the activation as its unary op.
 Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std::span<const HostTensor* const> ops,
-                           ElemKind kind) {
+                           ElemKind kind, bool f64) {
   const HostTensor& x = *ops[0];
   const HostTensor& w = *ops[1];
   TERNJIT_CHECK(!x.shape.empty() && w.shape.size() == 2 && x.shape.back() == w.shape[0],
@@ -479,7 +490,7 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
         const double p = partial(r, j, g * group, std::min(k, (g + 1) * group));
         acc += group_scale ? group_scale->data[static_cast<std::size_t>(g * n + j)] * p : p;
       }
-      y.data[static_cast<std::size_t>(r * n + j)] = round_to_kind(acc, kind);
+      y.data[static_cast<std::size_t>(r * n + j)] = round_result(acc, kind, f64);
     }
   }
   std::size_t next = 2;
@@ -489,10 +500,10 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
     if (!present) continue;
     const std::size_t at = next++;
     if (group_scale != nullptr && at == group_scale_at) continue;  // applied in the accumulation
-    TERNJIT_TRY(y, elementwise(inst, op, y, ops[at], kind));
+    TERNJIT_TRY(y, elementwise(inst, op, y, ops[at], kind, f64));
   }
   if (auto act = activation_op(attrs.act)) {
-    TERNJIT_TRY(y, elementwise(inst, *act, y, nullptr, kind));
+    TERNJIT_TRY(y, elementwise(inst, *act, y, nullptr, kind, f64));
   }
   return y;
 }
@@ -500,7 +511,7 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
 // ewise: each step evaluated as the standalone op on whole tensors (its own broadcast
 // shape), in order; the result is the last step's.
 Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::span<const HostTensor* const> ops,
-                         ElemKind kind) {
+                         ElemKind kind, bool f64) {
   std::vector<HostTensor> steps;
   auto slot = [&](std::int32_t s) -> const HostTensor& {
     TERNJIT_CHECK(s >= 0 && static_cast<std::size_t>(s) < ops.size() + steps.size(), "'ewise' slot out of range");
@@ -509,19 +520,20 @@ Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::spa
   };
   for (const EwiseStep& st : attrs.steps) {
     const HostTensor* b = st.b >= 0 ? &slot(st.b) : nullptr;
-    TERNJIT_TRY(auto r, elementwise(inst, st.op, slot(st.a), b, kind));
+    TERNJIT_TRY(auto r, elementwise(inst, st.op, slot(st.a), b, kind, f64));
     steps.push_back(std::move(r));
   }
   TERNJIT_CHECK(!steps.empty(), "'ewise' without steps");
   return std::move(steps.back());
 }
 
-HostTensor cast(const HostTensor& t, ElemKind to) { return unary_double(t, to, [](double x) { return x; }); }
+HostTensor cast(const HostTensor& t, ElemKind to, bool f64) { return unary_double(t, to, f64, [](double x) { return x; }); }
 
-Result<HostTensor> dequantize(const InstData& inst, const HostTensor& q, const HostTensor& s, ElemKind kind) {
+Result<HostTensor> dequantize(const InstData& inst, const HostTensor& q, const HostTensor& s, ElemKind kind,
+                              bool f64) {
   // The result kind is float, so binary() computes float(q) * float(s) in f32.
   TERNJIT_CHECK(is_float(kind), "'dequantize' result must be a float kind");
-  return binary(inst, q, s, kind, [](float x, float y) { return x * y; },
+  return binary(inst, q, s, kind, f64, [](auto x, auto y) { return x * y; },
                 [](std::int64_t x, std::int64_t y) -> std::optional<std::int64_t> { return x * y; }, Operands::ToF32);
 }
 

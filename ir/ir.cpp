@@ -38,14 +38,14 @@ constexpr AttrsKind kAttrsKindOf = kind_in<T>(static_cast<const Attrs*>(nullptr)
 
 // The enumerators name the alternatives in order (code switching on AttrsKind then
 // std::get's the struct the enumerator names).
-static_assert(std::variant_size_v<Attrs> == static_cast<std::size_t>(AttrsKind::Layout) + 1);
+static_assert(std::variant_size_v<Attrs> == static_cast<std::size_t>(AttrsKind::Ste) + 1);
 static_assert(kAttrsKindOf<NoAttrs> == AttrsKind::None && kAttrsKindOf<ConstAttrs> == AttrsKind::Const &&
               kAttrsKindOf<ParamAttrs> == AttrsKind::Param && kAttrsKindOf<CallAttrs> == AttrsKind::Call &&
               kAttrsKindOf<CastAttrs> == AttrsKind::Cast && kAttrsKindOf<PermAttrs> == AttrsKind::Perm &&
               kAttrsKindOf<AxisAttrs> == AttrsKind::Axis && kAttrsKindOf<EpsAttrs> == AttrsKind::Eps &&
               kAttrsKindOf<ThresholdAttrs> == AttrsKind::Threshold &&
               kAttrsKindOf<TMatMulAttrs> == AttrsKind::TMatMul && kAttrsKindOf<EwiseAttrs> == AttrsKind::Ewise &&
-              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout);
+              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout && kAttrsKindOf<SteAttrs> == AttrsKind::Ste);
 
 constexpr OpInfo kOpInfo[] = {
 #define TERNJIT_OP(name, mnemonic, nops, nres, flags, attrs, category) \
@@ -275,6 +275,8 @@ InstId Function::make_inst(BlockId b, Op op, std::vector<ValueId> operands,
   data.op = op;
   data.operands = std::move(operands);
   data.attrs = std::move(attrs);
+  // The quantizers' attributes are all optional: NoAttrs stands for their defaults.
+  if (attrs_kind(op) == AttrsKind::Ste && std::holds_alternative<NoAttrs>(data.attrs)) data.attrs = SteAttrs{};
   data.targets = std::move(targets);
   data.loc = std::move(loc);
   data.block = b;

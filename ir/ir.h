@@ -179,10 +179,24 @@ struct EpsAttrs {
   double eps = 1e-6;
   friend bool operator==(const EpsAttrs&, const EpsAttrs&) = default;
 };
-/// `ternarize`: |x| > threshold keeps sign(x).
+/// How the gradient of a quantizer passes through it (the straight-through estimator,
+/// ir/README.md "Gradients"): Default leaves it to the autodiff pass's option
+/// (AutodiffOptions::ste_clip); Off passes it unchanged; On only where the input lies in
+/// the quantizer's range. Written `ste_clip = true | false`; Default is not written.
+enum class SteClip : std::uint8_t { Default, Off, On };
+
+/// `ternarize`: |x| > threshold keeps sign(x); the STE clipping of its gradient.
 struct ThresholdAttrs {
   double threshold = 0.0;
+  SteClip ste_clip = SteClip::Default;
   friend bool operator==(const ThresholdAttrs&, const ThresholdAttrs&) = default;
+};
+/// quantize_int8, ternarize_absmean, quantize, tquantize: the STE clipping of their
+/// gradient (the fusion passes carry it from quantize_int8 to quantize and from
+/// ternarize_absmean to tquantize).
+struct SteAttrs {
+  SteClip ste_clip = SteClip::Default;
+  friend bool operator==(const SteAttrs&, const SteAttrs&) = default;
 };
 
 /// The activation a `tmatmul` epilogue applies last (the unary op of the same name).
@@ -247,12 +261,12 @@ struct LayoutAttrs {
 };
 
 /// Which attribute struct an instruction holds: one enumerator per alternative of Attrs,
-/// in the same order (NoAttrs, ConstAttrs, ..., LayoutAttrs).
-enum class AttrsKind : std::uint8_t { None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout };
+/// in the same order (NoAttrs, ConstAttrs, ..., LayoutAttrs, SteAttrs).
+enum class AttrsKind : std::uint8_t { None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout, Ste };
 
 /// Op-specific data; which alternative an op uses is fixed per op in ops.def (attrs_kind).
 using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
-                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs>;
+                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs, SteAttrs>;
 
 /// The attribute struct every instruction of `op` carries (ops.def).
 AttrsKind attrs_kind(Op op);
@@ -373,10 +387,11 @@ class Function {
   BlockId add_block(std::string name = {});
   /// Adds an argument to a block.
   ValueId add_block_arg(BlockId b, Type type, std::string name = {});
-  /// Creates an instruction with fresh result values, appended to `b`.
+  /// Creates an instruction with fresh result values, appended to `b`. For an op whose
+  /// attributes are all optional (SteAttrs: the quantizers), NoAttrs{} means the defaults.
   InstId append_inst(BlockId b, Op op, std::vector<ValueId> operands, std::vector<Type> result_types,
                      Attrs attrs = NoAttrs{}, SourceLoc loc = {}, std::vector<BlockCall> targets = {});
-  /// Creates an instruction placed just before `before` in its block.
+  /// Creates an instruction placed just before `before` in its block (attrs as append_inst).
   InstId insert_inst_before(InstId before, Op op, std::vector<ValueId> operands,
                             std::vector<Type> result_types, Attrs attrs = NoAttrs{}, SourceLoc loc = {});
   /// Removes an instruction from the layout. Its results must be unused afterwards.

@@ -226,8 +226,10 @@ Value FunctionBuilder::silu(Value x, Loc loc) { return b_->make1(f_, Op::Silu, {
 Value FunctionBuilder::exp(Value x, Loc loc) { return b_->make1(f_, Op::Exp, {x}, ir::NoAttrs{}, loc); }
 Value FunctionBuilder::log(Value x, Loc loc) { return b_->make1(f_, Op::Log, {x}, ir::NoAttrs{}, loc); }
 Value FunctionBuilder::sqrt(Value x, Loc loc) { return b_->make1(f_, Op::Sqrt, {x}, ir::NoAttrs{}, loc); }
-Value FunctionBuilder::quantize_int8(Value x, Loc loc) { return b_->make1(f_, Op::QuantizeInt8, {x}, ir::NoAttrs{}, loc); }
-Value FunctionBuilder::ternarize_absmean(Value x, Loc loc) { return b_->make1(f_, Op::TernarizeAbsmean, {x}, ir::NoAttrs{}, loc); }
+Value FunctionBuilder::quantize_int8(Value x, Loc loc) { return b_->make1(f_, Op::QuantizeInt8, {x}, ir::SteAttrs{}, loc); }
+Value FunctionBuilder::ternarize_absmean(Value x, Loc loc) {
+  return b_->make1(f_, Op::TernarizeAbsmean, {x}, ir::SteAttrs{}, loc);
+}
 Value FunctionBuilder::dequantize(Value q, Value s, Loc loc) { return b_->make1(f_, Op::Dequantize, {q, s}, ir::NoAttrs{}, loc); }
 
 Value FunctionBuilder::cast(Value x, ElemKind to, Loc loc) {

@@ -67,7 +67,7 @@ bool Parser::parse_attrs(std::vector<PAttr>& out) {
 }
 
 // Maps the written attributes onto the op's attribute struct: every field is required
-// (softmax's keepdims and tmatmul's group are optional), unknown and mistyped fields are errors.
+// (softmax's keepdims, tmatmul's group and the quantizers' ste_clip are optional), unknown and mistyped fields are errors.
 bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, const std::vector<PAttr>& attrs) {
   const std::string opq = "'" + std::string(op_name(inst.op)) + "'";
   std::vector<std::string> fields;
@@ -81,7 +81,8 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case AttrsKind::Perm: fields = {"perm"}; break;
     case AttrsKind::Axis: fields = {"axis", "keepdims"}; break;
     case AttrsKind::Eps: fields = {"eps"}; break;
-    case AttrsKind::Threshold: fields = {"threshold"}; break;
+    case AttrsKind::Threshold: fields = {"threshold", "ste_clip"}; break;
+    case AttrsKind::Ste: fields = {"ste_clip"}; break;
     case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "group", "bias", "residual", "act"}; break;
     case AttrsKind::Ewise: fields = {"steps"}; break;
     case AttrsKind::Layout: fields = {"layout"}; break;
@@ -115,6 +116,16 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       return fail(*a.value.tok, "attribute " + describe(*a.key) + " of " + opq + " must be a number, got " +
                                     describe(*a.value.tok));
     return parse_double(*a.value.tok, v);
+  };
+
+  // The optional `ste_clip = true | false` of the quantizers (absent: SteClip::Default).
+  auto get_ste = [&](SteClip& out) {
+    const PAttr* a = find("ste_clip");
+    if (!a) return true;
+    if (a->value.kind != PAttrValue::Kind::Word || (a->value.tok->text != "true" && a->value.tok->text != "false"))
+      return fail(*a->value.tok, "attribute 'ste_clip' of " + opq + " must be true or false, got " + describe(*a->value.tok));
+    out = a->value.tok->text == "true" ? SteClip::On : SteClip::Off;
+    return true;
   };
 
   switch (kind) {
@@ -197,8 +208,14 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       const PAttr* th = find("threshold");
       if (!th) return missing("threshold");
       ThresholdAttrs t;
-      if (!get_double(*th, t.threshold)) return false;
+      if (!get_double(*th, t.threshold) || !get_ste(t.ste_clip)) return false;
       inst.attrs = t;
+      return true;
+    }
+    case AttrsKind::Ste: {
+      SteAttrs s;
+      if (!get_ste(s.ste_clip)) return false;
+      inst.attrs = s;
       return true;
     }
     case AttrsKind::TMatMul: {

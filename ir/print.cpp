@@ -104,7 +104,15 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
     }
     std::string operator()(const EpsAttrs& e) const { return "{eps = " + format_double(e.eps) + "}"; }
     std::string operator()(const ThresholdAttrs& t) const {
-      return "{threshold = " + format_double(t.threshold) + "}";
+      return "{threshold = " + format_double(t.threshold) + ste(t.ste_clip, ", ") + "}";
+    }
+    std::string operator()(const SteAttrs& s) const {
+      return s.ste_clip == SteClip::Default ? "" : "{" + ste(s.ste_clip, "") + "}";
+    }
+    // The ste_clip field, written only when set.
+    static std::string ste(SteClip c, const char* sep) {
+      if (c == SteClip::Default) return "";
+      return sep + std::string("ste_clip = ") + (c == SteClip::On ? "true" : "false");
     }
     std::string operator()(const TMatMulAttrs& t) const {
       auto flag = [](bool b) { return b ? "true" : "false"; };

@@ -291,6 +291,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "bind-sized",      // ternjit_bind_weight_sized
     "name-map",        // ternjit_bind_weights_file_mapped
     "autodiff",        // ternjit_compile_grad
+    "autodiff-int8-dx",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DX
     "random-weights",  // ternjit_bind_random
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
@@ -420,9 +421,11 @@ ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, 
     if (source == nullptr && len > 0) return misuse(fn, "source is null but len is " + std::to_string(len));
     if (function == nullptr) return misuse(fn, "function is null");
     if (wrt == nullptr && n_wrt > 0) return misuse(fn, "wrt is null but n_wrt is " + std::to_string(n_wrt));
-    if ((flags & ~TERNJIT_GRAD_STE_CLIP) != 0) return misuse(fn, "unknown flags " + std::to_string(flags));
+    if ((flags & ~(TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX)) != 0)
+      return misuse(fn, "unknown flags " + std::to_string(flags));
     ternjit::GradOptions options;
     options.ste_clip = (flags & TERNJIT_GRAD_STE_CLIP) != 0;
+    options.int8_dx = (flags & TERNJIT_GRAD_INT8_DX) != 0;
     for (size_t i = 0; i < n_wrt; ++i) {
       if (wrt[i] == nullptr) return misuse(fn, "wrt[" + std::to_string(i) + "] is null");
       options.wrt.emplace_back(wrt[i]);

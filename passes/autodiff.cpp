@@ -24,7 +24,8 @@
 // subexpressions of `@f.fwd` shared (so a saved value the forward already computes is
 // not computed twice).
 // Quantizers are straight-through estimators (STE): `ternarize`, `ternarize_absmean`,
-// `quantize_int8` pass the gradient unchanged, or with `ste_clip` only where the input
+// `quantize_int8` pass the gradient unchanged, or, when clipped (the op's `ste_clip`
+// attribute; where it is not written, the pass option), only where the input
 // lies in the quantizer's range (|x| <= 1, |x| <= mean|x|; quantize_int8's range is the
 // row's max|x|, which holds every element). Their integer forms follow: `quantize`
 // and `tquantize` pass d(values) / scale to their input (scales get no gradient), and a
@@ -207,6 +208,29 @@ class Reverse {
   void matmul_rule(const ir::InstData& d, ValueId g);
   Result<void> tmatmul_rule(const ir::InstData& d, ValueId g);
   ValueId gelu_grad(ValueId x);
+  // g @ wt (wt: a t2 [N, K] weight), times the per-tensor scale `ws` when valid: a
+  // float-activation tmatmul, or with the int8_dx option one on g quantized per row.
+  ValueId ternary_dx(ValueId g, ValueId wt, ValueId ws) {
+    ir::TMatMulAttrs attrs;
+    attrs.w_scale = ws.valid();
+    std::vector<ValueId> operands{g, wt};
+    if (options_.int8_dx) {
+      auto q = bld_.create(Op::Quantize, {g}, ir::SteAttrs{});
+      TERNJIT_CHECK(q.ok(), "autodiff built an ill-typed quantize");
+      operands = {(*q)[0], wt, (*q)[1]};
+      attrs.x_scale = true;
+    }
+    if (ws.valid()) operands.push_back(ws);
+    return emit(Op::TMatMul, std::move(operands), attrs);
+  }
+  // Whether quantizer `d`'s straight-through gradient is clipped to its range: its
+  // ste_clip attribute, or the pass option where the attribute is not set.
+  [[nodiscard]] bool clips(const ir::InstData& d) const {
+    ir::SteClip c = ir::SteClip::Default;
+    if (const auto* t = std::get_if<ir::ThresholdAttrs>(&d.attrs)) c = t->ste_clip;
+    if (const auto* q = std::get_if<ir::SteAttrs>(&d.attrs)) c = q->ste_clip;
+    return c == ir::SteClip::Default ? options_.ste_clip : c == ir::SteClip::On;
+  }
 
   const ir::Module& m_;
   const ir::Function& f_;
@@ -220,14 +244,16 @@ class Reverse {
 
 ValueId Reverse::gelu_grad(ValueId x) {
   // d/dx [x Phi(x)] = Phi(x) + x phi(x). The IR has no erf, so Phi(x) = gelu(x) / x
-  // where |x| > 2^-6, and 1/2 + x / sqrt(2 pi) below it (the first omitted term is
-  // x^3 / (6 sqrt(2 pi)) < 1e-7: under f32 resolution next to 1/2).
+  // where |x| > 2^-6, and its series 1/2 + (x - x^3 / 6) / sqrt(2 pi) below it (the
+  // first omitted term, x^5 / (40 sqrt(2 pi)), is < 1e-11 there: exact in f32 and
+  // within the double-precision finite-difference checks' tolerance).
   const ElemKind k = type(x).elem;
   const ValueId big = positive(sub(un(Op::Abs, x), scalar(k, 1.0 / 64)));  // 1 where |x| > 2^-6
   const ValueId small = c_sub(1.0, big);
   const ValueId safe_x = add(mul(x, big), small);  // x where big, else 1
   const ValueId phi_big = div(un(Op::Gelu, safe_x), safe_x);
-  const ValueId phi_small = add(scalar(k, 0.5), mul_c(x, 0.3989422804014327));
+  const ValueId phi_small =
+      add(scalar(k, 0.5), mul_c(mul(x, c_sub(1.0, mul_c(mul(x, x), 1.0 / 6))), 0.3989422804014327));
   const ValueId cdf = add(mul(phi_big, big), mul(phi_small, small));
   const ValueId pdf = mul_c(un(Op::Exp, mul_c(mul(x, x), -0.5)), 0.3989422804014327);
   return add(cdf, mul(x, pdf));
@@ -267,12 +293,10 @@ void Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
     const auto ta = b1 ? std::nullopt : defined_by(b, Op::TernarizeAbsmean, 0);
     ValueId product;
     if (ta && type(b).rank() == 2 && is_float(type(g2).elem)) {
-      auto ts = bld_.create(Op::TQuantize, {b_.inst(*ta).operands[0]}, ir::NoAttrs{});
+      auto ts = bld_.create(Op::TQuantize, {b_.inst(*ta).operands[0]}, b_.inst(*ta).attrs);
       TERNJIT_CHECK(ts.ok(), "autodiff built an ill-typed tquantize");
       const ValueId tt = emit(Op::Transpose, {(*ts)[0]}, ir::PermAttrs{{1, 0}});
-      ir::TMatMulAttrs scaled;
-      scaled.w_scale = true;
-      product = emit(Op::TMatMul, {g2, tt, (*ts)[1]}, scaled);
+      product = ternary_dx(g2, tt, (*ts)[1]);
     } else {
       product = emit(Op::MatMul, {g2, transpose_last2(b2)});
     }
@@ -330,10 +354,13 @@ Result<void> Reverse::tmatmul_rule(const ir::InstData& d, ValueId g) {
   if (active_[x_target.index]) {
     if (type(wplain).layout != WeightFormat::Plain)
       return not_differentiable(f_, "the weight of a 'tmatmul' is packed by something other than 'tpack'");
-    ValueId gx = ws.valid() ? mul(gz, ws) : gz;
+    // A per-tensor weight scale multiplies dx as an epilogue; a per-channel one (along
+    // dx's contraction) and a non-cancelling x_scale multiply the gradient first.
+    const bool ws_epilogue = ws.valid() && type(ws).rank() == 0;
+    ValueId gx = ws.valid() && !ws_epilogue ? mul(gz, ws) : gz;
     if (xs.valid() && !x_through) gx = mul(gx, xs);
     const ValueId wt = emit(Op::Transpose, {wplain}, ir::PermAttrs{{1, 0}});
-    accumulate(x_target, emit(Op::TMatMul, {gx, wt}, ir::TMatMulAttrs{}));
+    accumulate(x_target, ternary_dx(gx, wt, ws_epilogue ? ws : ValueId{}));
   }
 
   // The weight side: dW = x^T (gz * xs [* ws]) in f32, the latent weights' gradient.
@@ -344,7 +371,7 @@ Result<void> Reverse::tmatmul_rule(const ir::InstData& d, ValueId g) {
     ValueId gw = xs.valid() ? mul(gz, xs) : gz;
     if (ws.valid() && !w_through) gw = mul(gw, ws);
     ValueId dw = contract(x, gw);
-    if (w_through && options_.ste_clip) {
+    if (w_through && clips(b_.inst(*qw))) {
       const ValueId latent = w_target;
       ValueId mean = un(Op::Abs, latent);
       while (type(mean).rank() > 0) mean = reduce(Op::ReduceMean, mean, 0, false);
@@ -467,10 +494,10 @@ Result<void> Reverse::rule(InstId i) {
     }
     case Op::QuantizeInt8: accumulate(a, g); return success();
     case Op::Ternarize:
-      accumulate(a, options_.ste_clip ? mul(g, inside(a, scalar(type(a).elem, 1.0))) : g);
+      accumulate(a, clips(d) ? mul(g, inside(a, scalar(type(a).elem, 1.0))) : g);
       return success();
     case Op::TernarizeAbsmean: {
-      if (!options_.ste_clip) {
+      if (!clips(d)) {
         accumulate(a, g);
         return success();
       }
@@ -485,7 +512,7 @@ Result<void> Reverse::rule(InstId i) {
       auto gv = adjoint_.find(d.results[0].index);
       if (gv == adjoint_.end()) return success();
       ValueId dx = div(gv->second, d.results[1]);
-      if (d.op == Op::TQuantize && options_.ste_clip) dx = mul(dx, inside(a, d.results[1]));
+      if (d.op == Op::TQuantize && clips(d)) dx = mul(dx, inside(a, d.results[1]));
       accumulate(a, dx);
       return success();
     }

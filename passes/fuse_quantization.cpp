@@ -95,12 +95,12 @@ void erase_if_dead(ir::Function& f, InstId first) {
 
 // Inserts an instruction right after `anchor` (never a terminator: it has a result).
 InstId insert_after(ir::Function& f, InstId anchor, Op op, std::vector<ValueId> operands,
-                    std::vector<ir::Type> types) {
+                    std::vector<ir::Type> types, ir::Attrs attrs) {
   const auto insts = f.insts(f.inst(anchor).block);
   std::size_t k = 0;
   while (insts[k] != anchor) ++k;
   TERNJIT_CHECK(k + 1 < insts.size(), "fuse-quantization: a value-producing instruction ends its block");
-  return f.insert_inst_before(insts[k + 1], op, std::move(operands), std::move(types), ir::NoAttrs{},
+  return f.insert_inst_before(insts[k + 1], op, std::move(operands), std::move(types), std::move(attrs),
                               f.inst(anchor).loc);
 }
 
@@ -121,7 +121,9 @@ class Fuser {
     if (q.results[0] != d.operands[0] || q.results[1] != d.operands[1]) return;
     const ValueId x = q.operands[0];
     if (!(f_.type_of(x) == f_.type_of(d.results[0]))) return;
-    const InstId fq = f_.insert_inst_before(i, Op::QuantizeInt8, {x}, {f_.type_of(x)}, ir::NoAttrs{}, d.loc);
+    // The STE clipping attribute travels with the quantizer (quantize <-> quantize_int8).
+    const ir::Attrs ste = q.attrs;
+    const InstId fq = f_.insert_inst_before(i, Op::QuantizeInt8, {x}, {f_.type_of(x)}, ste, d.loc);
     replace(i, f_.inst(fq).results[0]);
   }
 
@@ -227,7 +229,9 @@ class Fuser {
     const ValueId x = f_.inst(fake).operands[0];
     ir::Type scales{ElemKind::F32, f_.type_of(x).shape};
     scales.shape.back() = ir::Dim::fixed(1);
-    const InstId q = insert_after(f_, fake, Op::Quantize, {x}, {ir::Type{ElemKind::I8, f_.type_of(x).shape}, scales});
+    const ir::Attrs ste = f_.inst(fake).attrs;  // quantize_int8's STE clipping, carried over
+    const InstId q =
+        insert_after(f_, fake, Op::Quantize, {x}, {ir::Type{ElemKind::I8, f_.type_of(x).shape}, scales}, ste);
     const std::pair<ValueId, ValueId> out{f_.inst(q).results[0], f_.inst(q).results[1]};
     quantized_.emplace(fake.index, out);
     return out;
@@ -238,8 +242,9 @@ class Fuser {
     auto it = ternarized_.find(ta.index);
     if (it != ternarized_.end()) return it->second;
     const ValueId p = f_.inst(ta).operands[0];
+    const ir::Attrs ste = f_.inst(ta).attrs;  // ternarize_absmean's STE clipping, carried over
     const InstId q = insert_after(f_, ta, Op::TQuantize, {p},
-                                  {ir::Type{ElemKind::T2, f_.type_of(p).shape}, ir::Type{ElemKind::F32, {}}});
+                                  {ir::Type{ElemKind::T2, f_.type_of(p).shape}, ir::Type{ElemKind::F32, {}}}, ste);
     const std::pair<ValueId, ValueId> out{f_.inst(q).results[0], f_.inst(q).results[1]};
     ternarized_.emplace(ta.index, out);
     return out;

@@ -52,10 +52,18 @@ struct AutodiffOptions {
   /// backward's results; empty: every named float argument, then every float or t2
   /// parameter the function reads, in order of first read.
   std::vector<std::string> wrt;
-  /// Straight-through estimators pass the gradient only where the quantizer's input is
-  /// in its range (|x| <= 1 for ternarize, |x| <= mean|x| for ternarize_absmean and
-  /// tquantize); false: everywhere.
+  /// The default STE clipping, for quantizers without a `ste_clip` attribute (an
+  /// attribute on the op wins): true, straight-through estimators pass the gradient
+  /// only where the quantizer's input is in its range (|x| <= 1 for ternarize,
+  /// |x| <= mean|x| for ternarize_absmean and tquantize); false: everywhere.
   bool ste_clip = false;
+  /// Lower precision, opt in (changes results): the activation gradient of a ternary
+  /// matmul, dx = g @ T^T, quantizes g (already times the weight scale) to int8 per row
+  /// (absmax / 127, the forward's `quantize`) so that it runs on the int8 ternary kernel;
+  /// each dx element then differs from the exact one by at most
+  /// sum_n |T[k, n]| * s_m / 2 (s_m = max_n |g[m, n]| / 127, the row's int8 step).
+  /// The weight gradient stays exact f32. false: dx in f32 (the default).
+  bool int8_dx = false;
 };
 /// The functions `autodiff` added.
 struct AutodiffResult {

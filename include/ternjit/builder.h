@@ -153,6 +153,11 @@ struct GradOptions {
   /// Straight-through estimators pass the gradient only where the quantizer's input lies
   /// in its range (|x| <= 1 for ternarize, |x| <= mean|x| for ternarize_absmean).
   bool ste_clip = false;
+  /// Lower precision, opt in (it changes the gradients): the input gradient of a ternary
+  /// matmul quantizes the incoming gradient to int8 per row (absmax, as the forward
+  /// quantizes activations) and runs on the fast int8 ternary kernel; error per element
+  /// at most sum_n |T[k, n]| * max_n |g[m, n]| / 254. Weight gradients stay exact f32.
+  bool int8_dx = false;
 };
 
 /// The functions grad() added (docs/training.md).

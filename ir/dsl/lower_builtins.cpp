@@ -25,8 +25,8 @@ constexpr Builtin kBuiltins[] = {
     {"sqrt", BuiltinKind::Unary, Op::Sqrt, 1, 1},
     {"rsqrt", BuiltinKind::Unary, Op::Rsqrt, 1, 1},
     {"abs", BuiltinKind::Unary, Op::Abs, 1, 1},
-    {"quantize_int8", BuiltinKind::Unary, Op::QuantizeInt8, 1, 1},
-    {"ternarize_absmean", BuiltinKind::Unary, Op::TernarizeAbsmean, 1, 1},
+    {"quantize_int8", BuiltinKind::Quantizer, Op::QuantizeInt8, 1, 2},
+    {"ternarize_absmean", BuiltinKind::Quantizer, Op::TernarizeAbsmean, 1, 2},
     {"maximum", BuiltinKind::Binary, Op::Max, 2, 2},
     {"minimum", BuiltinKind::Binary, Op::Min, 2, 2},
     {"softmax", BuiltinKind::Axis, Op::Softmax, 2, 2},
@@ -35,7 +35,7 @@ constexpr Builtin kBuiltins[] = {
     {"max", BuiltinKind::Axis, Op::ReduceMax, 2, 2},
     {"rmsnorm", BuiltinKind::RmsNorm, Op::RmsNorm, 3, 3},
     {"transpose", BuiltinKind::Transpose, Op::Transpose, 1, 1},
-    {"ternarize", BuiltinKind::Ternarize, Op::Ternarize, 2, 2},
+    {"ternarize", BuiltinKind::Ternarize, Op::Ternarize, 2, 3},
     {"dequantize", BuiltinKind::Dequantize, Op::Dequantize, 1, 2},
     {"cast", BuiltinKind::Cast, Op::Cast, 1, 1},
     {"grouped_matmul", BuiltinKind::GroupedMatMul, Op::TMatMul, 3, 4},
@@ -118,6 +118,24 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
       if (!x) return std::nullopt;
       return value_or_error(b_->create1(bi.op, {*x}, ir::NoAttrs{}, {}, at), e.pos, name);
     }
+    case BuiltinKind::Quantizer: {
+      // quantize_int8(x) / ternarize_absmean(x), and the STE-clipped forms
+      // quantize_int8(x, ste_clip) / ternarize_absmean(x, ste_clip) (ste_clip: 0 or 1, a
+      // literal; ir/README.md "Gradients").
+      auto x = tensor_arg(e.args[0]);
+      if (!x) return std::nullopt;
+      ir::SteAttrs ste;
+      if (n == 2) {
+        auto clip = number_arg(bi, e.args[1], "ste_clip", true);
+        if (!clip) return std::nullopt;
+        if (clip->value != 0 && clip->value != 1) {
+          error(e.args[1].pos, "'" + name + "' ste_clip must be 0 or 1, got " + clip->text);
+          return std::nullopt;
+        }
+        ste.ste_clip = clip->value == 1 ? ir::SteClip::On : ir::SteClip::Off;
+      }
+      return value_or_error(b_->create1(bi.op, {*x}, ste, {}, at), e.pos, name);
+    }
     case BuiltinKind::Binary: {
       auto a = lower_expr(e.args[0]);
       if (!a) return std::nullopt;
@@ -172,8 +190,17 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
         error(e.args[1].pos, "'ternarize' threshold must be >= 0, got " + th->text);
         return std::nullopt;
       }
-      return value_or_error(b_->create1(Op::Ternarize, {*x}, ir::ThresholdAttrs{th->value}, {}, at),
-                            e.pos, name);
+      ir::ThresholdAttrs attrs{th->value};
+      if (n == 3) {  // ternarize(x, threshold, ste_clip)
+        auto clip = number_arg(bi, e.args[2], "ste_clip", true);
+        if (!clip) return std::nullopt;
+        if (clip->value != 0 && clip->value != 1) {
+          error(e.args[2].pos, "'ternarize' ste_clip must be 0 or 1, got " + clip->text);
+          return std::nullopt;
+        }
+        attrs.ste_clip = clip->value == 1 ? ir::SteClip::On : ir::SteClip::Off;
+      }
+      return value_or_error(b_->create1(Op::Ternarize, {*x}, attrs, {}, at), e.pos, name);
     }
     case BuiltinKind::Dequantize: {
       if (n == 1) {

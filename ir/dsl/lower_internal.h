@@ -29,11 +29,12 @@ using ir::ValueId;
 /// How a built-in's arguments are lowered.
 enum class BuiltinKind : std::uint8_t {
   Unary,       // f(x)
+  Quantizer,   // quantize_int8(x[, ste_clip]), ternarize_absmean(x[, ste_clip])
   Binary,      // f(a, b), literals typed like an operator's
   Axis,        // f(x, axis): softmax and reductions
   RmsNorm,     // rmsnorm(x, gamma, eps)
   Transpose,   // transpose(x): reverse all dims
-  Ternarize,   // ternarize(x, threshold)
+  Ternarize,   // ternarize(x, threshold[, ste_clip])
   Dequantize,  // dequantize(q, scale) or dequantize(x) (identity on floats)
   Cast,        // cast<T>(x)
   GroupedMatMul,  // grouped_matmul(x, w, scale[, group]): per-group weight scales

@@ -520,34 +520,37 @@ def _convert_one(module, per, engine):
 
 # ------------------------------------------------------------------------ training (QAT)
 
-def qat_linear_source(bias, activation):
+def qat_linear_source(bias, activation, ste_clip=None):
     """The ``.tri`` layer :class:`QATLinear` compiles: BitNet b1.58's BitLinear on latent
     float weights passed per call (they change every optimizer step)::
 
-        y = activation(quantize_int8(x) @ ternarize_absmean(w) (+ b))
+        y = activation(quantize_int8(x) @ ternarize_absmean(w[, ste_clip]) (+ b))
 
-    with ``w`` [K, N] (the transpose of ``nn.Linear``'s weight)."""
+    with ``w`` [K, N] (the transpose of ``nn.Linear``'s weight). ``ste_clip`` True/False
+    writes the quantizer's STE clipping attribute; None leaves it to compile_grad."""
     if activation not in ACTIVATIONS:
         raise ternjit.Error(ternjit.INVALID_ARGUMENT, "unknown activation '%s' (expected one of %s)" %
                             (activation, ", ".join(ACTIVATIONS)))
     args = "x: Tensor[M, K], w: Tensor[K, N]" + (", b: Tensor[N]" if bias else "")
-    z = "quantize_int8(x) @ ternarize_absmean(w)" + (" + b" if bias else "")
+    clip = "" if ste_clip is None else (", 1" if ste_clip else ", 0")
+    z = "quantize_int8(x) @ ternarize_absmean(w%s)" % clip + (" + b" if bias else "")
     body = z if activation == "none" else "%s(%s)" % (activation, z)
     return "layer QATLinear {\n    fn forward(%s) -> Tensor[M, N] {\n        return %s\n    }\n}\n" % (args, body)
 
 
-_qat_programs = {}  # (engine key, bias, activation, ste_clip) -> Program
+_qat_programs = {}  # (engine key, bias, activation, ste_clip, int8_dx) -> Program
 
 
-def _qat_program(engine_name, bias, activation, ste_clip):
-    key = (engine_name, bias, activation, ste_clip)
+def _qat_program(engine_name, bias, activation, ste_clip, int8_dx=False):
+    key = (engine_name, bias, activation, ste_clip, int8_dx)
     with _lock:
         program = _qat_programs.get(key)
     if program is None or program.closed:
         engine = _engine_for(engine_name)
         wrt = ["x", "w"] + (["b"] if bias else [])
-        program = engine.compile_grad(qat_linear_source(bias, activation), "QATLinear.forward", wrt=wrt,
-                                      ste_clip=ste_clip, file_name="qat_linear.tri")
+        # The clipping is the quantizer's attribute in the source (the pass default unused).
+        program = engine.compile_grad(qat_linear_source(bias, activation, ste_clip), "QATLinear.forward", wrt=wrt,
+                                      file_name="qat_linear.tri", int8_dx=int8_dx)
         with _lock:
             _qat_programs[key] = program
     return program
@@ -557,8 +560,8 @@ class _QATLinearFunction(torch.autograd.Function):
     """Forward and backward of :class:`QATLinear` through ternjit's ``.fwd``/``.bwd``."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name):
-        program = _qat_program(engine_name, bias is not None, activation, ste_clip)
+    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name, int8_dx):
+        program = _qat_program(engine_name, bias is not None, activation, ste_clip, int8_dx)
         lead = x.shape[:-1]
         x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
         w = weight.detach().to(torch.float32).t().contiguous().numpy()
@@ -579,7 +582,7 @@ class _QATLinearFunction(torch.autograd.Function):
         dx = torch.from_numpy(grads[0]).reshape(ctx.x_shape).to(ctx.x_dtype)
         dw = torch.from_numpy(grads[1]).t().contiguous()
         db = torch.from_numpy(grads[2]) if len(grads) > 2 else None
-        return dx, dw, db, None, None, None
+        return dx, dw, db, None, None, None, None
 
 
 class QATLinear(torch.nn.Module):
@@ -589,9 +592,14 @@ class QATLinear(torch.nn.Module):
     its straight-through gradients, both compiled by ternjit (``Engine.compile_grad``).
     ``loss.backward()`` gives the gradients torch's float model with STE
     (``x + (q(x) - x).detach()``) gives; ``ste_clip`` zeroes the weight gradient where
-    ``|w| > mean|w|``. Export the trained layer with :meth:`to_bitlinear`."""
+    ``|w| > mean|w|``. ``int8_dx=True`` opts in to a faster, lower-precision input
+    gradient (the incoming gradient quantized to int8 per row; weight gradients stay
+    exact). Without autograd (``torch.no_grad()``, or nothing requiring a gradient) the
+    forward runs the plain function: no saved tensors are produced. Export the trained
+    layer with :meth:`to_bitlinear`."""
 
-    def __init__(self, in_features, out_features, bias=True, activation="none", ste_clip=False, engine=None):
+    def __init__(self, in_features, out_features, bias=True, activation="none", ste_clip=False, engine=None,
+                 int8_dx=False):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features))
         self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
@@ -599,10 +607,23 @@ class QATLinear(torch.nn.Module):
         qat_linear_source(bias, activation)  # validates the activation
         self.activation = activation
         self.ste_clip = bool(ste_clip)
+        self.int8_dx = bool(int8_dx)
         self.engine = engine_key(engine)
 
     def forward(self, x):
-        return _QATLinearFunction.apply(x, self.weight, self.bias, self.activation, self.ste_clip, self.engine)
+        needs_grad = torch.is_grad_enabled() and (
+            x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
+        if needs_grad:
+            return _QATLinearFunction.apply(x, self.weight, self.bias, self.activation, self.ste_clip, self.engine,
+                                            self.int8_dx)
+        # No backward will run: the plain forward, without the saved tensors .fwd returns.
+        program = _qat_program(self.engine, self.bias is not None, self.activation, self.ste_clip, self.int8_dx)
+        x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
+        w = self.weight.detach().to(torch.float32).t().contiguous().numpy()
+        args = [x2, w] + ([self.bias.detach().to(torch.float32).contiguous().numpy()] if self.bias is not None else [])
+        y = program.run("QATLinear.forward", *args)
+        y = y[0] if isinstance(y, list) else y
+        return torch.from_numpy(y).reshape(*x.shape[:-1], w.shape[1]).to(x.dtype)
 
     def to_bitlinear(self):
         """The inference layer (ternary weights, per-tensor absmean scale) this one computes."""
@@ -614,5 +635,6 @@ class QATLinear(torch.nn.Module):
                          engine=_engine_for(self.engine) if self.engine else None)
 
     def extra_repr(self):
-        return "in_features=%d, out_features=%d, bias=%s, activation=%s, ste_clip=%s" % (
-            self.weight.shape[1], self.weight.shape[0], self.bias is not None, self.activation, self.ste_clip)
+        return "in_features=%d, out_features=%d, bias=%s, activation=%s, ste_clip=%s, int8_dx=%s" % (
+            self.weight.shape[1], self.weight.shape[0], self.bias is not None, self.activation, self.ste_clip,
+            self.int8_dx)

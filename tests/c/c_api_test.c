@@ -701,6 +701,16 @@ static void check_grad(void) {
     }
     ternjit_program_destroy(p);
   }
+  /* Both flags are accepted (no ternary matmul here: int8_dx changes nothing, exactly). */
+  CHECK(ternjit_has_feature("autodiff-int8-dx") == 1);
+  p = NULL;
+  CHECK_OK(ternjit_compile_grad(e, src, strlen(src), "p.tri", "P.forward", wrt, 2,
+                                TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX, &p));
+  if (p != NULL) {
+    CHECK_OK(ternjit_run(p, "P.forward.bwd", in, 3, out, 2));
+    for (i = 0; i < 4; ++i) CHECK(dw[i] == dy[i] * x[i] && dx[i] == dy[i] * w[i]);
+    ternjit_program_destroy(p);
+  }
   p = NULL;
   expect_error("compile_grad unknown function", ternjit_compile_grad(e, src, strlen(src), NULL, "P.nope", NULL, 0, 0, &p),
                TERNJIT_NOT_FOUND, "P.nope");

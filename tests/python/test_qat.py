@@ -81,13 +81,89 @@ def test_gradients_equal_torch_ste():
             check(layer.weight.grad.shape == layer.weight.shape, "dW has the weight's shape")
 
 
+def run_grad(program, fn, args, dy):
+    """.fwd then .bwd of `fn` on numpy `args`: (y, gradients)."""
+    outs = program.run(fn + ".fwd", *args)
+    outs = outs if isinstance(outs, list) else [outs]
+    specs = program.kernel(fn + ".fwd", *args).outputs
+    saved = [(a, spec.dtype) for a, spec in zip(outs[1:], specs[1:])]
+    grads = program.run(fn + ".bwd", *args, dy, *saved)
+    return outs[0], grads if isinstance(grads, list) else [grads]
+
+
+def test_ste_clip_attribute_equals_torch():
+    # The clipping written on the quantizer (ternarize_absmean(w, 1) / (w, 0)) wins over
+    # compile_grad's ste_clip default: each is compared with the torch model it names.
+    for target in targets():
+        engine = ternjit.Engine(target=target, cache_dir="off")
+        for attr, option in [(True, False), (False, True), (None, True), (None, False)]:
+            clip = option if attr is None else attr
+            source = ternjit.torch.qat_linear_source(True, "relu", attr)
+            program = engine.compile_grad(source, "QATLinear.forward", wrt=["x", "w", "b"], ste_clip=option)
+            torch.manual_seed(7)
+            m, k, n = 6, 21, 11
+            x = torch.randn(m, k, requires_grad=True)
+            w = torch.randn(n, k, requires_grad=True)
+            b = torch.randn(n, requires_grad=True)
+            dy = torch.randn(m, n)
+            y, grads = run_grad(program, "QATLinear.forward",
+                                [x.detach().numpy(), w.detach().t().contiguous().numpy(), b.detach().numpy()],
+                                dy.numpy())
+            y_ref = torch_qat_linear(x, w, b, "relu", clip)
+            y_ref.backward(dy)
+            what = "%s attribute %s option %s" % (target, attr, option)
+            close(torch.from_numpy(y), y_ref.detach(), "forward " + what)
+            close(torch.from_numpy(grads[0]), x.grad, "dx " + what)
+            close(torch.from_numpy(grads[1]).t(), w.grad, "dW " + what)
+            close(torch.from_numpy(grads[2]), b.grad, "db " + what)
+            g = w.detach().abs().mean()
+            outside = (w.detach().abs() > g)
+            check(outside.any().item(), "some weights lie outside the clipping range")
+            zero_outside = bool((torch.from_numpy(grads[1]).t()[outside] == 0).all())
+            check(zero_outside == clip, "dW is zero outside the range exactly when clipped (%s)" % what)
+
+
+def test_int8_dx_within_its_bound():
+    # int8_dx quantizes dy (times the weight scale g) per row: |dx - dx_exact|[m, k] <=
+    # g * sum_n |T[k, n]| * max_n |dy[m, n]| / 254 (half an int8 step per term), plus the
+    # f32 reordering slack of close(); dW and db stay exact.
+    for target in targets():
+        engine = ternjit.Engine(target=target, cache_dir="off")
+        for (m, k, n) in [(1, 13, 7), (17, 40, 33)]:
+            torch.manual_seed(m + k + n)
+            layer = ternjit.torch.QATLinear(k, n, activation="none", engine=engine, int8_dx=True)
+            exact = ternjit.torch.QATLinear(k, n, activation="none", engine=engine)
+            exact.load_state_dict(layer.state_dict())
+            x = torch.randn(m, k, requires_grad=True)
+            x2 = x.detach().clone().requires_grad_(True)
+            dy = torch.randn(m, n)
+            layer(x).backward(dy)
+            exact(x2).backward(dy)
+            w = layer.weight.detach()
+            g = w.abs().mean()
+            t = torch.clamp(torch.round(w / g), -1, 1)  # [N, K]
+            bound = g * (dy.abs().amax(dim=1, keepdim=True) / 254) * t.abs().sum(dim=0, keepdim=True) * (1 + 1e-5) + 1e-5
+            err = (x.grad - x2.grad).abs()
+            what = "%s M=%d K=%d N=%d" % (target, m, k, n)
+            check(bool((err <= bound).all()), "int8 dx error %g over its bound (%s)" % ((err - bound).max().item(), what))
+            check(err.max().item() > 0, "int8 dx equals the exact dx: the option did nothing (%s)" % what)
+            close(layer.weight.grad, exact.weight.grad, "dW " + what)
+            close(layer.bias.grad, exact.bias.grad, "db " + what)
+
+
 def test_qat_mlp_loss_goes_down():
-    # A 2-layer MLP on a synthetic regression task (a fixed random teacher), seeded.
+    # A 2-layer MLP on a synthetic regression task (a fixed random teacher), seeded; with
+    # the exact backward and with the int8_dx option.
+    engine = ternjit.Engine(target="auto", cache_dir="off")
+    for int8_dx in (False, True):
+        train_mlp(engine, int8_dx)
+
+
+def train_mlp(engine, int8_dx):
     torch.manual_seed(3)
     start = time.time()
-    engine = ternjit.Engine(target="auto", cache_dir="off")
-    model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine),
-                                ternjit.torch.QATLinear(32, 4, engine=engine))
+    model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine, int8_dx=int8_dx),
+                                ternjit.torch.QATLinear(32, 4, engine=engine, int8_dx=int8_dx))
     teacher = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
     data = torch.randn(256, 16)
     with torch.no_grad():
@@ -102,7 +178,8 @@ def test_qat_mlp_loss_goes_down():
         opt.step()
         losses.append(loss.item())
     first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
-    print("QAT: mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (first, last, time.time() - start))
+    print("QAT (int8_dx=%s): mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (
+        int8_dx, first, last, time.time() - start))
     check(all(np.isfinite(losses)), "a loss is not finite")
     check(last < 0.5 * first, "the loss did not go down: %.4f -> %.4f" % (first, last))
     # The trained layers export to inference BitLinear layers computing the same forward.
@@ -114,4 +191,5 @@ def test_qat_mlp_loss_goes_down():
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    harness.run([test_gradients_equal_torch_ste, test_qat_mlp_loss_goes_down])
+    harness.run([test_gradients_equal_torch_ste, test_ste_clip_attribute_equals_torch, test_int8_dx_within_its_bound,
+                 test_qat_mlp_loss_goes_down])

@@ -1,19 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 // autodiff_test.cpp - the autodiff pass: every gradient rule against finite differences of the reference, STE semantics, the save policy.
 //
-// Finite differences. The IR has no f64 kind, so the reference evaluates f in f32; the
-// loss L = sum_k sum_i r_ki y_ki (r random) is accumulated in double from the f32
-// outputs. With inputs in [-1, 1] and a step h = 1e-2 (the perturbed input rounded to
-// f32; the actual step is used as denominator), the central difference differs from
-// dL/dx by at most
-//   (a) rounding: each evaluation of L is off by at most ~8 u S (u = 2^-24, S =
-//       sum |r y|: a few f32 roundings per output, reductions bounded relative to the
-//       sum of absolute terms), so the quotient is off by 8 u S / h;
-//   (b) truncation: h^2 / 6 |L'''|, with |L'''| <= S for the smooth ops on these
-//       inputs (exp, sigmoid, ... have O(1) derivatives on [-2, 2]); bounded by h^2 S;
-// plus 1% of |dL/dx| for the f32 rounding of the gradient itself. Kinks (relu, abs,
-// max, min, reduce_max) are kept at least 2h away from every input by the input domain
-// (a lattice of quarters plus a per-argument offset, or evenly spaced distinct values).
+// Finite differences, in double. The IR has no f64 kind; the reference interpreter's
+// double-precision mode (InterpretOptions::f32_as_f64) holds and computes every f32
+// value in double, and both the function and its backward run in it, so the check
+// compares the rule itself with the derivative, without f32 rounding. The loss is
+// L = sum_k sum_i r_ki y_ki (r random in [-1, 1]), S = sum |r y|. Inputs are f32 values
+// in [-2, 2]; the step is h = 2^-16, so x +- h is exact in double. The central
+// difference differs from dL/dx by at most
+//   (a) rounding: one evaluation of L is a few (< 32) correctly rounded double ops per
+//       output plus sums of at most 7^3 terms, each bounded relative to the sum of
+//       absolute values: off by at most 1024 u S (u = 2^-53), so the quotient is off by
+//       1024 u S / h (about 7.5e-9 S);
+//   (b) truncation: h^2 / 6 |L'''|; on these inputs every op's third derivative is at
+//       most ~21 (rsqrt at 0.5: 15/8 0.5^-3.5), |r| <= 1, so |L'''| / 6 <= 64 (S + 1)
+//       holds with room: 64 h^2 (S + 1) (about 1.5e-8 (S + 1));
+//   (c) the gradient's own double rounding: far below (a).
+// Tolerance: (1024 u / h + 64 h^2) (S + 1) ~ 2.2e-8 (S + 1), four orders of magnitude
+// tighter than the f32 check it replaces (1% of dL/dx plus 1.5e-4 (S + 1)). Kinks (relu,
+// abs, max, min, reduce_max) are kept at least 1/171 >> h away from every input by the
+// input domain (a lattice of quarters plus a per-argument offset, or evenly spaced
+// distinct values).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -39,8 +46,8 @@ using namespace ternjit;
 
 namespace {
 
-constexpr double kU = 0x1p-24;
-constexpr double kH = 1e-2;
+constexpr double kU = 0x1p-53;
+constexpr double kH = 0x1p-16;
 
 ir::Module parse(const std::string& text) {
   auto m = ir::parse_module(text, "autodiff_test.tir");
@@ -104,9 +111,12 @@ Problem make_problem(const std::string& text, std::uint64_t seed, Domain domain)
   return p;
 }
 
+// Runs `fn` on the reference, in the double-precision mode when `f64` is set.
 std::vector<ir::HostTensor> run(const ir::Module& m, const std::string& fn, const std::vector<ir::HostTensor>& args,
-                                const ir::ParamValues& params) {
-  auto out = ir::interpret(m, fn, args, params);
+                                const ir::ParamValues& params, bool f64 = false) {
+  ir::InterpretOptions options;
+  options.f32_as_f64 = f64;
+  auto out = ir::interpret(m, fn, args, params, options);
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : render(out.error())));
   return std::move(out).value();
 }
@@ -124,15 +134,15 @@ std::pair<double, double> loss(const std::vector<ir::HostTensor>& y, const std::
 
 // Runs `result.forward` and `result.backward`: the gradients of sum r * f.
 std::vector<ir::HostTensor> gradients(const ir::Module& m, const passes::AutodiffResult& result, const Problem& p,
-                                      const std::vector<ir::HostTensor>& r) {
-  const std::vector<ir::HostTensor> fwd = run(m, result.forward, p.args, p.params);
-  const std::vector<ir::HostTensor> plain = run(m, "f", p.args, p.params);
+                                      const std::vector<ir::HostTensor>& r, bool f64 = false) {
+  const std::vector<ir::HostTensor> fwd = run(m, result.forward, p.args, p.params, f64);
+  const std::vector<ir::HostTensor> plain = run(m, "f", p.args, p.params, f64);
   REQUIRE(fwd.size() == plain.size() + result.num_saved);
   for (std::size_t k = 0; k < plain.size(); ++k) CHECK(!ir::compare(plain[k], fwd[k], 0, 0));  // f.fwd is f, exactly
   std::vector<ir::HostTensor> args = p.args;
   args.insert(args.end(), r.begin(), r.end());
   args.insert(args.end(), fwd.begin() + static_cast<std::ptrdiff_t>(plain.size()), fwd.end());
-  return run(m, result.backward, args, p.params);
+  return run(m, result.backward, args, p.params, f64);
 }
 
 std::vector<ir::HostTensor> random_like(const std::vector<ir::HostTensor>& ys, std::uint64_t seed) {
@@ -141,19 +151,17 @@ std::vector<ir::HostTensor> random_like(const std::vector<ir::HostTensor>& ys, s
   return r;
 }
 
-// The value of `wrt` entry `name` in `p`, to perturb.
-ir::HostTensor& input_of(Problem& p, const ir::Function& f, const std::string& name, ir::HostTensor& param_copy) {
-  if (name.starts_with("@")) {
-    param_copy = p.params.values.at(name.substr(1)).to_host();
-    return param_copy;
-  }
+// The argument `name` of `p`, to perturb (parameters are stored in their kind, f32: the
+// finite-difference checks differentiate with respect to arguments).
+ir::HostTensor& input_of(Problem& p, const ir::Function& f, const std::string& name) {
   for (std::size_t k = 0; k < f.args().size(); ++k)
     if ("%" + f.value(f.args()[k]).name == name) return p.args[k];
-  FAIL("no input " << name);
-  return param_copy;
+  FAIL("no argument " << name);
+  return p.args.front();
 }
 
-// Checks every gradient of `text`'s @f w.r.t. `wrt` against central differences.
+// Checks every gradient of `text`'s @f w.r.t. the arguments `wrt` against central
+// differences, all in the reference's double-precision mode.
 void check_fd(const std::string& text, const std::vector<std::string>& wrt, Domain domain = Domain::Any) {
   for (std::uint64_t seed : {1, 2, 3}) {
     INFO("seed ", seed);
@@ -162,29 +170,27 @@ void check_fd(const std::string& text, const std::vector<std::string>& wrt, Doma
     auto res = passes::autodiff(m, passes::AutodiffOptions{"f", wrt, false});
     REQUIRE_MESSAGE(res.ok(), (res.ok() ? "" : render(res.error())));
     REQUIRE(ir::verify_module(m).empty());
-    const std::vector<ir::HostTensor> y = run(p.m, "f", p.args, p.params);
+    const std::vector<ir::HostTensor> y = run(p.m, "f", p.args, p.params, true);
     const std::vector<ir::HostTensor> r = random_like(y, seed);
-    const std::vector<ir::HostTensor> g = gradients(m, *res, p, r);
+    const std::vector<ir::HostTensor> g = gradients(m, *res, p, r, true);
     REQUIRE(g.size() == wrt.size());
     const double s = loss(y, r).second;
+    const double tol = (1024 * kU / kH + 64 * kH * kH) * (s + 1);
     const ir::Function& f = *p.m.find_function("f");
     std::size_t checked = 0;
     for (std::size_t w = 0; w < wrt.size(); ++w) {
-      ir::HostTensor param_copy;
-      ir::HostTensor& x = input_of(p, f, wrt[w], param_copy);
+      ir::HostTensor& x = input_of(p, f, wrt[w]);
       REQUIRE(g[w].shape == x.shape);
       for (std::size_t i = 0; i < x.data.size(); ++i) {
         const double x0 = x.data[i];
-        const double xp = static_cast<float>(x0 + kH), xm = static_cast<float>(x0 - kH);
         auto eval = [&](double v) {
           x.data[i] = v;
-          if (wrt[w].starts_with("@")) p.params.set(wrt[w].substr(1), x);
-          return loss(run(p.m, "f", p.args, p.params), r).first;
+          return loss(run(p.m, "f", p.args, p.params, true), r).first;
         };
-        const double fd = (eval(xp) - eval(xm)) / (xp - xm);
+        const double fd = (eval(x0 + kH) - eval(x0 - kH)) / (2 * kH);
         eval(x0);
-        const double tol = 1e-2 * std::fabs(fd) + (8 * kU / kH + kH * kH) * (s + 1);
-        INFO(wrt[w], " element ", i, " of ", x.describe(), ": autodiff ", g[w].data[i], ", finite difference ", fd);
+        INFO(wrt[w], " element ", i, " of ", x.describe(), ": autodiff ", g[w].data[i], ", finite difference ", fd,
+             ", tolerance ", tol);
         CHECK(std::fabs(g[w].data[i] - fd) <= tol);
         ++checked;
       }
@@ -323,28 +329,32 @@ double gelu_derivative(double z) {
 }
 
 // The BitLinear layer of the QAT use: quantize_int8 activations, ternarize_absmean
-// latent weights, bias, activation.
-std::string bitlinear(const std::string& act) {
+// latent weights (with the attributes `ste`, e.g. " {ste_clip = true}"), bias, activation.
+std::string bitlinear(const std::string& act, const std::string& ste = "") {
   return "param @L.w : f32[K, N]\nparam @L.b : f32[N]\n\n" +
          fn("<M, K, N>(%x: f32[M, K]) -> f32[M, N]",
             "  %w = param @L.w : f32[K, N]\n  %q = quantize_int8 %x : f32[M, K]\n"
-            "  %t = ternarize_absmean %w : f32[K, N]\n  %y = matmul %q, %t : f32[M, N]\n"
+            "  %t = ternarize_absmean %w" + ste + " : f32[K, N]\n  %y = matmul %q, %t : f32[M, N]\n"
             "  %b = param @L.b : f32[N]\n  %z = add %y, %b : f32[M, N]\n  %r = " + act + " %z : f32[M, N]\n  ret %r\n");
 }
 
 }  // namespace
 
 TEST_CASE("autodiff: straight-through estimators pass the gradient, clipped to the range on request") {
-  for (bool clip : {false, true}) {
-    INFO("ste_clip ", clip);
+  // The op's ste_clip attribute decides; where it is absent, the pass option does.
+  for (const char* attr : {"", ", ste_clip = true", ", ste_clip = false"})
+  for (bool option : {false, true}) {
+    const bool clip = std::string(attr).empty() ? option : std::string(attr).find("true") != std::string::npos;
+    INFO("attribute '", attr, "' option ", option);
     // ternarize (range |x| <= 1) of 2x, times a.
     const std::string text = fn("<N>(%x: f32[N], %a: f32[N]) -> f32[N]",
                                 "  %c = const {value = 2} : f32[]\n  %0 = mul %x, %c : f32[N]\n"
-                                "  %1 = ternarize %0 {threshold = 0.5} : f32[N]\n  %2 = mul %1, %a : f32[N]\n  ret %2\n");
+                                "  %1 = ternarize %0 {threshold = 0.5" + std::string(attr) +
+                                    "} : f32[N]\n  %2 = mul %1, %a : f32[N]\n  ret %2\n");
     for (std::uint64_t seed : {1, 2}) {
       Problem p = make_problem(text, seed, Domain::Any);
       ir::Module m = p.m;
-      auto res = passes::autodiff(m, passes::AutodiffOptions{"f", {"%x"}, clip});
+      auto res = passes::autodiff(m, passes::AutodiffOptions{"f", {"%x"}, option});
       REQUIRE(res.ok());
       const auto r = random_like(run(m, "f", p.args, p.params), seed);
       const auto g = gradients(m, *res, p, r);
@@ -363,11 +373,16 @@ TEST_CASE("autodiff: straight-through estimators pass the gradient, clipped to t
 TEST_CASE("autodiff: a BitLinear layer (STE quantizers) has torch's STE gradients, unfused and after the fusion passes") {
   for (const char* act : {"relu", "gelu"}) {
     for (bool fused : {false, true}) {
-      for (bool clip : {false, true}) {
-        INFO(act, fused ? " fused" : " unfused", " ste_clip ", clip);
+      // The clipping by the pass option (no attribute), then by the ternarize_absmean's
+      // attribute against the opposite option (the fusion carries it to tquantize).
+      for (int how : {0, 1, 2, 3}) {
+        const bool by_attr = how >= 2, clip = how % 2 == 1;
+        const bool option = by_attr ? !clip : clip;
+        const std::string ste = by_attr ? (clip ? " {ste_clip = true}" : " {ste_clip = false}") : "";
+        INFO(act, fused ? " fused" : " unfused", " ste_clip ", clip, by_attr ? " by attribute" : " by option");
         std::size_t seeds_used = 0;
         for (std::uint64_t seed : {1, 2, 3, 4}) {
-          Problem p = make_problem(bitlinear(act), seed, Domain::Any);
+          Problem p = make_problem(bitlinear(act, ste), seed, Domain::Any);
           ir::Module m = p.m;
           if (fused) {
             auto list = passes::parse_pass_list("fuse-quantization,fuse-epilogue");
@@ -376,8 +391,9 @@ TEST_CASE("autodiff: a BitLinear layer (STE quantizers) has torch's STE gradient
             const std::string printed = ir::print_module(m);
             REQUIRE(printed.find("tmatmul") != std::string::npos);
             REQUIRE(printed.find("tquantize") != std::string::npos);
+            if (by_attr) REQUIRE(printed.find(clip ? "tquantize %w {ste_clip = true}" : "tquantize %w {ste_clip = false}") != std::string::npos);
           }
-          auto res = passes::autodiff(m, passes::AutodiffOptions{"f", {"%x", "@L.w", "@L.b"}, clip});
+          auto res = passes::autodiff(m, passes::AutodiffOptions{"f", {"%x", "@L.w", "@L.b"}, option});
           REQUIRE_MESSAGE(res.ok(), (res.ok() ? "" : render(res.error())));
           const auto y = run(p.m, "f", p.args, p.params);
           const auto r = random_like(y, seed);

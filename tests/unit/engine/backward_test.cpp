@@ -48,11 +48,12 @@ constexpr const char* kBlock = R"(func @B.forward<M, N>(%x: f32[M, N], %g: f32[N
 }
 )";
 
-Module with_grad(const char* text, const char* fn, std::vector<std::string> wrt) {
+Module with_grad(const char* text, const char* fn, std::vector<std::string> wrt, bool int8_dx = false) {
   auto m = Module::from_text(text, "backward_test.tir");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
   GradOptions o;
   o.wrt = std::move(wrt);
+  o.int8_dx = int8_dx;
   auto g = grad(*m, fn, o);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : render(g.error())));
   return std::move(m).value();
@@ -137,6 +138,79 @@ TEST_CASE("grad: the BitLinear backward (STE, W^T ternary matmul) on every CPU t
       // epilogue) is bit-exact across targets: compared with the reference target's.
       if (t.label == "reference") reference_fwd = y;
       else CHECK_MESSAGE(y == reference_fwd, t.label, ": .fwd differs from the reference target's");
+      check_on(*p, t.label, "L.forward.bwd", bwd_args, bwd, P);
+    }
+  }
+}
+
+TEST_CASE("grad: int8_dx (dy quantized per row, dx on the int8 ternary kernel) on every CPU target, within its bound") {
+  // Each target against the interpreter of the int8_dx module (the tolerance above: the
+  // int8 codes are the same everywhere, the int32 sums exact), and the interpreter's
+  // int8 dx against the exact one: |dx - dx_exact|[m, k] <= gamma sum_n |T[k, n]| s_m / 2
+  // with s_m = max_n |dy'[m, n]| / 127 (dy' = dy masked by relu', what is quantized) and
+  // gamma = mean|W|, plus f32 rounding (P u max|dx| as above). dW is the exact one.
+  const Module m8 = with_grad(kLayer, "L.forward", {"x", "@L.w"}, true);
+  const Module exact = with_grad(kLayer, "L.forward", {"x", "@L.w"}, false);
+  std::vector<std::string> skipped;
+  const auto targets = testing::cpu_targets(&skipped);
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.M);
+    CAPTURE(sh.K);
+    CAPTURE(sh.N);
+    const auto seed = static_cast<std::uint64_t>(sh.M * 1000 + sh.K * 10 + sh.N + 7);
+    ir::ParamValues params;
+    ir::HostTensor w = ir::HostTensor::random(ElemKind::F32, {sh.K, sh.N}, seed);
+    ir::HostTensor b = ir::HostTensor::random(ElemKind::F32, {sh.N}, seed + 1);
+    params.set("L.w", w);
+    params.set("L.b", b);
+    const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.K}, seed + 2);
+    const ir::HostTensor dy = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3);
+    const std::vector<ir::HostTensor> fwd = interpret(m8, "L.forward.fwd", {x}, params);
+    std::vector<ir::HostTensor> bwd_args{x, dy};
+    bwd_args.insert(bwd_args.end(), fwd.begin() + 1, fwd.end());
+    const std::vector<ir::HostTensor> bwd = interpret(m8, "L.forward.bwd", bwd_args, params);
+    const std::vector<ir::HostTensor> fwd_exact = interpret(exact, "L.forward.fwd", {x}, params);
+    std::vector<ir::HostTensor> exact_args{x, dy};
+    exact_args.insert(exact_args.end(), fwd_exact.begin() + 1, fwd_exact.end());
+    const std::vector<ir::HostTensor> want = interpret(exact, "L.forward.bwd", exact_args, params);
+    const std::int64_t P = std::max({sh.M, sh.K, sh.N});
+
+    // The bound, from the layer's definition (relu mask from the forward's output y).
+    double gamma = 0;
+    for (double v : w.data) gamma += std::fabs(v);
+    gamma /= static_cast<double>(w.data.size());
+    double max_dx = 0;
+    for (double v : want[0].data) max_dx = std::max(max_dx, std::fabs(v));
+    bool differs = false;
+    for (std::int64_t i = 0; i < sh.M; ++i) {
+      double row_max = 0;
+      for (std::int64_t n = 0; n < sh.N; ++n)
+        if (fwd[0].data[static_cast<std::size_t>(i * sh.N + n)] > 0)
+          row_max = std::max(row_max, std::fabs(dy.data[static_cast<std::size_t>(i * sh.N + n)]));
+      for (std::int64_t k = 0; k < sh.K; ++k) {
+        double nonzero = 0;
+        for (std::int64_t n = 0; n < sh.N; ++n)
+          // T[k, n] != 0 where |w| / gamma rounds to 1 (0.49: generous at the f32 tie).
+          nonzero += std::fabs(w.data[static_cast<std::size_t>(k * sh.N + n)] / gamma) >= 0.49 ? 1 : 0;
+        const double bound = gamma * nonzero * row_max / 254 + 4 * std::pow(static_cast<double>(P), 1.5) * kU * max_dx + 0x1p-20;
+        const auto at = static_cast<std::size_t>(i * sh.K + k);
+        INFO("dx[", i, ", ", k, "]: int8 ", bwd[0].data[at], " exact ", want[0].data[at], " bound ", bound);
+        CHECK(std::fabs(bwd[0].data[at] - want[0].data[at]) <= bound);
+        differs = differs || bwd[0].data[at] != want[0].data[at];
+      }
+    }
+    CHECK(differs);  // the option changed dx: it is not the exact path under another name
+    CHECK(!ir::compare(want[1], bwd[1], 0, 0));  // dW is the exact one, bit for bit
+
+    for (const testing::CpuTarget& t : targets) {
+      auto e = Engine::create(t.options);
+      REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+      auto p = e->compile(m8);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      std::vector<float> ws = w.to_f32(), bs = b.to_f32();
+      REQUIRE(p->bind("L.w", TensorView{ws.data(), ElemKind::F32, w.shape}).ok());
+      REQUIRE(p->bind("L.b", TensorView{bs.data(), ElemKind::F32, b.shape}).ok());
+      check_on(*p, t.label, "L.forward.fwd", {x}, fwd, P);
       check_on(*p, t.label, "L.forward.bwd", bwd_args, bwd, P);
     }
   }

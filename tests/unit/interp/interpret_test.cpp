@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -53,6 +54,43 @@ struct AddModule {
     ok(bld.create(Op::Ret, {s}));
   }
 };
+
+TEST_CASE("f32_as_f64: f32 values are held and computed in double; other kinds and the quantizers still round") {
+  auto parsed = parse_module(R"(func @f(%x: f32[3], %y: f32[3]) -> (f32[3], f32[3], f16[3], f32[3], f32[3]) {
+^entry:
+  %0 = add %x, %y : f32[3]
+  %1 = exp %x : f32[3]
+  %2 = cast %0 {to = f16} : f16[3]
+  %3 = quantize_int8 %0 : f32[3]
+  %4 = matmul %x, %y : f32[]
+  %5 = reshape %4 : f32[1]
+  %6 = broadcast %5 : f32[3]
+  ret %0, %1, %2, %3, %6
+}
+)", "f64.tir");
+  REQUIRE(parsed.ok());
+  const Module& m = *parsed;
+  // y = 2^-30 is exact in f32, x + y is not: f32 rounds it away, double keeps it.
+  const double e = 0x1p-30;
+  const std::vector<HostTensor> args{tensor(ElemKind::F32, {3}, {1, 0.5, -2}), tensor(ElemKind::F32, {3}, {e, e, e})};
+  InterpretOptions wide;
+  wide.f32_as_f64 = true;
+  const auto r32 = ok(interpret(m, "f", args, {}));
+  const auto r64 = ok(interpret(m, "f", args, {}, wide));
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(r32[0].data[i] == args[0].data[i]);
+    CHECK(r64[0].data[i] == args[0].data[i] + e);
+    CHECK(r64[1].data[i] == std::exp(args[0].data[i]));  // not rounded to f32
+    CHECK(r32[1].data[i] == static_cast<double>(static_cast<float>(std::exp(args[0].data[i]))));
+    CHECK(r64[2].data[i] == r32[2].data[i]);  // f16 results round in both modes
+    CHECK(r64[3].data[i] == r32[3].data[i]);  // the quantizer reads f32 values
+  }
+  CHECK(r64[4].data[0] == 1 * e + 0.5 * e - 2 * e);  // the matmul's double sum, unrounded
+  // An argument that is no f32 value is accepted only in the double mode.
+  const std::vector<HostTensor> off{HostTensor{ElemKind::F32, {3}, {1 + e, 0, 0}}, args[1]};
+  CHECK(!interpret(m, "f", off, {}).ok());
+  CHECK(interpret(m, "f", off, {}, wide).ok());
+}
 
 TEST_CASE("arguments bind symbols and conflicting extents name the symbol and both sources") {
   AddModule am;
