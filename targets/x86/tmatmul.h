@@ -42,6 +42,9 @@ struct TMatMulProblem {
   bool bias = false;                 ///< out_kind[N]
   bool residual = false;             ///< out_kind[M, N]
   bool relu = false;                 ///< apply relu last
+  /// run() may get args.rows < M (the i8 kernels: every row tail is generated; float
+  /// kernels refuse it in validate()). M is then the most rows a call has.
+  bool runtime_rows = false;
 };
 
 /// The algorithm of a kernel.
@@ -132,6 +135,7 @@ struct TMatMulArgs {
   const void* bias = nullptr;
   const void* residual = nullptr;
   void* y = nullptr;
+  std::int64_t rows = 0;  ///< > 0 (problem.runtime_rows only): the rows of this call, <= M
 };
 
 /// Generated code for one (problem, config). Thread-safe after create().

@@ -362,8 +362,11 @@ class Int8Kernel final : public TMatMulKernel {
 
   Result<void> generate() {
     const int tail = static_cast<int>(p_.M % mb_);
-    for (int mb : {mb_, tail}) {
-      if (mb == 0) continue;
+    std::vector<int> mbs{mb_, tail};
+    if (p_.runtime_rows)  // any row count: every tail
+      for (int mb = 1; mb < mb_; ++mb) mbs.push_back(mb);
+    for (int mb : mbs) {
+      if (mb == 0 || fn_for(mb) != nullptr) continue;
       Fn fn;
       fn.mb = mb;
       fn.code = std::make_unique<JitCode>();
@@ -446,7 +449,7 @@ class Int8Kernel final : public TMatMulKernel {
 };
 
 void Int8Kernel::run(const TMatMulArgs& args, const Parallel& parallel) const {
-  const std::int64_t M = p_.M, K = p_.K, N = p_.N;
+  const std::int64_t M = args.rows > 0 ? args.rows : p_.M, K = p_.K, N = p_.N;
   const auto* x = static_cast<const std::int8_t*>(args.x);
   const int nb = s_.n_block;
 
