@@ -118,6 +118,9 @@ class TernaryWeights {
   [[nodiscard]] std::size_t size() const { return size_; }
   /// Value i (from int8 values as given; from tern2 codes -1, 0, 1, or 2 for code 0b11).
   [[nodiscard]] int operator[](std::size_t i) const { return codes_ ? ir::tern2_at(codes_, i) : values_[i]; }
+  /// The tern2 codes (null for int8 values) and the int8 values (null for codes).
+  [[nodiscard]] const std::uint8_t* tern2_codes() const { return codes_; }
+  [[nodiscard]] const std::int8_t* int8_values() const { return values_; }
 
  private:
   const std::int8_t* values_ = nullptr;

@@ -395,24 +395,18 @@ class Int8Kernel final : public TMatMulKernel {
                                                      panel_bytes_ * static_cast<std::size_t>(panels_)));
     std::uint8_t* out = pw.storage.data() + pw.offset;
     const int G = s_.group, L = s_.lanes, nb = s_.n_block;
-    auto code = [&](std::int64_t k, std::int64_t n) -> unsigned {
-      if (k >= K) return 0;  // padded rows: code 0 multiplies the padded x bytes by 0
-      if (n >= N) return 1;
-      return static_cast<unsigned>(w[static_cast<std::size_t>(k * N + n)] + 1);
-    };
-    for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
-      std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
-      for (std::int64_t st = 0; st < steps_; ++st) {
-        std::uint8_t* row = panel + static_cast<std::size_t>(st * nb);
-        for (int gi = 0; gi < s_.groups; ++gi) {
-          for (int b = 0; b < G; ++b) {
-            const std::int64_t k = 4 * st + b % 4;
-            const std::int64_t n0 = pnl * nb + gi * G + b / 4;
-            unsigned byte = 0;
-            for (int f = 0; f < 4; ++f) byte |= code(k, n0 + f * L) << (2 * f);
-            row[gi * G + b] = static_cast<std::uint8_t>(byte);
-          }
-        }
+    // Byte b of group gi of step st holds the codes of (k = 4 st + b % 4, n = n0 + f L),
+    // n0 = the group's column + b / 4, f = 0..3. The codes of the step's four rows and
+    // the panel's columns are fetched first (rows past K: code 0, which multiplies the
+    // padded x bytes by 0; columns past N: code 1, value 0), then interleaved.
+    // Step by step (four weight rows read in order: page-friendly), every panel's part.
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * np_));
+    for (std::int64_t st = 0; st < steps_; ++st) {
+      detail::weight_codes(w, K, N, 4 * st, 4, 0, np_, codes.data());
+      for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
+        std::uint8_t* row = out + static_cast<std::size_t>(pnl) * panel_bytes_ + static_cast<std::size_t>(st * nb);
+        for (int gi = 0; gi < s_.groups; ++gi)
+          detail::interleave_group(codes.data() + pnl * nb + gi * G, np_, L, row + gi * G);
       }
     }
     return pw;
