@@ -77,7 +77,12 @@ struct RowsKernel {
   std::vector<TensorView> outputs;   ///< result kinds and shapes for rows_max rows
   std::int64_t rows_max = 0;
   std::string desc;                  ///< "target=x86,isa=...,config=O2,disk=miss"
+  std::vector<std::string> arg_names;  ///< the function's argument labels
 };
+
+/// The key of the M bucket `bucket` of a call of `function` on `inputs` (each with the
+/// row axis at axis 0): as the exact key, with axis 0 at the bucket's bound.
+std::string bucket_key(std::string_view function, std::span<const TensorView> inputs, std::int64_t bucket);
 
 /// The M bucket of `rows` >= 1: 1, then 4 (2-4), then the next power of two (5-8,
 /// 9-16, ...): the row counts one run-time-rows kernel serves, compiled for the bound.
@@ -117,6 +122,13 @@ struct Program::Impl {
   Result<void> check_not_frozen(std::string_view what) const;
   /// The compile flow of one (function, input shapes): jit/specialize.cpp.
   Result<std::unique_ptr<jit::KernelImpl>> specialize(std::string_view function, std::span<const TensorView> inputs);
+  /// The fast path of a new M: the Kernel of `inputs` from an already compiled M bucket
+  /// of `function` (null when there is none: then specialize decides). Checks that the
+  /// inputs agree on axis 0; everything else is in the bucket's key.
+  std::unique_ptr<jit::KernelImpl> from_bucket(std::string_view function, std::span<const TensorView> inputs);
+  /// The Kernel of `inputs` from the bucket's kernel `rk` (`how` it was found).
+  std::unique_ptr<jit::KernelImpl> bucket_kernel(std::string_view function, std::span<const TensorView> inputs,
+                                                 const jit::RowsKernel& rk, std::int64_t bucket, jit::Lookup how) const;
   /// The kernel of `inputs` served by its M bucket's run-time-rows kernel (compiled on
   /// the bucket's first use), or null when `f` or the bucket does not take run-time rows.
   Result<std::unique_ptr<jit::KernelImpl>> specialize_rows(const ir::Function& f, std::span<const TensorView> inputs,

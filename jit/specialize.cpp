@@ -32,6 +32,8 @@ std::string compact_type(ElemKind k, std::span<const std::int64_t> s) {
   return r + ']';
 }
 
+constexpr const char* kLookupName[] = {"hit", "miss", "wait"};
+
 // The parameters `f` reads, directly or through the functions it calls.
 std::vector<std::string> params_used(const ir::Module& m, const ir::Function& f) {
   std::vector<std::string> used;
@@ -277,17 +279,7 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize_rows(
     return std::unique_ptr<jit::KernelImpl>();
   const std::int64_t rows = inputs[0].shape[0];
   const std::int64_t bucket = jit::row_bucket(rows);
-  // The bucket key: as the exact key (engine.cpp), with axis 0 at the bucket's bound.
-  std::string key = f.name();
-  key.push_back('\0');
-  for (const TensorView& v : inputs) {
-    key.push_back(static_cast<char>(v.kind));
-    key.push_back(static_cast<char>(v.shape.size()));
-    for (std::size_t d = 0; d < v.shape.size(); ++d) {
-      const std::int64_t e = d == 0 ? bucket : v.shape[d];
-      key.append(reinterpret_cast<const char*>(&e), sizeof e);
-    }
-  }
+  const std::string key = jit::bucket_key(f.name(), inputs, bucket);
   jit::Lookup how = jit::Lookup::Hit;
   TERNJIT_TRY(const jit::RowsKernel* rk, row_buckets.get(
                                              key,
@@ -295,25 +287,51 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize_rows(
                                                return build_rows_kernel(f, f.symbol_name(*sym), bindings, bucket);
                                              },
                                              how));
-  static constexpr const char* kHow[] = {"hit", "miss", "wait"};
-  if (engine->verbose())
-    engine->trace("ternjit_verbose,rows,fn=" + f.name() + ",rows=" + std::to_string(rows) +
-                  ",bucket=" + std::to_string(bucket) + ",lookup=" + kHow[static_cast<int>(how)] +
-                  (rk->refused.empty() ? std::string(",kernel=shared") : ",kernel=specialized,why=" + rk->refused));
-  if (!rk->refused.empty()) return std::unique_ptr<jit::KernelImpl>();
-  std::vector<std::string> names;
-  std::vector<TensorView> sig_in, sig_out = rk->outputs;
-  std::string shape_desc;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(jit::arg_label(f, i));
-    sig_in.push_back(TensorView{nullptr, inputs[i].kind, inputs[i].shape});
-    shape_desc += (i ? " " : "") + names.back() + ":" + compact_type(inputs[i].kind, inputs[i].shape);
+  if (!rk->refused.empty()) {
+    if (engine->verbose())
+      engine->trace("ternjit_verbose,rows,fn=" + f.name() + ",rows=" + std::to_string(rows) +
+                    ",bucket=" + std::to_string(bucket) + ",lookup=" + kLookupName[static_cast<int>(how)] +
+                    ",kernel=specialized,why=" + rk->refused);
+    return std::unique_ptr<jit::KernelImpl>();
   }
+  return bucket_kernel(f.name(), inputs, *rk, bucket, how);
+}
+
+std::unique_ptr<jit::KernelImpl> Program::Impl::from_bucket(std::string_view function,
+                                                            std::span<const TensorView> inputs) {
+  if (!engine->options.runtime_rows || inputs.empty() || inputs[0].shape.empty() || inputs[0].shape[0] < 1)
+    return nullptr;
+  const std::int64_t rows = inputs[0].shape[0];
+  for (const TensorView& v : inputs)
+    if (v.shape.empty() || v.shape[0] != rows) return nullptr;  // specialize says what is wrong
+  const std::int64_t bucket = jit::row_bucket(rows);
+  const jit::RowsKernel* rk = row_buckets.find(jit::bucket_key(function, inputs, bucket));
+  if (rk == nullptr || !rk->refused.empty()) return nullptr;
+  return bucket_kernel(function, inputs, *rk, bucket, jit::Lookup::Hit);
+}
+
+std::unique_ptr<jit::KernelImpl> Program::Impl::bucket_kernel(std::string_view function,
+                                                              std::span<const TensorView> inputs,
+                                                              const jit::RowsKernel& rk, std::int64_t bucket,
+                                                              jit::Lookup how) const {
+  const std::int64_t rows = inputs[0].shape[0];
+  std::vector<TensorView> sig_in, sig_out = rk.outputs;
+  sig_in.reserve(inputs.size());
+  for (const TensorView& v : inputs) sig_in.push_back(TensorView{nullptr, v.kind, v.shape});
   for (TensorView& o : sig_out) o.shape[0] = rows;  // every result is rows-leading
-  const std::string desc = rk->desc + ",fn=" + f.name() + ",shape=" + shape_desc + ",rows=" + std::to_string(rows) +
-                           ",bucket=" + std::to_string(bucket) + ",bucket_lookup=" + kHow[static_cast<int>(how)];
-  return std::make_unique<jit::KernelImpl>(f.name(), std::move(names), std::move(sig_in), std::move(sig_out),
-                                           std::make_unique<jit::Trampoline>(rk->loaded, rows), desc);
+  std::string desc;
+  if (engine->verbose()) {  // the trace line's text: built only when someone reads it
+    const char* lookup = kLookupName[static_cast<int>(how)];
+    engine->trace("ternjit_verbose,rows,fn=" + std::string(function) + ",rows=" + std::to_string(rows) +
+                  ",bucket=" + std::to_string(bucket) + ",lookup=" + lookup + ",kernel=shared");
+    std::string shape_desc;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      shape_desc += (i ? " " : "") + rk.arg_names[i] + ":" + compact_type(inputs[i].kind, inputs[i].shape);
+    desc = rk.desc + ",fn=" + std::string(function) + ",shape=" + shape_desc + ",rows=" + std::to_string(rows) +
+           ",bucket=" + std::to_string(bucket) + ",bucket_lookup=" + lookup;
+  }
+  return std::make_unique<jit::KernelImpl>(std::string(function), rk.arg_names, std::move(sig_in), std::move(sig_out),
+                                           std::make_unique<jit::Trampoline>(rk.loaded, rows), std::move(desc));
 }
 
 // The bucket's kernel: the function specialized but for the row symbol -> pipeline ->
@@ -377,6 +395,7 @@ std::unique_ptr<jit::RowsKernel> Program::Impl::build_rows_kernel(const ir::Func
     for (const ir::Dim& d : t.shape) shape.push_back(d.extent);
     k->outputs.push_back(TensorView{nullptr, t.elem, std::move(shape)});
   }
+  for (std::size_t i = 0; i < f.args().size(); ++i) k->arg_names.push_back(jit::arg_label(f, i));
   k->desc = "target=" + std::string(target.name()) + ",isa=" + k->loaded.isa +
             ",config=" + std::string(passes::opt_level_name(engine->typed.level)) +
             ",disk=" + std::string(jit::disk_state_name(c.disk));
@@ -402,6 +421,20 @@ Result<targets::LoadedKernel> Program::Impl::load_kernel(const jit::Compiled& c)
 }
 
 namespace jit {
+
+std::string bucket_key(std::string_view function, std::span<const TensorView> inputs, std::int64_t bucket) {
+  std::string key(function);
+  key.push_back('\0');
+  for (const TensorView& v : inputs) {
+    key.push_back(static_cast<char>(v.kind));
+    key.push_back(static_cast<char>(v.shape.size()));
+    for (std::size_t d = 0; d < v.shape.size(); ++d) {
+      const std::int64_t e = d == 0 ? bucket : v.shape[d];
+      key.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+  }
+  return key;
+}
 
 std::int64_t row_bucket(std::int64_t rows) {
   if (rows <= 1) return 1;
