@@ -245,7 +245,7 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize(std::string_v
   TERNJIT_TRY(const ir::Function* f, find_entry(module, function, inputs.size()));
   TERNJIT_TRY(auto bindings, bind_and_freeze(*f, inputs));
   // A new M served by its bucket's run-time-rows kernel when the function takes one.
-  if (engine->options.runtime_rows) {
+  if (engine->options.runtime_rows && engine->target->has_runtime_rows()) {
     TERNJIT_TRY(auto by_rows, specialize_rows(*f, inputs, bindings));
     if (by_rows) return by_rows;
   }

@@ -216,6 +216,9 @@ class Target {
     (void)rows;
     return false;
   }
+  /// False when runtime_rows() never says yes (the default): the engine then does not
+  /// even run the analysis, and specializes every M.
+  [[nodiscard]] virtual bool has_runtime_rows() const { return false; }
   /// A fresh state for one Program's kernels (null when the target keeps none).
   [[nodiscard]] virtual std::unique_ptr<ProgramState> new_program_state() const { return nullptr; }
   /// Loads an artifact this target compiled. Errors: InvalidInput for an artifact that

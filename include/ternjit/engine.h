@@ -57,7 +57,8 @@ struct EngineOptions {
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
-  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
+  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_TUNING and
+  /// TERNJIT_VERBOSE. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();
 };

@@ -158,6 +158,7 @@ class X86Target final : public Target {
 
   // Per-row values are computed by the steps above; load-time values (no row axis) by
   // anything. Plan::build refuses with Unsupported what this cheap check lets through.
+  [[nodiscard]] bool has_runtime_rows() const override { return true; }
   [[nodiscard]] bool runtime_rows(const ir::Function& optimized, ir::SymbolId rows) const override {
     if (optimized.blocks().size() != 1) return false;
     for (ir::InstId i : optimized.insts(optimized.entry())) {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -266,6 +267,23 @@ TEST_CASE("run-time rows: functions the analysis or the target refuse stay corre
     CHECK(trace.count(",kernel=specialized,why=") == 5);
     CHECK(trace.count(c.why) >= 1);
   }
+}
+
+}  // namespace ternjit
+
+namespace ternjit {
+
+TEST_CASE("run-time rows: TERNJIT_RUNTIME_ROWS turns them off; other values are errors") {
+  ::setenv("TERNJIT_RUNTIME_ROWS", "0", 1);
+  auto off = EngineOptions::from_env();
+  ::setenv("TERNJIT_RUNTIME_ROWS", "yes", 1);
+  auto bad = EngineOptions::from_env();
+  ::unsetenv("TERNJIT_RUNTIME_ROWS");
+  REQUIRE(off.ok());
+  CHECK(!off.value().runtime_rows);
+  CHECK(EngineOptions{}.runtime_rows);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.find("TERNJIT_RUNTIME_ROWS") != std::string::npos);
 }
 
 }  // namespace ternjit
