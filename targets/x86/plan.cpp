@@ -148,8 +148,10 @@ class MatMulStep final : public Step {
              std::string summary)
       : kernel_(std::move(k)), packed_(std::move(packed)), a_(a), b_(b), c_(c), summary_(std::move(summary)) {}
   Result<void> run(const Frame& fr) const override {
+    // Run-time rows: A's leading dims are flattened into M (rows_max of them at most).
+    const std::int64_t rows = fr.rows > 0 ? fr.rows * (kernel_->problem().M / fr.rows_max) : 0;
     kernel_->run(static_cast<const float*>(fr.ptr(a_)), packed_ ? nullptr : static_cast<const float*>(fr.ptr(b_)),
-                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel);
+                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel, rows);
     return success();
   }
   [[nodiscard]] StepCode describe() const override {
@@ -403,8 +405,6 @@ class Builder {
   }
 
   Result<void> lower(InstId i, const ir::InstData& inst) {
-    if (o_.rows_max > 0 && inst.op == Op::MatMul)
-      return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows through a dense matmul: " + summary(i));
     if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
     // A transpose whose every use is a matmul reading it through its source (trans_a /
     // trans_b) computes nothing.
@@ -504,6 +504,9 @@ class Builder {
       p.batch = 1;
       p.a_batched = false;
     }
+    // Run-time rows: A's rows (one matrix, not transposed) may be fewer per call.
+    if (o_.rows_max > 0 && (p.batch != 1 || p.trans_a || is_const(a) || !is_const(b)))
+      return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows through this matmul: " + summary(i));
     TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
     std::shared_ptr<const MatMulPackedB> packed;
     if (is_const(b)) {

@@ -77,7 +77,7 @@ struct PlanOptions {
   /// > 0: run-time rows (Target::runtime_rows). Axis 0 of every argument and result has
   /// this extent, and run() may be given fewer rows: every step then computes only the
   /// first rows of axis 0 of the values it reads and writes. A function with a step that
-  /// cannot (a reference step, a dense matmul) is Unsupported.
+  /// cannot (a reference step, a float tmatmul, a batched or transposed-A matmul) is Unsupported.
   std::int64_t rows_max = 0;
 };
 

@@ -53,12 +53,13 @@ Result<void> run_plan_rows(const void* state, void* const* buffers, std::int64_t
   return s.plan->run(buffers, s.parallel, rows);
 }
 
-// The ops a run-time-rows plan lowers to row-aware steps (tmatmul of int8 x, the
-// eltwise kernels, reshape aliases); anything else would be a reference step or a dense
-// matmul, which run all rows.
+// The ops a run-time-rows plan lowers to row-aware steps (tmatmul of int8 x, an f32
+// matmul of a per-row A by a load-time B, the eltwise kernels, reshape aliases); anything
+// else would be a reference step, which runs all rows.
 bool row_step_op(const ir::Function& f, const ir::InstData& inst) {
   switch (inst.op) {
     case ir::Op::TMatMul: return f.type_of(inst.operands[0]).elem == ElemKind::I8;
+    case ir::Op::MatMul: return f.type_of(inst.operands[0]).elem == ElemKind::F32;  // plan.cpp checks the rest
     case ir::Op::Quantize: case ir::Op::QuantizeInt8: case ir::Op::RmsNorm: case ir::Op::Softmax:
     case ir::Op::ReduceSum: case ir::Op::ReduceMean: case ir::Op::ReduceMax: case ir::Op::Ewise:
     case ir::Op::Reshape: case ir::Op::Ret:

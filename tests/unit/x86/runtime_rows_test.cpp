@@ -9,7 +9,8 @@
 //     the i8 tmatmul with x_scale, w_scale, bias, residual and relu: exact integer sums,
 //     then the same f32 operations in the same order, plan_test.cpp's argument);
 //   - within plan_test.cpp's layer tolerance (|d| <= 1e-3 max|y| + 1e-5: rmsnorm in f32
-//     against the interpreter's double can move one int8 step) for layers with rmsnorm.
+//     against the interpreter's double can move one int8 step; the dense f32 matmul's
+//     FMA chain against the double sum is far inside it at K = 60) for the others.
 // A new M in a bucket compiles nothing (the trace says the bucket was a hit); a function
 // the analysis refuses stays correct and specialized; a Kernel still checks its buffers
 // against its own M exactly.
@@ -65,6 +66,16 @@ layer Down {
         let h = Up.forward(x)
         let q = quantize_int8(h)
         return gelu(q @ w + b) + x
+    }
+}
+)";
+
+// A dense f32 matmul by a load-time weight (the x86 MatMulKernel), with a bias and relu.
+constexpr const char* kDense = R"(layer D {
+    param w: Tensor[60, 30]
+    param b: Tensor[30]
+    fn forward(x: Tensor[M, 60]) -> Tensor[M, 30] {
+        return relu(x @ w + b)
     }
 }
 )";
@@ -173,6 +184,7 @@ TEST_CASE("run-time rows: every M through one warm Program equals the M-speciali
       {kIntPath, true, "L.forward", {100, 50}},
       {testing::kBitLinear, false, "BitLinear.forward", {100}},
       {kMlp, false, "Down.forward", {70}},
+      {kDense, false, "D.forward", {60}},
   };
   for (int threads : {1, 2}) {
     for (const Fn& fn : fns) {
