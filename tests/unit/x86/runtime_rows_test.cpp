@@ -23,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/parse.h"
 #include "targets/x86/isa.h"
+#include "targets/x86/x86_target.h"
 #include "ternjit/builder.h"
 #include "tests/unit/engine/engine_testing.h"
 
@@ -296,6 +298,53 @@ TEST_CASE("run-time rows: TERNJIT_RUNTIME_ROWS turns them off; other values are 
   CHECK(EngineOptions{}.runtime_rows);
   REQUIRE(!bad.ok());
   CHECK(bad.error().message.find("TERNJIT_RUNTIME_ROWS") != std::string::npos);
+}
+
+}  // namespace ternjit
+
+namespace ternjit {
+
+TEST_CASE("run-time rows: an x86 artifact's rows_max is validated at load, and run_rows checks its rows") {
+  if (!host_ok()) return;
+  auto target = targets::make_x86_target();
+  auto m = ir::parse_module(R"(func @f(%x: f32[4, 8]) -> f32[4, 8] {
+^entry:
+  %r = relu %x : f32[4, 8]
+  ret %r
+}
+)",
+                            "f.tir");
+  REQUIRE(m.ok());
+  targets::CompileOptions co;
+  co.rows_max = 4;
+  auto a = target->compile(m.value(), "f", co);
+  REQUIRE(a.ok());
+  CHECK(a->metadata.at("rows_max") == "4");
+  ir::ParamValues params;
+  targets::LoadContext ctx;
+  ctx.params = &params;
+  auto k = target->load(a.value(), ctx);
+  REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
+  REQUIRE(static_cast<bool>(k->run_rows));
+  std::vector<float> x(32, -1.0f), y(32, std::nanf(""));
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(i % 3) - 1.0f;
+  void* buffers[] = {x.data(), y.data()};
+  REQUIRE(k->run_rows(k->state, buffers, 3).ok());
+  for (int i = 0; i < 24; ++i) CHECK(y[static_cast<std::size_t>(i)] == std::max(0.0f, x[static_cast<std::size_t>(i)]));
+  for (int i = 24; i < 32; ++i) CHECK(std::isnan(y[static_cast<std::size_t>(i)]));  // row 3 untouched
+  CHECK(!k->run_rows(k->state, buffers, 5).ok());
+  CHECK(!k->run_rows(k->state, buffers, -1).ok());
+  for (const char* bad : {"x", "0", "-4", "4x", ""}) {
+    CAPTURE(bad);
+    targets::Artifact t = a.value();
+    t.metadata["rows_max"] = bad;
+    auto r = target->load(t, ctx);
+    REQUIRE(!r.ok());
+    CHECK(r.error().code == ErrorCode::InvalidInput);
+  }
+  targets::Artifact wrong = a.value();
+  wrong.metadata["rows_max"] = "8";  // not the leading extent of the arguments
+  CHECK(!target->load(wrong, ctx).ok());
 }
 
 }  // namespace ternjit
