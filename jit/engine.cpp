@@ -259,7 +259,14 @@ Result<const Kernel*> Program::kernel(std::string_view function, std::span<const
   return guarded([&]() -> Result<const Kernel*> {
     const Clock::time_point t0 = Clock::now();
     jit::Lookup how = jit::Lookup::Hit;
-    auto r = impl_->cache.get(key.view(), [&] { return impl_->specialize(function, inputs); }, how);
+    auto r = impl_->cache.get(
+        key.view(),
+        [&]() -> Result<std::unique_ptr<jit::KernelImpl>> {
+          // A new M in a compiled bucket: no binding, no pipeline, no code (specialize.cpp).
+          if (auto k = impl_->from_bucket(function, inputs)) return k;
+          return impl_->specialize(function, inputs);
+        },
+        how);
     if (engine.verbose()) {
       const double ms = ms_since(t0);
       char msbuf[32];

@@ -69,6 +69,25 @@ class KernelImpl final : public Kernel {
   std::string trace_desc_;  // "target=x86,isa=...,fn=...,shape=...,config=O2,disk=miss"
 };
 
+/// One kernel compiled for run-time rows: the M bucket's kernel, shared by the Kernel of
+/// every M in the bucket (docs/caching.md), or the bucket's refusal.
+struct RowsKernel {
+  std::string refused;               ///< non-empty: why every M of the bucket is specialized
+  targets::LoadedKernel loaded;      ///< has run_rows
+  std::vector<TensorView> outputs;   ///< result kinds and shapes for rows_max rows
+  std::int64_t rows_max = 0;
+  std::string desc;                  ///< "target=x86,isa=...,config=O2,disk=miss"
+  std::vector<std::string> arg_names;  ///< the function's argument labels
+};
+
+/// The key of the M bucket `bucket` of a call of `function` on `inputs` (each with the
+/// row axis at axis 0): as the exact key, with axis 0 at the bucket's bound.
+std::string bucket_key(std::string_view function, std::span<const TensorView> inputs, std::int64_t bucket);
+
+/// The M bucket of `rows` >= 1: 1, then 4 (2-4), then the next power of two (5-8,
+/// 9-16, ...): the row counts one run-time-rows kernel serves, compiled for the bound.
+std::int64_t row_bucket(std::int64_t rows);
+
 /// What the compile stage produced: the artifact and the target that compiled (and loads) it.
 struct Compiled {
   targets::Artifact artifact;
@@ -95,17 +114,36 @@ struct Program::Impl {
   jit::Weights weights;
   bool frozen = false;      // set when the first kernel is built; weights immutable after
   jit::SingleFlightCache<jit::KernelImpl> cache;
+  /// Run-time-rows kernels by function + input kinds and shapes with the row axis set to its bucket.
+  jit::SingleFlightCache<jit::RowsKernel> row_buckets;
   /// The engine target's and the fallback's per-Program state (either may be null).
   std::unique_ptr<targets::ProgramState> target_state, fallback_state;
 
   Result<void> check_not_frozen(std::string_view what) const;
   /// The compile flow of one (function, input shapes): jit/specialize.cpp.
   Result<std::unique_ptr<jit::KernelImpl>> specialize(std::string_view function, std::span<const TensorView> inputs);
+  /// The fast path of a new M: the Kernel of `inputs` from an already compiled M bucket
+  /// of `function` (null when there is none: then specialize decides). Checks that the
+  /// inputs agree on axis 0; everything else is in the bucket's key.
+  std::unique_ptr<jit::KernelImpl> from_bucket(std::string_view function, std::span<const TensorView> inputs);
+  /// The Kernel of `inputs` from the bucket's kernel `rk` (`how` it was found).
+  std::unique_ptr<jit::KernelImpl> bucket_kernel(std::string_view function, std::span<const TensorView> inputs,
+                                                 const jit::RowsKernel& rk, std::int64_t bucket, jit::Lookup how) const;
+  /// The kernel of `inputs` served by its M bucket's run-time-rows kernel (compiled on
+  /// the bucket's first use), or null when `f` or the bucket does not take run-time rows.
+  Result<std::unique_ptr<jit::KernelImpl>> specialize_rows(const ir::Function& f, std::span<const TensorView> inputs,
+                                                           const std::map<std::string, std::int64_t>& bindings);
+  /// Compiles and loads the bucket's kernel: jit/specialize.cpp.
+  std::unique_ptr<jit::RowsKernel> build_rows_kernel(const ir::Function& f, const std::string& row_symbol,
+                                                     std::map<std::string, std::int64_t> bindings,
+                                                     std::int64_t rows_max);
   /// Checks every parameter `f` reads is bound, fixes every symbol from the weights and
   /// `inputs`, and freezes the weights.
   Result<std::map<std::string, std::int64_t>> bind_and_freeze(const ir::Function& f, std::span<const TensorView> inputs);
   /// Loads `c` with its target, this Program's state for it and the engine's tuning source.
   Result<std::unique_ptr<jit::Trampoline>> load(const jit::Compiled& c);
+  /// The same, as the target's LoadedKernel.
+  Result<targets::LoadedKernel> load_kernel(const jit::Compiled& c);
 };
 
 }  // namespace ternjit

@@ -17,12 +17,16 @@ namespace ternjit::jit {
 /// buffers)` never throws and returns 0 or a ternjit_status; `run` keeps the message.
 class Trampoline {
  public:
-  explicit Trampoline(targets::LoadedKernel loaded) : loaded_(std::move(loaded)) {}
+  /// `rows` > 0: a kernel compiled for run-time rows (LoadedKernel::run_rows) called
+  /// with that many rows.
+  explicit Trampoline(targets::LoadedKernel loaded, std::int64_t rows = 0) : loaded_(std::move(loaded)), rows_(rows) {}
   /// The C-callable entry; its state argument is `this` (state()).
   [[nodiscard]] static KernelFn entry();
   [[nodiscard]] const void* state() const { return this; }
   /// The kernel's computation with its error message.
-  [[nodiscard]] Result<void> run(void* const* buffers) const { return loaded_.run(loaded_.state, buffers); }
+  [[nodiscard]] Result<void> run(void* const* buffers) const {
+    return rows_ > 0 ? loaded_.run_rows(loaded_.state, buffers, rows_) : loaded_.run(loaded_.state, buffers);
+  }
   /// The code path the target reported ("avx512_vnni", "-").
   [[nodiscard]] const std::string& isa() const { return loaded_.isa; }
   /// The framework launch path of a GPU target (LoadedKernel::launch). Errors:
@@ -38,6 +42,7 @@ class Trampoline {
 
  private:
   targets::LoadedKernel loaded_;
+  std::int64_t rows_ = 0;
 };
 
 /// The ternjit_status value (ternjit.h) of an error code: InvalidInput 1 ... Internal 7.

@@ -14,6 +14,7 @@
 #include "ir/bind.h"
 #include "jit/engine_internal.h"
 #include "passes/pipeline.h"
+#include "passes/row_batch.h"
 #include "passes/specialize_shapes.h"
 
 namespace ternjit {
@@ -30,6 +31,8 @@ std::string compact_type(ElemKind k, std::span<const std::int64_t> s) {
   for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
   return r + ']';
 }
+
+constexpr const char* kLookupName[] = {"hit", "miss", "wait"};
 
 // The parameters `f` reads, directly or through the functions it calls.
 std::vector<std::string> params_used(const ir::Module& m, const ir::Function& f) {
@@ -241,6 +244,11 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize(std::string_v
                                                                    std::span<const TensorView> inputs) {
   TERNJIT_TRY(const ir::Function* f, find_entry(module, function, inputs.size()));
   TERNJIT_TRY(auto bindings, bind_and_freeze(*f, inputs));
+  // A new M served by its bucket's run-time-rows kernel when the function takes one.
+  if (engine->options.runtime_rows && engine->target->has_runtime_rows()) {
+    TERNJIT_TRY(auto by_rows, specialize_rows(*f, inputs, bindings));
+    if (by_rows) return by_rows;
+  }
   TERNJIT_TRY(ir::Module spec, passes::specialize_function(module, f->name(), bindings, /*require_static=*/true));
   TERNJIT_TRY_VOID(passes::check_tensor_bytes(spec, f->name()));
   TERNJIT_TRY(Compiled compiled, compile_cached(*engine, spec, f->name()));
@@ -263,7 +271,143 @@ Result<std::map<std::string, std::int64_t>> Program::Impl::bind_and_freeze(const
   return bindings;
 }
 
+Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize_rows(
+    const ir::Function& f, std::span<const TensorView> inputs, const std::map<std::string, std::int64_t>& bindings) {
+  const std::optional<ir::SymbolId> sym = passes::row_symbol_candidate(f);
+  // bind_symbols checked that every input has rank >= 1 and agrees on axis 0.
+  if (!sym || inputs.empty() || inputs[0].shape.empty() || inputs[0].shape[0] < 1)
+    return std::unique_ptr<jit::KernelImpl>();
+  const std::int64_t rows = inputs[0].shape[0];
+  const std::int64_t bucket = jit::row_bucket(rows);
+  const std::string key = jit::bucket_key(f.name(), inputs, bucket);
+  jit::Lookup how = jit::Lookup::Hit;
+  TERNJIT_TRY(const jit::RowsKernel* rk, row_buckets.get(
+                                             key,
+                                             [&]() -> Result<std::unique_ptr<jit::RowsKernel>> {
+                                               return build_rows_kernel(f, f.symbol_name(*sym), bindings, bucket);
+                                             },
+                                             how));
+  if (!rk->refused.empty()) {
+    if (engine->verbose())
+      engine->trace("ternjit_verbose,rows,fn=" + f.name() + ",rows=" + std::to_string(rows) +
+                    ",bucket=" + std::to_string(bucket) + ",lookup=" + kLookupName[static_cast<int>(how)] +
+                    ",kernel=specialized,why=" + rk->refused);
+    return std::unique_ptr<jit::KernelImpl>();
+  }
+  return bucket_kernel(f.name(), inputs, *rk, bucket, how);
+}
+
+std::unique_ptr<jit::KernelImpl> Program::Impl::from_bucket(std::string_view function,
+                                                            std::span<const TensorView> inputs) {
+  if (!engine->options.runtime_rows || inputs.empty() || inputs[0].shape.empty() || inputs[0].shape[0] < 1)
+    return nullptr;
+  const std::int64_t rows = inputs[0].shape[0];
+  for (const TensorView& v : inputs)
+    if (v.shape.empty() || v.shape[0] != rows) return nullptr;  // specialize says what is wrong
+  const std::int64_t bucket = jit::row_bucket(rows);
+  const jit::RowsKernel* rk = row_buckets.find(jit::bucket_key(function, inputs, bucket));
+  if (rk == nullptr || !rk->refused.empty()) return nullptr;
+  return bucket_kernel(function, inputs, *rk, bucket, jit::Lookup::Hit);
+}
+
+std::unique_ptr<jit::KernelImpl> Program::Impl::bucket_kernel(std::string_view function,
+                                                              std::span<const TensorView> inputs,
+                                                              const jit::RowsKernel& rk, std::int64_t bucket,
+                                                              jit::Lookup how) const {
+  const std::int64_t rows = inputs[0].shape[0];
+  std::vector<TensorView> sig_in, sig_out = rk.outputs;
+  sig_in.reserve(inputs.size());
+  for (const TensorView& v : inputs) sig_in.push_back(TensorView{nullptr, v.kind, v.shape});
+  for (TensorView& o : sig_out) o.shape[0] = rows;  // every result is rows-leading
+  std::string desc;
+  if (engine->verbose()) {  // the trace line's text: built only when someone reads it
+    const char* lookup = kLookupName[static_cast<int>(how)];
+    engine->trace("ternjit_verbose,rows,fn=" + std::string(function) + ",rows=" + std::to_string(rows) +
+                  ",bucket=" + std::to_string(bucket) + ",lookup=" + lookup + ",kernel=shared");
+    std::string shape_desc;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      shape_desc += (i ? " " : "") + rk.arg_names[i] + ":" + compact_type(inputs[i].kind, inputs[i].shape);
+    desc = rk.desc + ",fn=" + std::string(function) + ",shape=" + shape_desc + ",rows=" + std::to_string(rows) +
+           ",bucket=" + std::to_string(bucket) + ",bucket_lookup=" + lookup;
+  }
+  return std::make_unique<jit::KernelImpl>(std::string(function), rk.arg_names, std::move(sig_in), std::move(sig_out),
+                                           std::make_unique<jit::Trampoline>(rk.loaded, rows), std::move(desc));
+}
+
+// The bucket's kernel: the function specialized but for the row symbol -> pipeline ->
+// passes::check_row_batch -> Target::runtime_rows -> rows bound to the bucket's bound
+// -> disk cache or Target::compile (rows_max) -> Target::load. Anything that refuses
+// (or fails) gives a refusal, and the caller specializes that M as before, where a
+// real error is reported the usual way.
+std::unique_ptr<jit::RowsKernel> Program::Impl::build_rows_kernel(const ir::Function& f, const std::string& row_symbol,
+                                                                  std::map<std::string, std::int64_t> bindings,
+                                                                  std::int64_t rows_max) {
+  auto refuse = [&](std::string why) {
+    for (char& c : why) c = c == ',' || c == '\n' ? ';' : c;
+    auto k = std::make_unique<jit::RowsKernel>();
+    k->refused = why.empty() ? "refused" : why;
+    return k;
+  };
+  const std::string key = jit::symbol_key(ir::layer_of(f.name()), row_symbol);
+  bindings.erase(key);
+  const std::string fname = f.name();
+  auto sm = passes::specialize_function(module, fname, bindings, /*require_static=*/false);
+  if (!sm.ok()) return refuse(sm.error().message);
+  ir::Module spec = std::move(sm).value();
+  {
+    const ir::Function* sf = spec.find_function(fname);
+    if (sf == nullptr || sf->symbols().size() != 1) return refuse("symbols besides '" + row_symbol + "' stay unbound");
+  }
+  if (auto p = run_pipeline(*engine, spec); !p.ok()) return refuse(p.error().message);
+  const ir::Function* of = spec.find_function(fname);
+  if (of == nullptr || of->symbols().size() != 1) return refuse("the pipeline changed the symbols");
+  const ir::SymbolId sid{0};
+  if (auto ok = passes::check_row_batch(*of, sid); !ok.ok()) return refuse(ok.error().message);
+  const targets::Target& target = *engine->target;
+  if (!target.runtime_rows(*of, sid)) return refuse("target " + std::string(target.name()) + " runs it with static rows");
+  ir::Module st = spec;
+  if (auto b = passes::specialize_shapes(st, {{key, rows_max}}); !b.ok()) return refuse(b.error().message);
+  if (auto b = passes::check_tensor_bytes(st, fname); !b.ok()) return refuse(b.error().message);
+  const ir::Function* stf = st.find_function(fname);
+  if (stf == nullptr || !stf->symbols().empty()) return refuse("not static after binding the rows");
+  if (auto ok = target.check_supported(*stf); !ok.ok()) return refuse(ok.error().message);
+  targets::CompileOptions options = engine->compile_options(target);
+  options.rows_max = rows_max;
+  jit::Compiled c;
+  c.target = &target;
+  // Keyed by the optimized module (the pipeline ran for the analysis) and the bound.
+  auto art = engine->disk_cache->get_or_compile(
+      st, fname, [&] { return target.compile(st, fname, options); }, &c.disk,
+      "rows<=" + std::to_string(rows_max) + ";");
+  if (!art.ok()) return refuse(art.error().message);
+  c.artifact = std::move(art).value();
+  auto rm = c.artifact.metadata.find("rows_max");
+  if (rm == c.artifact.metadata.end() || rm->second != std::to_string(rows_max))
+    return refuse("the artifact is not compiled for " + std::to_string(rows_max) + " run-time rows");
+  auto loaded = load_kernel(c);
+  if (!loaded.ok()) return refuse(loaded.error().message);
+  if (loaded.value().run_rows == nullptr) return refuse("the loaded kernel has no run-time rows");
+  auto k = std::make_unique<jit::RowsKernel>();
+  k->loaded = std::move(loaded).value();
+  k->rows_max = rows_max;
+  for (const ir::Type& t : stf->result_types()) {
+    std::vector<std::int64_t> shape;
+    for (const ir::Dim& d : t.shape) shape.push_back(d.extent);
+    k->outputs.push_back(TensorView{nullptr, t.elem, std::move(shape)});
+  }
+  for (std::size_t i = 0; i < f.args().size(); ++i) k->arg_names.push_back(jit::arg_label(f, i));
+  k->desc = "target=" + std::string(target.name()) + ",isa=" + k->loaded.isa +
+            ",config=" + std::string(passes::opt_level_name(engine->typed.level)) +
+            ",disk=" + std::string(jit::disk_state_name(c.disk));
+  return k;
+}
+
 Result<std::unique_ptr<jit::Trampoline>> Program::Impl::load(const jit::Compiled& c) {
+  TERNJIT_TRY(targets::LoadedKernel loaded, load_kernel(c));
+  return std::make_unique<jit::Trampoline>(std::move(loaded));
+}
+
+Result<targets::LoadedKernel> Program::Impl::load_kernel(const jit::Compiled& c) {
   const bool primary = c.target == engine->target;
   targets::LoadContext ctx;
   ctx.params = &weights.values();  // frozen: immutable while kernels live
@@ -273,8 +417,33 @@ Result<std::unique_ptr<jit::Trampoline>> Program::Impl::load(const jit::Compiled
   ctx.tuning = engine->typed.tuning;
   ctx.tuning_source = engine->tuning.get();
   ctx.cache_dir = engine->cache_dir;
-  TERNJIT_TRY(targets::LoadedKernel loaded, c.target->load(c.artifact, ctx));
-  return std::make_unique<jit::Trampoline>(std::move(loaded));
+  return c.target->load(c.artifact, ctx);
 }
+
+namespace jit {
+
+std::string bucket_key(std::string_view function, std::span<const TensorView> inputs, std::int64_t bucket) {
+  std::string key(function);
+  key.push_back('\0');
+  for (const TensorView& v : inputs) {
+    key.push_back(static_cast<char>(v.kind));
+    key.push_back(static_cast<char>(v.shape.size()));
+    for (std::size_t d = 0; d < v.shape.size(); ++d) {
+      const std::int64_t e = d == 0 ? bucket : v.shape[d];
+      key.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+  }
+  return key;
+}
+
+std::int64_t row_bucket(std::int64_t rows) {
+  if (rows <= 1) return 1;
+  if (rows <= 4) return 4;
+  std::int64_t b = 8;
+  while (b < rows && b <= (std::int64_t{1} << 61)) b *= 2;
+  return b < rows ? rows : b;
+}
+
+}  // namespace jit
 
 }  // namespace ternjit

@@ -74,6 +74,10 @@ struct CompileOptions {
   /// tuning_spaces(), in order, decided by the engine before compile() and part of the
   /// disk-cache key (a new tuning record gives a new artifact, never a stale hit).
   std::vector<std::string> decisions;
+  /// > 0: compile for run-time rows (Target::runtime_rows said yes): axis 0 of every
+  /// argument and result is the row count, bound to this upper bound in the module; the
+  /// loaded kernel has LoadedKernel::run_rows. Part of the disk-cache key (jit/).
+  std::int64_t rows_max = 0;
 };
 
 /// The one text of the options that change a compiled artifact ("opt=O2;threads=2;
@@ -108,6 +112,10 @@ struct LoadContext {
 /// C-callable KernelFn (exceptions and status codes are its business, not the target's).
 struct LoadedKernel {
   Result<void> (*run)(const void* state, void* const* buffers) = nullptr;
+  /// A kernel compiled with CompileOptions::rows_max: `run` on buffers holding only the
+  /// first `rows` (1 <= rows <= rows_max) rows of axis 0 of every argument and result.
+  /// Null otherwise.
+  Result<void> (*run_rows)(const void* state, void* const* buffers, std::int64_t rows) = nullptr;
   const void* state = nullptr;        ///< the first argument of run
   std::shared_ptr<const void> owner;  ///< keeps `state` (and any code pages) alive
   std::string isa;                    ///< the code path it runs ("avx512_vnni", "-"), for trace lines
@@ -198,6 +206,19 @@ class Target {
   /// check_supported, Unavailable/Internal for toolchain failures (with their log as notes).
   [[nodiscard]] virtual Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
                                                  const CompileOptions& options) const = 0;
+  /// Run-time rows (docs/caching.md): true when this target can compile `optimized`
+  /// (pipeline run; every symbol static but `rows`, which passes::check_row_batch
+  /// accepted) once for an upper bound of rows (CompileOptions::rows_max) and run it on
+  /// fewer (LoadedKernel::run_rows). A target may still refuse in compile() or load()
+  /// with Unsupported (then the engine specializes every row count). Default: false.
+  [[nodiscard]] virtual bool runtime_rows(const ir::Function& optimized, ir::SymbolId rows) const {
+    (void)optimized;
+    (void)rows;
+    return false;
+  }
+  /// False when runtime_rows() never says yes (the default): the engine then does not
+  /// even run the analysis, and specializes every M.
+  [[nodiscard]] virtual bool has_runtime_rows() const { return false; }
   /// A fresh state for one Program's kernels (null when the target keeps none).
   [[nodiscard]] virtual std::unique_ptr<ProgramState> new_program_state() const { return nullptr; }
   /// Loads an artifact this target compiled. Errors: InvalidInput for an artifact that

@@ -46,6 +46,10 @@ struct EngineOptions {
   /// "off": default configurations; "cached": use tuning records (exact shape, else the
   /// nearest tuned shape, else the default); "tune": tune at first call what has no record.
   std::string tuning = "off";
+  /// Serve a new row count M from its M bucket's kernel, compiled once per bucket for
+  /// run-time rows (docs/caching.md), where the function and the target allow it;
+  /// false: specialize every M (the kernels of both ways compute the same bits).
+  bool runtime_rows = true;
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
   /// whichever thread compiles or looks up, possibly concurrently.
@@ -53,7 +57,8 @@ struct EngineOptions {
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
-  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_TUNING and TERNJIT_VERBOSE. A malformed
+  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_TUNING and
+  /// TERNJIT_VERBOSE. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();
 };

@@ -193,7 +193,8 @@ struct Bcast {
   std::vector<bool> scalar_inner;
 };
 
-Bcast plan_broadcast(const std::vector<Extents>& in_shapes, const Extents& out) {
+// keep_rows: output axis 0 (the run-time row axis) stays a dim of its own.
+Bcast plan_broadcast(const std::vector<Extents>& in_shapes, const Extents& out, bool keep_rows = false) {
   const std::size_t n = in_shapes.size(), rank = out.size();
   std::vector<Extents> st(n, Extents(rank, 0));
   for (std::size_t k = 0; k < n; ++k) {
@@ -209,7 +210,7 @@ Bcast plan_broadcast(const std::vector<Extents>& in_shapes, const Extents& out) 
   b.strides.assign(n, {});
   for (std::size_t d = 0; d < rank; ++d) {
     if (out[d] == 1) continue;
-    const bool merge = !b.dims.empty() && [&] {
+    const bool merge = !b.dims.empty() && !(keep_rows && d == 1 && out[0] != 1) && [&] {
       for (std::size_t k = 0; k < n; ++k)
         if (b.strides[k].back() != st[k][d] * out[d]) return false;
       return true;
@@ -348,7 +349,10 @@ class Kernel final : public EltwiseKernel {
     desc_ = std::string(ir::op_name(spec_.op)) + " " + std::string(elem_name(spec_.out_kinds[0]));
     std::size_t bytes = 16 * 1024;
     if (spec_.family == Family::Ewise) {
-      bc_ = plan_broadcast(spec_.in_shapes, spec_.out_shapes[0]);
+      bc_ = plan_broadcast(spec_.in_shapes, spec_.out_shapes[0], spec_.keep_rows);
+      // The row axis alone would make the inner run (and its baked tail) vary with rows.
+      if (spec_.keep_rows && spec_.out_shapes[0][0] != 1 && bc_.dims.size() < 2)
+        return unsupported("eltwise: run-time rows of an elementwise loop without a row length");
       bytes += spec_.steps.size() * 4096;
       desc_ += " shape=" + extents_str(spec_.out_shapes[0]) + " run=" + std::to_string(bc_.dims.back()) +
                " steps=" + std::to_string(spec_.steps.size());
@@ -378,16 +382,22 @@ class Kernel final : public EltwiseKernel {
     });
   }
 
-  void run(std::span<const void* const> inputs, std::span<void* const> outputs,
-           const Parallel& parallel) const override {
+  void run(std::span<const void* const> inputs, std::span<void* const> outputs, const Parallel& parallel,
+           std::int64_t rows, std::int64_t rows_max) const override {
+    // Run-time rows: axis 0 is the outermost, so fewer rows is a shorter outer loop.
+    const bool scaled = rows > 0 && rows != rows_max;
+    TERNJIT_CHECK(!scaled || (spec_.keep_rows && rows < rows_max &&
+                              spec_.out_shapes[0].size() >= 1 && spec_.out_shapes[0][0] == rows_max),
+                  "eltwise: run-time rows on a kernel not generated for them");
     switch (spec_.family) {
-      case Family::Ewise: run_ewise(inputs, outputs[0], parallel); return;
+      case Family::Ewise: run_ewise(inputs, outputs[0], parallel, scaled ? rows : 0); return;
       default: break;
     }
     const auto* x = static_cast<const std::uint8_t*>(inputs[0]);
     auto* out = static_cast<std::uint8_t*>(outputs[0]);
     const int xs = elem_size(spec_.in_kinds[0]), os = elem_size(spec_.out_kinds[0]);
-    const std::int64_t outer = spec_.outer, len = spec_.len, inner = spec_.inner;
+    const std::int64_t outer = scaled ? spec_.outer / rows_max * rows : spec_.outer, len = spec_.len,
+                       inner = spec_.inner;
     if (outer * inner == 0) return;
     if (len == 0) {
       fill_empty(outputs);
@@ -443,8 +453,10 @@ class Kernel final : public EltwiseKernel {
     }
   }
 
-  void run_ewise(std::span<const void* const> inputs, void* output, const Parallel& parallel) const {
-    const std::int64_t total = numel(spec_.out_shapes[0]);
+  // rows > 0: only that many rows of output axis 0 (bc_.dims[0], never merged).
+  void run_ewise(std::span<const void* const> inputs, void* output, const Parallel& parallel, std::int64_t rows) const {
+    const std::int64_t total = rows > 0 ? numel(spec_.out_shapes[0]) / spec_.out_shapes[0][0] * rows
+                                        : numel(spec_.out_shapes[0]);
     if (total == 0) return;
     const auto fn = reinterpret_cast<EwiseFn>(fn_);
     const std::size_t n_in = spec_.in_kinds.size();
@@ -499,16 +511,28 @@ Result<void> eltwise_supported(const ir::Function& f, ir::InstId inst) {
 }
 
 Result<std::unique_ptr<EltwiseKernel>> generate_eltwise(const ir::Function& f, ir::InstId inst, Isa isa,
-                                                        bool allow_foreign_isa) {
+                                                        bool allow_foreign_isa, bool keep_rows) {
   TERNJIT_TRY_VOID(check_isa(isa, allow_foreign_isa));
   TERNJIT_TRY(Spec s, analyze(f, inst));
+  if (keep_rows) {
+    // Rows are independent only when the op's own axis is not axis 0 and every result
+    // keeps axis 0 (checked here too, not only by passes::check_row_batch).
+    const Extents& in0 = s.in_shapes[0];
+    if (in0.empty() || s.out_shapes[0].empty() || s.out_shapes[0][0] != in0[0])
+      return unsupported("eltwise: run-time rows need axis 0 on the operand and the result");
+    if (s.family != Family::Ewise && s.outer % std::max<std::int64_t>(in0[0], 1) != 0)
+      return unsupported("eltwise: run-time rows of an op over the row axis");
+    if (s.family != Family::Ewise && in0.size() < 2)
+      return unsupported("eltwise: run-time rows of an op over the row axis");
+    s.keep_rows = true;
+  }
   auto k = std::make_unique<Kernel>(std::move(s), isa);
   TERNJIT_TRY_VOID(k->generate());
   return std::unique_ptr<EltwiseKernel>(std::move(k));
 }
 
 Result<std::unique_ptr<EltwiseKernel>> generate_activation(ir::Op act, ElemKind kind, std::int64_t n, Isa isa,
-                                                           bool allow_foreign_isa) {
+                                                           bool allow_foreign_isa, std::int64_t rows) {
   TERNJIT_TRY_VOID(check_isa(isa, allow_foreign_isa));
   if (!ir::is_ewise_step_op(act) || ir::is_ewise_binary(act))
     return unsupported("eltwise: '" + std::string(ir::op_name(act)) + "' is not a unary elementwise op");
@@ -521,6 +545,12 @@ Result<std::unique_ptr<EltwiseKernel>> generate_activation(ir::Op act, ElemKind 
   s.in_shapes = {{n}};
   s.out_kinds = {kind};
   s.out_shapes = {{n}};
+  if (rows > 1) {
+    if (n % rows != 0) return make_error(ErrorCode::InvalidArgument, "eltwise: activation rows do not divide n");
+    s.in_shapes = {{rows, n / rows}};
+    s.out_shapes = s.in_shapes;
+    s.keep_rows = true;
+  }
   s.steps = {ir::EwiseStep{act, 0, -1}};
   auto k = std::make_unique<Kernel>(std::move(s), isa);
   TERNJIT_TRY_VOID(k->generate());

@@ -31,8 +31,10 @@ class EltwiseKernel {
   /// Runs on the op's buffers: `inputs` in operand order, `outputs` in result order,
   /// each contiguous row-major with the static shapes of the op (broadcasting per the
   /// IR's NumPy rules where the op allows it).
-  virtual void run(std::span<const void* const> inputs, std::span<void* const> outputs,
-                   const Parallel& parallel) const = 0;
+  /// With `rows_max` > 0 (a kernel generated with keep_rows), only the first `rows` of
+  /// the `rows_max` rows of axis 0 are computed (0 < rows <= rows_max).
+  virtual void run(std::span<const void* const> inputs, std::span<void* const> outputs, const Parallel& parallel,
+                   std::int64_t rows = 0, std::int64_t rows_max = 0) const = 0;
   /// Label + bytes of each generated blob, for --emit asm.
   struct CodeBlob {
     std::string label;
@@ -51,13 +53,17 @@ class EltwiseKernel {
 Result<void> eltwise_supported(const ir::Function& f, ir::InstId inst);
 
 /// Generates the kernel of instruction `inst` of `f` for `isa` (<= the host's unless
-/// `allow_foreign_isa`). Errors: Unsupported as eltwise_supported.
+/// `allow_foreign_isa`). `keep_rows`: axis 0 of every operand is a row axis that run()
+/// may shorten (its rows argument). Errors: Unsupported as eltwise_supported, and with
+/// keep_rows an op whose rows are not independent (reduced over or moved axis 0) or an
+/// elementwise loop with nothing but the row axis.
 Result<std::unique_ptr<EltwiseKernel>> generate_eltwise(const ir::Function& f, ir::InstId inst, Isa isa,
-                                                        bool allow_foreign_isa = false);
+                                                        bool allow_foreign_isa = false, bool keep_rows = false);
 
 /// A standalone activation applied in place to n contiguous values of `kind` (the
-/// x86 plan's step after a tmatmul whose act is not None/Relu).
+/// x86 plan's step after a tmatmul whose act is not None/Relu). `rows` > 1: the n values
+/// are that many rows that run() may shorten (n a multiple of rows).
 Result<std::unique_ptr<EltwiseKernel>> generate_activation(ir::Op act, ElemKind kind, std::int64_t n, Isa isa,
-                                                           bool allow_foreign_isa = false);
+                                                           bool allow_foreign_isa = false, std::int64_t rows = 0);
 
 }  // namespace ternjit::targets::x86

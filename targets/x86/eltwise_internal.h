@@ -33,6 +33,9 @@ struct Spec {
   std::int64_t outer = 1, len = 1, inner = 1;  // axis view of the operand
   double eps = 0;
   bool fake_quant = false;  // quantize_int8: float output q * s
+  /// Run-time rows (plan.h, PlanOptions::rows_max): axis 0 of every operand is the row
+  /// axis and run() may get fewer rows; an ewise loop never merges it with the axes after.
+  bool keep_rows = false;
 };
 
 /// Row kernel fn(x, out, aux, rows) (rdi, rsi, rdx, rcx): quantize, rmsnorm, softmax and

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/ir.h"
 #include "targets/x86/jit_code.h"
 
 namespace ternjit::targets::x86 {
@@ -186,8 +187,9 @@ struct MatMulKernel::Impl {
   JitCode code{256 * 1024};
   std::vector<Ukr> ukr;
 
-  // One matrix of the batch: `packed` (a pack_b matrix) or else `b` as given.
-  void run_matrix(const float* a, const float* b, const float* packed, float* c, const Parallel& parallel) const;
+  // One matrix of the batch, its first M rows: `packed` (a pack_b matrix) or else `b` as given.
+  void run_matrix(const float* a, const float* b, const float* packed, float* c, const Parallel& parallel,
+                  std::int64_t M) const;
 
   [[nodiscard]] Ukr variant(int mr, int nv, bool acc, Store store) const {
     return ukr[UkrGen::index(g, mr, nv, acc, store)];
@@ -263,23 +265,25 @@ MatMulPackedB MatMulKernel::pack_b(const float* b) const {
   return out;
 }
 
-void MatMulKernel::run(const float* a, const float* b, const MatMulPackedB* packed, float* c,
-                       const Parallel& parallel) const {
+void MatMulKernel::run(const float* a, const float* b, const MatMulPackedB* packed, float* c, const Parallel& parallel,
+                       std::int64_t rows) const {
   const Impl& m = *impl_;
   const MatMulProblem& p = m.p;
+  TERNJIT_CHECK(rows == 0 || (rows <= p.M && p.batch == 1 && !p.trans_a), "matmul: bad run-time rows");
   const std::int64_t packed_size = ceil_div(p.N, m.g.nr()) * p.K * m.g.nr();
   for (std::int64_t i = 0; i < p.batch; ++i) {
     const std::int64_t ia = p.a_batched ? i : 0, ib = p.b_batched ? i : 0;
     m.run_matrix(a + ia * p.M * p.K, packed ? nullptr : b + ib * p.K * p.N,
-                 packed ? packed->data.data() + ib * packed_size : nullptr, c + i * p.M * p.N, parallel);
+                 packed ? packed->data.data() + ib * packed_size : nullptr, c + i * p.M * p.N, parallel,
+                 rows > 0 ? rows : p.M);
   }
 }
 
 void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float* packed, float* c,
-                                    const Parallel& parallel) const {
+                                    const Parallel& parallel, std::int64_t M) const {
   const Impl& m = *this;
   const Geometry& g = m.g;
-  const std::int64_t nr = g.nr(), mp = ceil_div(p.M, kMr), np = ceil_div(p.N, nr);
+  const std::int64_t nr = g.nr(), mp = ceil_div(M, kMr), np = ceil_div(p.N, nr);
 
   // A into row panels of MR (rows past M zero), split over the threads by panel.
   std::vector<float> ap(static_cast<std::size_t>(mp * p.K * kMr));
@@ -287,7 +291,7 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
   parallel.for_each(a_chunks, [&](std::int64_t t) {
     for (std::int64_t ip = t * mp / a_chunks; ip < (t + 1) * mp / a_chunks; ++ip) {
       float* dst = ap.data() + ip * p.K * kMr;
-      const std::int64_t i0 = ip * kMr, rows = std::min<std::int64_t>(kMr, p.M - i0);
+      const std::int64_t i0 = ip * kMr, rows = std::min<std::int64_t>(kMr, M - i0);
       if (p.trans_a) {
         for (std::int64_t k = 0; k < p.K; ++k) {
           std::memcpy(dst + k * kMr, a + k * p.M + i0, static_cast<std::size_t>(rows) * 4);
@@ -321,7 +325,7 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
   const std::int64_t kc = k_outer ? std::min(p.K, kKcInPlace) : m.kc;
   // Streaming stores when every tile is stored once (one K block), C is far larger than
   // L2 (it cannot be read back from cache anyway) and every row starts 64-byte aligned.
-  const bool stream = kc >= p.K && p.M * p.N * 4 >= kStreamBytes && reinterpret_cast<std::uintptr_t>(c) % 64 == 0 &&
+  const bool stream = kc >= p.K && M * p.N * 4 >= kStreamBytes && reinterpret_cast<std::uintptr_t>(c) % 64 == 0 &&
                       (p.N * 4) % 64 == 0;
   parallel.for_each(col_chunks * row_chunks, [&](std::int64_t item) {
     const std::int64_t cc = item / row_chunks, rc = item % row_chunks;
@@ -356,7 +360,7 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
       }
       for (std::int64_t ip = ip_begin; ip < ip_end; ++ip) {
         const std::int64_t i0 = ip * kMr;
-        const int mr = static_cast<int>(std::min<std::int64_t>(kMr, p.M - i0));
+        const int mr = static_cast<int>(std::min<std::int64_t>(kMr, M - i0));
         const float* apanel = ap.data() + (ip * p.K + k0) * kMr;
         if (via_tile) {
           float* t = tile.data() + (ip - ip_begin) * kMr * nr;
@@ -367,7 +371,7 @@ void MatMulKernel::Impl::run_matrix(const float* a, const float* b, const float*
         }
       }
       if (via_tile && k0 + kn == p.K) {
-        for (std::int64_t i = ip_begin * kMr; i < std::min(p.M, ip_end * kMr); ++i)
+        for (std::int64_t i = ip_begin * kMr; i < std::min(M, ip_end * kMr); ++i)
           std::memcpy(c + i * p.N + j0, tile.data() + (i - ip_begin * kMr) * nr, static_cast<std::size_t>(nvalid) * 4);
       }
     };

@@ -60,8 +60,10 @@ class MatMulKernel {
   [[nodiscard]] MatMulPackedB pack_b(const float* b) const;
   /// C = A @ B. `b` is B as given (read when `packed` is null), `packed` a pack_b of
   /// it. Buffers must not overlap c. Splits the column panels over `parallel`; batched
-  /// problems run their matrices one after another.
-  void run(const float* a, const float* b, const MatMulPackedB* packed, float* c, const Parallel& parallel) const;
+  /// problems run their matrices one after another. `rows` > 0 (not batched, not
+  /// trans_a): only the first `rows` (<= M) rows of A and C (run-time rows, plan.h).
+  void run(const float* a, const float* b, const MatMulPackedB* packed, float* c, const Parallel& parallel,
+           std::int64_t rows = 0) const;
 
   /// Label + bytes of the generated code, for --emit asm.
   struct CodeBlob {

@@ -82,6 +82,8 @@ struct Frame {
   std::uint8_t* scratch;
   const std::vector<ConstValue>* consts;
   const Parallel* parallel;
+  std::int64_t rows = 0;      // > 0: this call's rows of axis 0 (fewer than rows_max)
+  std::int64_t rows_max = 0;
 
   [[nodiscard]] void* ptr(const Loc& l) const {
     switch (l.kind) {
@@ -120,6 +122,8 @@ class TMatMulStep final : public Step {
     if (p.bias) a.bias = fr.ptr(locs_[i++]);
     if (p.residual) a.residual = fr.ptr(locs_[i++]);
     a.y = fr.ptr(locs_[i]);
+    // x's leading dims are flattened into the kernel's M: rows_max of them at most.
+    a.rows = fr.rows > 0 ? fr.rows * (p.M / fr.rows_max) : 0;
     kernel_->run(a, *fr.parallel);
     return success();
   }
@@ -144,8 +148,10 @@ class MatMulStep final : public Step {
              std::string summary)
       : kernel_(std::move(k)), packed_(std::move(packed)), a_(a), b_(b), c_(c), summary_(std::move(summary)) {}
   Result<void> run(const Frame& fr) const override {
+    // Run-time rows: A's leading dims are flattened into M (rows_max of them at most).
+    const std::int64_t rows = fr.rows > 0 ? fr.rows * (kernel_->problem().M / fr.rows_max) : 0;
     kernel_->run(static_cast<const float*>(fr.ptr(a_)), packed_ ? nullptr : static_cast<const float*>(fr.ptr(b_)),
-                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel);
+                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel, rows);
     return success();
   }
   [[nodiscard]] StepCode describe() const override {
@@ -173,7 +179,7 @@ class EltwiseStep final : public Step {
     out.reserve(out_.size());
     for (const Loc& l : in_) in.push_back(fr.ptr(l));
     for (const Loc& l : out_) out.push_back(fr.ptr(l));
-    kernel_->run(in, out, *fr.parallel);
+    kernel_->run(in, out, *fr.parallel, fr.rows, fr.rows_max);
     return success();
   }
   [[nodiscard]] StepCode describe() const override {
@@ -242,7 +248,10 @@ class CopyStep final : public Step {
   CopyStep(Loc from, Loc to, std::size_t bytes, std::string summary)
       : from_(from), to_(to), bytes_(bytes), summary_(std::move(summary)) {}
   Result<void> run(const Frame& fr) const override {
-    if (bytes_ != 0) std::memmove(fr.ptr(to_), fr.ptr(from_), bytes_);
+    // With run-time rows the value is rows-leading (PlanOptions::rows_max): a prefix.
+    const std::size_t n = fr.rows > 0 ? bytes_ / static_cast<std::size_t>(fr.rows_max) * static_cast<std::size_t>(fr.rows)
+                                      : bytes_;
+    if (n != 0) std::memmove(fr.ptr(to_), fr.ptr(from_), n);
     return success();
   }
   [[nodiscard]] StepCode describe() const override { return StepCode{"copy", summary_, "memmove", {}}; }
@@ -267,6 +276,7 @@ struct Plan::Impl {
   std::vector<std::unique_ptr<Step>> steps;
   std::size_t scratch_bytes = 0;
   std::map<std::string, std::string> configs;
+  std::int64_t rows_max = 0;
 };
 
 Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -281,12 +291,28 @@ std::vector<StepCode> Plan::describe() const {
 }
 
 
-Result<void> Plan::run(void* const* buffers, const Parallel& parallel) const {
+std::int64_t Plan::rows_max() const { return impl_->rows_max; }
+
+Result<void> Plan::run(void* const* buffers, const Parallel& parallel, std::int64_t rows) const {
   const Impl& p = *impl_;
-  TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+  const bool scaled = rows > 0 && rows != p.rows_max;
+  if (rows < 0 || (rows > 0 && (p.rows_max == 0 || rows > p.rows_max)))
+    return make_error(ErrorCode::InvalidArgument, "x86 plan: " + std::to_string(rows) + " rows, compiled for " +
+                                                      (p.rows_max == 0 ? std::string("static rows")
+                                                                       : "at most " + std::to_string(p.rows_max)));
+  if (scaled) {
+    // Every argument and result is rows-leading: this call's buffers are that prefix.
+    auto prefix = [&](std::vector<std::size_t> bytes) {
+      for (std::size_t& b : bytes) b = b / static_cast<std::size_t>(p.rows_max) * static_cast<std::size_t>(rows);
+      return bytes;
+    };
+    TERNJIT_TRY_VOID(check_buffers(buffers, prefix(p.in_bytes), prefix(p.out_bytes)));
+  } else {
+    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+  }
   const ScratchLease lease(p.scratch_bytes);
   std::uint8_t* scratch = lease.data();
-  const Frame fr{buffers, p.n_in, scratch, &p.consts, &parallel};
+  const Frame fr{buffers, p.n_in, scratch, &p.consts, &parallel, scaled ? rows : 0, p.rows_max};
   for (const auto& s : p.steps) TERNJIT_TRY_VOID(s->run(fr));
   return success();
 }
@@ -309,6 +335,8 @@ class Builder {
     impl_->n_out = plan_.out_bytes.size();
     impl_->in_bytes = plan_.in_bytes;
     impl_->out_bytes = plan_.out_bytes;
+    impl_->rows_max = o_.rows_max;
+    if (o_.rows_max > 0) TERNJIT_TRY_VOID(check_rows_leading());
     // Load-time values in definition order: Slot{Const, k} is consts[k]. Describe-only
     // plans (foreign ISA) read an unbound parameter as zeros.
     TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f_, plan_, params_, o_.allow_foreign_isa));
@@ -360,6 +388,22 @@ class Builder {
     return expr + ")#" + std::to_string(v.result);
   }
 
+  // Run-time rows: every argument and result has axis 0 of extent rows_max.
+  Result<void> check_rows_leading() const {
+    auto leading = [&](const ir::Type& t) { return t.rank() >= 1 && t.shape[0].extent == o_.rows_max; };
+    for (ValueId a : f_.args())
+      if (!leading(f_.type_of(a)))
+        return make_error(ErrorCode::InvalidInput, "x86 plan: an argument of '" + f_.name() +
+                                                       "' has no leading axis of the " + std::to_string(o_.rows_max) +
+                                                       " run-time rows");
+    for (const ir::Type& t : f_.result_types())
+      if (!leading(t))
+        return make_error(ErrorCode::InvalidInput, "x86 plan: a result of '" + f_.name() +
+                                                       "' has no leading axis of the " + std::to_string(o_.rows_max) +
+                                                       " run-time rows");
+    return success();
+  }
+
   Result<void> lower(InstId i, const ir::InstData& inst) {
     if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
     // A transpose whose every use is a matmul reading it through its source (trans_a /
@@ -372,7 +416,7 @@ class Builder {
       if (is_const(inst.operands[1])) return lower_tmatmul(i, inst, key);
     }
     if (eltwise_supported(f_, i).ok()) {
-      TERNJIT_TRY(auto k, generate_eltwise(f_, i, o_.isa, o_.allow_foreign_isa));
+      TERNJIT_TRY(auto k, generate_eltwise(f_, i, o_.isa, o_.allow_foreign_isa, o_.rows_max > 0));
       std::vector<Loc> in, out;
       for (ValueId v : inst.operands) in.push_back(operand_loc(v));
       for (ValueId r : inst.results) out.push_back(plan_.slot(r));
@@ -460,6 +504,9 @@ class Builder {
       p.batch = 1;
       p.a_batched = false;
     }
+    // Run-time rows: A's rows (one matrix, not transposed) may be fewer per call.
+    if (o_.rows_max > 0 && (p.batch != 1 || p.trans_a || is_const(a) || !is_const(b)))
+      return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows through this matmul: " + summary(i));
     TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
     std::shared_ptr<const MatMulPackedB> packed;
     if (is_const(b)) {
@@ -483,6 +530,8 @@ class Builder {
   }
 
   Result<void> lower_reference(InstId i, const ir::InstData& inst) {
+    if (o_.rows_max > 0)  // the reference step runs the static shapes: all rows
+      return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows through a reference step: " + summary(i));
     std::vector<Loc> in, out;
     std::vector<ir::Type> in_types;
     std::vector<std::size_t> out_bytes;
@@ -521,6 +570,9 @@ class Builder {
     p.bias = a.bias;
     p.residual = a.residual;
     p.relu = a.act == ir::Activation::Relu;
+    p.runtime_rows = o_.rows_max > 0;
+    if (p.runtime_rows && p.x_kind != ElemKind::I8)
+      return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows of a float tmatmul: " + summary(i));
     if (p.M == 0 || p.K == 0 || p.N == 0) return lower_reference(i, inst);  // empty: nothing to generate
     // Grouped scales are generated for i8 and f32 x (tmatmul_grouped.cpp); bf16/f16 x
     // would round every group's partial result to its kind.
@@ -573,7 +625,7 @@ class Builder {
       const auto act = ir::activation_op(a.act);
       TERNJIT_CHECK(act.has_value(), "tmatmul activation without an op");
       TERNJIT_TRY(auto k, generate_activation(*act, yt.elem, yt.static_numel().value_or(0), o_.isa,
-                                              o_.allow_foreign_isa));
+                                              o_.allow_foreign_isa, o_.rows_max));
       impl_->steps.push_back(std::make_unique<EltwiseStep>(std::string(ir::activation_name(a.act)), std::move(k),
                                                            std::vector<Loc>{plan_.slot(y)},
                                                            std::vector<Loc>{plan_.slot(y)},

@@ -74,6 +74,11 @@ struct PlanOptions {
   const TuningSource* tuning = nullptr;
   /// When not null, every tmatmul's TuningSpace is appended here (ternjit tune, tests).
   std::vector<std::unique_ptr<TuningSpace>>* spaces = nullptr;
+  /// > 0: run-time rows (Target::runtime_rows). Axis 0 of every argument and result has
+  /// this extent, and run() may be given fewer rows: every step then computes only the
+  /// first rows of axis 0 of the values it reads and writes. A function with a step that
+  /// cannot (a reference step, a float tmatmul, a batched or transposed-A matmul) is Unsupported.
+  std::int64_t rows_max = 0;
 };
 
 /// One compiled function.
@@ -90,8 +95,12 @@ class Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
-  /// Runs on `buffers` (inputs in argument order, then outputs in result order).
-  [[nodiscard]] Result<void> run(void* const* buffers, const Parallel& parallel) const;
+  /// Runs on `buffers` (inputs in argument order, then outputs in result order). `rows`
+  /// > 0 (a plan built with rows_max): the call's row count, 1 <= rows <= rows_max, every
+  /// buffer holding that many rows; InvalidArgument outside that range.
+  [[nodiscard]] Result<void> run(void* const* buffers, const Parallel& parallel, std::int64_t rows = 0) const;
+  /// PlanOptions::rows_max of the build (0: static rows).
+  [[nodiscard]] std::int64_t rows_max() const;
   /// The steps with their generated code, for `--emit asm`.
   [[nodiscard]] std::vector<StepCode> describe() const;
   /// The configuration chosen for each tmatmul ("tmatmul.0" -> config text).

@@ -42,6 +42,9 @@ struct TMatMulProblem {
   bool bias = false;                 ///< out_kind[N]
   bool residual = false;             ///< out_kind[M, N]
   bool relu = false;                 ///< apply relu last
+  /// run() may get args.rows < M (the i8 kernels: every row tail is generated; float
+  /// kernels refuse it in validate()). M is then the most rows a call has.
+  bool runtime_rows = false;
 };
 
 /// The algorithm of a kernel.
@@ -117,6 +120,9 @@ class TernaryWeights {
   [[nodiscard]] std::size_t size() const { return size_; }
   /// Value i (from int8 values as given; from tern2 codes -1, 0, 1, or 2 for code 0b11).
   [[nodiscard]] int operator[](std::size_t i) const { return codes_ ? ir::tern2_at(codes_, i) : values_[i]; }
+  /// The tern2 codes (null for int8 values) and the int8 values (null for codes).
+  [[nodiscard]] const std::uint8_t* tern2_codes() const { return codes_; }
+  [[nodiscard]] const std::int8_t* int8_values() const { return values_; }
 
  private:
   const std::int8_t* values_ = nullptr;
@@ -134,6 +140,7 @@ struct TMatMulArgs {
   const void* bias = nullptr;
   const void* residual = nullptr;
   void* y = nullptr;
+  std::int64_t rows = 0;  ///< > 0 (problem.runtime_rows only): the rows of this call, <= M
 };
 
 /// Generated code for one (problem, config). Thread-safe after create().

@@ -524,7 +524,8 @@ class AmxKernel final : public TMatMulKernel {
   }
 
   void run(const TMatMulArgs& args, const Parallel& parallel) const override {
-    const std::int64_t mblocks = (p_.M + g_.mb - 1) / g_.mb;
+    const std::int64_t M = args.rows > 0 ? args.rows : p_.M;
+    const std::int64_t mblocks = (M + g_.mb - 1) / g_.mb;
     const std::int64_t t = std::max(1, c_.threads);
     const std::int64_t nchunks = std::min<std::int64_t>(g_.nblocks, t);
     const std::int64_t mchunks = std::min<std::int64_t>(mblocks, std::max<std::int64_t>(1, t / nchunks));
@@ -537,7 +538,7 @@ class AmxKernel final : public TMatMulKernel {
       const std::int64_t ni = i / mchunks, mi = i % mchunks;
       const std::int64_t nb0 = g_.nblocks * ni / nchunks, nb1 = g_.nblocks * (ni + 1) / nchunks;
       const std::int64_t b0 = mblocks * mi / mchunks, b1 = mblocks * (mi + 1) / mchunks;
-      const std::int64_t m0 = b0 * g_.mb, m1 = std::min(p_.M, b1 * g_.mb);
+      const std::int64_t m0 = b0 * g_.mb, m1 = std::min(M, b1 * g_.mb);
       if (nb0 >= nb1 || m0 >= m1) return;
       const std::int64_t rows_pad = (b1 - b0) * g_.mb;
       const std::size_t a_bytes = static_cast<std::size_t>(rows_pad * g_.kp);

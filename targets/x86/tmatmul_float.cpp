@@ -594,6 +594,7 @@ Result<void> validate_float(const TMatMulProblem& p, const TMatMulConfig& c) {
     return invalid("out kind must be the x kind " + std::string(elem_name(p.x_kind)) + ", got " +
                    std::string(elem_name(p.out_kind)));
   if (p.M < 1 || p.K < 1 || p.N < 1) return invalid("M, K and N must be >= 1");
+  if (p.runtime_rows) return invalid("float kernels bake their M tail: no run-time rows");
   if (p.w_scale_per_channel && !p.w_scale) return invalid("w_scale_per_channel needs w_scale");
   if (c.vector_bits != 256 && c.vector_bits != 512) return invalid("vec must be 256 or 512");
   if (c.vector_bits == 512 && !is_avx512_isa(c.isa)) return invalid("vec=512 needs an avx512 isa");

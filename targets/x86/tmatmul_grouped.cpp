@@ -42,6 +42,7 @@ Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::
 TMatMulProblem group_problem(const TMatMulProblem& p, std::int64_t k) {
   TMatMulProblem q;
   q.M = p.M;
+  q.runtime_rows = p.runtime_rows;
   q.K = k;
   q.N = p.N;
   q.x_kind = p.x_kind;
@@ -97,7 +98,8 @@ class GroupedKernel final : public TMatMulKernel {
   }
 
   void run(const TMatMulArgs& args, const Parallel& parallel) const override {
-    const std::int64_t M = p_.M, K = p_.K, N = p_.N, G = groups_of(p_), group = p_.w_scale_group;
+    const std::int64_t M = args.rows > 0 ? args.rows : p_.M, K = p_.K, N = p_.N, G = groups_of(p_),
+                       group = p_.w_scale_group;
     const std::size_t xsize = p_.x_kind == ElemKind::I8 ? 1 : 4;
     const auto* x = static_cast<const std::uint8_t*>(args.x);
     auto* y = static_cast<float*>(args.y);
@@ -118,6 +120,7 @@ class GroupedKernel final : public TMatMulKernel {
       a.w_scale = args.w_scale + g * N;
       a.residual = y;
       a.y = y;
+      a.rows = args.rows;
       k.run(a, parallel);
     }
     if (!(p_.x_scale || p_.bias || p_.residual || p_.relu)) return;

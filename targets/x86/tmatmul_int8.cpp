@@ -451,8 +451,11 @@ class Int8Kernel final : public TMatMulKernel {
 
   Result<void> generate() {
     const int tail = static_cast<int>(p_.M % mb_);
-    for (int mb : {mb_, tail}) {
-      if (mb == 0) continue;
+    std::vector<int> mbs{mb_, tail};
+    if (p_.runtime_rows)  // any row count: every tail
+      for (int mb = 1; mb < mb_; ++mb) mbs.push_back(mb);
+    for (int mb : mbs) {
+      if (mb == 0 || fn_for(mb) != nullptr) continue;
       Fn fn;
       fn.mb = mb;
       fn.code = std::make_unique<JitCode>();
@@ -505,20 +508,24 @@ class Int8Kernel final : public TMatMulKernel {
       }
       return pw;
     }
-    for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
-      std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
-      for (std::int64_t st = 0; st < steps_; ++st) {
-        std::uint8_t* row = panel + static_cast<std::size_t>(st * nb);
-        for (int gi = 0; gi < s_.groups; ++gi) {
-          for (int b = 0; b < G; ++b) {
-            const std::int64_t k = 4 * st + b % 4;
-            const std::int64_t n0 = pnl * nb + gi * G + b / 4;
-            unsigned byte = 0;
-            for (int f = 0; f < 4; ++f) byte |= code(k, n0 + f * L) << (2 * f);
-            row[gi * G + b] = static_cast<std::uint8_t>(byte);
-          }
+    // Byte b of group gi of step st holds the codes of (k = 4 st + b % 4, n = n0 + f L),
+    // n0 = the group's column + b / 4, f = 0..3. The codes of the step's four rows and
+    // the panel's columns are fetched first (rows past K: code 0, which multiplies the
+    // padded x bytes by 0; columns past N: code 1, value 0), then interleaved.
+    // kSteps steps at a time (their weight rows read in order: page-friendly), then each
+    // panel's kSteps * nb contiguous bytes (fewer visits to each far-apart panel).
+    constexpr std::int64_t kSteps = 4;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * kSteps * np_));
+    for (std::int64_t st0 = 0; st0 < steps_; st0 += kSteps) {
+      const std::int64_t ns = std::min(kSteps, steps_ - st0);
+      detail::weight_codes(w, K, N, 4 * st0, static_cast<int>(4 * ns), 0, np_, codes.data());
+      for (std::int64_t pnl = 0; pnl < panels_; ++pnl)
+        for (std::int64_t si = 0; si < ns; ++si) {
+          std::uint8_t* row =
+              out + static_cast<std::size_t>(pnl) * panel_bytes_ + static_cast<std::size_t>((st0 + si) * nb);
+          for (int gi = 0; gi < s_.groups; ++gi)
+            detail::interleave_group(codes.data() + 4 * si * np_ + pnl * nb + gi * G, np_, L, row + gi * G);
         }
-      }
     }
     return pw;
   }
@@ -554,7 +561,7 @@ class Int8Kernel final : public TMatMulKernel {
 };
 
 void Int8Kernel::run(const TMatMulArgs& args, const Parallel& parallel) const {
-  const std::int64_t M = p_.M, K = p_.K, N = p_.N;
+  const std::int64_t M = args.rows > 0 ? args.rows : p_.M, K = p_.K, N = p_.N;
   const auto* x = static_cast<const std::int8_t*>(args.x);
   const int nb = s_.n_block;
 

@@ -18,6 +18,19 @@ namespace ternjit::targets::x86::detail {
 Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& problem, std::string signature,
                                  std::size_t size, std::size_t slack = 0);
 
+/// The kernel codes (value + 1: 0, 1 or 2) of `rows` rows from row k0 and `cols` columns
+/// from column c0 of the K x N weights `w` (already checked by start_pack), into
+/// out[r * cols + c]; rows past K read as code 0, columns past N as code 1 (what the
+/// packers pad with). tern2 codes are copied a byte (four codes) at a time where the
+/// row is byte-aligned, never widened to one value per byte first.
+void weight_codes(const TernaryWeights& w, std::int64_t K, std::int64_t N, std::int64_t k0, int rows, std::int64_t c0,
+                  std::int64_t cols, std::uint8_t* out);
+
+/// One packed group of the i8 kernels: out[4 j + r] = c[j] | c[L + j] << 2 |
+/// c[2L + j] << 4 | c[3L + j] << 6 with c = codes + r * stride (r < 4, j < L): the four
+/// codes of weight row r at columns j, L + j, 2L + j, 3L + j in one byte.
+void interleave_group(const std::uint8_t* codes, std::int64_t stride, int L, std::uint8_t* out);
+
 // tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni),
 // and Base3 (1.6-bit weights) on Avx512Vnni and Amx with AVX512-VBMI.
 Result<void> validate_int8(const TMatMulProblem& problem, const TMatMulConfig& config);

@@ -2,6 +2,7 @@
 // x86_target.cpp - the x86 Target: plan artifacts, their loading, tuning spaces and `--emit asm`.
 #include "targets/x86/x86_target.h"
 
+#include <charconv>
 #include <thread>
 
 #include "ir/print.h"
@@ -45,6 +46,28 @@ struct PlanState {
 Result<void> run_plan(const void* state, void* const* buffers) {
   const auto& s = *static_cast<const PlanState*>(state);
   return s.plan->run(buffers, s.parallel);
+}
+
+Result<void> run_plan_rows(const void* state, void* const* buffers, std::int64_t rows) {
+  const auto& s = *static_cast<const PlanState*>(state);
+  return s.plan->run(buffers, s.parallel, rows);
+}
+
+// The ops a run-time-rows plan lowers to row-aware steps (tmatmul of int8 x, an f32
+// matmul of a per-row A by a load-time B, the eltwise kernels, reshape aliases); anything
+// else would be a reference step, which runs all rows.
+bool row_step_op(const ir::Function& f, const ir::InstData& inst) {
+  switch (inst.op) {
+    case ir::Op::TMatMul: return f.type_of(inst.operands[0]).elem == ElemKind::I8;
+    case ir::Op::MatMul: return f.type_of(inst.operands[0]).elem == ElemKind::F32;  // plan.cpp checks the rest
+    case ir::Op::Quantize: case ir::Op::QuantizeInt8: case ir::Op::RmsNorm: case ir::Op::Softmax:
+    case ir::Op::ReduceSum: case ir::Op::ReduceMean: case ir::Op::ReduceMax: case ir::Op::Ewise:
+    case ir::Op::Reshape: case ir::Op::Ret:
+      return true;
+    default:
+      break;
+  }
+  return ir::is_ewise_step_op(inst.op);
 }
 
 // Renders describe_code's steps: per step its op, IR line, configuration and disassembly.
@@ -130,7 +153,26 @@ class X86Target final : public Target {
     a.entry = std::string(function);
     a.metadata["isa"] = std::string(x86::isa_name(isa));
     a.metadata["threads"] = std::to_string(options.threads > 0 ? options.threads : default_threads());
+    if (options.rows_max > 0) a.metadata["rows_max"] = std::to_string(options.rows_max);
     return a;
+  }
+
+  // Per-row values are computed by the steps above; load-time values (no row axis) by
+  // anything. Plan::build refuses with Unsupported what this cheap check lets through.
+  [[nodiscard]] bool has_runtime_rows() const override { return true; }
+  [[nodiscard]] bool runtime_rows(const ir::Function& optimized, ir::SymbolId rows) const override {
+    if (optimized.blocks().size() != 1) return false;
+    for (ir::InstId i : optimized.insts(optimized.entry())) {
+      const ir::InstData& inst = optimized.inst(i);
+      bool per_row = false;
+      for (ir::ValueId r : inst.results) {
+        const ir::Type& t = optimized.type_of(r);
+        per_row = per_row || (t.rank() >= 1 && !t.shape[0].is_static() && t.shape[0].sym == rows);
+      }
+      if (inst.op == ir::Op::Ret) per_row = true;
+      if (per_row && !row_step_op(optimized, inst)) return false;
+    }
+    return true;
   }
 
   [[nodiscard]] std::unique_ptr<ProgramState> new_program_state() const override {
@@ -153,12 +195,22 @@ class X86Target final : public Target {
     o.isa = *isa;
     o.threads = std::max(1, context.parallel.threads);
     if (context.tuning != TuningMode::Off) o.tuning = context.tuning_source;
+    if (auto rows_it = a.metadata.find("rows_max"); rows_it != a.metadata.end()) {
+      // Read from the disk cache too: validated before it is trusted.
+      const std::string& t = rows_it->second;
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || end != t.data() + t.size() || v < 1)
+        return make_error(ErrorCode::InvalidInput, "x86 artifact has a bad 'rows_max' '" + t + "'");
+      o.rows_max = v;
+    }
     auto state = std::make_shared<PlanState>();
     TERNJIT_TRY(state->plan, x86::Plan::build(m, a.entry, *context.params, o,
                                               dynamic_cast<x86::PackCache*>(context.state)));
     state->parallel = context.parallel;
     LoadedKernel k;
     k.run = &run_plan;
+    if (o.rows_max > 0) k.run_rows = &run_plan_rows;
     k.state = state.get();
     k.owner = std::move(state);
     k.isa = isa_it->second;
