@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,12 +77,26 @@ std::vector<std::vector<float>> check_on(Program& p, const std::string& label, c
   std::vector<std::vector<std::uint8_t>> in_storage(inputs.size());
   std::vector<TensorView> ins;
   for (std::size_t i = 0; i < inputs.size(); ++i) ins.push_back(view_of(inputs[i], in_storage[i]));
-  std::vector<std::vector<float>> out_storage;
+  // Outputs in their own kinds (int8_dw saves i8 codes), poisoned: f32 with NaN, others 0xAB.
+  std::vector<std::vector<std::uint8_t>> out_bytes;
   std::vector<TensorView> outs;
-  for (const ir::HostTensor& w : want) out_storage.emplace_back(static_cast<std::size_t>(w.numel()), std::nanf(""));
-  for (std::size_t k = 0; k < want.size(); ++k) outs.push_back(TensorView{out_storage[k].data(), ElemKind::F32, want[k].shape});
+  for (const ir::HostTensor& w : want) {
+    out_bytes.emplace_back(w.to_bytes().size(), std::uint8_t{0xAB});
+    if (w.kind == ElemKind::F32)
+      for (std::size_t i = 0; i + 4 <= out_bytes.back().size(); i += 4) {
+        const float nan = std::nanf("");
+        std::memcpy(out_bytes.back().data() + i, &nan, 4);
+      }
+  }
+  for (std::size_t k = 0; k < want.size(); ++k) outs.push_back(TensorView{out_bytes[k].data(), want[k].kind, want[k].shape});
   auto r = p.run(fn, ins, outs);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  std::vector<std::vector<float>> out_storage;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    auto got = ir::HostTensor::from_bytes(want[k].kind, want[k].shape, out_bytes[k]);
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message));
+    out_storage.push_back(got->to_f32());
+  }
   for (std::size_t k = 0; k < want.size(); ++k) {
     double max_abs = 0;
     for (double v : want[k].data) max_abs = std::max(max_abs, std::fabs(v));
