@@ -63,37 +63,53 @@ void pack(const Int8MatMulProblem& p, bool vnni, int vl, const std::int8_t* a, c
   out.npad = ceil_div(p.N, vl) * vl;
   out.ap.assign(static_cast<std::size_t>(p.K * out.groups), 0);
   out.bp.assign(static_cast<std::size_t>(out.groups * out.npad), 0);
+  if (vnni) {
+    // A: four rows' bytes per dword, + 128 (padding rows: 128, i.e. A = 0).
+    for (std::int64_t g = 0; g < out.groups; ++g) {
+      const std::int8_t* rows[4];
+      for (std::int64_t j = 0; j < 4; ++j) rows[j] = g * 4 + j < p.M ? a + (g * 4 + j) * p.K : nullptr;
+      std::int32_t* dst = out.ap.data() + g;
+      for (std::int64_t k = 0; k < p.K; ++k) {
+        std::uint32_t dw = 0;
+        for (std::int64_t j = 0; j < 4; ++j)
+          dw |= static_cast<std::uint32_t>(rows[j] ? static_cast<std::uint8_t>(rows[j][k] + 128) : 128) << (8 * j);
+        dst[k * out.groups] = static_cast<std::int32_t>(dw);
+      }
+    }
+    // B: row n's bytes m = 4g .. 4g + 3 are one dword (zero past M); the correction is
+    // 128 times the row's sum, mod 2^32 as the kernel's sums.
+    out.corr.assign(static_cast<std::size_t>(out.npad), 0);
+    const std::int64_t full = p.M / 4;
+    for (std::int64_t n = 0; n < p.N; ++n) {
+      const std::int8_t* row = b + n * p.M;
+      std::uint32_t s = 0;
+      for (std::int64_t m = 0; m < p.M; ++m) s += static_cast<std::uint32_t>(static_cast<std::int32_t>(row[m]));
+      out.corr[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(s * 128u);
+      std::int32_t* dst = out.bp.data() + n;
+      for (std::int64_t g = 0; g < full; ++g) std::memcpy(dst + g * out.npad, row + 4 * g, 4);
+      if (full < out.groups) {
+        std::uint8_t tail[4] = {0, 0, 0, 0};
+        std::memcpy(tail, row + 4 * full, static_cast<std::size_t>(p.M - 4 * full));
+        std::memcpy(dst + full * out.npad, tail, 4);
+      }
+    }
+    return;
+  }
   for (std::int64_t g = 0; g < out.groups; ++g)
     for (std::int64_t j = 0; j < d; ++j) {
       const std::int64_t m = g * d + j;
       for (std::int64_t k = 0; k < p.K; ++k) {
         auto* dw = reinterpret_cast<std::uint8_t*>(&out.ap[static_cast<std::size_t>(k * out.groups + g)]);
-        if (vnni) {
-          dw[j] = static_cast<std::uint8_t>(m < p.M ? a[m * p.K + k] + 128 : 128);  // pad: A = 0
-        } else {
-          const std::int16_t v = m < p.M ? a[m * p.K + k] : 0;
-          std::memcpy(dw + 2 * j, &v, 2);
-        }
+        const std::int16_t v = m < p.M ? a[m * p.K + k] : 0;
+        std::memcpy(dw + 2 * j, &v, 2);
       }
       if (m >= p.M) continue;  // B's padding stays 0: padded terms add nothing
       for (std::int64_t n = 0; n < p.N; ++n) {
         auto* dw = reinterpret_cast<std::uint8_t*>(&out.bp[static_cast<std::size_t>(g * out.npad + n)]);
-        if (vnni) {
-          dw[j] = static_cast<std::uint8_t>(b[n * p.M + m]);
-        } else {
-          const std::int16_t v = b[n * p.M + m];
-          std::memcpy(dw + 2 * j, &v, 2);
-        }
+        const std::int16_t v = b[n * p.M + m];
+        std::memcpy(dw + 2 * j, &v, 2);
       }
     }
-  if (vnni) {
-    out.corr.assign(static_cast<std::size_t>(out.npad), 0);
-    for (std::int64_t n = 0; n < p.N; ++n) {
-      std::uint32_t s = 0;  // mod 2^32, as the kernel's sums
-      for (std::int64_t m = 0; m < p.M; ++m) s += static_cast<std::uint32_t>(static_cast<std::int32_t>(b[n * p.M + m]));
-      out.corr[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(s * 128u);
-    }
-  }
 }
 
 struct Args {
@@ -113,19 +129,25 @@ template <int R, int NV>
 TJ_AVX512 inline void tile512(const Args& x, std::int64_t k0, std::int64_t n0, std::int64_t ncols) {
   const Packed& pk = *x.pk;
   __m512i acc[R][NV];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
   const std::int32_t* ap = pk.ap.data() + k0 * pk.groups;
   const std::int32_t* bp = pk.bp.data() + n0;
   for (std::int64_t g = 0; g < pk.groups; ++g) {
     __m512i bv[NV];
+    #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(bp + g * pk.npad + 16 * v);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i av = _mm512_set1_epi32(ap[r * pk.groups + g]);
+      #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
     }
   }
   const std::int64_t N = x.p->N;
+  #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) {
     const std::int64_t n = n0 + 16 * v;
     const std::int64_t left = std::min<std::int64_t>(16, ncols - 16 * v);
@@ -133,6 +155,7 @@ TJ_AVX512 inline void tile512(const Args& x, std::int64_t k0, std::int64_t n0, s
     const __mmask16 mask = left == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
     const __m512i corr = _mm512_loadu_si512(pk.corr.data() + n);
     const __m512 tv = _mm512_maskz_loadu_ps(mask, x.t + n);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512 y = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], corr));
       if (x.p->row_scale) y = _mm512_mul_ps(y, _mm512_set1_ps(x.u[k0 + r]));
@@ -170,19 +193,25 @@ template <int R, int NV>
 TJ_AVX2 inline void tile256(const Args& x, std::int64_t k0, std::int64_t n0, std::int64_t ncols) {
   const Packed& pk = *x.pk;
   __m256i acc[R][NV];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_si256();
   const std::int32_t* ap = pk.ap.data() + k0 * pk.groups;
   const std::int32_t* bp = pk.bp.data() + n0;
   for (std::int64_t g = 0; g < pk.groups; ++g) {
     __m256i bv[NV];
+    #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + g * pk.npad + 8 * v));
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i av = _mm256_set1_epi32(ap[r * pk.groups + g]);
+      #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(av, bv[v]));
     }
   }
   const std::int64_t N = x.p->N;
+  #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) {
     const std::int64_t n = n0 + 8 * v;
     const std::int64_t left = std::min<std::int64_t>(8, ncols - 8 * v);
@@ -190,6 +219,7 @@ TJ_AVX2 inline void tile256(const Args& x, std::int64_t k0, std::int64_t n0, std
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lane);
     const __m256 tv = _mm256_maskload_ps(x.t + n, mask);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m256 y = _mm256_cvtepi32_ps(acc[r][v]);
       if (x.p->row_scale) y = _mm256_mul_ps(y, _mm256_set1_ps(x.u[k0 + r]));
