@@ -83,7 +83,7 @@ class MatMulKernel {
 
 /// The int8 weight-gradient matmul (matmul_s8.cpp), with its f32 outer-scale epilogue:
 ///   C[k, n] = (f32(S[k, n]) [* u[k]]) * t[n],  S[k, n] = sum_m A[m, k] * B[n, m]
-/// with A i8 [M, K] and B i8 [N, M] row-major (the IR's `matmul(transpose(a),
+/// with A i8 [M, K] (or At [K, M], `a_km`) and B i8 [N, M] row-major (the IR's `matmul(transpose(a),
 /// transpose(b)) : i32`, `cast` to f32, `mul` by u [K, 1] when `row_scale`, `mul` by
 /// t [1, N]). S is the integer sum wrapped to int32 as the IR's i32 matmul defines it
 /// (the kernels' partial sums wrap mod 2^32 too, so S is exact whenever it fits: the
@@ -92,6 +92,7 @@ class MatMulKernel {
 struct Int8MatMulProblem {
   std::int64_t M = 0, K = 0, N = 0;
   bool row_scale = false;  ///< multiply by u[k] before t[n]
+  bool a_km = false;       ///< A is given as At i8 [K, M] row-major (`matmul(a, transpose(b))`)
 };
 
 /// A generated int8 x int8 -> f32-scaled matmul. Avx512Vnni and Amx: vpdpbusd on A + 128

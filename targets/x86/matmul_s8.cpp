@@ -65,7 +65,17 @@ void pack(const Int8MatMulProblem& p, bool vnni, int vl, const std::int8_t* a, c
   out.bp.assign(static_cast<std::size_t>(out.groups * out.npad), 0);
   if (vnni) {
     // A: four rows' bytes per dword, + 128 (padding rows: 128, i.e. A = 0).
-    for (std::int64_t g = 0; g < out.groups; ++g) {
+    for (std::int64_t g = 0; p.a_km && g < out.groups; ++g) {  // At [K, M]: row k's bytes 4g .. 4g + 3
+      std::int32_t* dst = out.ap.data() + g;
+      for (std::int64_t k = 0; k < p.K; ++k) {
+        std::uint32_t dw = 0;
+        for (std::int64_t j = 0; j < 4; ++j)
+          dw |= static_cast<std::uint32_t>(g * 4 + j < p.M ? static_cast<std::uint8_t>(a[k * p.M + g * 4 + j] + 128) : 128)
+                << (8 * j);
+        dst[k * out.groups] = static_cast<std::int32_t>(dw);
+      }
+    }
+    for (std::int64_t g = 0; !p.a_km && g < out.groups; ++g) {
       const std::int8_t* rows[4];
       for (std::int64_t j = 0; j < 4; ++j) rows[j] = g * 4 + j < p.M ? a + (g * 4 + j) * p.K : nullptr;
       std::int32_t* dst = out.ap.data() + g;
@@ -100,7 +110,7 @@ void pack(const Int8MatMulProblem& p, bool vnni, int vl, const std::int8_t* a, c
       const std::int64_t m = g * d + j;
       for (std::int64_t k = 0; k < p.K; ++k) {
         auto* dw = reinterpret_cast<std::uint8_t*>(&out.ap[static_cast<std::size_t>(k * out.groups + g)]);
-        const std::int16_t v = m < p.M ? a[m * p.K + k] : 0;
+        const std::int16_t v = m < p.M ? a[p.a_km ? k * p.M + m : m * p.K + k] : 0;
         std::memcpy(dw + 2 * j, &v, 2);
       }
       if (m >= p.M) continue;  // B's padding stays 0: padded terms add nothing
@@ -305,6 +315,7 @@ std::string Int8MatMulKernel::describe() const {
   const Int8MatMulProblem& p = impl_->p;
   return "matmul s8 M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) +
          " dot=" + (impl_->vnni ? "vpdpbusd" : "vpmaddwd") + " u=" + (p.row_scale ? "yes" : "no") +
+         " a=" + (p.a_km ? "km" : "mk") +
          " isa=" + std::string(isa_name(impl_->isa));
 }
 

@@ -567,6 +567,7 @@ class Builder {
     InstId matmul;
     ValueId a, b, t, c;
     std::optional<ValueId> u;
+    bool a_km = false;  // a is At [K, M]
   };
   [[nodiscard]] std::optional<InstId> only_user(ValueId v) const {
     if (is_const(v) || uses_.contains(v.index) == false || uses_.at(v.index) != 1) return std::nullopt;
@@ -580,13 +581,17 @@ class Builder {
       const ir::InstData& mm = f_.inst(i);
       if (mm.op != Op::MatMul) continue;
       const ir::Type& rt = f_.type_of(mm.results[0]);
-      const auto a = transposed_source(mm.operands[0]), b = transposed_source(mm.operands[1]);
+      // A through its transpose's source (i8 [M, K]) or as it is (i8 [K, M], a_km).
+      std::optional<ValueId> a = transposed_source(mm.operands[0]);
+      const bool a_km = !a && !is_const(mm.operands[0]);
+      if (a_km) a = mm.operands[0];
+      const auto b = transposed_source(mm.operands[1]);
       if (!a || !b || rt.elem != ElemKind::I32 || rt.rank() != 2 || !rt.is_static()) continue;
       const ir::Type& at = f_.type_of(*a);
       const ir::Type& bt = f_.type_of(*b);
       if (at.elem != ElemKind::I8 || bt.elem != ElemKind::I8 || at.rank() != 2 || bt.rank() != 2) continue;
       const std::int64_t K = rt.shape[0].extent, N = rt.shape[1].extent;
-      if (at.shape[0].extent < 1 || K < 1 || N < 1) continue;
+      if (at.shape[a_km ? 1 : 0].extent < 1 || K < 1 || N < 1) continue;
       // The cast, then the multipliers in order.
       auto cast = only_user(mm.results[0]);
       if (!cast || f_.inst(*cast).op != Op::Cast || f_.type_of(f_.inst(*cast).results[0]).elem != ElemKind::F32) continue;
@@ -631,7 +636,7 @@ class Builder {
       const ValueId t = muls.back();
       if (!is_f32(t, {one, n}) && !is_f32(t, {n})) continue;
       if (muls.size() == 2 && !is_f32(muls[0], {k, one})) continue;
-      Int8Chain c{i, *a, *b, t, cur, std::nullopt};
+      Int8Chain c{i, *a, *b, t, cur, std::nullopt, a_km};
       if (muls.size() == 2) c.u = muls[0];
       int8_matmuls_.insert(i.index);
       for (std::size_t s = 0; s + 1 < chain.size(); ++s) int8_skipped_.insert(chain[s].index);
@@ -641,7 +646,7 @@ class Builder {
   Result<void> lower_int8_matmul(InstId i, const Int8Chain& c) {
     const ir::Type& at = f_.type_of(c.a);
     const ir::Type& rt = f_.type_of(c.c);
-    Int8MatMulProblem p{at.shape[0].extent, rt.shape[0].extent, rt.shape[1].extent, c.u.has_value()};
+    Int8MatMulProblem p{at.shape[c.a_km ? 1 : 0].extent, rt.shape[0].extent, rt.shape[1].extent, c.u.has_value(), c.a_km};
     TERNJIT_TRY(auto kernel, Int8MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
     std::optional<Loc> u;
     if (c.u) u = operand_loc(*c.u);

@@ -44,7 +44,7 @@ std::vector<float> reference(const Int8MatMulProblem& p, const std::vector<std::
     for (std::int64_t n = 0; n < p.N; ++n) {
       std::uint32_t s = 0;
       for (std::int64_t m = 0; m < p.M; ++m)
-        s += static_cast<std::uint32_t>(std::int32_t{a[static_cast<std::size_t>(m * p.K + k)]} *
+        s += static_cast<std::uint32_t>(std::int32_t{a[static_cast<std::size_t>(p.a_km ? k * p.M + m : m * p.K + k)]} *
                                         std::int32_t{b[static_cast<std::size_t>(n * p.M + m)]});
       float y = static_cast<float>(static_cast<std::int32_t>(s));
       if (p.row_scale) y = y * u[static_cast<std::size_t>(k)];
@@ -71,8 +71,9 @@ TEST_CASE("matmul s8: the int8 kernel is bit-exact with the reference formula, o
   std::uniform_real_distribution<float> scale(-2.0f, 2.0f);
   for (Isa isa : host_s8_isas()) {
     for (const Shape& sh : shapes) {
-      for (bool row_scale : {false, true}) {
-        const Int8MatMulProblem p{sh.M, sh.K, sh.N, row_scale};
+      for (int form = 0; form < 3; ++form) {  // no u; u; u with A given as At [K, M]
+        const bool row_scale = form > 0;
+        const Int8MatMulProblem p{sh.M, sh.K, sh.N, row_scale, form == 2};
         std::vector<std::int8_t> a(static_cast<std::size_t>(sh.M * sh.K)), b(static_cast<std::size_t>(sh.N * sh.M));
         for (auto& v : a) v = static_cast<std::int8_t>(i8(rng));
         for (auto& v : b) v = static_cast<std::int8_t>(i8(rng));
@@ -187,6 +188,126 @@ TEST_CASE("matmul s8: the int8_dw backward of a BitLinear runs the int8 kernel t
         CHECK(bad == 0);
       }
     }
+  }
+}
+
+TEST_CASE("matmul s8: int8_dw of a float-activation ternary matmul (x quantized per k too): its bound, and x86 "
+          "bit-exact with the interpreter") {
+  // y = x @ ternarize_absmean(w) with a float x: dW = x^T dy with x^T quantized per row k
+  // (scale u[k] = max_m |x[m, k]| / 127) and dy^T per row n (t[n] = max_m |dy[m, n]| / 127).
+  // Each code is within half a step, so
+  //   |dW - dW_exact|[k, n] <= u[k]/2 sum_m |dy[m, n]| + t[n]/2 sum_m |x[m, k]| + M u[k] t[n] / 4
+  // plus f32 rounding of the exact path and of the three f32 steps (4 M u |terms|, generous).
+  constexpr const char* kFloatLayer = R"(param @L.w : f32[K, N]
+
+func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
+^entry:
+  %w = param @L.w : f32[K, N]
+  %t = ternarize_absmean %w : f32[K, N]
+  %y = matmul %x, %t : f32[M, N]
+  ret %y
+}
+)";
+  auto with = [&](bool int8_dw) {
+    auto mod = Module::from_text(kFloatLayer, "float.tir");
+    REQUIRE(mod.ok());
+    GradOptions go;
+    go.wrt = {"@L.w"};
+    go.int8_dw = int8_dw;
+    REQUIRE(grad(*mod, "L.forward", go).ok());
+    return std::move(mod).value();
+  };
+  const Module m8 = with(true), exact = with(false);
+  const std::int64_t K = 37, N = 70;
+  for (std::int64_t M : {1, 5, 33}) {
+    CAPTURE(M);
+    const auto seed = static_cast<std::uint64_t>(M * 7 + 3);
+    ir::ParamValues params;
+    ir::HostTensor w = ir::HostTensor::random(ElemKind::F32, {K, N}, seed);
+    params.set("L.w", w);
+    const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {M, K}, seed + 1);
+    const ir::HostTensor dy = ir::HostTensor::random(ElemKind::F32, {M, N}, seed + 2);
+    auto bwd = [&](const Module& m) {
+      auto fwd = ir::interpret(ir::unwrap(m), "L.forward.fwd", std::vector<ir::HostTensor>{x}, params);
+      REQUIRE(fwd.ok());
+      std::vector<ir::HostTensor> args{x, dy};
+      args.insert(args.end(), fwd.value().begin() + 1, fwd.value().end());
+      auto r = ir::interpret(ir::unwrap(m), "L.forward.bwd", args, params);
+      REQUIRE(r.ok());
+      return std::make_pair(args, r.value()[0]);
+    };
+    const auto [args8, got] = bwd(m8);
+    const auto [args_exact, want] = bwd(exact);
+    bool differs = false;
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t n = 0; n < N; ++n) {
+        double uk = 0, tn = 0, sx = 0, sg = 0, terms = 0;
+        for (std::int64_t i = 0; i < M; ++i) {
+          const double xv = x.data[static_cast<std::size_t>(i * K + k)], gv = dy.data[static_cast<std::size_t>(i * N + n)];
+          uk = std::max(uk, std::fabs(xv) / 127);
+          tn = std::max(tn, std::fabs(gv) / 127);
+          sx += std::fabs(xv);
+          sg += std::fabs(gv);
+          terms += std::fabs(xv * gv);
+        }
+        const double bound = (uk / 2 * sg + tn / 2 * sx + static_cast<double>(M) * uk * tn / 4) * (1 + 0x1p-20) +
+                             4 * static_cast<double>(M + 3) * 0x1p-24 * (terms + sx * sg) + 0x1p-30;
+        const auto at = static_cast<std::size_t>(k * N + n);
+        INFO("dW[", k, ", ", n, "]: int8 ", got.data[at], " exact ", want.data[at], " bound ", bound);
+        CHECK(std::fabs(got.data[at] - want.data[at]) <= bound);
+        differs = differs || got.data[at] != want.data[at];
+      }
+    CHECK(differs);
+
+    // x86 at each ISA, 1 and 2 threads: the int8 step with the u[k] epilogue, bit-exact.
+    for (Isa isa : host_s8_isas()) {
+      for (int threads : {1, 2}) {
+        CAPTURE(isa_name(isa));
+        CAPTURE(threads);
+        EngineOptions eo;
+        eo.target = "x86";
+        eo.max_isa = std::string(isa_name(isa));
+        eo.threads = threads;
+        auto e = Engine::create(eo);
+        REQUIRE(e.ok());
+        auto p = e->compile(m8);
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        std::vector<float> ws = w.to_f32();
+        REQUIRE(p->bind("L.w", TensorView{ws.data(), ElemKind::F32, w.shape}).ok());
+        std::vector<std::vector<std::uint8_t>> in_storage;
+        std::vector<TensorView> ins;
+        for (const ir::HostTensor& t : args8) in_storage.push_back(t.to_bytes());
+        for (std::size_t i = 0; i < args8.size(); ++i)
+          ins.push_back(TensorView{in_storage[i].data(), args8[i].kind, args8[i].shape});
+        std::vector<float> dw(static_cast<std::size_t>(K * N), std::nanf(""));
+        std::vector<TensorView> outs{TensorView{dw.data(), ElemKind::F32, {K, N}}};
+        auto r = p->run("L.forward.bwd", ins, outs);
+        REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+        const std::vector<float> want_dw = got.to_f32();
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < dw.size(); ++i)
+          if (!same_bits(dw[i], want_dw[i])) {
+            if (bad++ < 5) MESSAGE("dW element " << i << ": want " << want_dw[i] << " got " << dw[i]);
+          }
+        CHECK(bad == 0);
+      }
+    }
+    // The plan fuses the chain with the u epilogue (no reference step, one s8 step with u).
+    std::map<std::string, std::int64_t> bind = {{"M", M}, {"K", K}, {"N", N}};
+    auto spec = passes::specialize_function(ir::unwrap(m8), "L.forward.bwd", bind, true);
+    REQUIRE(spec.ok());
+    auto target = make_x86_target();
+    passes::PipelineOptions po;
+    po.target = target->info();
+    REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+    auto steps = describe_code(spec.value(), "L.forward.bwd", "avx2", 1);
+    REQUIRE(steps.ok());
+    bool s8u = false;
+    for (const StepCode& st : steps.value()) {
+      CHECK_MESSAGE(st.op.find("(reference)") == std::string::npos, st.op << " " << st.summary);
+      s8u = s8u || (st.config.find("matmul s8") != std::string::npos && st.config.find("u=yes") != std::string::npos);
+    }
+    CHECK(s8u);
   }
 }
 
