@@ -15,13 +15,15 @@
 //     S exactly whenever S fits in int32 (the IR's i32 matmul wraps the same way).
 //   avx2, avx_vnni, avx512: vpmaddwd on sign-extended int16 pairs (each pair sum
 //     <= 2 * 128 * 128, exact), accumulated with vpaddd.
-// Micro-tile: kRows rows k (broadcasts) x NV vectors of columns, all of M in registers,
+// Micro-tile: kRows rows k (broadcasts) x NV vectors of columns, all of M in registers
+// (the full AVX-512 VNNI tile, 4 x 64, is an Xbyak loop: emit_ukr4x4),
 // then the epilogue: cvtdq2ps, the u[k] multiply, the t[n] multiply (one f32 rounding
 // each, the interpreter's order: bit-exact), stored with vmovntps when C is large and
 // its rows are vector-aligned (C is written once: no read-for-ownership), else plain;
 // the column tail under a mask. Columns are swept in blocks whose packed B stays in L2.
-// The code is compiled C++ with per-function target attributes (the JIT'd f32 kernels
-// need shape-specific register tiles; this one's loop is the same for every shape).
+// Packing, tails, the epilogue and the AVX2 path are compiled C++ with per-function
+// target attributes; the hot full tile is generated (GCC's register allocation of its 16
+// accumulators added copies to every iteration).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -187,44 +189,6 @@ TJ_AVX512 inline void tile512(const Args& x, std::int64_t k0, std::int64_t n0, s
     for (int r = 0; r < 4; ++r)
       #pragma GCC unroll 16
       for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_load_si512(out[r * 4 + v]);
-  } else if constexpr (R == 4 && NV == 4) {
-    __m512i c00 = acc[0][0], c01 = acc[0][1], c02 = acc[0][2], c03 = acc[0][3];
-    __m512i c10 = acc[1][0], c11 = acc[1][1], c12 = acc[1][2], c13 = acc[1][3];
-    __m512i c20 = acc[2][0], c21 = acc[2][1], c22 = acc[2][2], c23 = acc[2][3];
-    __m512i c30 = acc[3][0], c31 = acc[3][1], c32 = acc[3][2], c33 = acc[3][3];
-    const std::int32_t* a0 = ap;
-    const std::int32_t* a1 = ap + groups;
-    const std::int32_t* a2 = ap + 2 * groups;
-    const std::int32_t* a3 = ap + 3 * groups;
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int32_t* b = bp + g * npad;
-      const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
-      const __m512i b2 = _mm512_loadu_si512(b + 32), b3 = _mm512_loadu_si512(b + 48);
-      __m512i av = _mm512_set1_epi32(a0[g]);
-      c00 = _mm512_dpbusd_epi32(c00, av, b0);
-      c01 = _mm512_dpbusd_epi32(c01, av, b1);
-      c02 = _mm512_dpbusd_epi32(c02, av, b2);
-      c03 = _mm512_dpbusd_epi32(c03, av, b3);
-      av = _mm512_set1_epi32(a1[g]);
-      c10 = _mm512_dpbusd_epi32(c10, av, b0);
-      c11 = _mm512_dpbusd_epi32(c11, av, b1);
-      c12 = _mm512_dpbusd_epi32(c12, av, b2);
-      c13 = _mm512_dpbusd_epi32(c13, av, b3);
-      av = _mm512_set1_epi32(a2[g]);
-      c20 = _mm512_dpbusd_epi32(c20, av, b0);
-      c21 = _mm512_dpbusd_epi32(c21, av, b1);
-      c22 = _mm512_dpbusd_epi32(c22, av, b2);
-      c23 = _mm512_dpbusd_epi32(c23, av, b3);
-      av = _mm512_set1_epi32(a3[g]);
-      c30 = _mm512_dpbusd_epi32(c30, av, b0);
-      c31 = _mm512_dpbusd_epi32(c31, av, b1);
-      c32 = _mm512_dpbusd_epi32(c32, av, b2);
-      c33 = _mm512_dpbusd_epi32(c33, av, b3);
-    }
-    acc[0][0] = c00; acc[0][1] = c01; acc[0][2] = c02; acc[0][3] = c03;
-    acc[1][0] = c10; acc[1][1] = c11; acc[1][2] = c12; acc[1][3] = c13;
-    acc[2][0] = c20; acc[2][1] = c21; acc[2][2] = c22; acc[2][3] = c23;
-    acc[3][0] = c30; acc[3][1] = c31; acc[3][2] = c32; acc[3][3] = c33;
   } else {
     for (std::int64_t g = 0; g < groups; ++g) {
       __m512i bv[NV];
