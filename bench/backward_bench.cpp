@@ -11,6 +11,10 @@
 //             gradient q^T (dy x_scale), the x86 dense f32 matmul kernel
 //   bwd_dx_int8, bwd_dx_dw_int8  the same with GradOptions::int8_dx (opt-in lower
 //             precision): dy quantized to int8 per row, dx on the int8 ternary kernel
+//   bwd_dw_int8  the weight gradient alone (wrt @L.w) with GradOptions::int8_dw: the
+//             int8 activations by the gradient quantized per column, an exact int8 x int8
+//             matmul (vpdpbusd) with the f32 scale epilogue and streaming stores
+//   bwd_dx_dw_int8_both  dx and dW with int8_dx and int8_dw (the fastest backward)
 //   dw_write_floor  writing the K x N f32 weight gradient once (70.8 MB, streaming
 //             stores): what any f32 dW costs at least, whatever its kernel
 //   peak_f32_fma, peak_int8_vnni  M x K x N multiply-adds at the core's peak, measured by
@@ -63,6 +67,7 @@ struct Fixture {
   ternjit::Program dx_only;  // L.forward.bwd with respect to x
   ternjit::Program dx_dw;    // with respect to x and @L.w
   ternjit::Program dx_only_int8, dx_dw_int8;  // the same with GradOptions::int8_dx
+  ternjit::Program dw_int8, dx_dw_both;        // wrt @L.w with int8_dw; wrt x, @L.w with both
   std::vector<float> w;
 
   static Fixture make() {
@@ -78,18 +83,21 @@ struct Fixture {
     if (!e.ok()) std::abort();
     ternjit::Program dx_only = program(*e, {"x"}, false), dx_dw = program(*e, {"x", "@L.w"}, false);
     ternjit::Program dx_only8 = program(*e, {"x"}, true), dx_dw8 = program(*e, {"x", "@L.w"}, true);
-    Fixture f{std::move(e.value()), std::move(dx_only), std::move(dx_dw), std::move(dx_only8), std::move(dx_dw8), {}};
+    ternjit::Program dw8 = program(*e, {"@L.w"}, false, true), both = program(*e, {"x", "@L.w"}, true, true);
+    Fixture f{std::move(e.value()), std::move(dx_only), std::move(dx_dw), std::move(dx_only8), std::move(dx_dw8),
+              std::move(dw8), std::move(both), {}};
     f.w = ternjit::ir::HostTensor::random(ternjit::ElemKind::F32, {kK, kN}, 1).to_f32();
-    for (ternjit::Program* p : {&f.dx_only, &f.dx_dw, &f.dx_only_int8, &f.dx_dw_int8})
+    for (ternjit::Program* p : {&f.dx_only, &f.dx_dw, &f.dx_only_int8, &f.dx_dw_int8, &f.dw_int8, &f.dx_dw_both})
       if (!p->bind("L.w", {f.w.data(), ternjit::ElemKind::F32, {kK, kN}}).ok()) std::abort();
     return f;
   }
-  static ternjit::Program program(ternjit::Engine& e, std::vector<std::string> wrt, bool int8_dx) {
+  static ternjit::Program program(ternjit::Engine& e, std::vector<std::string> wrt, bool int8_dx, bool int8_dw = false) {
     auto m = ternjit::Module::from_text(kLayer, "bitlinear_qat.tir");
     if (!m.ok()) std::abort();
     ternjit::GradOptions go;
     go.wrt = std::move(wrt);
     go.int8_dx = int8_dx;
+    go.int8_dw = int8_dw;
     if (!ternjit::grad(*m, "L.forward", go).ok()) std::abort();
     auto p = e.compile(*m);
     if (!p.ok()) std::abort();
@@ -102,7 +110,7 @@ Fixture& fixture() {
   return f;
 }
 
-enum class Row { Forward, BackwardDx, BackwardDxDw, BackwardDxInt8, BackwardDxDwInt8, DwWriteFloor };
+enum class Row { Forward, BackwardDx, BackwardDxDw, BackwardDxInt8, BackwardDxDwInt8, BackwardDwInt8, BackwardBothInt8, DwWriteFloor };
 
 std::map<std::pair<Row, std::int64_t>, double>& ternjit_ms() {
   static std::map<std::pair<Row, std::int64_t>, double> ms;  // per row and M, for the ratios
@@ -165,6 +173,8 @@ void BM_Layer(benchmark::State& state, Row row) {
   ternjit::Program& p = row == Row::BackwardDxDw       ? f.dx_dw
                         : row == Row::BackwardDxInt8   ? f.dx_only_int8
                         : row == Row::BackwardDxDwInt8 ? f.dx_dw_int8
+                        : row == Row::BackwardDwInt8   ? f.dw_int8
+                        : row == Row::BackwardBothInt8 ? f.dx_dw_both
                                                        : f.dx_only;
   // L.forward.fwd once: its saved tensors are the backward's last inputs.
   std::vector<ternjit::TensorView> fwd_in{{x.data(), ternjit::ElemKind::F32, {m, kK}}};
@@ -321,6 +331,8 @@ void register_all() {
     benchmark::RegisterBenchmark("bwd_dx_dw", BM_Layer, Row::BackwardDxDw)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx_int8", BM_Layer, Row::BackwardDxInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("bwd_dx_dw_int8", BM_Layer, Row::BackwardDxDwInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_dw_int8", BM_Layer, Row::BackwardDwInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_dx_dw_int8_both", BM_Layer, Row::BackwardBothInt8)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("dw_write_floor", BM_DwWriteFloor)->Arg(m)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("peak_f32_fma", BM_Peak, false)->Arg(m)->Iterations(5)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("peak_int8_vnni", BM_Peak, true)->Arg(m)->Iterations(5)->Unit(benchmark::kMillisecond);

@@ -292,6 +292,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "name-map",        // ternjit_bind_weights_file_mapped
     "autodiff",        // ternjit_compile_grad
     "autodiff-int8-dx",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DX
+    "autodiff-int8-dw",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DW
     "random-weights",  // ternjit_bind_random
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
@@ -421,11 +422,12 @@ ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, 
     if (source == nullptr && len > 0) return misuse(fn, "source is null but len is " + std::to_string(len));
     if (function == nullptr) return misuse(fn, "function is null");
     if (wrt == nullptr && n_wrt > 0) return misuse(fn, "wrt is null but n_wrt is " + std::to_string(n_wrt));
-    if ((flags & ~(TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX)) != 0)
+    if ((flags & ~(TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX | TERNJIT_GRAD_INT8_DW)) != 0)
       return misuse(fn, "unknown flags " + std::to_string(flags));
     ternjit::GradOptions options;
     options.ste_clip = (flags & TERNJIT_GRAD_STE_CLIP) != 0;
     options.int8_dx = (flags & TERNJIT_GRAD_INT8_DX) != 0;
+    options.int8_dw = (flags & TERNJIT_GRAD_INT8_DW) != 0;
     for (size_t i = 0; i < n_wrt; ++i) {
       if (wrt[i] == nullptr) return misuse(fn, "wrt[" + std::to_string(i) + "] is null");
       options.wrt.emplace_back(wrt[i]);

@@ -13,7 +13,7 @@ Result<GradFunctions> grad(Module& module, std::string_view function, const Grad
   ir::Module& m = module.impl().module;
   const ir::Function* f = m.find_function(function);
   if (!f) return make_error(ErrorCode::NotFound, "grad: no function '" + std::string(function) + "'");
-  passes::AutodiffOptions o{std::string(function), {}, options.ste_clip, options.int8_dx};
+  passes::AutodiffOptions o{std::string(function), {}, options.ste_clip, options.int8_dx, options.int8_dw};
   for (const std::string& w : options.wrt)
     o.wrt.push_back(w.starts_with("@") || w.starts_with("%") ? w : "%" + w);
 

@@ -178,6 +178,38 @@ class Reverse {
     while (type(r).rank() > 2) r = reduce(Op::ReduceSum, r, 0, false);
     return cast(r, ElemKind::F32);
   }
+  // The int8_dw weight gradient x^T gw of a rank-2 x [M, K] and gw [M, N] (passes.h):
+  // gw^T quantized per row (scale t[n]), an i8 x as is, a float x's x^T quantized per
+  // row (scale u[k]); dW = f32(matmul(a [K, M], b^T [M, N]) : i32) [* u] * t. The int32
+  // sum is exact while M * 128 * 128 < 2^31 (|a|, |b| <= 128 for any i8; quantize's are
+  // <= 127): M <= kInt8DwMaxRows, refused above it (static M) or a constraint (symbolic M).
+  static constexpr std::int64_t kInt8DwMaxRows = 131071;  // (2^31 - 1) / 2^14
+  Result<ValueId> int8_contract(ValueId x, ValueId gw) {
+    const ir::Dim m = type(x).shape[0];
+    if (m.is_static() && m.extent > kInt8DwMaxRows)
+      return not_differentiable(f_, "int8_dw: the weight gradient sums " + std::to_string(m.extent) +
+                                        " rows, more than the " + std::to_string(kInt8DwMaxRows) +
+                                        " an int32 sum of int8 products holds exactly");
+    if (!m.is_static()) {
+      const ir::Constraint c{m.sym, ir::Constraint::Kind::AtMost, kInt8DwMaxRows};
+      if (std::find(b_.constraints().begin(), b_.constraints().end(), c) == b_.constraints().end()) b_.add_constraint(c);
+    }
+    auto qg = bld_.create(Op::Quantize, {transpose_last2(gw)}, ir::SteAttrs{});  // [N, M], [N, 1]
+    TERNJIT_CHECK(qg.ok(), "autodiff built an ill-typed quantize");
+    ValueId a = x, u;
+    if (type(x).elem == ElemKind::I8) {
+      a = transpose_last2(x);
+    } else {
+      auto qx = bld_.create(Op::Quantize, {transpose_last2(x)}, ir::SteAttrs{});  // [K, M], [K, 1]
+      TERNJIT_CHECK(qx.ok(), "autodiff built an ill-typed quantize");
+      a = (*qx)[0];
+      u = (*qx)[1];
+    }
+    ValueId dw = cast(emit(Op::MatMul, {a, transpose_last2((*qg)[0])}), ElemKind::F32);
+    if (u.valid()) dw = mul(dw, u);
+    const ir::Dim n = type(gw).shape[1];
+    return mul(dw, reshape((*qg)[1], {ir::Dim::fixed(1), n}));
+  }
   // Adds `g` (already of v's gradient type) to v's adjoint.
   void accumulate(ValueId v, ValueId g) {
     if (!active_.at(v.index)) return;
@@ -205,7 +237,7 @@ class Reverse {
   // ------------------------------------------------ rules
   Result<void> rule(InstId i);
   ValueId activation_grad(Op act, ValueId g, ValueId x, ValueId y);
-  void matmul_rule(const ir::InstData& d, ValueId g);
+  Result<void> matmul_rule(const ir::InstData& d, ValueId g);
   Result<void> tmatmul_rule(const ir::InstData& d, ValueId g);
   ValueId gelu_grad(ValueId x);
   // g @ wt (wt: a t2 [N, K] weight), times the per-tensor scale `ws` when valid: a
@@ -273,13 +305,13 @@ ValueId Reverse::activation_grad(Op act, ValueId g, ValueId x, ValueId y) {
   }
 }
 
-void Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
+Result<void> Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
   const ValueId a = d.operands[0], b = d.operands[1];
   const bool a1 = type(a).rank() == 1, b1 = type(b).rank() == 1;
   if (a1 && b1) {  // a dot product: g is a scalar
     accumulate(a, mul(g, b));
     accumulate(b, mul(g, a));
-    return;
+    return success();
   }
   // Promote rank-1 operands to matrices as numpy.matmul does, and g with them.
   const ValueId a2 = a1 ? reshape(a, with_unit(type(a).shape, 0)) : a;
@@ -304,9 +336,25 @@ void Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
     accumulate(a, a1 ? reshape(da, type(a).shape) : da);
   }
   if (active_[b.index]) {
+    const auto ta = defined_by(b, Op::TernarizeAbsmean, 0);
+    if (options_.int8_dw && ta && type(a).rank() == 2 && type(b).rank() == 2 && is_float(type(g).elem)) {
+      // The ternary weight's gradient on the int8 path: x = quantize_int8(x0) is
+      // xq * sx (per row), so x^T g = xq^T (g * sx), xq exact.
+      ValueId x = a, gw = g;
+      if (const auto qi = defined_by(a, Op::QuantizeInt8, 0)) {
+        auto q = bld_.create(Op::Quantize, {b_.inst(*qi).operands[0]}, ir::SteAttrs{});
+        TERNJIT_CHECK(q.ok(), "autodiff built an ill-typed quantize");
+        x = (*q)[0];
+        gw = mul(g, cast((*q)[1], type(g).elem));
+      }
+      TERNJIT_TRY(const ValueId dw, int8_contract(x, gw));
+      accumulate(b, dw);
+      return success();
+    }
     ValueId db = unbroadcast(emit(Op::MatMul, {transpose_last2(a2), g2}), Type{*grad_kind(type(b2)), type(b2).shape});
     accumulate(b, b1 ? reshape(db, type(b).shape) : db);
   }
+  return success();
 }
 
 Result<void> Reverse::tmatmul_rule(const ir::InstData& d, ValueId g) {
@@ -370,7 +418,13 @@ Result<void> Reverse::tmatmul_rule(const ir::InstData& d, ValueId g) {
   if (active_[w_target.index]) {
     ValueId gw = xs.valid() ? mul(gz, xs) : gz;
     if (ws.valid() && !w_through) gw = mul(gw, ws);
-    ValueId dw = contract(x, gw);
+    ValueId dw;
+    if (options_.int8_dw && type(x).rank() == 2 && type(gw).rank() == 2) {
+      TERNJIT_TRY(const ValueId q, int8_contract(x, gw));
+      dw = q;
+    } else {
+      dw = contract(x, gw);
+    }
     if (w_through && clips(b_.inst(*qw))) {
       const ValueId latent = w_target;
       ValueId mean = un(Op::Abs, latent);
@@ -448,7 +502,7 @@ Result<void> Reverse::rule(InstId i) {
     }
     case Op::Reshape: accumulate(a, reshape(g, type(a).shape)); return success();
     case Op::Broadcast: accumulate(a, unbroadcast(g, type(a))); return success();
-    case Op::MatMul: matmul_rule(d, g); return success();
+    case Op::MatMul: return matmul_rule(d, g);
     case Op::ReduceSum:
     case Op::ReduceMean:
     case Op::ReduceMax: {

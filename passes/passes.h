@@ -64,6 +64,16 @@ struct AutodiffOptions {
   /// sum_n |T[k, n]| * s_m / 2 (s_m = max_n |g[m, n]| / 127, the row's int8 step).
   /// The weight gradient stays exact f32. false: dx in f32 (the default).
   bool int8_dx = false;
+  /// Lower precision, opt in (changes results): the weight gradient of a ternary matmul,
+  /// dW[k, n] = sum_m x[m, k] * g[m, n] (g: the incoming gradient times the activation
+  /// scale x_s[m] when x is the forward's int8 activation), runs as an exact int8 x int8 ->
+  /// i32 matmul: g^T quantized per row (per output column n, absmax over m, scale t[n]),
+  /// an int8 x taken as is (a float x: x^T quantized per row k, scale u[k]), then
+  /// dW = f32(sum) [* u[k]] * t[n]. Rank-2 x only (others stay f32); M <= 131071 (so
+  /// M * 128 * 128 < 2^31: the int32 sum is exact), a static M above it is refused and a
+  /// symbolic M gets that bound as a constraint. ir/README.md "Gradients" has the
+  /// error bound. false: dW in f32 (the default).
+  bool int8_dw = false;
 };
 /// The functions `autodiff` added.
 struct AutodiffResult {

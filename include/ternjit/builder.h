@@ -158,6 +158,13 @@ struct GradOptions {
   /// quantizes activations) and runs on the fast int8 ternary kernel; error per element
   /// at most sum_n |T[k, n]| * max_n |g[m, n]| / 254. Weight gradients stay exact f32.
   bool int8_dx = false;
+  /// Lower precision, opt in (it changes the gradients): the weight gradient of a ternary
+  /// matmul runs as an exact int8 x int8 -> int32 matmul, the incoming gradient (times the
+  /// activation scale) quantized per output column over the rows (absmax / 127), the int8
+  /// activations as they are; dW = f32(sum) * scale[n]. Error per element at most
+  /// sum_m |x[m, k]| * max_m |g[m, n]| / 254 (docs/training.md). Rank-2 activations only
+  /// (others stay f32); at most 131071 rows.
+  bool int8_dw = false;
 };
 
 /// The functions grad() added (docs/training.md).

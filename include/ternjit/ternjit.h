@@ -136,15 +136,20 @@ ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_
  *  gradient of a ternary matmul quantizes the incoming gradient to int8 per row and runs
  *  on the int8 ternary kernel (GradOptions::int8_dx). Weight gradients stay exact f32. */
 #define TERNJIT_GRAD_INT8_DX 2u
+/** ternjit_grad_options.flags: lower precision, opt in (changes the gradients): the weight
+ *  gradient of a ternary matmul runs as an exact int8 x int8 -> int32 matmul on the int8
+ *  activations and the incoming gradient quantized per output column
+ *  (GradOptions::int8_dw; feature "autodiff-int8-dw"). */
+#define TERNJIT_GRAD_INT8_DW 4u
 /** Compiles `.tri` source as ternjit_compile does, after adding the reverse-mode gradient of
  *  `function` ("Layer.forward"): "Layer.forward.fwd" (its results, then the saved tensors) and
  *  "Layer.forward.bwd" (arguments: the function's, one gradient per float result, the saved
  *  tensors; results: one gradient per wrt entry). `wrt` holds n_wrt names, "x" for an argument
  *  or "@Layer.w" for a parameter (a ternary parameter's gradient is f32: the latent weights');
  *  n_wrt = 0: every float argument and every float or ternary parameter the function reads.
- *  flags: 0 or TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX. docs/training.md has the
+ *  flags: 0 or TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX | TERNJIT_GRAD_INT8_DW. docs/training.md has the
  *  details. (Added in ABI 2; feature "autodiff"; TERNJIT_GRAD_INT8_DX with feature
- *  "autodiff-int8-dx".) */
+ *  "autodiff-int8-dx", TERNJIT_GRAD_INT8_DW with "autodiff-int8-dw".) */
 ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
                                     const char* function, const char* const* wrt, size_t n_wrt, uint32_t flags,
                                     ternjit_program** out);

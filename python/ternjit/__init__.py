@@ -366,7 +366,8 @@ class Engine:
         self._programs.add(program)
         return program
 
-    def compile_grad(self, source, function, wrt=(), ste_clip=False, file_name="<python>", int8_dx=False):
+    def compile_grad(self, source, function, wrt=(), ste_clip=False, file_name="<python>", int8_dx=False,
+                     int8_dw=False):
         """Compiles `.tri` source with the reverse-mode gradient of `function` added.
 
         The program gets ``function + ".fwd"`` (the function's results, then the tensors
@@ -380,8 +381,10 @@ class Engine:
 
         ``int8_dx=True`` opts in to lower precision (it changes the gradients): the input
         gradient of a ternary matmul quantizes the incoming gradient to int8 per row and
-        runs on the int8 ternary kernel; weight gradients stay exact f32
-        (docs/training.md, "Lower-precision gradients").
+        runs on the int8 ternary kernel. ``int8_dw=True`` likewise for the weight
+        gradient: an exact int8 x int8 -> int32 matmul of the int8 activations and the
+        incoming gradient quantized per output column (docs/training.md,
+        "Lower-precision gradients").
         """
         if isinstance(source, str):
             source = source.encode("utf-8")
@@ -390,7 +393,7 @@ class Engine:
         handle = ctypes.c_void_p()
         _check(self._lib, self._lib.ternjit_compile_grad(
             self._live_handle(), source, len(source), str(file_name).encode(), str(function).encode(), array,
-            len(names), (1 if ste_clip else 0) | (2 if int8_dx else 0), ctypes.byref(handle)))
+            len(names), (1 if ste_clip else 0) | (2 if int8_dx else 0) | (4 if int8_dw else 0), ctypes.byref(handle)))
         program = Program(self, handle)
         self._programs.add(program)
         return program

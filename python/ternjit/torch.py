@@ -538,11 +538,11 @@ def qat_linear_source(bias, activation, ste_clip=None):
     return "layer QATLinear {\n    fn forward(%s) -> Tensor[M, N] {\n        return %s\n    }\n}\n" % (args, body)
 
 
-_qat_programs = {}  # (engine key, bias, activation, ste_clip, int8_dx) -> Program
+_qat_programs = {}  # (engine key, bias, activation, ste_clip, int8_dx, int8_dw) -> Program
 
 
-def _qat_program(engine_name, bias, activation, ste_clip, int8_dx=False):
-    key = (engine_name, bias, activation, ste_clip, int8_dx)
+def _qat_program(engine_name, bias, activation, ste_clip, int8_dx=False, int8_dw=False):
+    key = (engine_name, bias, activation, ste_clip, int8_dx, int8_dw)
     with _lock:
         program = _qat_programs.get(key)
     if program is None or program.closed:
@@ -550,7 +550,7 @@ def _qat_program(engine_name, bias, activation, ste_clip, int8_dx=False):
         wrt = ["x", "w"] + (["b"] if bias else [])
         # The clipping is the quantizer's attribute in the source (the pass default unused).
         program = engine.compile_grad(qat_linear_source(bias, activation, ste_clip), "QATLinear.forward", wrt=wrt,
-                                      file_name="qat_linear.tri", int8_dx=int8_dx)
+                                      file_name="qat_linear.tri", int8_dx=int8_dx, int8_dw=int8_dw)
         with _lock:
             _qat_programs[key] = program
     return program
@@ -560,8 +560,8 @@ class _QATLinearFunction(torch.autograd.Function):
     """Forward and backward of :class:`QATLinear` through ternjit's ``.fwd``/``.bwd``."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name, int8_dx):
-        program = _qat_program(engine_name, bias is not None, activation, ste_clip, int8_dx)
+    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name, int8_dx, int8_dw):
+        program = _qat_program(engine_name, bias is not None, activation, ste_clip, int8_dx, int8_dw)
         lead = x.shape[:-1]
         x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
         w = weight.detach().to(torch.float32).t().contiguous().numpy()
@@ -582,7 +582,7 @@ class _QATLinearFunction(torch.autograd.Function):
         dx = torch.from_numpy(grads[0]).reshape(ctx.x_shape).to(ctx.x_dtype)
         dw = torch.from_numpy(grads[1]).t().contiguous()
         db = torch.from_numpy(grads[2]) if len(grads) > 2 else None
-        return dx, dw, db, None, None, None, None
+        return dx, dw, db, None, None, None, None, None
 
 
 class QATLinear(torch.nn.Module):
@@ -593,13 +593,14 @@ class QATLinear(torch.nn.Module):
     ``loss.backward()`` gives the gradients torch's float model with STE
     (``x + (q(x) - x).detach()``) gives; ``ste_clip`` zeroes the weight gradient where
     ``|w| > mean|w|``. ``int8_dx=True`` opts in to a faster, lower-precision input
-    gradient (the incoming gradient quantized to int8 per row; weight gradients stay
-    exact). Without autograd (``torch.no_grad()``, or nothing requiring a gradient) the
+    gradient (the incoming gradient quantized to int8 per row), ``int8_dw=True`` to a
+    faster, lower-precision weight gradient (an exact int8 x int8 matmul of the int8
+    activations and the incoming gradient quantized per output column); both off: exact. Without autograd (``torch.no_grad()``, or nothing requiring a gradient) the
     forward runs the plain function: no saved tensors are produced. Export the trained
     layer with :meth:`to_bitlinear`."""
 
     def __init__(self, in_features, out_features, bias=True, activation="none", ste_clip=False, engine=None,
-                 int8_dx=False):
+                 int8_dx=False, int8_dw=False):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features))
         self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
@@ -608,6 +609,7 @@ class QATLinear(torch.nn.Module):
         self.activation = activation
         self.ste_clip = bool(ste_clip)
         self.int8_dx = bool(int8_dx)
+        self.int8_dw = bool(int8_dw)
         self.engine = engine_key(engine)
 
     def forward(self, x):
@@ -615,9 +617,10 @@ class QATLinear(torch.nn.Module):
             x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
         if needs_grad:
             return _QATLinearFunction.apply(x, self.weight, self.bias, self.activation, self.ste_clip, self.engine,
-                                            self.int8_dx)
+                                            self.int8_dx, self.int8_dw)
         # No backward will run: the plain forward, without the saved tensors .fwd returns.
-        program = _qat_program(self.engine, self.bias is not None, self.activation, self.ste_clip, self.int8_dx)
+        program = _qat_program(self.engine, self.bias is not None, self.activation, self.ste_clip, self.int8_dx,
+                               self.int8_dw)
         x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
         w = self.weight.detach().to(torch.float32).t().contiguous().numpy()
         args = [x2, w] + ([self.bias.detach().to(torch.float32).contiguous().numpy()] if self.bias is not None else [])
@@ -635,6 +638,6 @@ class QATLinear(torch.nn.Module):
                          engine=_engine_for(self.engine) if self.engine else None)
 
     def extra_repr(self):
-        return "in_features=%d, out_features=%d, bias=%s, activation=%s, ste_clip=%s, int8_dx=%s" % (
+        return "in_features=%d, out_features=%d, bias=%s, activation=%s, ste_clip=%s, int8_dx=%s, int8_dw=%s" % (
             self.weight.shape[1], self.weight.shape[0], self.bias is not None, self.activation, self.ste_clip,
-            self.int8_dx)
+            self.int8_dx, self.int8_dw)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// matmul.h - the dense f32 `matmul` (rank 2 or batched rank 3, f32 x f32 -> f32) as an Xbyak-generated register-blocked GEMM.
+// matmul.h - the dense f32 `matmul` (rank 2 or batched rank 3, f32 x f32 -> f32) as an Xbyak-generated register-blocked GEMM,
+// and the int8 weight-gradient matmul (i8 x i8, exact int32 sums, f32 outer-scale epilogue).
 //
 // C[M, N] = A[M, K] @ B[K, N], with A given row-major or as its transpose At[K, M]
 // (`trans_a`: the plan reads `transpose %x` from x itself) and B row-major or as
@@ -79,6 +80,47 @@ class MatMulKernel {
 
  private:
   explicit MatMulKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The int8 weight-gradient matmul (matmul_s8.cpp), with its f32 outer-scale epilogue:
+///   C[k, n] = (f32(S[k, n]) [* u[k]]) * t[n],  S[k, n] = sum_m A[m, k] * B[n, m]
+/// with A i8 [M, K] (or At [K, M], `a_km`) and B i8 [N, M] row-major (the IR's `matmul(transpose(a),
+/// transpose(b)) : i32`, `cast` to f32, `mul` by u [K, 1] when `row_scale`, `mul` by
+/// t [1, N]). S is the integer sum wrapped to int32 as the IR's i32 matmul defines it
+/// (the kernels' partial sums wrap mod 2^32 too, so S is exact whenever it fits: the
+/// autodiff pass bounds M for that); each multiply is one f32 rounding in this order,
+/// so C is bit-exact with the interpreter. NaN/Inf scales propagate.
+struct Int8MatMulProblem {
+  std::int64_t M = 0, K = 0, N = 0;
+  bool row_scale = false;  ///< multiply by u[k] before t[n]
+  bool a_km = false;       ///< A is given as At i8 [K, M] row-major (`matmul(a, transpose(b))`)
+};
+
+/// A generated int8 x int8 -> f32-scaled matmul. Avx512Vnni and Amx: vpdpbusd on A + 128
+/// (u8) with a per-column correction 128 * sum_m B[n, m] subtracted (exact mod 2^32);
+/// Avx2, AvxVnni, Avx512: vpmaddwd on sign-extended int16 pairs. Thread-safe after creation.
+class Int8MatMulKernel {
+ public:
+  /// Errors: InvalidInput (a dim < 1), Unavailable (isa not runnable here
+  /// and !allow_foreign_isa).
+  static Result<std::unique_ptr<Int8MatMulKernel>> create(const Int8MatMulProblem& p, Isa isa,
+                                                           bool allow_foreign_isa = false);
+  ~Int8MatMulKernel();
+  Int8MatMulKernel(const Int8MatMulKernel&) = delete;
+  Int8MatMulKernel& operator=(const Int8MatMulKernel&) = delete;
+  [[nodiscard]] const Int8MatMulProblem& problem() const;
+  /// C = the formula above; u is read only when row_scale. Buffers must not overlap c.
+  /// Splits the rows k over `parallel`.
+  void run(const std::int8_t* a, const std::int8_t* b, const float* u, const float* t, float* c,
+           const Parallel& parallel) const;
+  /// One line: "matmul s8 M=32 K=2560 N=6912 dot=vpdpbusd u=no isa=avx512_vnni".
+  [[nodiscard]] std::string describe() const;
+
+  struct Impl;
+
+ private:
+  explicit Int8MatMulKernel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

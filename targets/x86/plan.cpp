@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "ir/print.h"
 #include "targets/common/step_plan.h"
@@ -164,6 +165,67 @@ class MatMulStep final : public Step {
   std::unique_ptr<MatMulKernel> kernel_;
   std::shared_ptr<const MatMulPackedB> packed_;
   Loc a_, b_, c_;
+  std::string summary_;
+};
+
+// The int8 weight-gradient matmul with its scale epilogue (matmul.h, Int8MatMulKernel):
+// the sources of the two transposes, the scales u (or none) and t, the chain's result.
+class Int8MatMulStep final : public Step {
+ public:
+  Int8MatMulStep(std::unique_ptr<Int8MatMulKernel> k, Loc a, Loc b, std::optional<Loc> u, Loc t, Loc c,
+                 std::string summary)
+      : kernel_(std::move(k)), a_(a), b_(b), u_(u), t_(t), c_(c), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    kernel_->run(static_cast<const std::int8_t*>(fr.ptr(a_)), static_cast<const std::int8_t*>(fr.ptr(b_)),
+                 u_ ? static_cast<const float*>(fr.ptr(*u_)) : nullptr, static_cast<const float*>(fr.ptr(t_)),
+                 static_cast<float*>(fr.ptr(c_)), *fr.parallel);
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override { return StepCode{"matmul", summary_, kernel_->describe(), {}}; }
+
+ private:
+  std::unique_ptr<Int8MatMulKernel> kernel_;
+  Loc a_, b_;
+  std::optional<Loc> u_;
+  Loc t_, c_;
+  std::string summary_;
+};
+
+// A matrix transpose (rank 2, perm [1, 0]) of 1-, 2- or 4-byte elements, in 32 x 32
+// blocks (what the int8_dw backward's `quantize(transpose(g))` reads): a copy, exact.
+class TransposeStep final : public Step {
+ public:
+  TransposeStep(Loc in, Loc out, std::int64_t rows, std::int64_t cols, std::size_t elem_bytes, std::string summary)
+      : in_(in), out_(out), rows_(rows), cols_(cols), bytes_(elem_bytes), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    const auto* src = static_cast<const std::uint8_t*>(fr.ptr(in_));
+    auto* dst = static_cast<std::uint8_t*>(fr.ptr(out_));
+    switch (bytes_) {
+      case 1: blocked(src, dst, std::uint8_t{}); break;
+      case 2: blocked(src, dst, std::uint16_t{}); break;
+      default: blocked(src, dst, std::uint32_t{}); break;
+    }
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    return StepCode{"transpose", summary_, "transpose " + std::to_string(rows_) + "x" + std::to_string(cols_) +
+                                               " blocks=32x32 bytes=" + std::to_string(bytes_), {}};
+  }
+
+ private:
+  template <class T>
+  void blocked(const std::uint8_t* src, std::uint8_t* dst, T) const {
+    const T* s = reinterpret_cast<const T*>(src);
+    T* d = reinterpret_cast<T*>(dst);
+    constexpr std::int64_t kB = 32;
+    for (std::int64_t r0 = 0; r0 < rows_; r0 += kB)
+      for (std::int64_t c0 = 0; c0 < cols_; c0 += kB)
+        for (std::int64_t r = r0; r < std::min(rows_, r0 + kB); ++r)
+          for (std::int64_t c = c0; c < std::min(cols_, c0 + kB); ++c) d[c * rows_ + r] = s[r * cols_ + c];
+  }
+  Loc in_, out_;
+  std::int64_t rows_, cols_;
+  std::size_t bytes_;
   std::string summary_;
 };
 
@@ -327,6 +389,7 @@ class Builder {
       : f_(f), params_(params), o_(o), packs_(packs), names_(f), plan_(plan_steps(f)) {
     for (ir::InstId i : f_.insts(f_.entry()))
       for (ValueId v : f_.inst(i).operands) ++uses_[v.index];
+    find_int8_matmuls();
   }
 
   Result<std::unique_ptr<Plan::Impl>> build() {
@@ -405,10 +468,22 @@ class Builder {
   }
 
   Result<void> lower(InstId i, const ir::InstData& inst) {
+    if (int8_skipped_.contains(i.index)) return success();  // computed by its chain's Int8MatMulStep
+    if (auto it = int8_chains_.find(i.index); it != int8_chains_.end()) return lower_int8_matmul(i, it->second);
     if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
     // A transpose whose every use is a matmul reading it through its source (trans_a /
     // trans_b) computes nothing.
     if (inst.op == Op::Transpose && transpose_fused(inst)) return success();
+    if (inst.op == Op::Transpose) {
+      const ir::Type& xt = f_.type_of(inst.operands[0]);
+      const auto eb = static_cast<std::size_t>(elem_bits(xt.elem) / 8);
+      if (xt.rank() == 2 && (eb == 1 || eb == 2 || eb == 4) && elem_bits(xt.elem) % 8 == 0 &&
+          std::get<ir::PermAttrs>(inst.attrs).perm == std::vector<std::int64_t>{1, 0}) {
+        impl_->steps.push_back(std::make_unique<TransposeStep>(operand_loc(inst.operands[0]), plan_.slot(inst.results[0]),
+                                                               xt.shape[0].extent, xt.shape[1].extent, eb, summary(i)));
+        return success();
+      }
+    }
     if (inst.op == Op::TMatMul) {
       // Every tmatmul step is numbered in order, whether it gets a kernel or not, so a
       // configuration key ("tmatmul.0") names the same instruction every time.
@@ -469,7 +544,7 @@ class Builder {
       const ir::InstData& user = f_.inst(j);
       for (ValueId v : user.operands) {
         if (v != r) continue;
-        if (user.op != Op::MatMul || !matmul_kernel_supported(user)) return false;
+        if (user.op != Op::MatMul || !(matmul_kernel_supported(user) || int8_matmuls_.contains(j.index))) return false;
         ++fused;
       }
     }
@@ -526,6 +601,105 @@ class Builder {
     const Loc bl = packed ? plan_.slot(b) : operand_loc(b);
     impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed), operand_loc(a), bl,
                                                         plan_.slot(inst.results[0]), summary(i)));
+    return success();
+  }
+
+  // ------------------------------------------------ the int8 weight-gradient matmul
+  // `matmul(transpose %a, transpose %b) : i32[K, N]` of i8 %a [M, K], %b [N, M], cast to
+  // f32, then multiplied by u f32[K, 1] (optional) and t f32[1, N] (or [N]), in that order
+  // (as `mul`s or one `ewise` of them; what autodiff's int8_dw emits), each intermediate
+  // read once: one Int8MatMulStep at the chain's last instruction (every value has its
+  // own region, so a, b, u, t are intact there), the others skipped.
+  struct Int8Chain {
+    InstId matmul;
+    ValueId a, b, t, c;
+    std::optional<ValueId> u;
+    bool a_km = false;  // a is At [K, M]
+  };
+  [[nodiscard]] std::optional<InstId> only_user(ValueId v) const {
+    if (is_const(v) || uses_.contains(v.index) == false || uses_.at(v.index) != 1) return std::nullopt;
+    for (InstId j : f_.insts(f_.entry()))
+      for (ValueId o : f_.inst(j).operands)
+        if (o == v) return j;
+    return std::nullopt;
+  }
+  void find_int8_matmuls() {
+    for (InstId i : f_.insts(f_.entry())) {
+      const ir::InstData& mm = f_.inst(i);
+      if (mm.op != Op::MatMul) continue;
+      const ir::Type& rt = f_.type_of(mm.results[0]);
+      // A through its transpose's source (i8 [M, K]) or as it is (i8 [K, M], a_km).
+      std::optional<ValueId> a = transposed_source(mm.operands[0]);
+      const bool a_km = !a && !is_const(mm.operands[0]);
+      if (a_km) a = mm.operands[0];
+      const auto b = transposed_source(mm.operands[1]);
+      if (!a || !b || rt.elem != ElemKind::I32 || rt.rank() != 2 || !rt.is_static()) continue;
+      const ir::Type& at = f_.type_of(*a);
+      const ir::Type& bt = f_.type_of(*b);
+      if (at.elem != ElemKind::I8 || bt.elem != ElemKind::I8 || at.rank() != 2 || bt.rank() != 2) continue;
+      const std::int64_t K = rt.shape[0].extent, N = rt.shape[1].extent;
+      if (at.shape[a_km ? 1 : 0].extent < 1 || K < 1 || N < 1) continue;
+      // The cast, then the multipliers in order.
+      auto cast = only_user(mm.results[0]);
+      if (!cast || f_.inst(*cast).op != Op::Cast || f_.type_of(f_.inst(*cast).results[0]).elem != ElemKind::F32) continue;
+      std::vector<InstId> chain{i, *cast};
+      std::vector<ValueId> muls;
+      ValueId cur = f_.inst(*cast).results[0];
+      while (auto u = only_user(cur)) {
+        const ir::InstData& d = f_.inst(*u);
+        std::vector<ValueId> found;
+        if (d.op == Op::Mul && d.operands[0] != d.operands[1]) {
+          found.push_back(d.operands[0] == cur ? d.operands[1] : d.operands[0]);
+        } else if (d.op == Op::Ewise) {
+          const std::int32_t nops = static_cast<std::int32_t>(d.operands.size());
+          std::int32_t prev = -1;
+          for (std::int32_t k = 0; k < nops; ++k)
+            if (d.operands[static_cast<std::size_t>(k)] == cur) prev = prev == -1 ? k : -2;
+          const auto& steps = std::get<ir::EwiseAttrs>(d.attrs).steps;
+          for (std::size_t s = 0; prev >= 0 && s < steps.size(); ++s) {
+            const ir::EwiseStep& st = steps[s];
+            const std::int32_t other = st.a == prev ? st.b : st.b == prev ? st.a : -1;
+            if (st.op != Op::Mul || other < 0 || other >= nops || d.operands[static_cast<std::size_t>(other)] == cur) {
+              prev = -1;
+              break;
+            }
+            found.push_back(d.operands[static_cast<std::size_t>(other)]);
+            prev = nops + static_cast<std::int32_t>(s);
+          }
+          if (prev < 0) found.clear();
+        }
+        if (found.empty()) break;
+        muls.insert(muls.end(), found.begin(), found.end());
+        chain.push_back(*u);
+        cur = d.results[0];
+      }
+      const ir::Type& ct = f_.type_of(cur);
+      if (chain.size() < 3 || muls.size() > 2 || ct.elem != ElemKind::F32 || ct.shape != rt.shape) continue;
+      auto is_f32 = [&](ValueId v, std::vector<ir::Dim> shape) {
+        const ir::Type& t = f_.type_of(v);
+        return t.elem == ElemKind::F32 && t.shape == shape;
+      };
+      const ir::Dim k = rt.shape[0], n = rt.shape[1], one = ir::Dim::fixed(1);
+      const ValueId t = muls.back();
+      if (!is_f32(t, {one, n}) && !is_f32(t, {n})) continue;
+      if (muls.size() == 2 && !is_f32(muls[0], {k, one})) continue;
+      Int8Chain c{i, *a, *b, t, cur, std::nullopt, a_km};
+      if (muls.size() == 2) c.u = muls[0];
+      int8_matmuls_.insert(i.index);
+      for (std::size_t s = 0; s + 1 < chain.size(); ++s) int8_skipped_.insert(chain[s].index);
+      int8_chains_.emplace(chain.back().index, c);
+    }
+  }
+  Result<void> lower_int8_matmul(InstId i, const Int8Chain& c) {
+    const ir::Type& at = f_.type_of(c.a);
+    const ir::Type& rt = f_.type_of(c.c);
+    Int8MatMulProblem p{at.shape[c.a_km ? 1 : 0].extent, rt.shape[0].extent, rt.shape[1].extent, c.u.has_value(), c.a_km};
+    TERNJIT_TRY(auto kernel, Int8MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
+    std::optional<Loc> u;
+    if (c.u) u = operand_loc(*c.u);
+    impl_->steps.push_back(std::make_unique<Int8MatMulStep>(std::move(kernel), operand_loc(c.a), operand_loc(c.b), u,
+                                                            operand_loc(c.t), plan_.slot(c.c),
+                                                            summary(c.matmul) + " ... " + summary(i)));
     return success();
   }
 
@@ -643,6 +817,9 @@ class Builder {
   std::unique_ptr<Plan::Impl> impl_;
   std::map<std::uint32_t, std::size_t> uses_;  // operand uses by ValueId::index (ret included)
   int tmatmul_count_ = 0;
+  std::set<std::uint32_t> int8_matmuls_;          // InstId::index of the fused int8 matmuls
+  std::set<std::uint32_t> int8_skipped_;          // the rest of their chains but the last
+  std::map<std::uint32_t, Int8Chain> int8_chains_;  // by the chain's last InstId::index
 };
 
 }  // namespace

@@ -701,11 +701,12 @@ static void check_grad(void) {
     }
     ternjit_program_destroy(p);
   }
-  /* Both flags are accepted (no ternary matmul here: int8_dx changes nothing, exactly). */
+  /* Every flag is accepted (no ternary matmul here: int8_dx and int8_dw change nothing, exactly). */
   CHECK(ternjit_has_feature("autodiff-int8-dx") == 1);
+  CHECK(ternjit_has_feature("autodiff-int8-dw") == 1);
   p = NULL;
   CHECK_OK(ternjit_compile_grad(e, src, strlen(src), "p.tri", "P.forward", wrt, 2,
-                                TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX, &p));
+                                TERNJIT_GRAD_STE_CLIP | TERNJIT_GRAD_INT8_DX | TERNJIT_GRAD_INT8_DW, &p));
   if (p != NULL) {
     CHECK_OK(ternjit_run(p, "P.forward.bwd", in, 3, out, 2));
     for (i = 0; i < 4; ++i) CHECK(dw[i] == dy[i] * x[i] && dx[i] == dy[i] * w[i]);

@@ -151,19 +151,49 @@ def test_int8_dx_within_its_bound():
             close(layer.bias.grad, exact.bias.grad, "db " + what)
 
 
+def test_int8_dw_within_its_bound():
+    # int8_dw: the weight gradient from the int8 activation codes xq (x = xq * s per row)
+    # and the gradient g' = dy * s quantized per output column to steps
+    # t_n = max_m |g'[m, n]| / 127: |dW - dW_exact|[n, k] <= t_n / 2 * sum_m |xq[m, k]|,
+    # |xq[m, k]| <= |x[m, k]| / s_m + 1/2; dx and db stay exact.
+    for target in targets():
+        engine = ternjit.Engine(target=target, cache_dir="off")
+        for (m, k, n) in [(3, 13, 7), (17, 40, 33)]:
+            torch.manual_seed(m + k + n + 1)
+            layer = ternjit.torch.QATLinear(k, n, activation="none", engine=engine, int8_dw=True)
+            exact = ternjit.torch.QATLinear(k, n, activation="none", engine=engine)
+            exact.load_state_dict(layer.state_dict())
+            x = torch.randn(m, k, requires_grad=True)
+            x2 = x.detach().clone().requires_grad_(True)
+            dy = torch.randn(m, n)
+            layer(x).backward(dy)
+            exact(x2).backward(dy)
+            s = x.detach().abs().amax(dim=1, keepdim=True) / 127  # [M, 1]
+            codes = x.detach().abs() / s + 0.5                      # [M, K]
+            t = (dy.abs() * s).amax(dim=0) / 127                    # [N]
+            bound = (t[:, None] / 2) * codes.sum(dim=0)[None, :] * (1 + 1e-5) + 1e-5  # [N, K]
+            err = (layer.weight.grad - exact.weight.grad).abs()
+            what = "%s M=%d K=%d N=%d" % (target, m, k, n)
+            check(bool((err <= bound).all()), "int8 dW error %g over its bound (%s)" % ((err - bound).max().item(), what))
+            check(err.max().item() > 0, "int8 dW equals the exact dW: the option did nothing (%s)" % what)
+            close(x.grad, x2.grad, "dx " + what)
+            close(layer.bias.grad, exact.bias.grad, "db " + what)
+
+
 def test_qat_mlp_loss_goes_down():
     # A 2-layer MLP on a synthetic regression task (a fixed random teacher), seeded; with
-    # the exact backward and with the int8_dx option.
+    # the exact backward, with the int8_dx option, and with int8_dx and int8_dw.
     engine = ternjit.Engine(target="auto", cache_dir="off")
-    for int8_dx in (False, True):
-        train_mlp(engine, int8_dx)
+    for int8_dx, int8_dw in ((False, False), (True, False), (True, True)):
+        train_mlp(engine, int8_dx, int8_dw)
 
 
-def train_mlp(engine, int8_dx):
+def train_mlp(engine, int8_dx, int8_dw=False):
     torch.manual_seed(3)
     start = time.time()
-    model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine, int8_dx=int8_dx),
-                                ternjit.torch.QATLinear(32, 4, engine=engine, int8_dx=int8_dx))
+    model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine, int8_dx=int8_dx,
+                                                        int8_dw=int8_dw),
+                                ternjit.torch.QATLinear(32, 4, engine=engine, int8_dx=int8_dx, int8_dw=int8_dw))
     teacher = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
     data = torch.randn(256, 16)
     with torch.no_grad():
@@ -178,8 +208,8 @@ def train_mlp(engine, int8_dx):
         opt.step()
         losses.append(loss.item())
     first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
-    print("QAT (int8_dx=%s): mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (
-        int8_dx, first, last, time.time() - start))
+    print("QAT (int8_dx=%s, int8_dw=%s): mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (
+        int8_dx, int8_dw, first, last, time.time() - start))
     check(all(np.isfinite(losses)), "a loss is not finite")
     check(last < 0.5 * first, "the loss did not go down: %.4f -> %.4f" % (first, last))
     # The trained layers export to inference BitLinear layers computing the same forward.
@@ -192,4 +222,4 @@ def train_mlp(engine, int8_dx):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     harness.run([test_gradients_equal_torch_ste, test_ste_clip_attribute_equals_torch, test_int8_dx_within_its_bound,
-                 test_qat_mlp_loss_goes_down])
+                 test_int8_dw_within_its_bound, test_qat_mlp_loss_goes_down])

@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,20 +49,23 @@ constexpr const char* kBlock = R"(func @B.forward<M, N>(%x: f32[M, N], %g: f32[N
 }
 )";
 
-Module with_grad(const char* text, const char* fn, std::vector<std::string> wrt, bool int8_dx = false) {
+Module with_grad(const char* text, const char* fn, std::vector<std::string> wrt, bool int8_dx = false,
+                 bool int8_dw = false) {
   auto m = Module::from_text(text, "backward_test.tir");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
   GradOptions o;
   o.wrt = std::move(wrt);
   o.int8_dx = int8_dx;
+  o.int8_dw = int8_dw;
   auto g = grad(*m, fn, o);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : render(g.error())));
   return std::move(m).value();
 }
 
-TensorView view_of(ir::HostTensor& t, std::vector<float>& storage) {
-  storage = t.to_f32();
-  return TensorView{storage.data(), ElemKind::F32, t.shape};
+// A view of `t` in its own kind (saved tensors may be i8: int8_dw saves the activation codes).
+TensorView view_of(ir::HostTensor& t, std::vector<std::uint8_t>& storage) {
+  storage = t.to_bytes();
+  return TensorView{storage.data(), t.kind, t.shape};
 }
 
 // Runs `fn` on `target` and checks every output against the interpreter's; returns the outputs.
@@ -70,15 +74,29 @@ std::vector<std::vector<float>> check_on(Program& p, const std::string& label, c
                                          std::int64_t P) {
   CAPTURE(label);
   CAPTURE(fn);
-  std::vector<std::vector<float>> in_storage(inputs.size());
+  std::vector<std::vector<std::uint8_t>> in_storage(inputs.size());
   std::vector<TensorView> ins;
   for (std::size_t i = 0; i < inputs.size(); ++i) ins.push_back(view_of(inputs[i], in_storage[i]));
-  std::vector<std::vector<float>> out_storage;
+  // Outputs in their own kinds (int8_dw saves i8 codes), poisoned: f32 with NaN, others 0xAB.
+  std::vector<std::vector<std::uint8_t>> out_bytes;
   std::vector<TensorView> outs;
-  for (const ir::HostTensor& w : want) out_storage.emplace_back(static_cast<std::size_t>(w.numel()), std::nanf(""));
-  for (std::size_t k = 0; k < want.size(); ++k) outs.push_back(TensorView{out_storage[k].data(), ElemKind::F32, want[k].shape});
+  for (const ir::HostTensor& w : want) {
+    out_bytes.emplace_back(w.to_bytes().size(), std::uint8_t{0xAB});
+    if (w.kind == ElemKind::F32)
+      for (std::size_t i = 0; i + 4 <= out_bytes.back().size(); i += 4) {
+        const float nan = std::nanf("");
+        std::memcpy(out_bytes.back().data() + i, &nan, 4);
+      }
+  }
+  for (std::size_t k = 0; k < want.size(); ++k) outs.push_back(TensorView{out_bytes[k].data(), want[k].kind, want[k].shape});
   auto r = p.run(fn, ins, outs);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  std::vector<std::vector<float>> out_storage;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    auto got = ir::HostTensor::from_bytes(want[k].kind, want[k].shape, out_bytes[k]);
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message));
+    out_storage.push_back(got->to_f32());
+  }
   for (std::size_t k = 0; k < want.size(); ++k) {
     double max_abs = 0;
     for (double v : want[k].data) max_abs = std::max(max_abs, std::fabs(v));
@@ -214,6 +232,122 @@ TEST_CASE("grad: int8_dx (dy quantized per row, dx on the int8 ternary kernel) o
       check_on(*p, t.label, "L.forward.bwd", bwd_args, bwd, P);
     }
   }
+}
+
+TEST_CASE("grad: int8_dw (dW as an exact int8 x int8 matmul, the gradient quantized per column) on every CPU target, "
+          "within its bound") {
+  // The interpreter's int8_dw dW against the exact one. x is quantize_int8's: codes
+  // xq[m, k] (|xq| <= |x[m, k]| / s_m + 1/2, s_m = max_k |x[m, k]| / 127) times s_m; the
+  // pass folds s_m into the gradient, g'[m, n] = dy'[m, n] s_m (dy' = dy masked by relu'),
+  // and quantizes g' per column n to steps t_n = max_m |g'[m, n]| / 127, each code within
+  // t_n / 2 of g' / t_n. The integer sum is exact, so
+  //   |dW - dW_exact|[k, n] <= sum_m |xq[m, k]| t_n / 2
+  // plus f32 rounding (the exact path's own and ours: P u max|dW| as above, generous).
+  // dx is untouched by the option (bit for bit the exact one) unless int8_dx is also set.
+  // Each target runs the int8_dw module (with int8_dx too) against its interpreter.
+  const Module m8 = with_grad(kLayer, "L.forward", {"x", "@L.w"}, false, true);
+  const Module both = with_grad(kLayer, "L.forward", {"x", "@L.w"}, true, true);
+  const Module exact = with_grad(kLayer, "L.forward", {"x", "@L.w"}, false, false);
+  std::vector<std::string> skipped;
+  const auto targets = testing::cpu_targets(&skipped);
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.M);
+    CAPTURE(sh.K);
+    CAPTURE(sh.N);
+    const auto seed = static_cast<std::uint64_t>(sh.M * 1000 + sh.K * 10 + sh.N + 11);
+    ir::ParamValues params;
+    ir::HostTensor w = ir::HostTensor::random(ElemKind::F32, {sh.K, sh.N}, seed);
+    ir::HostTensor b = ir::HostTensor::random(ElemKind::F32, {sh.N}, seed + 1);
+    params.set("L.w", w);
+    params.set("L.b", b);
+    const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.K}, seed + 2);
+    const ir::HostTensor dy = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3);
+    auto run_bwd = [&](const Module& m, std::vector<ir::HostTensor>* args_out) {
+      const std::vector<ir::HostTensor> fwd = interpret(m, "L.forward.fwd", {x}, params);
+      std::vector<ir::HostTensor> args{x, dy};
+      args.insert(args.end(), fwd.begin() + 1, fwd.end());
+      if (args_out) *args_out = args;
+      return std::make_pair(fwd, interpret(m, "L.forward.bwd", args, params));
+    };
+    std::vector<ir::HostTensor> args8, args_both;
+    const auto [fwd, got] = run_bwd(m8, &args8);
+    const auto [fwd_both, got_both] = run_bwd(both, &args_both);
+    const auto [fwd_exact, want] = run_bwd(exact, nullptr);
+    const std::int64_t P = std::max({sh.M, sh.K, sh.N});
+    CHECK(!ir::compare(want[0], got[0], 0, 0));  // dx is the exact one, bit for bit
+
+    double max_dw = 0;
+    for (double v : want[1].data) max_dw = std::max(max_dw, std::fabs(v));
+    std::vector<double> s(static_cast<std::size_t>(sh.M)), t(static_cast<std::size_t>(sh.N), 0.0);
+    for (std::int64_t i = 0; i < sh.M; ++i) {
+      double mx = 0;
+      for (std::int64_t k = 0; k < sh.K; ++k) mx = std::max(mx, std::fabs(x.data[static_cast<std::size_t>(i * sh.K + k)]));
+      s[static_cast<std::size_t>(i)] = mx / 127;
+      for (std::int64_t n = 0; n < sh.N; ++n) {
+        const auto at = static_cast<std::size_t>(i * sh.N + n);
+        if (fwd[0].data[at] > 0) t[static_cast<std::size_t>(n)] = std::max(t[static_cast<std::size_t>(n)], std::fabs(dy.data[at]) * mx / 127 / 127);
+      }
+    }
+    bool differs = false;
+    for (std::int64_t k = 0; k < sh.K; ++k)
+      for (std::int64_t n = 0; n < sh.N; ++n) {
+        double codes = 0;
+        for (std::int64_t i = 0; i < sh.M; ++i) {
+          const double si = s[static_cast<std::size_t>(i)];
+          codes += si > 0 ? std::fabs(x.data[static_cast<std::size_t>(i * sh.K + k)]) / si + 0.5 : 0;
+        }
+        const double bound = codes * t[static_cast<std::size_t>(n)] / 2 * (1 + 0x1p-20) +
+                             4 * std::pow(static_cast<double>(P), 1.5) * kU * max_dw + 0x1p-20;
+        const auto at = static_cast<std::size_t>(k * sh.N + n);
+        INFO("dW[", k, ", ", n, "]: int8 ", got[1].data[at], " exact ", want[1].data[at], " bound ", bound);
+        CHECK(std::fabs(got[1].data[at] - want[1].data[at]) <= bound);
+        differs = differs || got[1].data[at] != want[1].data[at];
+      }
+    if (sh.M > 1) CHECK(differs);  // the option changed dW (M = 1: one code per column, exact up to rounding)
+    CHECK(!ir::compare(got[1], got_both[1], 0, 0));  // int8_dx does not change dW
+
+    for (const testing::CpuTarget& t : targets) {
+      for (const auto* mod : {&m8, &both}) {
+        auto e = Engine::create(t.options);
+        REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+        auto p = e->compile(*mod);
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        std::vector<float> ws = w.to_f32(), bs = b.to_f32();
+        REQUIRE(p->bind("L.w", TensorView{ws.data(), ElemKind::F32, w.shape}).ok());
+        REQUIRE(p->bind("L.b", TensorView{bs.data(), ElemKind::F32, b.shape}).ok());
+        const bool is_both = mod == &both;
+        check_on(*p, t.label, "L.forward.fwd", {x}, is_both ? fwd_both : fwd, P);
+        check_on(*p, t.label, "L.forward.bwd", is_both ? args_both : args8, is_both ? got_both : got, P);
+      }
+    }
+  }
+}
+
+TEST_CASE("grad: int8_dw refuses a static row count whose int32 sum could overflow, bounds a symbolic one") {
+  constexpr const char* big = R"(param @L.w : f32[3, 2]
+
+func @L.forward(%x: f32[131072, 3]) -> f32[131072, 2] {
+^entry:
+  %w = param @L.w : f32[3, 2]
+  %q = quantize_int8 %x : f32[131072, 3]
+  %t = ternarize_absmean %w : f32[3, 2]
+  %y = matmul %q, %t : f32[131072, 2]
+  ret %y
+}
+)";
+  auto m = Module::from_text(big, "big.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
+  GradOptions o;
+  o.wrt = {"@L.w"};
+  o.int8_dw = true;
+  auto r = grad(*m, "L.forward", o);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("131072 rows") != std::string::npos);
+  o.int8_dw = false;
+  CHECK(grad(*m, "L.forward", o).ok());  // the exact path has no such limit
+  // Symbolic M: the backward gets the constraint M <= 131071.
+  const Module sym = with_grad(kLayer, "L.forward", {"@L.w"}, false, true);
+  CHECK(sym.to_text().find("M <= 131071") != std::string::npos);
 }
 
 TEST_CASE("grad: a normalization block's backward on every CPU target, odd shapes, 1 and 2 threads") {
