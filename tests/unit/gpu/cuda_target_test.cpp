@@ -350,7 +350,8 @@ TEST_CASE("cuda: a damaged cubin in the disk cache is detected, dropped and reco
   };
 
   SUBCASE("a cubin damaged inside a well-formed entry (its checksum recomputed)") {
-    auto entry = cache::decode_entry(read());
+    const std::string stored = read();  // decode_entry's payload is a view into it
+    auto entry = cache::decode_entry(stored);
     REQUIRE(entry.ok());
     auto art = cache::decode_artifact(entry->payload);
     REQUIRE(art.ok());
