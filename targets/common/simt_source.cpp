@@ -487,6 +487,35 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
            "[" + ci + "];\n";
     return b;
   };
+  // i8 with rows x cpt >= 8 accumulators: the full chunks run as a loop over the 4
+  // weight words q that ptxas is told not to unroll (`#pragma unroll 1`), the rows and
+  // columns unrolled inside it: the same loads and dp4a, a quarter of the code (NVRTC
+  // compile latency of the 8-row x 4-column kernels).
+  const bool qloop = int8 && c.rows * cpt >= 8;
+  const std::string xq =
+      s.k % 16 == 0 ? "16" : s.k % 4 == 0 ? "4" : "1";  // the load width of a row's 16 bytes of word q
+  // Word q of chunk `ci` of row t against weights w<sfx>_<j>: 16 activation bytes, 4 dp4a per column.
+  auto chunk_q = [&](const std::string& in, const std::string& ci, const std::string& sfx) {
+    const std::string xp = "x + (r0 + t) * K + " + ci + " * 64u + 16u * q";
+    std::string b = in + "{\n";
+    if (xq == "16") {
+      b += in + "  const tj_u32x4 xv = *(const tj_u32x4*)(" + xp + ");\n";
+      b += in + "  const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;\n";
+    } else if (xq == "4") {
+      b += in + "  const tj_i32* xv = (const tj_i32*)(" + xp + ");\n";
+      b += in + "  const tj_i32 a0 = xv[0], a1 = xv[1], a2 = xv[2], a3 = xv[3];\n";
+    } else {
+      b += in + "  const tj_i8* xv = " + xp + ";\n";
+      b += in + "  const tj_i32 a0 = tj_ld4(xv), a1 = tj_ld4(xv + 4u), a2 = tj_ld4(xv + 8u), a3 = tj_ld4(xv + 12u);\n";
+    }
+    for (std::uint32_t j = 0; j < cpt; ++j)
+      b += in + "  acc[t * CPT + " + u(j) + "] = tj_word(a0, a1, a2, a3, tj_wq(w" + sfx + "_" + std::to_string(j) +
+           ", q), acc[t * CPT + " + u(j) + "]);\n";
+    return b + in + "}\n";
+  };
+  auto q_loop = [&](const std::string& in, const std::string& body) {
+    return in + "#pragma unroll 1\n" + in + "for (tj_u32 q = 0u; q < 4u; ++q) {\n" + row_loop(in + "  ", body) + in + "}\n";
+  };
   const std::string zero = int8 ? "0" : "0.0f";
   auto epilogue_store = [&](const std::string& in) { return epilogue_code(epilogue, act, in); };
   if (!grouped) {
@@ -498,12 +527,15 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
       std::string body;
       for (std::uint32_t i = 0; i < c.unroll; ++i) {
         g += load_w("      ", std::to_string(i), "c + " + u(i) + " * TPC", false);
-        body += chunk("        ", "(c + " + u(i) + " * TPC)", std::to_string(i), false, "0u", "64u");
+        body += qloop ? chunk_q("          ", "(c + " + u(i) + " * TPC)", std::to_string(i))
+                      : chunk("        ", "(c + " + u(i) + " * TPC)", std::to_string(i), false, "0u", "64u");
       }
-      g += row_loop("      ", body) + "    }\n";
+      g += (qloop ? q_loop("      ", body) : row_loop("      ", body)) + "    }\n";
     }
     g += "    for (; c < CF; c += TPC) {\n" + load_w("      ", "0", "c", false) +
-         row_loop("      ", chunk("        ", "c", "0", false, "0u", "64u")) + "    }\n";
+         (qloop ? q_loop("      ", chunk_q("          ", "c", "0"))
+                : row_loop("      ", chunk("        ", "c", "0", false, "0u", "64u"))) +
+         "    }\n";
     if (full < chunks)
       g += "    if (lane == CF % TPC) {\n" + load_w("      ", "0", "CF", false) +
            row_loop("      ", chunk("        ", "CF", "0", true, "0u", "K - CF * 64u")) + "    }\n";

@@ -77,15 +77,18 @@ extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_2(const tj_i8* __re
       const tj_u32x4 w0_1 = wc1[c];
       const tj_u32x4 w0_2 = wc2[c];
       const tj_u32x4 w0_3 = wc3[c];
-      for (tj_u32 t = 0u; t < ROWS; ++t) {
-        if (r0 + t >= M) break;
-        {
-          tj_i32 xa[16];
-          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
-          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
-          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
-          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
-          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+      #pragma unroll 1
+      for (tj_u32 q = 0u; q < 4u; ++q) {
+        for (tj_u32 t = 0u; t < ROWS; ++t) {
+          if (r0 + t >= M) break;
+          {
+            const tj_u32x4 xv = *(const tj_u32x4*)(x + (r0 + t) * K + c * 64u + 16u * q);
+            const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;
+            acc[t * CPT + 0u] = tj_word(a0, a1, a2, a3, tj_wq(w0_0, q), acc[t * CPT + 0u]);
+            acc[t * CPT + 1u] = tj_word(a0, a1, a2, a3, tj_wq(w0_1, q), acc[t * CPT + 1u]);
+            acc[t * CPT + 2u] = tj_word(a0, a1, a2, a3, tj_wq(w0_2, q), acc[t * CPT + 2u]);
+            acc[t * CPT + 3u] = tj_word(a0, a1, a2, a3, tj_wq(w0_3, q), acc[t * CPT + 3u]);
+          }
         }
       }
     }
@@ -128,15 +131,18 @@ extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_3(const tj_i8* __re
       const tj_u32x4 w0_1 = wc1[c];
       const tj_u32x4 w0_2 = wc2[c];
       const tj_u32x4 w0_3 = wc3[c];
-      for (tj_u32 t = 0u; t < ROWS; ++t) {
-        if (r0 + t >= M) break;
-        {
-          tj_i32 xa[16];
-          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
-          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
-          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
-          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
-          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+      #pragma unroll 1
+      for (tj_u32 q = 0u; q < 4u; ++q) {
+        for (tj_u32 t = 0u; t < ROWS; ++t) {
+          if (r0 + t >= M) break;
+          {
+            const tj_u32x4 xv = *(const tj_u32x4*)(x + (r0 + t) * K + c * 64u + 16u * q);
+            const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;
+            acc[t * CPT + 0u] = tj_word(a0, a1, a2, a3, tj_wq(w0_0, q), acc[t * CPT + 0u]);
+            acc[t * CPT + 1u] = tj_word(a0, a1, a2, a3, tj_wq(w0_1, q), acc[t * CPT + 1u]);
+            acc[t * CPT + 2u] = tj_word(a0, a1, a2, a3, tj_wq(w0_2, q), acc[t * CPT + 2u]);
+            acc[t * CPT + 3u] = tj_word(a0, a1, a2, a3, tj_wq(w0_3, q), acc[t * CPT + 3u]);
+          }
         }
       }
     }
