@@ -539,6 +539,32 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
     if (full < chunks)
       g += "    if (lane == CF % TPC) {\n" + load_w("      ", "0", "CF", false) +
            row_loop("      ", chunk("        ", "CF", "0", true, "0u", "K - CF * 64u")) + "    }\n";
+    const std::uint32_t vals = c.rows * cpt;
+    if (int8 && c.tpc >= 2 && c.tpc <= 32 && vals % c.tpc == 0) {
+      // Many int32 sums over a column group of TPC <= 32 lanes: a butterfly that halves
+      // the values each lane holds per xor step (vals - vals / TPC shuffles instead of
+      // vals log2 TPC), after which lane l holds the whole sums of values
+      // (l % TPC) * PER .. + PER - 1 and applies their epilogues (integer sums: the
+      // order does not matter).
+      const std::uint32_t per = vals / c.tpc;
+      std::uint32_t len = vals;
+      for (std::uint32_t o = c.tpc / 2; o >= 1; o /= 2, len /= 2) {
+        const std::uint32_t h = len / 2;
+        g += "    {\n      const bool hb = (lane & " + u(o) + ") != 0u;\n";
+        for (std::uint32_t i = 0; i < h; ++i) {
+          const std::string lo = "acc[" + u(i) + "]", hi = "acc[" + u(i + h) + "]";
+          g += "      { const tj_i32 s = hb ? " + lo + " : " + hi + ", k = hb ? " + hi + " : " + lo + "; " + lo +
+               " = k + tj_shfl_xor(s, " + u(o) + ", " + u(c.tpc) + "); }\n";
+        }
+        g += "    }\n";
+      }
+      g += "    for (tj_u32 i = 0u; i < " + u(per) + "; ++i) {\n";
+      g += "      const tj_u32 vi = lane * " + u(per) + " + i, r = r0 + vi / CPT, n = n0 + vi % CPT;\n";
+      g += "      if (r >= M || n >= N) continue;\n";
+      g += "      float yv = (float)(tj_i32)((tj_u32)acc[i] - (tj_u32)rs[r]);\n";
+      g += epilogue_store("      ") + "    }\n  }\n}\n";
+      return g;
+    }
     g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
     g += "      for (tj_u32 j = 0u; j < CPT; ++j) {\n";
     g += "        " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t * CPT + j], red);\n";
