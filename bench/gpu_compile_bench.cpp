@@ -66,6 +66,37 @@ void BM_CudaCompile(benchmark::State& state) {
 }
 BENCHMARK(BM_CudaCompile)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->Iterations(5);
 
+// BM_CudaCompileRows/<M>/<config>: the BitLinear core at K x N = 2560 x 6912 with M
+// rows, compiled for sm_90 under one tmatmul configuration: 0 the default, 1..
+// kRowConfigs (the blockings the compile latency depends on: rows x cpt accumulators
+// per thread, fully unrolled by ptxas). Ratios between configurations of one run are
+// what count.
+const char* const kRowConfigs[] = {
+    "",                                          // the default of the shape
+    "tpc=16;cols=16;unroll=1;rows=8;cpt=4",      // 32 accumulators (the M = 8 default before)
+    "tpc=16;cols=16;unroll=1;rows=8;cpt=2",      // 16
+    "tpc=16;cols=16;unroll=1;rows=4;cpt=4",      // 16, two row passes at M = 8
+    "tpc=32;cols=4;unroll=1;rows=2;cpt=2;mma=1",  // the tensor-core form (M >= 16)
+};
+void BM_CudaCompileRows(benchmark::State& state) {
+  const std::int64_t M = state.range(0);
+  const char* config = kRowConfigs[state.range(1)];
+  if (M < 16 && std::string(config).find("mma") != std::string::npos) return state.SkipWithError("mma: M >= 16");
+  auto m = ir::parse_module(bench::layer_tir(M, 2560, 6912), "bench.tir");
+  if (!m.ok()) return state.SkipWithError(m.error().message.c_str());
+  auto t = targets::make_cuda_target();
+  targets::CompileOptions co;
+  co.target.values["arch"] = "sm_90";
+  if (*config != 0) co.decisions = {config};
+  for (auto _ : state) {
+    auto a = t->compile(*m, "f", co);
+    if (!a.ok()) return state.SkipWithError(a.error().message.c_str());
+    benchmark::DoNotOptimize(a->bytes.data());
+    state.SetLabel("M=" + std::to_string(M) + " " + a->metadata.at("decisions") + " " + a->metadata.at("usage"));
+  }
+}
+BENCHMARK(BM_CudaCompileRows)->ArgsProduct({{8, 32}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond)->Iterations(3);
+
 void BM_HipCompile(benchmark::State& state) {
   auto m = layer(state.range(0));
   if (!m.ok()) return state.SkipWithError(m.error().message.c_str());

@@ -61,11 +61,12 @@ Result<std::shared_ptr<GpuProgram>> GpuProgram::create(std::shared_ptr<const Gpu
   // Ternary weights in the generator's layout, once per Program when they are parameters.
   for (const simt::WeightUse& w : program.weights) {
     auto upload = [&]() -> Result<std::shared_ptr<const void>> {
-      TERNJIT_TRY(std::vector<std::uint8_t> packed, simt::pack_ternary_weight(values.at(w.load_time), w.k, w.n));
+      TERNJIT_TRY(std::vector<std::uint8_t> packed,
+                  simt::pack_ternary_weight(values.at(w.load_time), w.k, w.n, w.layout));
       return upload_bytes(api, packed, g->stream_);
     };
     if (weights && !w.param.empty()) {
-      const std::string key = device_key + "/" + w.param + "/" + std::string(simt::layout_name());
+      const std::string key = device_key + "/" + w.param + "/" + std::string(simt::layout_name(w.layout));
       TERNJIT_TRY(std::shared_ptr<const void> b, weights->get_or_upload(key, upload));
       g->weights_.push_back(std::move(b));
     } else {

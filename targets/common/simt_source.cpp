@@ -270,6 +270,40 @@ TJ_DEV float tj_fchunk(const float* xp, tj_u32x4 w, tj_u32 lo, tj_u32 hi, float 
   return s;
 }
 
+// What the mma.sync tmatmul kernels use (CUDA only; appended once, before the first
+// of them). tj_mma_m16n8k32 is D += A B for a warp: A 16 x 32 s8 (four .b32 registers
+// a0..a3 per lane), B 32 x 8 s8 (b0, b1), D 16 x 8 s32 (d[0..3]), in the fragment
+// layouts of the PTX ISA (section "Matrix Fragments for mma.m16n8k32", Figures 88
+// (A, .s8) and the B and C/D tables; simt_emu.h derives them): with g = lane >> 2 and
+// t = lane % 4, register j of A holds row g + 8 (j & 1), k = 4 t + 16 (j >> 1) .. + 3;
+// register e of B holds k = 4 t + 16 e .. + 3 of column g; d[i] is row g + 8 (i >> 1),
+// column 2 t + (i & 1). The integer accumulation wraps modulo 2^32 (no .satfinite), as
+// the reference's int32 sum does. The emulator (tests/simt/simt_emu.h) defines TJEMU_MMA
+// and its own warp-collective tj_mma_m16n8k32: the only preprocessor conditional of
+// the generated source, so the host compiler never sees the PTX.
+std::string mma_helpers() {
+  return R"(#ifndef TJEMU_MMA
+TJ_DEV void tj_mma_m16n8k32(tj_i32* d, tj_u32 a0, tj_u32 a1, tj_u32 a2, tj_u32 a3, tj_u32 b0, tj_u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+// Four codes (bytes 0, 1, 2) to the weights -1, 0, 1 as int8 bytes (no borrow crosses a byte).
+TJ_DEV tj_u32 tj_decode4(tj_u32 c) { return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u; }
+// Activation bytes x[r, k .. k + 3] of an [M, K] i8 matrix as one register; 0 past M
+// rows or K columns (K % 4 == 0: one aligned 4-byte load, k is a multiple of 4).
+TJ_DEV tj_u32 tj_a4(const tj_i8* x, tj_u32 r, tj_u32 k, tj_u32 M, tj_u32 K) {
+  if (r >= M) return 0u;
+  if ((K & 3u) == 0u) return k < K ? *(const tj_u32*)(x + r * K + k) : 0u;
+  tj_u32 v = 0u;
+  for (tj_u32 b = 0u; b < 4u; ++b)
+    if (k + b < K) v |= (tj_u32)(tj_u8)x[r * K + k + b] << (8u * b);
+  return v;
+}
+)";
+}
+
 // The f32 expression of elementwise op `op` on `a` (and `b`).
 std::string apply(Op op, const std::string& a, const std::string& b) {
   switch (op) {
@@ -311,6 +345,79 @@ struct EpilogueRead {
   Op op;
   std::int64_t row_stride, col_stride;
 };
+
+// The epilogue and store of y[r, n] from f32 `yv` (at indent `in`).
+std::string epilogue_code(const std::vector<EpilogueRead>& epilogue, ir::Activation act, const std::string& in) {
+  std::string b;
+  for (std::size_t i = 0; i < epilogue.size(); ++i) {
+    const EpilogueRead& ep = epilogue[i];
+    const std::string v = "e" + std::to_string(i) + "[r * " + u(ep.row_stride) + " + n * " + u(ep.col_stride) + "]";
+    b += in + "yv = " + apply(ep.op, "yv", v) + ";\n";
+  }
+  if (auto a = ir::activation_op(act)) b += in + "yv = " + apply(*a, "yv", "") + ";\n";
+  return b + in + "y[r * N + n] = yv;\n";
+}
+
+// The tensor-core tmatmul (i8 x, no grouped scale; weights in the tmma2 layout of
+// simt_source.h). Warp `wi` of the block owns column tiles nt0 .. nt0 + CPT - 1 (8
+// columns each) and row tiles of 16 (ROWS per pass of the grid's y loop). Per block of
+// 256 k a lane loads its 16 bytes of each column tile (8 k-tiles of B fragments as
+// codes), decodes them to -1/0/1 int8, loads its A fragment registers of each row tile
+// (tj_a4: zero past M and K) and issues one mma per (row tile, column tile, k-tile):
+// every lane of the warp runs the same mma sequence (the loop bounds are warp-uniform),
+// as mma.sync.aligned requires. D is the exact int32 sum of x w (no row-sum
+// correction); the epilogue is the dp4a kernel's.
+std::string mma_kernel(const std::string& name, const TMatMulShape& s, const TMatMulConfig& c,
+                       const std::vector<EpilogueRead>& epilogue, ir::Activation act) {
+  const std::int64_t kb = (s.k + 255) / 256, nt = (s.n + 7) / 8, mt = (s.m + 15) / 16;
+  std::vector<std::string> p = {"const tj_i8* __restrict__ x", "const tj_u32x4* __restrict__ w"};
+  for (std::size_t i = 0; i < epilogue.size(); ++i) p.push_back("const float* __restrict__ e" + std::to_string(i));
+  p.push_back("float* __restrict__ y");
+  const std::uint32_t block = 32 * c.cols;
+  std::string g = head(name, block, p);
+  g += "  const tj_u32 M = " + u(s.m) + ", K = " + u(s.k) + ", N = " + u(s.n) + ", KB = " + u(kb) + ", NT = " + u(nt) +
+       ", WARPS = " + u(c.cols) + ", CPT = " + u(c.cpt) + ", ROWS = " + u(c.rows) + ", RT = " +
+       u((mt + c.rows - 1) / c.rows) + ";\n";
+  g += "  const tj_u32 lane = threadIdx.x % 32u, gid = lane >> 2, tig = lane & 3u;\n";
+  g += "  const tj_u32 nt0 = (blockIdx.x * WARPS + threadIdx.x / 32u) * CPT;\n";
+  g += "  // Column tiles past NT read tile NT - 1 and store nothing.\n";
+  for (std::uint32_t j = 0; j < c.cpt; ++j) {
+    const std::string J = std::to_string(j);
+    g += "  const tj_u32x4* wt" + J + " = w + ((tj_u64)(nt0 + " + u(j) + " < NT ? nt0 + " + u(j) +
+         " : NT - 1u) * KB) * 32u + lane;\n";
+  }
+  g += "  for (tj_u32 rt = blockIdx.y; rt < RT; rt += gridDim.y) {\n";
+  g += "    const tj_u32 m0 = rt * ROWS * 16u;\n";
+  g += "    tj_i32 acc[ROWS * CPT * 4u];\n    for (tj_u32 i = 0u; i < ROWS * CPT * 4u; ++i) acc[i] = 0;\n";
+  g += "    for (tj_u32 kb = 0u; kb < KB; ++kb) {\n";
+  for (std::uint32_t j = 0; j < c.cpt; ++j)
+    g += "      const tj_u32x4 wv" + std::to_string(j) + " = wt" + std::to_string(j) + "[kb * 32u];\n";
+  g += "      for (tj_u32 kt = 0u; kt < 8u; ++kt) {\n";
+  g += "        const tj_u32 k0 = kb * 256u + kt * 32u;\n        if (k0 >= K) break;\n";
+  g += "        const tj_u32 sh = 4u * (kt & 1u);\n";
+  for (std::uint32_t j = 0; j < c.cpt; ++j) {
+    const std::string J = std::to_string(j);
+    g += "        const tj_u32 q" + J + " = tj_wq(wv" + J + ", kt >> 1);\n";
+    g += "        const tj_u32 b0_" + J + " = tj_decode4((q" + J + " >> sh) & 0x03030303u), b1_" + J +
+         " = tj_decode4((q" + J + " >> (sh + 2u)) & 0x03030303u);\n";
+  }
+  g += "        for (tj_u32 t = 0u; t < ROWS; ++t) {\n";
+  g += "          if (m0 + t * 16u >= M) break;\n";
+  g += "          const tj_u32 r = m0 + t * 16u + gid, k = k0 + 4u * tig;\n";
+  g += "          const tj_u32 a0 = tj_a4(x, r, k, M, K), a1 = tj_a4(x, r + 8u, k, M, K), a2 = tj_a4(x, r, k + 16u, M, K),"
+       " a3 = tj_a4(x, r + 8u, k + 16u, M, K);\n";
+  for (std::uint32_t j = 0; j < c.cpt; ++j) {
+    const std::string J = std::to_string(j);
+    g += "          tj_mma_m16n8k32(acc + (t * CPT + " + u(j) + ") * 4u, a0, a1, a2, a3, b0_" + J + ", b1_" + J + ");\n";
+  }
+  g += "        }\n      }\n    }\n";
+  g += "    for (tj_u32 t = 0u; t < ROWS; ++t)\n      for (tj_u32 j = 0u; j < CPT; ++j)\n        for (tj_u32 i = 0u; i < 4u; ++i) {\n";
+  g += "          const tj_u32 r = m0 + t * 16u + gid + 8u * (i >> 1), n = (nt0 + j) * 8u + 2u * tig + (i & 1u);\n";
+  g += "          if (r >= M || n >= N) continue;\n";
+  g += "          float yv = (float)acc[(t * CPT + j) * 4u + i];\n";
+  g += epilogue_code(epilogue, act, "          ") + "        }\n  }\n}\n";
+  return g;
+}
 
 // The tmatmul kernel (simt_source.h: the weight layout; TMatMulConfig: the blocking).
 // Thread (column group c of the block, lane l) sums chunks l, l + TPC, ... of the K of
@@ -380,18 +487,37 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
            "[" + ci + "];\n";
     return b;
   };
-  const std::string zero = int8 ? "0" : "0.0f";
-  // The epilogue and store of column n0 + j, row r, from f32 `yv`.
-  auto epilogue_store = [&](const std::string& in) {
-    std::string b;
-    for (std::size_t i = 0; i < epilogue.size(); ++i) {
-      const EpilogueRead& ep = epilogue[i];
-      const std::string v = "e" + std::to_string(i) + "[r * " + u(ep.row_stride) + " + n * " + u(ep.col_stride) + "]";
-      b += in + "yv = " + apply(ep.op, "yv", v) + ";\n";
+  // i8 with rows x cpt >= 8 accumulators: the full chunks run as a loop over the 4
+  // weight words q that ptxas is told not to unroll (`#pragma unroll 1`), the rows and
+  // columns unrolled inside it: the same loads and dp4a, a quarter of the code (NVRTC
+  // compile latency of the 8-row x 4-column kernels).
+  const bool qloop = int8 && c.rows * cpt >= 8;
+  const std::string xq =
+      s.k % 16 == 0 ? "16" : s.k % 4 == 0 ? "4" : "1";  // the load width of a row's 16 bytes of word q
+  // Word q of chunk `ci` of row t against weights w<sfx>_<j>: 16 activation bytes, 4 dp4a per column.
+  auto chunk_q = [&](const std::string& in, const std::string& ci, const std::string& sfx) {
+    const std::string xp = "x + (r0 + t) * K + " + ci + " * 64u + 16u * q";
+    std::string b = in + "{\n";
+    if (xq == "16") {
+      b += in + "  const tj_u32x4 xv = *(const tj_u32x4*)(" + xp + ");\n";
+      b += in + "  const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;\n";
+    } else if (xq == "4") {
+      b += in + "  const tj_i32* xv = (const tj_i32*)(" + xp + ");\n";
+      b += in + "  const tj_i32 a0 = xv[0], a1 = xv[1], a2 = xv[2], a3 = xv[3];\n";
+    } else {
+      b += in + "  const tj_i8* xv = " + xp + ";\n";
+      b += in + "  const tj_i32 a0 = tj_ld4(xv), a1 = tj_ld4(xv + 4u), a2 = tj_ld4(xv + 8u), a3 = tj_ld4(xv + 12u);\n";
     }
-    if (auto a = ir::activation_op(act)) b += in + "yv = " + apply(*a, "yv", "") + ";\n";
-    return b + in + "y[r * N + n] = yv;\n";
+    for (std::uint32_t j = 0; j < cpt; ++j)
+      b += in + "  acc[t * CPT + " + u(j) + "] = tj_word(a0, a1, a2, a3, tj_wq(w" + sfx + "_" + std::to_string(j) +
+           ", q), acc[t * CPT + " + u(j) + "]);\n";
+    return b + in + "}\n";
   };
+  auto q_loop = [&](const std::string& in, const std::string& body) {
+    return in + "#pragma unroll 1\n" + in + "for (tj_u32 q = 0u; q < 4u; ++q) {\n" + row_loop(in + "  ", body) + in + "}\n";
+  };
+  const std::string zero = int8 ? "0" : "0.0f";
+  auto epilogue_store = [&](const std::string& in) { return epilogue_code(epilogue, act, in); };
   if (!grouped) {
     g += "    " + acc_ty + " acc[ROWS * CPT];\n    for (tj_u32 i = 0u; i < ROWS * CPT; ++i) acc[i] = " + zero + ";\n";
     g += "    tj_u32 c = lane;\n";
@@ -401,15 +527,44 @@ std::string tmatmul_kernel(const std::string& name, const TMatMulShape& s, const
       std::string body;
       for (std::uint32_t i = 0; i < c.unroll; ++i) {
         g += load_w("      ", std::to_string(i), "c + " + u(i) + " * TPC", false);
-        body += chunk("        ", "(c + " + u(i) + " * TPC)", std::to_string(i), false, "0u", "64u");
+        body += qloop ? chunk_q("          ", "(c + " + u(i) + " * TPC)", std::to_string(i))
+                      : chunk("        ", "(c + " + u(i) + " * TPC)", std::to_string(i), false, "0u", "64u");
       }
-      g += row_loop("      ", body) + "    }\n";
+      g += (qloop ? q_loop("      ", body) : row_loop("      ", body)) + "    }\n";
     }
     g += "    for (; c < CF; c += TPC) {\n" + load_w("      ", "0", "c", false) +
-         row_loop("      ", chunk("        ", "c", "0", false, "0u", "64u")) + "    }\n";
+         (qloop ? q_loop("      ", chunk_q("          ", "c", "0"))
+                : row_loop("      ", chunk("        ", "c", "0", false, "0u", "64u"))) +
+         "    }\n";
     if (full < chunks)
       g += "    if (lane == CF % TPC) {\n" + load_w("      ", "0", "CF", false) +
            row_loop("      ", chunk("        ", "CF", "0", true, "0u", "K - CF * 64u")) + "    }\n";
+    const std::uint32_t vals = c.rows * cpt;
+    if (int8 && c.tpc >= 2 && c.tpc <= 32 && vals % c.tpc == 0) {
+      // Many int32 sums over a column group of TPC <= 32 lanes: a butterfly that halves
+      // the values each lane holds per xor step (vals - vals / TPC shuffles instead of
+      // vals log2 TPC), after which lane l holds the whole sums of values
+      // (l % TPC) * PER .. + PER - 1 and applies their epilogues (integer sums: the
+      // order does not matter).
+      const std::uint32_t per = vals / c.tpc;
+      std::uint32_t len = vals;
+      for (std::uint32_t o = c.tpc / 2; o >= 1; o /= 2, len /= 2) {
+        const std::uint32_t h = len / 2;
+        g += "    {\n      const bool hb = (lane & " + u(o) + ") != 0u;\n";
+        for (std::uint32_t i = 0; i < h; ++i) {
+          const std::string lo = "acc[" + u(i) + "]", hi = "acc[" + u(i + h) + "]";
+          g += "      { const tj_i32 s = hb ? " + lo + " : " + hi + ", k = hb ? " + hi + " : " + lo + "; " + lo +
+               " = k + tj_shfl_xor(s, " + u(o) + ", " + u(c.tpc) + "); }\n";
+        }
+        g += "    }\n";
+      }
+      g += "    for (tj_u32 i = 0u; i < " + u(per) + "; ++i) {\n";
+      g += "      const tj_u32 vi = lane * " + u(per) + " + i, r = r0 + vi / CPT, n = n0 + vi % CPT;\n";
+      g += "      if (r >= M || n >= N) continue;\n";
+      g += "      float yv = (float)(tj_i32)((tj_u32)acc[i] - (tj_u32)rs[r]);\n";
+      g += epilogue_store("      ") + "    }\n  }\n}\n";
+      return g;
+    }
     g += "    for (tj_u32 t = 0u; t < ROWS; ++t) {\n      if (r0 + t >= M) break;\n";
     g += "      for (tj_u32 j = 0u; j < CPT; ++j) {\n";
     g += "        " + acc_ty + " v = tj_colsum<" + u(c.tpc) + ">(acc[t * CPT + j], red);\n";
@@ -661,17 +816,23 @@ std::string_view dialect_name(Dialect d) { return d == Dialect::Cuda ? "cuda" : 
 
 std::string config_text(const TMatMulConfig& c) {
   return "tpc=" + std::to_string(c.tpc) + ";cols=" + std::to_string(c.cols) + ";unroll=" + std::to_string(c.unroll) +
-         ";rows=" + std::to_string(c.rows) + ";cpt=" + std::to_string(c.cpt);
+         ";rows=" + std::to_string(c.rows) + ";cpt=" + std::to_string(c.cpt) +
+         (c.mma != 0 ? ";mma=" + std::to_string(c.mma) : "");
 }
 
 std::optional<TMatMulConfig> parse_config(std::string_view text) {
   TMatMulConfig c;
-  unsigned tpc = 0, cols = 0, unroll = 0, rows = 0, cpt = 0;
+  unsigned tpc = 0, cols = 0, unroll = 0, rows = 0, cpt = 0, mma = 0;
   const std::string t(text);
   int used = 0;
-  if (std::sscanf(t.c_str(), "tpc=%u;cols=%u;unroll=%u;rows=%u;cpt=%u%n", &tpc, &cols, &unroll, &rows, &cpt, &used) != 5 ||
-      static_cast<std::size_t>(used) != t.size())
+  if (std::sscanf(t.c_str(), "tpc=%u;cols=%u;unroll=%u;rows=%u;cpt=%u%n", &tpc, &cols, &unroll, &rows, &cpt, &used) != 5)
     return std::nullopt;
+  if (static_cast<std::size_t>(used) != t.size()) {
+    int more = 0;
+    if (std::sscanf(t.c_str() + used, ";mma=%u%n", &mma, &more) != 1 || static_cast<std::size_t>(used + more) != t.size())
+      return std::nullopt;
+  }
+  c.mma = mma;
   c.tpc = tpc;
   c.cols = cols;
   c.unroll = unroll;
@@ -681,9 +842,12 @@ std::optional<TMatMulConfig> parse_config(std::string_view text) {
   return c;
 }
 
-bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size) {
-  (void)s;
+bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores) {
   if (warp_size != 32 && warp_size != 64) return false;
+  if (c.mma > 1) return false;
+  if (c.mma == 1)
+    return tensor_cores && warp_size == 32 && s.x == ElemKind::I8 && s.group == 0 && c.tpc == 32 && c.unroll == 1 &&
+           c.cols >= 1 && c.cols <= 8 && (c.rows == 1 || c.rows == 2) && (c.cpt == 1 || c.cpt == 2 || c.cpt == 4);
   if (c.tpc == 0 || c.tpc > 1024 || !std::has_single_bit(c.tpc)) return false;
   if (c.cols == 0 || c.cols > 1024) return false;
   const std::uint64_t block = std::uint64_t{c.tpc} * c.cols;
@@ -693,8 +857,21 @@ bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t w
   return c.rows >= 1 && c.rows <= 8;
 }
 
-TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size) {
+TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores) {
   TMatMulConfig c;
+  if (tensor_cores && warp_size == 32 && s.x == ElemKind::I8 && s.group == 0 && s.m >= 16) {
+    // Tensor cores: a block of up to 4 warps (no more than the column tiles need), each
+    // 2 tiles of 8 columns (one tile when N <= 8) by 1 (M < 32) or 2 tiles of 16 rows
+    // over the whole K.
+    c.tpc = 32;
+    c.unroll = 1;
+    c.rows = s.m >= 32 ? 2 : 1;
+    c.cpt = s.n > 8 ? 2 : 1;
+    const std::int64_t tiles = (s.n + 7) / 8;
+    c.cols = static_cast<std::uint32_t>(std::clamp<std::int64_t>((tiles + c.cpt - 1) / c.cpt, 1, 4));
+    c.mma = 1;
+    return c;
+  }
   const std::int64_t chunks = std::max<std::int64_t>(1, (s.k + kChunk - 1) / kChunk);
   // Two or more chunks per thread; a whole warp per column unless K is short; split K
   // further (up to 256 threads per column) when N is small, so enough blocks exist.
@@ -747,7 +924,9 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
   p.plan = plan_steps(f);
   p.source = prelude(options);
   std::map<std::size_t, std::size_t> scratch_of;  // plan scratch offset -> scratch id
-  std::map<std::size_t, std::size_t> weight_of;   // load-time index -> weights index
+  std::map<std::pair<std::size_t, WeightLayout>, std::size_t> weight_of;  // (load-time index, layout) -> weights index
+  const bool tensor_cores = options.tensor_cores && options.dialect == Dialect::Cuda && options.warp_size == 32;
+  bool mma_helpers_emitted = false;
   std::map<std::pair<std::uint32_t, std::int64_t>, std::size_t> rowsum_of;  // (x value, group) -> scratch id
   auto slot_arg = [&](const Slot& s, std::size_t bytes) -> KernelArg {
     switch (s.kind) {
@@ -762,17 +941,24 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
     return {KernelArg::Kind::Scratch, it->second, 0};
   };
   auto bytes_of = [&](ValueId v) { return static_bytes(f.type_of(v)); };
-  // Quantized activations an ungrouped i8 tmatmul of this program reads: their quantize
-  // kernel writes the row sums too (no tj_rowsum kernel for them).
+  // Quantized activations an ungrouped dp4a i8 tmatmul of this program reads: their
+  // quantize kernel writes the row sums too (no tj_rowsum kernel for them). The mma
+  // form reads no row sums.
   std::map<std::uint32_t, bool> fuse_rowsum;  // quantize result value -> fused
   {
     std::map<std::uint32_t, bool> quantized;  // values computed by a quantize step
+    std::size_t t = 0;
     for (const PlannedStep& ps : p.plan.steps) {
       if (ps.kind != PlannedStep::Kind::Compute) continue;
       const ir::InstData& inst = f.inst(ps.inst);
       if (inst.op == Op::Quantize) quantized[inst.results[0].index] = true;
-      if (inst.op == Op::TMatMul && f.type_of(inst.operands[0]).elem == ElemKind::I8 && !tmatmul_group_scale(inst) &&
-          quantized.count(inst.operands[0].index))
+      if (inst.op != Op::TMatMul) continue;
+      const TMatMulShape s = shape_of(f, inst);
+      TMatMulConfig c = default_config(s, options.warp_size, tensor_cores);
+      if (t < options.decisions.size() && !options.decisions[t].empty())
+        if (auto parsed = parse_config(options.decisions[t])) c = *parsed;  // invalid: refused below
+      ++t;
+      if (s.x == ElemKind::I8 && s.group == 0 && c.mma == 0 && quantized.count(inst.operands[0].index))
         fuse_rowsum[inst.operands[0].index] = true;
     }
   }
@@ -810,29 +996,54 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
         const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
         const TMatMulShape s = shape_of(f, inst);
         const std::size_t t = p.tmatmuls.size();
-        TMatMulConfig c = default_config(s, options.warp_size);
+        TMatMulConfig c = default_config(s, options.warp_size, tensor_cores);
         if (t < options.decisions.size() && !options.decisions[t].empty()) {
           auto parsed = parse_config(options.decisions[t]);
-          if (!parsed || !config_valid(*parsed, s, options.warp_size))
+          if (!parsed || !config_valid(*parsed, s, options.warp_size, tensor_cores))
             return make_error(ErrorCode::InvalidArgument, "the simt generator: tmatmul configuration '" +
                                                               options.decisions[t] + "' is not valid here");
           c = *parsed;
         }
         p.tmatmuls.push_back(s);
         p.configs.push_back(c);
-        // The weight, packed once per distinct load-time value.
+        // The weight, packed once per distinct load-time value and layout.
         const std::size_t lt = ps.in[1].index;
-        auto [wit, wfresh] = weight_of.try_emplace(lt, p.weights.size());
+        const WeightLayout layout = c.mma != 0 ? WeightLayout::Mma2 : WeightLayout::Codes64;
+        auto [wit, wfresh] = weight_of.try_emplace(std::make_pair(lt, layout), p.weights.size());
         if (wfresh) {
           WeightUse wu;
           wu.load_time = lt;
           wu.k = s.k;
           wu.n = s.n;
+          wu.layout = layout;
           const ir::InstData& def = f.inst(p.plan.load_time[lt].inst);
           if (def.op == Op::Param) wu.param = std::get<ir::ParamAttrs>(def.attrs).name;
           p.weights.push_back(std::move(wu));
         }
         std::vector<KernelArg> args = {ins[0], {KernelArg::Kind::Weight, wit->second, 0}};
+        if (c.mma != 0) {
+          // Weights decoded to -1/0/1: no row sums.
+          std::vector<EpilogueRead> ep;
+          for (const TMatMulEpilogueOperand& e : tmatmul_epilogue(inst)) {
+            const auto [rs, cs] = view(inst.operands[e.operand]);
+            ep.push_back({e.op, rs, cs});
+            args.push_back(ins[e.operand]);
+          }
+          args.push_back(outs[0]);
+          k.args = std::move(args);
+          k.tmatmul = static_cast<std::int64_t>(t);
+          const std::int64_t tiles = (s.n + 7) / 8, per_block = std::int64_t{c.cols} * c.cpt;
+          const std::int64_t row_passes = ((s.m + 15) / 16 + c.rows - 1) / c.rows;
+          k.block = {32 * c.cols, 1, 1};
+          k.grid = {static_cast<std::uint32_t>((tiles + per_block - 1) / per_block),
+                    static_cast<std::uint32_t>(std::min<std::int64_t>(row_passes, kMaxGrid)), 1};
+          if (!mma_helpers_emitted) {
+            p.source += "\n" + mma_helpers();
+            mma_helpers_emitted = true;
+          }
+          src = mma_kernel(name, s, c, ep, a.act);
+          break;
+        }
         if (s.x == ElemKind::I8) {
           // The activation row sums (per group), once per activation value and group.
           const std::int64_t group = s.group > 0 ? s.group : s.k;
@@ -937,31 +1148,48 @@ Result<SimtProgram> generate(const ir::Module& specialized, std::string_view fun
   return p;
 }
 
-std::string_view layout_name() { return "tcodes64"; }
+std::string_view layout_name(WeightLayout layout) { return layout == WeightLayout::Mma2 ? "tmma2" : "tcodes64"; }
 
-std::size_t packed_weight_bytes(std::int64_t k, std::int64_t n) {
+std::size_t packed_weight_bytes(std::int64_t k, std::int64_t n, WeightLayout layout) {
+  if (layout == WeightLayout::Mma2)
+    return static_cast<std::size_t>((n + 7) / 8) * static_cast<std::size_t>((k + 255) / 256) * 512;
   return static_cast<std::size_t>(n) * static_cast<std::size_t>((k + kChunk - 1) / kChunk) * 16;
 }
 
 namespace {
 template <class Read>
-Result<std::vector<std::uint8_t>> pack(std::int64_t k, std::int64_t n, Read read) {
+Result<std::vector<std::uint8_t>> pack(std::int64_t k, std::int64_t n, WeightLayout layout, Read read) {
   if (k <= 0 || n <= 0) return make_error(ErrorCode::InvalidInput, "a ternary weight must be a non-empty [K, N] matrix");
-  const std::int64_t kp = (k + kChunk - 1) / kChunk * kChunk;
-  if (n > std::numeric_limits<std::int64_t>::max() / (kp / 4) || (kp / 4) * n > kMaxElems)
+  const bool mma = layout == WeightLayout::Mma2;
+  // Bytes per column (tcodes64) or per 8-column tile (tmma2), and columns or tiles.
+  const std::int64_t kp = (k + kChunk - 1) / kChunk * kChunk, kb = (k + 255) / 256;
+  const std::int64_t per = mma ? kb * 512 : kp / 4, count = mma ? (n + 7) / 8 : n;
+  if (count > std::numeric_limits<std::int64_t>::max() / per || per * count > kMaxElems)
     return make_error(ErrorCode::InvalidArgument, "a packed ternary weight of [" + std::to_string(k) + ", " +
                                                       std::to_string(n) + "] is over 2 GiB");
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(kp / 4 * n), 0);
+  // tmma2 padding is code 1 (weight 0) in every 2-bit field: 0x55.
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(per * count), mma ? 0x55 : 0);
   std::vector<std::int8_t> row(static_cast<std::size_t>(n));
   for (std::int64_t kk = 0; kk < k; ++kk) {
     read(kk, row);
     const std::int64_t kw = kk / 16, j = (kk % 16) / 4, b = kk % 4;
+    // tmma2: block kk / 256; in it k-tile kt = 2 q + h, within the tile 4 t + b + 16 e.
+    const std::int64_t kr = kk % 256, kt = kr / 32, kin = kr % 32, e = kin / 16, t = (kin % 16) / 4;
     for (std::int64_t c = 0; c < n; ++c) {
       const std::int8_t w = row[static_cast<std::size_t>(c)];
       if (w < -1 || w > 1)
         return make_error(ErrorCode::InvalidInput, "a ternary weight holds " + std::to_string(w) + " at [" +
                                                        std::to_string(kk) + ", " + std::to_string(c) + "]");
       const auto code = static_cast<std::uint32_t>(w + 1);
+      if (mma) {
+        // Lane 4 g + t of block (tile c / 8, kk / 256), word kt / 2, bits 8 b + 2 (2 (kt % 2) + e).
+        const std::int64_t lane = (c % 8) * 4 + t;
+        const std::size_t byte =
+            static_cast<std::size_t>((((c / 8) * kb + kk / 256) * 32 + lane) * 16 + (kt / 2) * 4 + b);
+        const unsigned shift = static_cast<unsigned>(2 * (2 * (kt % 2) + e));
+        out[byte] = static_cast<std::uint8_t>((out[byte] & ~(3u << shift)) | (code << shift));
+        continue;
+      }
       // Word kw of column c, little-endian, bit 8 b + 2 j.
       const std::size_t byte = static_cast<std::size_t>(c * (kp / 4) + kw * 4 + b);
       out[byte] = static_cast<std::uint8_t>(out[byte] | (code << (2 * j)));
@@ -971,19 +1199,21 @@ Result<std::vector<std::uint8_t>> pack(std::int64_t k, std::int64_t n, Read read
 }
 }  // namespace
 
-Result<std::vector<std::uint8_t>> pack_ternary_weight(const LoadValue& value, std::int64_t k, std::int64_t n) {
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const LoadValue& value, std::int64_t k, std::int64_t n,
+                                                      WeightLayout layout) {
   const auto& shape = value.shape();
   if (shape.size() != 2 || shape[0] != k || shape[1] != n)
     return make_error(ErrorCode::InvalidInput, "a ternary weight read as [" + std::to_string(k) + ", " +
                                                    std::to_string(n) + "] has another shape");
-  return pack(k, n, [&](std::int64_t kk, std::span<std::int8_t> row) {
+  return pack(k, n, layout, [&](std::int64_t kk, std::span<std::int8_t> row) {
     value.read_int8(static_cast<std::size_t>(kk * n), row);
   });
 }
 
-Result<std::vector<std::uint8_t>> pack_ternary_weight(const std::int8_t* w, std::int64_t k, std::int64_t n) {
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const std::int8_t* w, std::int64_t k, std::int64_t n,
+                                                      WeightLayout layout) {
   if (w == nullptr) return make_error(ErrorCode::InvalidArgument, "pack_ternary_weight: null weights");
-  return pack(k, n, [&](std::int64_t kk, std::span<std::int8_t> row) {
+  return pack(k, n, layout, [&](std::int64_t kk, std::span<std::int8_t> row) {
     std::copy_n(w + kk * n, row.size(), row.begin());
   });
 }

@@ -52,6 +52,19 @@
 // computed once per row: by the quantize kernel that produced the activations when it
 // is in the same program and the tmatmul has no grouped scale, else by a tj_rowsum
 // kernel (once per activation value and group). One 16-byte load brings 64 weights.
+//
+// WEIGHT LAYOUT "tmma2" (the mma.sync form, pre-swizzled in B-fragment order at bind
+// time): codes w + 1 as above, 2 bits each, padding (k >= K or n >= N) code 1 (weight
+// 0). The weight is cut into tiles of 8 columns (NT = ceil(N / 8), tile nt = columns
+// 8 nt ..) and blocks of 256 k (KB = ceil(K / 256)); block (nt, kb) is 512 bytes at
+// byte (nt * KB + kb) * 512, lane L (0..31) of the warp owns its 16 bytes at + 16 L.
+// Word q (0..3) of those holds k-tiles 2q and 2q + 1 (32 k each) of the block: with
+// groupID g = L >> 2 and threadID_in_group t = L % 4, the code of column 8 nt + g and
+// k = 256 kb + 32 (2q + h) + 4 t + b + 16 e (h, e in 0..1, b in 0..3) sits at bits
+// 8 b + 2 (2 h + e) of word q. So (word >> 2 (2 h + e)) & 0x03030303 is register e
+// (b0 / b1) of the mma.m16n8k32 .s8 B fragment of k-tile 2q + h as codes; the kernel
+// decodes each byte to w = code - 1 in {-1, 0, 1} (a borrow-free byte subtract), so
+// no row-sum correction is needed. One 16-byte load per lane brings 8 k-tiles.
 #pragma once
 
 #include <cstddef>
@@ -84,16 +97,23 @@ std::string_view dialect_name(Dialect d);
 /// chunk is loaded once for the cpt columns) and reduce with warp shuffles (and shared
 /// memory when tpc exceeds the warp); each thread keeps rows x cpt accumulators (rows
 /// of M per pass, <= 8).
+///
+/// mma = 1 (CUDA with SimtOptions::tensor_cores, i8 x, no grouped scale): the
+/// tensor-core form (int8 mma.sync.m16n8k32 on the "tmma2" weight layout below). A
+/// block is `cols` warps (tpc = 32, unroll = 1); each warp computes `rows` (1 or 2)
+/// tiles of 16 rows x `cpt` (1, 2 or 4) tiles of 8 columns over the whole K.
 struct TMatMulConfig {
   std::uint32_t tpc = 32;    ///< threads per column group: a power of two, 1 .. 1024
   std::uint32_t cols = 4;    ///< column groups per block
   std::uint32_t unroll = 2;  ///< 1, 2 or 4 chunks per iteration
   std::uint32_t rows = 1;    ///< accumulators per thread and column: 1 .. 8
   std::uint32_t cpt = 1;     ///< columns per thread: 1, 2 or 4
+  std::uint32_t mma = 0;     ///< 1: the tensor-core form (the knobs above then mean what its comment says)
   friend bool operator==(const TMatMulConfig&, const TMatMulConfig&) = default;
 };
 
-/// "tpc=32;cols=4;unroll=2;rows=1;cpt=1" <-> TMatMulConfig; nullopt for other text.
+/// "tpc=32;cols=4;unroll=2;rows=1;cpt=1" (";mma=1" appended for the tensor-core form)
+/// <-> TMatMulConfig; nullopt for other text.
 std::string config_text(const TMatMulConfig& c);
 std::optional<TMatMulConfig> parse_config(std::string_view text);
 
@@ -109,6 +129,10 @@ struct SimtOptions {
   Dialect dialect = Dialect::Cuda;
   std::uint32_t warp_size = 32;  ///< 32 (CUDA, RDNA wave32) or 64 (CDNA/GCN wave64)
   bool int_dot = true;           ///< dp4a / sdot4 exist; false: scalar byte multiply-adds
+  /// CUDA sm_80+: the int8 mma.sync form exists (TMatMulConfig::mma; default_config
+  /// picks it for i8 x without grouped scale and M >= 16). Ignored for HIP (no MFMA form:
+  /// HIP keeps the dp4a/sdot4 path) and with warp 64.
+  bool tensor_cores = false;
   /// The configuration of each tmatmul of the function, in step order (as
   /// tmatmul_shapes() lists them); a missing or empty entry takes default_config().
   /// Invalid text is InvalidArgument.
@@ -116,13 +140,17 @@ struct SimtOptions {
 };
 
 /// Whether `c` can run `s` with warps of `warp_size` (block = tpc * cols threads, a
-/// multiple of the warp size and at most 1024; rows <= 8; cpt 1, 2 or 4).
-bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size);
+/// multiple of the warp size and at most 1024; rows <= 8; cpt 1, 2 or 4). mma = 1 needs
+/// `tensor_cores`, warp 32, i8 x, no grouped scale, tpc 32, unroll 1, cols 1..8, rows
+/// 1 or 2, cpt 1, 2 or 4.
+bool config_valid(const TMatMulConfig& c, const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores = false);
 
 /// The configuration used when nothing better is known: a GEMV (M = 1) splits K over
 /// up to a warp per column (more threads when N is small); larger M keeps up to 8 rows
-/// and 2 (M >= 2) or 4 (M >= 4) columns per thread.
-TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size);
+/// and 2 (M >= 2) or 4 (M >= 4) columns per thread. With `tensor_cores` (and warp 32),
+/// i8 x without grouped scale and M >= 16 takes the mma form (up to 4 warps per block,
+/// 2 column tiles per warp, 2 row tiles when M >= 32).
+TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores = false);
 
 /// A grid or block extent.
 struct Dim3 {
@@ -157,11 +185,18 @@ struct KernelLaunch {
   std::int64_t tmatmul = -1;      ///< a tmatmul kernel: its index in tmatmul_shapes(); else -1
 };
 
-/// A ternary weight the program reads (one per distinct load-time weight value).
+/// The device layouts of a ternary weight (see the file comment).
+enum class WeightLayout : std::uint8_t {
+  Codes64,  ///< "tcodes64": the dp4a / sdot4 / scalar kernels
+  Mma2,     ///< "tmma2": the mma.sync kernels (pre-swizzled in fragment order)
+};
+
+/// A ternary weight the program reads (one per distinct load-time weight value and layout).
 struct WeightUse {
   std::size_t load_time = 0;  ///< plan.load_time index of the t2 [K, N] value
   std::string param;          ///< the parameter's name ("" when it is not a parameter)
   std::int64_t k = 0, n = 0;
+  WeightLayout layout = WeightLayout::Codes64;
 };
 
 /// The generated program of one function.
@@ -191,19 +226,22 @@ std::vector<TMatMulShape> tmatmul_shapes(const ir::Function& f);
 /// size other than 32/64).
 Result<SimtProgram> generate(const ir::Module& specialized, std::string_view function, const SimtOptions& options);
 
-/// The device layout's name (part of a weight's DeviceWeights key): "tcodes64".
-std::string_view layout_name();
+/// A device layout's name (part of a weight's DeviceWeights key): "tcodes64", "tmma2".
+std::string_view layout_name(WeightLayout layout = WeightLayout::Codes64);
 
-/// Bytes of a packed [K, N] weight: N * ceil(K / 64) * 16.
-std::size_t packed_weight_bytes(std::int64_t k, std::int64_t n);
+/// Bytes of a packed [K, N] weight: tcodes64 N * ceil(K / 64) * 16; tmma2
+/// ceil(N / 8) * ceil(K / 256) * 512.
+std::size_t packed_weight_bytes(std::int64_t k, std::int64_t n, WeightLayout layout = WeightLayout::Codes64);
 
 /// Packs a ternary [K, N] weight (elements read as int8 through `value.read_int8`,
-/// row-major) into the layout above. Errors: InvalidInput for an element other than
+/// row-major) into `layout` (above). Errors: InvalidInput for an element other than
 /// -1, 0, 1 (naming it) or a shape that is not [K, N]; InvalidArgument when the size
 /// overflows.
-Result<std::vector<std::uint8_t>> pack_ternary_weight(const LoadValue& value, std::int64_t k, std::int64_t n);
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const LoadValue& value, std::int64_t k, std::int64_t n,
+                                                      WeightLayout layout = WeightLayout::Codes64);
 
 /// The same from plain row-major int8 values (tests, benches).
-Result<std::vector<std::uint8_t>> pack_ternary_weight(const std::int8_t* w, std::int64_t k, std::int64_t n);
+Result<std::vector<std::uint8_t>> pack_ternary_weight(const std::int8_t* w, std::int64_t k, std::int64_t n,
+                                                      WeightLayout layout = WeightLayout::Codes64);
 
 }  // namespace ternjit::targets::simt

@@ -17,24 +17,25 @@ class Space final : public TuningSpace {
     problem_.op = o_.op;
     problem_.family = "K=" + std::to_string(s.k) + ";N=" + std::to_string(s.n) + ";x=" + kind_name(s.x) +
                       (s.group > 0 ? ";group=" + std::to_string(s.group) : "") + ";warp=" + std::to_string(o_.warp_size) +
-                      ";dot=" + (o_.int_dot ? "int" : "scalar") + ";device=" + o_.device_key;
+                      ";dot=" + (o_.int_dot ? "int" : "scalar") + (o_.tensor_cores ? ";mma" : "") +
+                      ";device=" + o_.device_key;
     problem_.m = s.m;
     problem_.label = "M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n) + " " +
                      kind_name(s.x) + "->f32" + (s.group > 0 ? " group=" + std::to_string(s.group) : "");
   }
   [[nodiscard]] const TuningProblem& problem() const override { return problem_; }
   [[nodiscard]] std::string default_config() const override {
-    return config_text(simt::default_config(s_, o_.warp_size));
+    return config_text(simt::default_config(s_, o_.warp_size, o_.tensor_cores));
   }
   [[nodiscard]] std::vector<TuningCandidate> candidates() const override {
     std::vector<TuningCandidate> out;
-    for (const TMatMulConfig& c : candidate_configs(s_, o_.warp_size))
-      out.push_back({config_text(c), estimate_ns(s_, c, o_), "rows/" + std::to_string(c.rows)});
+    for (const TMatMulConfig& c : candidate_configs(s_, o_.warp_size, o_.tensor_cores))
+      out.push_back({config_text(c), estimate_ns(s_, c, o_), (c.mma ? "mma/rows/" : "rows/") + std::to_string(c.rows)});
     return out;
   }
   [[nodiscard]] bool valid(std::string_view config) const override {
     auto c = parse_config(config);
-    return c && config_valid(*c, s_, o_.warp_size);
+    return c && config_valid(*c, s_, o_.warp_size, o_.tensor_cores);
   }
   [[nodiscard]] Result<std::unique_ptr<TuningBench>> bench(const TuningBenchOptions& options) const override {
     if (!bench_) return make_error(ErrorCode::Unavailable, problem_.op + ": no device to time candidates on");
@@ -50,8 +51,15 @@ class Space final : public TuningSpace {
 
 }  // namespace
 
-std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_t warp_size) {
+std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores) {
   std::vector<TMatMulConfig> out;
+  if (tensor_cores && s.m >= 16)
+    for (std::uint32_t warps : {2u, 4u, 8u})
+      for (std::uint32_t r : {1u, 2u})
+        for (std::uint32_t cpt : {1u, 2u, 4u}) {
+          const TMatMulConfig c{32, warps, 1, r, cpt, 1};
+          if (config_valid(c, s, warp_size, tensor_cores)) out.push_back(c);
+        }
   std::vector<std::uint32_t> rows = {1};
   for (std::uint32_t r : {2u, 4u, 8u})
     if (static_cast<std::int64_t>(r) <= s.m) rows.push_back(r);
@@ -68,12 +76,22 @@ std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_
             if (config_valid(c, s, warp_size)) out.push_back(c);
           }
     }
-  const TMatMulConfig d = default_config(s, warp_size);
+  const TMatMulConfig d = default_config(s, warp_size, tensor_cores);
   if (std::find(out.begin(), out.end(), d) == out.end()) out.insert(out.begin(), d);
   return out;
 }
 
 double estimate_ns(const TMatMulShape& s, const TMatMulConfig& c, const SpaceOptions& o) {
+  if (c.mma != 0) {
+    // Weights re-read per pass of rows * 16 rows, activations per block of
+    // cols * cpt * 8 columns; the tensor cores are far from the bound at these sizes.
+    const double wb = static_cast<double>(packed_weight_bytes(s.k, s.n, WeightLayout::Mma2));
+    const double passes = std::ceil(static_cast<double>(s.m) / (16.0 * c.rows));
+    const double col_blocks = std::ceil(static_cast<double>(s.n) / (8.0 * c.cols * c.cpt));
+    const double bytes = wb * passes + static_cast<double>(s.m * s.k) * col_blocks;
+    const double fill = std::min(1.0, col_blocks * std::min(passes, 65535.0) / (8.0 * std::max(1u, o.multiprocessors)));
+    return bytes / std::max(1.0, o.bandwidth_gbs) / fill * (1.0 + 0.25 / c.cpt) + 2000.0;
+  }
   const double weight_bytes = static_cast<double>(packed_weight_bytes(s.k, s.n));
   const double passes = std::ceil(static_cast<double>(s.m) / c.rows);  // weight re-reads
   const double x_bytes = static_cast<double>(s.m * s.k) * (s.x == ElemKind::I8 ? 1 : 4);

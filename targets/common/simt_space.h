@@ -28,12 +28,14 @@ struct SpaceOptions {
   std::string device_key;           ///< the device in the family text ("sm_90", "gfx90a", ...)
   std::uint32_t warp_size = 32;
   bool int_dot = true;
+  bool tensor_cores = false;  ///< CUDA sm_80+: the mma.sync form is a candidate (SimtOptions::tensor_cores)
   std::uint32_t multiprocessors = 132;  ///< SMs / CUs (the estimate's parallelism)
   double bandwidth_gbs = 3000;          ///< device memory bandwidth (the estimate's roofline)
 };
 
-/// Every configuration the space offers for `s` (config_valid for the warp size).
-std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_t warp_size);
+/// Every configuration the space offers for `s` (config_valid for the warp size); with
+/// `tensor_cores`, also the mma forms (M >= 16: cols 2/4/8 warps, rows 1/2, cpt 1/2/4).
+std::vector<TMatMulConfig> candidate_configs(const TMatMulShape& s, std::uint32_t warp_size, bool tensor_cores = false);
 
 /// A roofline estimate of one configuration in nanoseconds (weight bytes over the
 /// bandwidth, scaled by the fraction of the device the grid fills and by the

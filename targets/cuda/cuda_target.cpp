@@ -378,6 +378,7 @@ class CudaTarget final : public Target {
     o.device_key = arch;
     o.warp_size = 32;
     o.int_dot = true;
+    o.tensor_cores = true;  // every arch of kCudaArchs is sm_80+
     if (auto d = cuda::select_cuda_device(options.target.get("device")); d.ok()) {
       o.multiprocessors = static_cast<std::uint32_t>((*d)->multiprocessors);
       if ((*d)->dram_gbps() > 0) o.bandwidth_gbs = (*d)->dram_gbps();
@@ -428,7 +429,8 @@ class CudaTarget final : public Target {
     simt::SimtOptions o;
     o.dialect = simt::Dialect::Cuda;
     o.warp_size = 32;
-    o.int_dot = true;  // dp4a on every arch of kCudaArchs
+    o.int_dot = true;       // dp4a on every arch of kCudaArchs
+    o.tensor_cores = true;  // and int8 mma.sync (sm_80+): M >= 16 takes it by default
     o.decisions = options.decisions;
     return simt::generate(specialized, function, o);
   }

@@ -129,6 +129,72 @@ inline unsigned __float_as_uint(float f) {
   return v;
 }
 
+// mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (the generated CUDA source's
+// tj_mma_m16n8k32, whose PTX body it skips when TJEMU_MMA is defined): D = C + A B for
+// the whole warp, A 16 x 32 s8, B 32 x 8 s8, C/D 16 x 8 s32, int32 sums wrapping
+// modulo 2^32 (no .satfinite). The fragment layouts, from the PTX ISA, section 9.7.14.5
+// "Matrix Fragments for mma.m16n8k32" (.s8 / .u8), with groupID = %laneid >> 2 and
+// threadID_in_group = %laneid % 4:
+//   A (Figure 88, "fragment layout for matrix A with .u8 / .s8 type"): four .b32
+//     registers holding a0..a15 low to high (register j = a[4j .. 4j + 3], byte i % 4);
+//     row = groupID for ai where 0 <= i < 4 || 8 <= i < 12, groupID + 8 otherwise;
+//     col = threadID_in_group * 4 + (i & 0x3) for i < 8, + 16 for i >= 8.
+//   B (the .s8 / .u8 table after it): two .b32 registers holding b0..b7;
+//     row = threadID_in_group * 4 + (i & 0x3) for bi where i < 4, + 16 for i >= 4;
+//     col = groupID.
+//   C / D (the accumulator table, .s32): c0..c3 in four registers;
+//     row = groupID for ci where i < 2, groupID + 8 for i >= 2;
+//     col = threadID_in_group * 2 + (i & 0x1).
+// The warp-collective step is a warp exchange: every lane publishes its registers
+// (three 64-bit exchanges per source lane, each a warp barrier), so every lane
+// assembles the whole A and B, then computes its own four D elements. All 32 lanes
+// must call it (mma.sync.aligned): a missing lane is a deadlock, warp 64 a failure.
+#define TJEMU_MMA 1
+inline void tjemu_mma_a_pos(unsigned lane, unsigned i, unsigned& row, unsigned& col) {
+  const unsigned g = lane >> 2, t = lane % 4;
+  row = (i < 4 || (i >= 8 && i < 12)) ? g : g + 8;
+  col = t * 4 + (i & 0x3) + (i >= 8 ? 16 : 0);
+}
+inline void tjemu_mma_b_pos(unsigned lane, unsigned i, unsigned& row, unsigned& col) {
+  const unsigned g = lane >> 2, t = lane % 4;
+  row = t * 4 + (i & 0x3) + (i >= 4 ? 16 : 0);
+  col = g;
+}
+inline void tjemu_mma_d_pos(unsigned lane, unsigned i, unsigned& row, unsigned& col) {
+  const unsigned g = lane >> 2, t = lane % 4;
+  row = i < 2 ? g : g + 8;
+  col = t * 2 + (i & 0x1);
+}
+inline void tj_mma_m16n8k32(int* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  if (tjemu_rt->warp_size() != 32) tjemu_rt->fail("mma.m16n8k32 in a warp of other than 32 lanes");
+  signed char A[16][32], B[32][8];
+  for (unsigned src = 0; src < 32; ++src) {
+    const unsigned long long x = tjemu_rt->exchange(a0 | static_cast<unsigned long long>(a1) << 32, src);
+    const unsigned long long y = tjemu_rt->exchange(a2 | static_cast<unsigned long long>(a3) << 32, src);
+    const unsigned long long z = tjemu_rt->exchange(b0 | static_cast<unsigned long long>(b1) << 32, src);
+    const unsigned ra[4] = {static_cast<unsigned>(x), static_cast<unsigned>(x >> 32), static_cast<unsigned>(y),
+                            static_cast<unsigned>(y >> 32)};
+    const unsigned rb[2] = {static_cast<unsigned>(z), static_cast<unsigned>(z >> 32)};
+    unsigned row = 0, col = 0;
+    for (unsigned i = 0; i < 16; ++i) {
+      tjemu_mma_a_pos(src, i, row, col);
+      A[row][col] = static_cast<signed char>(ra[i / 4] >> (8 * (i % 4)));
+    }
+    for (unsigned i = 0; i < 8; ++i) {
+      tjemu_mma_b_pos(src, i, row, col);
+      B[row][col] = static_cast<signed char>(rb[i / 4] >> (8 * (i % 4)));
+    }
+  }
+  const unsigned lane = tjemu_rt->lane();
+  for (unsigned i = 0; i < 4; ++i) {
+    unsigned row = 0, col = 0;
+    tjemu_mma_d_pos(lane, i, row, col);
+    unsigned s = static_cast<unsigned>(d[i]);
+    for (unsigned k = 0; k < 32; ++k) s += static_cast<unsigned>(static_cast<int>(A[row][k]) * static_cast<int>(B[k][col]));
+    d[i] = static_cast<int>(s);
+  }
+}
+
 // Calls kernel `k` with its parameters read from `p` (p[i] points at parameter i).
 template <class... A, std::size_t... I>
 void tjemu_invoke_at(void (*k)(A...), void** p, std::index_sequence<I...>) {

@@ -284,7 +284,7 @@ Result<void> run_program(const Module& module, const targets::simt::SimtProgram&
   }
   for (const targets::simt::WeightUse& w : program.weights) {
     TERNJIT_TRY(std::vector<std::uint8_t> packed,
-                targets::simt::pack_ternary_weight(load_values.at(w.load_time), w.k, w.n));
+                targets::simt::pack_ternary_weight(load_values.at(w.load_time), w.k, w.n, w.layout));
     weights.push_back(std::make_unique<GuardedBuffer>(packed.size()));
     std::memcpy(weights.back()->data(), packed.data(), packed.size());
   }

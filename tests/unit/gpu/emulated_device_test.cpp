@@ -187,6 +187,17 @@ TEST_CASE("gpu program on the SIMT emulator: tmatmul bit for bit (grouped: the d
     hip.warp_size = 64;
     check_program(p, hip, true, group);
   }
+  // The CUDA tensor-core form (M >= 16): its tmma2 weights packed and uploaded by
+  // GpuProgram, its kernels on the emulator; grouped stays on dp4a.
+  const gpu_testing::Program mma = ir_program("tmatmul i8 M=17 mma", gpu_testing::tmatmul_tir(17, 300, 13, "i8", "relu", true));
+  targets::simt::SimtOptions tc;
+  tc.tensor_cores = true;
+  auto gen = targets::simt::generate(mma.module, mma.function, tc);
+  REQUIRE(gen.ok());
+  REQUIRE(gen->configs.at(0).mma == 1);
+  REQUIRE(gen->weights.at(0).layout == targets::simt::WeightLayout::Mma2);
+  check_program(mma, tc, true);
+  check_program(ir_program("grouped i8 M=20", gpu_testing::grouped_tir(20, 300, 17, 256, "i8")), tc, true, 256);
 }
 
 TEST_CASE("gpu program on the SIMT emulator: a BitLinear layer (rmsnorm, quantize, tmatmul) and row ops [emulator]") {

@@ -93,10 +93,14 @@ struct Variant {
   std::uint32_t warp = 32;
   bool int_dot = true;
   int configs = 0;  // 0: defaults; k > 0: tmatmul i takes candidate (i * 7 + k * 13) % count
+  bool tensor_cores = false;           // CUDA: the mma.sync form exists (SimtOptions::tensor_cores)
+  std::vector<std::string> decisions;  // non-empty: every tmatmul takes decisions[i % size]
+  bool want_mma = false;               // every tmatmul must have taken the mma form
 };
 std::string describe(const Variant& v) {
   return std::string(simt::dialect_name(v.dialect)) + "/w" + std::to_string(v.warp) + (v.int_dot ? "/dot" : "/scalar") +
-         "/configs" + std::to_string(v.configs);
+         "/configs" + std::to_string(v.configs) + (v.tensor_cores ? "/tc" : "") +
+         (v.decisions.empty() ? "" : "/" + v.decisions[0]);
 }
 const std::vector<Variant>& all_variants() {
   static const std::vector<Variant> v = {
@@ -123,10 +127,13 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
     o.dialect = v.dialect;
     o.warp_size = v.warp;
     o.int_dot = v.int_dot;
+    o.tensor_cores = v.tensor_cores;
+    if (!v.decisions.empty())
+      for (std::size_t i = 0; i < simt::tmatmul_shapes(f).size(); ++i) o.decisions.push_back(v.decisions[i % v.decisions.size()]);
     if (v.configs > 0) {
       const auto shapes = simt::tmatmul_shapes(f);
       for (std::size_t i = 0; i < shapes.size(); ++i) {
-        const auto cands = simt::candidate_configs(shapes[i], v.warp);
+        const auto cands = simt::candidate_configs(shapes[i], v.warp, v.tensor_cores);
         o.decisions.push_back(simt::config_text(cands[(i * 7 + static_cast<std::size_t>(v.configs) * 13) % cands.size()]));
       }
     }
@@ -135,6 +142,11 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
     std::string configs;
     for (const auto& c : p->configs) configs += simt::config_text(c) + " ";
     CAPTURE(configs);
+    if (v.want_mma) {
+      for (const auto& c : p->configs) REQUIRE(c.mma == 1);
+      REQUIRE(p->source.find("tj_mma_m16n8k32(acc") != std::string::npos);
+      for (const auto& w : p->weights) REQUIRE(w.layout == simt::WeightLayout::Mma2);
+    }
     auto lv = targets::evaluate_load_time(f, p->plan, params, false);
     REQUIRE_MESSAGE(lv.ok(), (lv.ok() ? "" : lv.error().message));
     auto mod = module_for(*p);
@@ -293,6 +305,244 @@ TEST_CASE("simt emulator: i8 tmatmul (dp4a on codes, row-sum correction), every 
   std::vector<Variant> v = all_variants();
   v.push_back({simt::Dialect::Cuda, 32, false, 0});
   check_multi(kShapes, true, v, 100);
+}
+
+// ------------------------------------------------------------------ the tensor-core form
+
+// The emulator's mma.m16n8k32 (simt_emu.h) against a plain matrix product: two warps of
+// lanes holding random fragment registers (A, B, C), each warp D = C + A B, with the
+// fragment layouts of the PTX ISA ("Matrix Fragments for mma.m16n8k32", .s8: A in
+// Figure 88, B and C/D in the tables after it) written out here independently.
+TEST_CASE("simt emulator: mma.m16n8k32 s8 of random fragments equals C + A B (PTX ISA fragment layouts)") {
+  REQUIRE_COMPILER();
+  const std::string src =
+      "extern \"C\" __global__ void __launch_bounds__(64) t_mma(const unsigned* f, int* d) {\n"
+      "  const unsigned* r = f + threadIdx.x * 10u;\n"
+      "  int acc[4] = {(int)r[6], (int)r[7], (int)r[8], (int)r[9]};\n"
+      "  tj_mma_m16n8k32(acc, r[0], r[1], r[2], r[3], r[4], r[5]);\n"
+      "  for (unsigned i = 0u; i < 4u; ++i) d[threadIdx.x * 4u + i] = acc[i];\n}\n";
+  auto mod = simt_emu::Module::build(src, {"t_mma"}, compiler());
+  REQUIRE_MESSAGE(mod.ok(), (mod.ok() ? "" : mod.error().message));
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<std::uint32_t>(state);
+  };
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<std::uint32_t> frag(64 * 10);
+    for (std::uint32_t& v : frag) v = next();
+    // Extreme bytes too: -128 and 127 everywhere in the last repetition.
+    if (rep == 2)
+      for (std::size_t i = 0; i < frag.size(); ++i)
+        if (i % 10 < 6) frag[i] = (i % 3 == 0) ? 0x80808080u : 0x7f807f80u;
+    std::vector<std::int32_t> d(64 * 4, 0x5A5A5A5A);
+    const std::uint32_t* fp = frag.data();
+    std::int32_t* dp = d.data();
+    void* params[] = {&fp, &dp};
+    auto r = (*mod)->launch("t_mma", {1, 1, 1}, {64, 1, 1}, 32, params);
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    for (unsigned w = 0; w < 2; ++w) {
+      std::int64_t A[16][32] = {}, B[32][8] = {}, C[16][8] = {};
+      for (unsigned lane = 0; lane < 32; ++lane) {
+        const std::uint32_t* f = &frag[(w * 32 + lane) * 10];
+        const unsigned g = lane / 4, t = lane % 4;
+        auto byte = [](std::uint32_t reg, unsigned b) { return static_cast<std::int64_t>(static_cast<std::int8_t>(reg >> (8 * b))); };
+        // A: register j, byte b: a_{4j+b}; rows g (j = 0, 2) / g + 8 (j = 1, 3); k 4t + b (+16 for j >= 2).
+        for (unsigned j = 0; j < 4; ++j)
+          for (unsigned b = 0; b < 4; ++b) A[g + 8 * (j % 2)][4 * t + b + 16 * (j / 2)] = byte(f[j], b);
+        // B: register e, byte b: k 4t + b (+16 for e = 1), column g.
+        for (unsigned e = 0; e < 2; ++e)
+          for (unsigned b = 0; b < 4; ++b) B[4 * t + b + 16 * e][g] = byte(f[4 + e], b);
+        // C: c_i at row g (+8 for i >= 2), column 2t + i % 2.
+        for (unsigned i = 0; i < 4; ++i) C[g + 8 * (i / 2)][2 * t + i % 2] = static_cast<std::int32_t>(f[6 + i]);
+      }
+      for (unsigned lane = 0; lane < 32; ++lane)
+        for (unsigned i = 0; i < 4; ++i) {
+          const unsigned row = lane / 4 + 8 * (i / 2), col = 2 * (lane % 4) + i % 2;
+          std::int64_t want = C[row][col];
+          for (unsigned k = 0; k < 32; ++k) want += A[row][k] * B[k][col];
+          const auto want32 = static_cast<std::int32_t>(static_cast<std::uint32_t>(want));  // wraps like the hardware
+          CHECK_MESSAGE(d[(w * 32 + lane) * 4 + i] == want32, "warp " << w << " lane " << lane << " d" << i);
+        }
+    }
+  }
+}
+
+// M = 16, 17, 33, 128 (one row tile, a tail row, tails of both row-tile passes); K
+// with tails inside a k-tile (40, 300, 257, 33, 1000) and a whole block (256); N not a
+// multiple of 8 (5, 13, 17, 9) and several column tiles (24, 40); every epilogue; a
+// shared activation read by two tmatmuls.
+const std::vector<MM> kMmaShapes = {
+    {16, 40, 5, 0, "none"},  {17, 300, 13, 1, "relu"}, {33, 257, 24, 2, "none"}, {33, 257, 9, 3, "relu", true},
+    {128, 64, 9, 4, "none"}, {16, 256, 17, 2, "relu"}, {20, 33, 8, 1, "none"},   {128, 1000, 40, 2, "none"},
+};
+
+TEST_CASE("simt emulator: i8 tmatmul in the tensor-core form (mma.sync m16n8k32, tmma2 weights), every epilogue: bit for bit") {
+  REQUIRE_COMPILER();
+  std::vector<Variant> v;
+  // The default (CUDA with tensor cores picks mma for M >= 16), then explicit blockings:
+  // 1..8 warps per block, 1 or 2 row tiles, 1, 2 or 4 column tiles per warp.
+  v.push_back({simt::Dialect::Cuda, 32, true, 0, true, {}, true});
+  for (const char* d : {"tpc=32;cols=2;unroll=1;rows=2;cpt=4;mma=1", "tpc=32;cols=8;unroll=1;rows=1;cpt=1;mma=1",
+                        "tpc=32;cols=1;unroll=1;rows=2;cpt=2;mma=1", "tpc=32;cols=3;unroll=1;rows=1;cpt=4;mma=1"})
+    v.push_back({simt::Dialect::Cuda, 32, true, 0, true, {d}, true});
+  check_multi(kMmaShapes, true, v, 300);
+  // A transcendental activation through the same form (the f32 tolerance of the file comment).
+  check_multi({{17, 70, 11, 2, "gelu"}}, true, {{simt::Dialect::Cuda, 32, true, 0, true, {}, true}}, 400);
+}
+
+TEST_CASE("simt emulator: BitLinear chain at M = 32 with tensor cores: quantize (no row sums) feeding two mma tmatmuls") {
+  REQUIRE_COMPILER();
+  const std::string tir =
+      "param @w : t2[300, 21]\nparam @u : t2[300, 21]\n"
+      "func @f(%x: f32[32, 300]) -> (f32[32, 21], f32[32, 21]) {\n^entry:\n"
+      "  %q, %s = quantize %x : i8[32, 300], f32[32, 1]\n"
+      "  %w = param @w : t2[300, 21]\n  %u = param @u : t2[300, 21]\n"
+      "  %y = tmatmul %q, %w, %s {x_scale = true, w_scale = false, bias = false, residual = false, act = relu} : f32[32, 21]\n"
+      "  %z = tmatmul %q, %w, %s {x_scale = true, w_scale = false, bias = false, residual = false, act = none} : f32[32, 21]\n"
+      "  ret %y, %z\n}\n";
+  ir::ParamValues pv;
+  pv.set("w", rnd(ElemKind::T2, {300, 21}, 5));
+  pv.set("u", rnd(ElemKind::T2, {300, 21}, 6));
+  auto m = ir::parse_module(tir, "t.tir");
+  REQUIRE(m.ok());
+  simt::SimtOptions o;
+  o.tensor_cores = true;
+  auto p = simt::generate(*m, "f", o);
+  REQUIRE(p.ok());
+  // One weight (shared by both tmatmuls) in the tmma2 layout; no row sums anywhere.
+  REQUIRE(p->weights.size() == 1);
+  CHECK(p->weights[0].layout == simt::WeightLayout::Mma2);
+  for (const auto& k : p->kernels) {
+    CHECK(k.op != "rowsum");
+    if (k.op == "quantize") CHECK(k.args.size() == 3);  // x, q, s: no row sums written
+  }
+  // Mixed: the first tmatmul dp4a, the second mma: two layouts of the same weight, the
+  // quantize kernel writes the row sums for the dp4a one.
+  o.decisions = {"tpc=32;cols=4;unroll=1;rows=8;cpt=2", ""};
+  auto mixed = simt::generate(*m, "f", o);
+  REQUIRE(mixed.ok());
+  REQUIRE(mixed->weights.size() == 2);
+  CHECK(mixed->weights[0].layout == simt::WeightLayout::Codes64);
+  CHECK(mixed->weights[1].layout == simt::WeightLayout::Mma2);
+  for (const auto& k : mixed->kernels)
+    if (k.op == "quantize") CHECK(k.args.size() == 4);  // x, q, s, rs for the dp4a tmatmul
+  check(tir, "f", {rnd(ElemKind::F32, {32, 300}, 7)}, pv, Tol{},
+        {{simt::Dialect::Cuda, 32, true, 0, true, {}, true},
+         {simt::Dialect::Cuda, 32, true, 0, true, {"tpc=32;cols=4;unroll=1;rows=8;cpt=2", ""}, false}});
+}
+
+TEST_CASE("simt: the mma form is refused where it does not exist: grouped scale, f32 x, HIP, warp 64, no tensor cores") {
+  const simt::TMatMulConfig mma{32, 4, 1, 1, 2, 1};
+  const simt::TMatMulShape i8{32, 256, 64, ElemKind::I8, 0}, grouped{32, 256, 64, ElemKind::I8, 128},
+      f32x{32, 256, 64, ElemKind::F32, 0};
+  CHECK(simt::config_valid(mma, i8, 32, true));
+  CHECK_FALSE(simt::config_valid(mma, i8, 32, false));
+  CHECK_FALSE(simt::config_valid(mma, i8, 64, true));
+  CHECK_FALSE(simt::config_valid(mma, grouped, 32, true));
+  CHECK_FALSE(simt::config_valid(mma, f32x, 32, true));
+  CHECK_FALSE(simt::config_valid({64, 4, 1, 1, 2, 1}, i8, 32, true));  // tpc must be the warp
+  CHECK_FALSE(simt::config_valid({32, 4, 2, 1, 2, 1}, i8, 32, true));  // unroll 1
+  CHECK_FALSE(simt::config_valid({32, 4, 1, 4, 2, 1}, i8, 32, true));  // rows 1 or 2
+  CHECK_FALSE(simt::config_valid({32, 9, 1, 1, 2, 1}, i8, 32, true));  // cols <= 8
+  CHECK_FALSE(simt::config_valid({32, 4, 1, 1, 2, 2}, i8, 32, true));  // mma 0 or 1
+  CHECK(simt::default_config(i8, 32, true).mma == 1);
+  CHECK(simt::default_config({15, 256, 64, ElemKind::I8, 0}, 32, true).mma == 0);
+  CHECK(simt::default_config(grouped, 32, true).mma == 0);
+  CHECK(simt::default_config(f32x, 32, true).mma == 0);
+  CHECK(simt::default_config(i8, 32, false).mma == 0);
+  CHECK(simt::default_config(i8, 64, true).mma == 0);
+  // Text: ";mma=1" only for the mma form; one spelling.
+  CHECK(simt::config_text(mma) == "tpc=32;cols=4;unroll=1;rows=1;cpt=2;mma=1");
+  CHECK(simt::parse_config("tpc=32;cols=4;unroll=1;rows=1;cpt=2;mma=1") == mma);
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=1;rows=1;cpt=2;mma=0").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=1;rows=1;cpt=2;mma=1x").has_value());
+  CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=1;rows=1;cpt=2;mm=1").has_value());
+  // The space offers mma candidates only with tensor cores and M >= 16.
+  auto has_mma = [](const std::vector<simt::TMatMulConfig>& cs) {
+    return std::any_of(cs.begin(), cs.end(), [](const simt::TMatMulConfig& c) { return c.mma == 1; });
+  };
+  CHECK(has_mma(simt::candidate_configs(i8, 32, true)));
+  CHECK_FALSE(has_mma(simt::candidate_configs(i8, 32, false)));
+  CHECK_FALSE(has_mma(simt::candidate_configs(grouped, 32, true)));
+  CHECK_FALSE(has_mma(simt::candidate_configs({8, 256, 64, ElemKind::I8, 0}, 32, true)));
+  for (const auto& c : simt::candidate_configs(i8, 32, true)) CHECK(simt::config_valid(c, i8, 32, true));
+  // generate(): an mma decision where it does not exist is InvalidArgument; HIP ignores tensor_cores.
+  const std::string g =
+      "param @w : t2[45, 19]\nparam @gs : f32[3, 19]\n"
+      "func @f(%x: i8[32, 45]) -> f32[32, 19] {\n^entry:\n  %w = param @w : t2[45, 19]\n"
+      "  %gs = param @gs : f32[3, 19]\n"
+      "  %y = tmatmul %x, %w, %gs {x_scale = false, w_scale = true, group = 20, bias = false, residual = false, "
+      "act = none} : f32[32, 19]\n  ret %y\n}\n";
+  auto gm = ir::parse_module(g, "g.tir");
+  REQUIRE(gm.ok());
+  simt::SimtOptions o;
+  o.tensor_cores = true;
+  o.decisions = {simt::config_text(mma)};
+  auto bad = simt::generate(*gm, "f", o);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidArgument);
+  o.decisions.clear();
+  auto dflt = simt::generate(*gm, "f", o);
+  REQUIRE(dflt.ok());
+  CHECK(dflt->configs[0].mma == 0);  // grouped: dp4a
+  const std::string plain =
+      "param @w : t2[64, 16]\nfunc @f(%x: i8[32, 64]) -> f32[32, 16] {\n^entry:\n  %w = param @w : t2[64, 16]\n"
+      "  %y = tmatmul %x, %w {x_scale = false, w_scale = false, bias = false, residual = false, act = none} : f32[32, 16]\n"
+      "  ret %y\n}\n";
+  auto pm = ir::parse_module(plain, "p.tir");
+  REQUIRE(pm.ok());
+  o.dialect = simt::Dialect::Hip;
+  o.warp_size = 32;
+  auto hip = simt::generate(*pm, "f", o);
+  REQUIRE(hip.ok());
+  CHECK(hip->configs[0].mma == 0);
+  CHECK(hip->source.find("mma") == std::string::npos);
+  o.decisions = {simt::config_text(mma)};
+  CHECK_FALSE(simt::generate(*pm, "f", o).ok());
+}
+
+TEST_CASE("simt: the tmma2 weight layout, bit by bit (B-fragment order), padding code 1, bad weights") {
+  for (auto [K, N] : {std::pair<std::int64_t, std::int64_t>{300, 13}, {256, 8}, {33, 1}, {600, 17}}) {
+    CAPTURE(K);
+    CAPTURE(N);
+    const HostTensor wt = rnd(ElemKind::T2, {K, N}, static_cast<std::uint64_t>(K * 31 + N));
+    std::vector<std::int8_t> w(static_cast<std::size_t>(K * N));
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(wt.data[i]);
+    auto p = simt::pack_ternary_weight(w.data(), K, N, simt::WeightLayout::Mma2);
+    REQUIRE(p.ok());
+    const std::int64_t KB = (K + 255) / 256, NT = (N + 7) / 8;
+    REQUIRE(p->size() == static_cast<std::size_t>(NT * KB * 512));
+    CHECK(p->size() == simt::packed_weight_bytes(K, N, simt::WeightLayout::Mma2));
+    // Every 2-bit field, read the way the kernel reads it: block (nt, kb), lane L, word q,
+    // field (h, e) of byte b is B-fragment register e, byte b, of k-tile 2q + h.
+    int bad = 0;
+    for (std::int64_t nt = 0; nt < NT; ++nt)
+      for (std::int64_t kb = 0; kb < KB; ++kb)
+        for (std::int64_t L = 0; L < 32; ++L)
+          for (std::int64_t q = 0; q < 4; ++q)
+            for (std::int64_t b = 0; b < 4; ++b)
+              for (std::int64_t h = 0; h < 2; ++h)
+                for (std::int64_t e = 0; e < 2; ++e) {
+                  const std::uint8_t byte = (*p)[static_cast<std::size_t>(((nt * KB + kb) * 32 + L) * 16 + q * 4 + b)];
+                  const int code = (byte >> (2 * (2 * h + e))) & 3;
+                  const std::int64_t k = kb * 256 + (2 * q + h) * 32 + (L % 4) * 4 + b + 16 * e, n = nt * 8 + L / 4;
+                  const int want = (k < K && n < N) ? w[static_cast<std::size_t>(k * N + n)] + 1 : 1;
+                  if (code != want && bad++ < 5) FAIL_CHECK("k " << k << " n " << n << ": code " << code << ", want " << want);
+                }
+    CHECK(bad == 0);
+  }
+  std::vector<std::int8_t> w(12, 0);
+  w[7] = 2;
+  auto bad = simt::pack_ternary_weight(w.data(), 3, 4, simt::WeightLayout::Mma2);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidInput);
+  CHECK_FALSE(simt::pack_ternary_weight(w.data(), 0, 3, simt::WeightLayout::Mma2).ok());
+  CHECK_FALSE(simt::pack_ternary_weight(w.data(), std::int64_t{1} << 40, std::int64_t{1} << 30, simt::WeightLayout::Mma2).ok());
+  CHECK(simt::layout_name(simt::WeightLayout::Mma2) == "tmma2");
+  CHECK(simt::layout_name() == "tcodes64");
 }
 
 TEST_CASE("simt emulator: i8 tmatmul under rotating tuning configurations (tpc below, at and above the warp, unroll 1/2/4, rows 1..8)") {

@@ -54,7 +54,7 @@ std::string plan_text(const simt::SimtProgram& p) {
     o << "// scratch" << s << " " << p.scratch_bytes[s] << " bytes\n";
   for (std::size_t w = 0; w < p.weights.size(); ++w)
     o << "// weight" << w << " const" << p.weights[w].load_time << " @" << p.weights[w].param << " [" << p.weights[w].k
-      << ", " << p.weights[w].n << "] " << simt::layout_name() << " " << simt::packed_weight_bytes(p.weights[w].k, p.weights[w].n)
+      << ", " << p.weights[w].n << "] " << simt::layout_name(p.weights[w].layout) << " " << simt::packed_weight_bytes(p.weights[w].k, p.weights[w].n, p.weights[w].layout)
       << " bytes\n";
   return o.str();
 }
@@ -86,13 +86,14 @@ void golden(const std::string& name, const std::string& text) {
   }
 }
 
-simt::SimtProgram gen(const std::string& tir, simt::Dialect d, std::uint32_t warp, bool dot) {
+simt::SimtProgram gen(const std::string& tir, simt::Dialect d, std::uint32_t warp, bool dot, bool tensor_cores = false) {
   auto m = ir::parse_module(tir, "golden.tir");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
   simt::SimtOptions o;
   o.dialect = d;
   o.warp_size = warp;
   o.int_dot = dot;
+  o.tensor_cores = tensor_cores;
   auto p = simt::generate(*m, "f", o);
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
   return std::move(*p);
@@ -105,6 +106,13 @@ TEST_CASE("simt golden: the generated kernels and launch plans of two shapes per
   for (const simt_test::OpProgram& op : simt_test::op_programs()) {
     const simt::SimtProgram p = gen(op.tir, simt::Dialect::Cuda, 32, true);
     const std::size_t at = prelude_end(p.source);
+    REQUIRE(at != std::string::npos);
+    golden(op.name + ".cu", plan_text(p) + p.source.substr(at + 1));
+  }
+  // The tensor-core form: from the mma helpers (after the prelude) on.
+  for (const simt_test::OpProgram& op : simt_test::mma_programs()) {
+    const simt::SimtProgram p = gen(op.tir, simt::Dialect::Cuda, 32, true, true);
+    const std::size_t at = p.source.find("\n#ifndef TJEMU_MMA");
     REQUIRE(at != std::string::npos);
     golden(op.name + ".cu", plan_text(p) + p.source.substr(at + 1));
   }

@@ -100,6 +100,26 @@ inline std::vector<OpProgram> op_programs() {
   };
 }
 
+/// tmatmuls that take the CUDA tensor-core (mma.sync) form by default (M >= 16, i8 x):
+/// odd shapes with every epilogue operand, and the BitLinear chain at M = 32.
+inline std::vector<OpProgram> mma_programs() {
+  const std::string mm =
+      "param @w : t2[300, 13]\nparam @ws : f32[13]\n"
+      "func @f(%x: i8[17, 300], %xs: f32[17, 1], %b: f32[13], %r: f32[17, 13]) -> f32[17, 13] {\n^entry:\n"
+      "  %w = param @w : t2[300, 13]\n  %ws = param @ws : f32[13]\n"
+      "  %y = tmatmul %x, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = relu} "
+      ": f32[17, 13]\n  ret %y\n}\n";
+  const std::string chain =
+      "param @w : t2[2560, 6912]\nparam @u : t2[2560, 6912]\n"
+      "func @f(%x: f32[32, 2560], %g: f32[2560]) -> (f32[32, 6912], f32[32, 6912]) {\n^entry:\n"
+      "  %h = rmsnorm %x, %g {eps = 1e-05} : f32[32, 2560]\n  %q, %s = quantize %h : i8[32, 2560], f32[32, 1]\n"
+      "  %w = param @w : t2[2560, 6912]\n  %u = param @u : t2[2560, 6912]\n"
+      "  %y = tmatmul %q, %w, %s {x_scale = true, w_scale = false, bias = false, residual = false, act = silu} : f32[32, 6912]\n"
+      "  %z = tmatmul %q, %u, %s {x_scale = true, w_scale = false, bias = false, residual = false, act = none} : f32[32, 6912]\n"
+      "  ret %y, %z\n}\n";
+  return {{"tmatmul_mma_17x300x13", mm}, {"bitlinear_ffn_mma_32x2560x6912", chain}};
+}
+
 /// The functions the NVRTC/hiprtc tests compile (every op above).
 inline std::vector<std::string> program_texts() {
   std::vector<std::string> out;

@@ -16,6 +16,7 @@
 
 #include "ir/parse.h"
 #include "targets/common/simt_source.h"
+#include "targets/common/simt_space.h"
 #include "tests/unit/simt/simt_programs.h"
 
 namespace ternjit {
@@ -102,6 +103,28 @@ std::vector<simt::SimtProgram> programs(simt::Dialect d, std::uint32_t warp, boo
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     out.push_back(std::move(*p));
   }
+  // CUDA: the tensor-core (mma.sync) form, by default and under every mma candidate of
+  // the odd shape (each compiled with no spills).
+  if (d == simt::Dialect::Cuda && int_dot)
+    for (const simt_test::OpProgram& op : simt_test::mma_programs()) {
+      auto m = ir::parse_module(op.tir, "rtc.tir");
+      REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+      const auto shapes = simt::tmatmul_shapes(*m->find_function("f"));
+      std::vector<std::vector<std::string>> decisions = {{}};
+      if (shapes.size() == 1)
+        for (const simt::TMatMulConfig& c : simt::candidate_configs(shapes[0], 32, true))
+          if (c.mma != 0) decisions.push_back({simt::config_text(c)});
+      for (const auto& dec : decisions) {
+        simt::SimtOptions o;
+        o.tensor_cores = true;
+        o.decisions = dec;
+        auto p = simt::generate(*m, "f", o);
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        for (const simt::TMatMulConfig& c : p->configs) REQUIRE(c.mma == 1);
+        REQUIRE(p->source.find("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") != std::string::npos);
+        out.push_back(std::move(*p));
+      }
+    }
   return out;
 }
 

@@ -77,29 +77,70 @@ extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_2(const tj_i8* __re
       const tj_u32x4 w0_1 = wc1[c];
       const tj_u32x4 w0_2 = wc2[c];
       const tj_u32x4 w0_3 = wc3[c];
-      for (tj_u32 t = 0u; t < ROWS; ++t) {
-        if (r0 + t >= M) break;
-        {
-          tj_i32 xa[16];
-          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
-          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
-          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
-          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
-          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+      #pragma unroll 1
+      for (tj_u32 q = 0u; q < 4u; ++q) {
+        for (tj_u32 t = 0u; t < ROWS; ++t) {
+          if (r0 + t >= M) break;
+          {
+            const tj_u32x4 xv = *(const tj_u32x4*)(x + (r0 + t) * K + c * 64u + 16u * q);
+            const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;
+            acc[t * CPT + 0u] = tj_word(a0, a1, a2, a3, tj_wq(w0_0, q), acc[t * CPT + 0u]);
+            acc[t * CPT + 1u] = tj_word(a0, a1, a2, a3, tj_wq(w0_1, q), acc[t * CPT + 1u]);
+            acc[t * CPT + 2u] = tj_word(a0, a1, a2, a3, tj_wq(w0_2, q), acc[t * CPT + 2u]);
+            acc[t * CPT + 3u] = tj_word(a0, a1, a2, a3, tj_wq(w0_3, q), acc[t * CPT + 3u]);
+          }
         }
       }
     }
-    for (tj_u32 t = 0u; t < ROWS; ++t) {
-      if (r0 + t >= M) break;
-      for (tj_u32 j = 0u; j < CPT; ++j) {
-        tj_i32 v = tj_colsum<16u>(acc[t * CPT + j], red);
-        const tj_u32 n = n0 + j, r = r0 + t;
-        if (lane != 0u || n >= N) continue;
-        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
-        yv = tj_mul(yv, e0[r * 1u + n * 0u]);
-        yv = tj_silu(yv);
-        y[r * N + n] = yv;
-      }
+    {
+      const bool hb = (lane & 8u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[16u], k = hb ? acc[16u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[17u], k = hb ? acc[17u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[18u], k = hb ? acc[18u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[19u], k = hb ? acc[19u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[4u] : acc[20u], k = hb ? acc[20u] : acc[4u]; acc[4u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[5u] : acc[21u], k = hb ? acc[21u] : acc[5u]; acc[5u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[6u] : acc[22u], k = hb ? acc[22u] : acc[6u]; acc[6u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[7u] : acc[23u], k = hb ? acc[23u] : acc[7u]; acc[7u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[8u] : acc[24u], k = hb ? acc[24u] : acc[8u]; acc[8u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[9u] : acc[25u], k = hb ? acc[25u] : acc[9u]; acc[9u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[10u] : acc[26u], k = hb ? acc[26u] : acc[10u]; acc[10u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[11u] : acc[27u], k = hb ? acc[27u] : acc[11u]; acc[11u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[12u] : acc[28u], k = hb ? acc[28u] : acc[12u]; acc[12u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[13u] : acc[29u], k = hb ? acc[29u] : acc[13u]; acc[13u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[14u] : acc[30u], k = hb ? acc[30u] : acc[14u]; acc[14u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[15u] : acc[31u], k = hb ? acc[31u] : acc[15u]; acc[15u] = k + tj_shfl_xor(s, 8u, 16u); }
+    }
+    {
+      const bool hb = (lane & 4u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[8u], k = hb ? acc[8u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[9u], k = hb ? acc[9u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[10u], k = hb ? acc[10u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[11u], k = hb ? acc[11u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[4u] : acc[12u], k = hb ? acc[12u] : acc[4u]; acc[4u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[5u] : acc[13u], k = hb ? acc[13u] : acc[5u]; acc[5u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[6u] : acc[14u], k = hb ? acc[14u] : acc[6u]; acc[6u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[7u] : acc[15u], k = hb ? acc[15u] : acc[7u]; acc[7u] = k + tj_shfl_xor(s, 4u, 16u); }
+    }
+    {
+      const bool hb = (lane & 2u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[4u], k = hb ? acc[4u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[5u], k = hb ? acc[5u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[6u], k = hb ? acc[6u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[7u], k = hb ? acc[7u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 2u, 16u); }
+    }
+    {
+      const bool hb = (lane & 1u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[2u], k = hb ? acc[2u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 1u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[3u], k = hb ? acc[3u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 1u, 16u); }
+    }
+    for (tj_u32 i = 0u; i < 2u; ++i) {
+      const tj_u32 vi = lane * 2u + i, r = r0 + vi / CPT, n = n0 + vi % CPT;
+      if (r >= M || n >= N) continue;
+      float yv = (float)(tj_i32)((tj_u32)acc[i] - (tj_u32)rs[r]);
+      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+      yv = tj_silu(yv);
+      y[r * N + n] = yv;
     }
   }
 }
@@ -128,28 +169,69 @@ extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_3(const tj_i8* __re
       const tj_u32x4 w0_1 = wc1[c];
       const tj_u32x4 w0_2 = wc2[c];
       const tj_u32x4 w0_3 = wc3[c];
-      for (tj_u32 t = 0u; t < ROWS; ++t) {
-        if (r0 + t >= M) break;
-        {
-          tj_i32 xa[16];
-          tj_xld16(x + (r0 + t) * K + c * 64u, xa);
-          acc[t * CPT + 0u] = tj_dot64(xa, w0_0, acc[t * CPT + 0u]);
-          acc[t * CPT + 1u] = tj_dot64(xa, w0_1, acc[t * CPT + 1u]);
-          acc[t * CPT + 2u] = tj_dot64(xa, w0_2, acc[t * CPT + 2u]);
-          acc[t * CPT + 3u] = tj_dot64(xa, w0_3, acc[t * CPT + 3u]);
+      #pragma unroll 1
+      for (tj_u32 q = 0u; q < 4u; ++q) {
+        for (tj_u32 t = 0u; t < ROWS; ++t) {
+          if (r0 + t >= M) break;
+          {
+            const tj_u32x4 xv = *(const tj_u32x4*)(x + (r0 + t) * K + c * 64u + 16u * q);
+            const tj_i32 a0 = (tj_i32)xv.x, a1 = (tj_i32)xv.y, a2 = (tj_i32)xv.z, a3 = (tj_i32)xv.w;
+            acc[t * CPT + 0u] = tj_word(a0, a1, a2, a3, tj_wq(w0_0, q), acc[t * CPT + 0u]);
+            acc[t * CPT + 1u] = tj_word(a0, a1, a2, a3, tj_wq(w0_1, q), acc[t * CPT + 1u]);
+            acc[t * CPT + 2u] = tj_word(a0, a1, a2, a3, tj_wq(w0_2, q), acc[t * CPT + 2u]);
+            acc[t * CPT + 3u] = tj_word(a0, a1, a2, a3, tj_wq(w0_3, q), acc[t * CPT + 3u]);
+          }
         }
       }
     }
-    for (tj_u32 t = 0u; t < ROWS; ++t) {
-      if (r0 + t >= M) break;
-      for (tj_u32 j = 0u; j < CPT; ++j) {
-        tj_i32 v = tj_colsum<16u>(acc[t * CPT + j], red);
-        const tj_u32 n = n0 + j, r = r0 + t;
-        if (lane != 0u || n >= N) continue;
-        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
-        yv = tj_mul(yv, e0[r * 1u + n * 0u]);
-        y[r * N + n] = yv;
-      }
+    {
+      const bool hb = (lane & 8u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[16u], k = hb ? acc[16u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[17u], k = hb ? acc[17u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[18u], k = hb ? acc[18u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[19u], k = hb ? acc[19u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[4u] : acc[20u], k = hb ? acc[20u] : acc[4u]; acc[4u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[5u] : acc[21u], k = hb ? acc[21u] : acc[5u]; acc[5u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[6u] : acc[22u], k = hb ? acc[22u] : acc[6u]; acc[6u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[7u] : acc[23u], k = hb ? acc[23u] : acc[7u]; acc[7u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[8u] : acc[24u], k = hb ? acc[24u] : acc[8u]; acc[8u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[9u] : acc[25u], k = hb ? acc[25u] : acc[9u]; acc[9u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[10u] : acc[26u], k = hb ? acc[26u] : acc[10u]; acc[10u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[11u] : acc[27u], k = hb ? acc[27u] : acc[11u]; acc[11u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[12u] : acc[28u], k = hb ? acc[28u] : acc[12u]; acc[12u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[13u] : acc[29u], k = hb ? acc[29u] : acc[13u]; acc[13u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[14u] : acc[30u], k = hb ? acc[30u] : acc[14u]; acc[14u] = k + tj_shfl_xor(s, 8u, 16u); }
+      { const tj_i32 s = hb ? acc[15u] : acc[31u], k = hb ? acc[31u] : acc[15u]; acc[15u] = k + tj_shfl_xor(s, 8u, 16u); }
+    }
+    {
+      const bool hb = (lane & 4u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[8u], k = hb ? acc[8u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[9u], k = hb ? acc[9u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[10u], k = hb ? acc[10u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[11u], k = hb ? acc[11u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[4u] : acc[12u], k = hb ? acc[12u] : acc[4u]; acc[4u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[5u] : acc[13u], k = hb ? acc[13u] : acc[5u]; acc[5u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[6u] : acc[14u], k = hb ? acc[14u] : acc[6u]; acc[6u] = k + tj_shfl_xor(s, 4u, 16u); }
+      { const tj_i32 s = hb ? acc[7u] : acc[15u], k = hb ? acc[15u] : acc[7u]; acc[7u] = k + tj_shfl_xor(s, 4u, 16u); }
+    }
+    {
+      const bool hb = (lane & 2u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[4u], k = hb ? acc[4u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[5u], k = hb ? acc[5u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[6u], k = hb ? acc[6u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 2u, 16u); }
+      { const tj_i32 s = hb ? acc[3u] : acc[7u], k = hb ? acc[7u] : acc[3u]; acc[3u] = k + tj_shfl_xor(s, 2u, 16u); }
+    }
+    {
+      const bool hb = (lane & 1u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[2u], k = hb ? acc[2u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 1u, 16u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[3u], k = hb ? acc[3u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 1u, 16u); }
+    }
+    for (tj_u32 i = 0u; i < 2u; ++i) {
+      const tj_u32 vi = lane * 2u + i, r = r0 + vi / CPT, n = n0 + vi % CPT;
+      if (r >= M || n >= N) continue;
+      float yv = (float)(tj_i32)((tj_u32)acc[i] - (tj_u32)rs[r]);
+      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+      y[r * N + n] = yv;
     }
   }
 }

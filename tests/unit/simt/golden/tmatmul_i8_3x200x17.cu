@@ -56,20 +56,22 @@ extern "C" __global__ void __launch_bounds__(256) tj_tmatmul_0(const tj_i8* __re
         }
       }
     }
-    for (tj_u32 t = 0u; t < ROWS; ++t) {
-      if (r0 + t >= M) break;
-      for (tj_u32 j = 0u; j < CPT; ++j) {
-        tj_i32 v = tj_colsum<2u>(acc[t * CPT + j], red);
-        const tj_u32 n = n0 + j, r = r0 + t;
-        if (lane != 0u || n >= N) continue;
-        float yv = (float)(tj_i32)((tj_u32)v - (tj_u32)rs[r]);
-        yv = tj_mul(yv, e0[r * 1u + n * 0u]);
-        yv = tj_mul(yv, e1[r * 0u + n * 1u]);
-        yv = tj_add(yv, e2[r * 0u + n * 1u]);
-        yv = tj_add(yv, e3[r * 17u + n * 1u]);
-        yv = tj_relu(yv);
-        y[r * N + n] = yv;
-      }
+    {
+      const bool hb = (lane & 1u) != 0u;
+      { const tj_i32 s = hb ? acc[0u] : acc[3u], k = hb ? acc[3u] : acc[0u]; acc[0u] = k + tj_shfl_xor(s, 1u, 2u); }
+      { const tj_i32 s = hb ? acc[1u] : acc[4u], k = hb ? acc[4u] : acc[1u]; acc[1u] = k + tj_shfl_xor(s, 1u, 2u); }
+      { const tj_i32 s = hb ? acc[2u] : acc[5u], k = hb ? acc[5u] : acc[2u]; acc[2u] = k + tj_shfl_xor(s, 1u, 2u); }
+    }
+    for (tj_u32 i = 0u; i < 3u; ++i) {
+      const tj_u32 vi = lane * 3u + i, r = r0 + vi / CPT, n = n0 + vi % CPT;
+      if (r >= M || n >= N) continue;
+      float yv = (float)(tj_i32)((tj_u32)acc[i] - (tj_u32)rs[r]);
+      yv = tj_mul(yv, e0[r * 1u + n * 0u]);
+      yv = tj_mul(yv, e1[r * 0u + n * 1u]);
+      yv = tj_add(yv, e2[r * 0u + n * 1u]);
+      yv = tj_add(yv, e3[r * 17u + n * 1u]);
+      yv = tj_relu(yv);
+      y[r * N + n] = yv;
     }
   }
 }
