@@ -272,8 +272,8 @@ struct SliceAttrs {
 };
 
 /// How `rope` pairs the elements it rotates: Norm pairs (2i, 2i + 1) (llama.cpp
-/// ROPE_TYPE_NORM, the llama and bitnet architectures); Neox pairs (i, i + D/2)
-/// (ROPE_TYPE_NEOX, GPT-NeoX and Hugging Face's rotate_half).
+/// ROPE_TYPE_NORM: the llama architecture); Neox pairs (i, i + D/2) (ROPE_TYPE_NEOX:
+/// the bitnet architecture, GPT-NeoX, Hugging Face's rotate_half).
 enum class RopeMode : std::uint8_t { Norm, Neox };
 /// The spelling of a rope mode: "norm", "neox".
 std::string_view rope_mode_name(RopeMode mode);

@@ -51,7 +51,7 @@ class Module {
 class ModuleBuilder;
 
 /// How FunctionBuilder::rope pairs the elements it rotates (ir/README.md `rope`): Norm
-/// pairs (2i, 2i + 1) (llama.cpp ROPE_TYPE_NORM: llama, bitnet); Neox pairs (i, i + D/2).
+/// pairs (2i, 2i + 1) (llama.cpp ROPE_TYPE_NORM: llama); Neox pairs (i, i + D/2) (bitnet).
 enum class RopeMode : std::uint8_t { Norm, Neox };
 
 /// Builds one function. Obtained from ModuleBuilder::function(); valid while the
