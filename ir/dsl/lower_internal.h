@@ -391,6 +391,7 @@ class Lowerer {
   std::string owner_;            // the layer the function's IR name starts with
   std::string prefix_;           // how its parameters are named: "Layer." or "Model.blk.3."
   std::map<std::string, Binding> scope_;
+  std::set<std::string> used_names_;  // value names given in this body
   int loop_depth_ = 0;           // enclosing `for` bodies
   std::size_t body_nodes_ = 0;   // expression nodes lowered in this body
   bool budget_failed_ = false;   // the body ran out of its node budget (reported once)

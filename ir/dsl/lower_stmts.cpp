@@ -63,6 +63,8 @@ void Lowerer::lower_body(const FnInfo& info, std::size_t func_index, const std::
   prefix_ = prefix;
   owner_ = std::string(ir::layer_of(f.name()));
   scope_.clear();
+  used_names_.clear();
+  for (ValueId a : f.args()) used_names_.insert(f.value(a).name);
   loop_depth_ = 0;
   body_nodes_ = 0;
   budget_failed_ = false;
@@ -182,8 +184,15 @@ void Lowerer::bind(const std::string& name, Pos at, const std::optional<Val>& v)
     bind.value = v->id;
     // Name the value after the `let` unless it already has a name (`let a = x`
     // makes `a` another name for %x).
+    // Value names are unique in a function: a name bound again (in a loop) gets a
+    // suffix, as the printer would give it (`%h_1`).
     ir::ValueData& vd = f_->value(v->id);
-    if (vd.name.empty()) vd.name = name;
+    if (vd.name.empty()) {
+      std::string unique = name;
+      for (std::size_t k = 1; used_names_.count(unique); ++k) unique = name + "_" + std::to_string(k);
+      used_names_.insert(unique);
+      vd.name = std::move(unique);
+    }
   }
   scope_.insert_or_assign(name, bind);
 }
