@@ -64,6 +64,7 @@ void Lowerer::lower_body(const FnInfo& info, std::size_t func_index, const std::
   owner_ = std::string(ir::layer_of(f.name()));
   scope_.clear();
   used_names_.clear();
+  name_suffix_.clear();
   for (ValueId a : f.args()) used_names_.insert(f.value(a).name);
   loop_depth_ = 0;
   body_nodes_ = 0;
@@ -188,8 +189,11 @@ void Lowerer::bind(const std::string& name, Pos at, const std::optional<Val>& v)
     // suffix, as the printer would give it (`%h_1`).
     ir::ValueData& vd = f_->value(v->id);
     if (vd.name.empty()) {
+      // The next suffix to try is kept per name, so a name bound in every iteration of a
+      // long loop costs one probe per binding, not one per earlier binding.
       std::string unique = name;
-      for (std::size_t k = 1; used_names_.count(unique); ++k) unique = name + "_" + std::to_string(k);
+      std::size_t& k = name_suffix_[name];
+      while (used_names_.count(unique)) unique = name + "_" + std::to_string(++k);
       used_names_.insert(unique);
       vd.name = std::move(unique);
     }
