@@ -406,6 +406,7 @@ class Lowerer {
   std::string owner_;            // the layer the function's IR name starts with
   std::string prefix_;           // how its parameters are named: "Layer." or "Model.blk.3."
   std::map<std::string, Binding> scope_;
+  std::vector<std::vector<std::string>> fresh_;  // per enclosing loop iteration: names it bound first
   std::set<std::string> used_names_;  // value names given in this body
   std::map<std::string, std::size_t> name_suffix_;  // the last suffix given to each name
   int loop_depth_ = 0;           // enclosing `for` bodies

@@ -165,6 +165,17 @@ TEST_CASE("unroll: a 4096-iteration loop within the node budget lowers; the budg
   CHECK(r.error().diagnostics[0].message.find("exceeds the budget of 65536 expression nodes") != std::string::npos);
 }
 
+TEST_CASE("unroll: nested loops with empty bodies count their iterations (no 4096^16 hang)") {
+  std::string src = "layer L {\n  fn f(x: Tensor[K]) -> Tensor[K] {\n";
+  for (int i = 0; i < 16; ++i) src += "for i" + std::to_string(i) + " in 0..4096 {\n";
+  for (int i = 0; i < 16; ++i) src += "}\n";
+  src += "    return x\n  }\n}\n";
+  auto r = compile_tri(src, "empty.tri");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.error().diagnostics.size() == 1);
+  CHECK(r.error().diagnostics[0].message.find("exceeds the budget") != std::string::npos);
+}
+
 TEST_CASE("unroll: instance arrays that would declare too many parameters are an error, not a hang") {
   // 4096 x 4096 instances nested: far over 2^14, refused at the outer declaration.
   std::string src =
