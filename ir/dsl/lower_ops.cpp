@@ -172,8 +172,8 @@ std::optional<Val> Lowerer::lower_decoder(const Builtin& bi, const Expr& e) {
       if (!tensors(2)) return std::nullopt;
       return create(ir::AxisAttrs{0, false});
     case Op::Rope: {
-      // rope(x, pos, theta[, "norm" | "neox"]): llama.cpp's pairings; "norm" (BitNet's)
-      // when left out.
+      // rope(x, pos, theta[, "norm" | "neox"]): llama.cpp's pairings; "norm" (llama's, the
+      // IR's default) when left out. llama.cpp's `bitnet` architecture is "neox".
       if (!tensors(1) || !position(1)) return std::nullopt;
       auto theta = number_arg(bi, e.args[2], "theta", false);
       if (!theta) return std::nullopt;
