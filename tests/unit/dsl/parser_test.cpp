@@ -21,12 +21,21 @@ std::string sexpr(const Expr& e) {
       return std::string("(") + binary_op_spelling(e.op) + " " + sexpr(e.args[0]) + " " +
              sexpr(e.args[1]) + ")";
     case ExprKind::Call: {
-      std::string s = "(call " + e.name;
-      if (!e.member.empty()) s += "." + e.member;
+      std::string s = "(call " + (e.callee.empty() ? e.name : sexpr(e.callee[0]));
+      if (!e.member.empty() && e.callee.empty()) s += "." + e.member;
       if (e.has_type_arg) s += "<" + e.type_arg + ">";
       for (const Expr& a : e.args) s += " " + sexpr(a);
       return s + ")";
     }
+    case ExprKind::Index: return "(index " + sexpr(e.args[0]) + " " + sexpr(e.args[1]) + ")";
+    case ExprKind::Member: return "(member " + sexpr(e.args[0]) + " " + e.member + ")";
+    case ExprKind::Tuple:
+    case ExprKind::List: {
+      std::string s = e.kind == ExprKind::Tuple ? "(tuple" : "(list";
+      for (const Expr& a : e.args) s += " " + sexpr(a);
+      return s + ")";
+    }
+    case ExprKind::String: return "\"" + e.text + "\"";
   }
   return "?";
 }
@@ -49,6 +58,57 @@ TEST_CASE("parser: precedence follows Python (@ * / bind alike, tighter than + -
   CHECK(parse_expr_str("a - b - c") == "(- (- a b) c)");
   CHECK(parse_expr_str("a - b * c + d") == "(+ (- a (* b c)) d)");
   CHECK(parse_expr_str("x @ weights + bias") == "(+ (@ x weights) bias)");
+}
+
+TEST_CASE("parser: postfix indexes, instance members and calls, tuples, lists, strings") {
+  CHECK(parse_expr_str("x[0] + y[i + 1][2]") == "(+ (index x 0) (index (index y (+ i 1)) 2))");
+  CHECK(parse_expr_str("blk[i].w @ x") == "(@ (member (index blk i) w) x)");
+  CHECK(parse_expr_str("blk[i](x, y)") == "(call (index blk i) x y)");
+  CHECK(parse_expr_str("blk[i].sub[j].step(x)") ==
+        "(call (member (index (member (index blk i) sub) j) step) x)");
+  CHECK(parse_expr_str("(a, b + c)") == "(tuple a (+ b c))");
+  CHECK(parse_expr_str("(a)") == "a");
+  CHECK(parse_expr_str("f(x)[1]") == "(index (call f x) 1)");
+  CHECK(parse_expr_str("reshape(x, [M, -1, Block.E])") == "(call reshape x (list M (neg 1) (member Block E)))");
+  CHECK(parse_expr_str("rope(x, p, 2.0, \"neox\")") == "(call rope x p 2.0 \"neox\")");
+}
+
+TEST_CASE("parser: for loops, tuple lets, tuple results and instance arrays") {
+  auto r = parse_tri(
+      "layer L {\n  param blk: B[30]\n  fn f(x: Tensor[N]) -> (Tensor[N], Tensor[]) {\n"
+      "    for i in 0..n + 1 {\n      for j in i..4 {\n        let x = x\n      }\n    }\n"
+      "    let (a, b) = g(x)\n    return (a, b)\n  }\n}\n",
+      "f.tri");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : render(r.error())));
+  const LayerDecl& l = r->layers.at(0);
+  CHECK(l.params.at(0).instance_of == "B");
+  CHECK(sexpr(*l.params.at(0).count) == "30");
+  const FnDecl& f = l.fns.at(0);
+  CHECK(f.tuple_result);
+  CHECK(f.results.size() == 2);
+  REQUIRE(f.body.size() == 3);
+  const Stmt& loop = f.body[0];
+  CHECK(loop.kind == StmtKind::For);
+  CHECK(loop.name == "i");
+  CHECK(sexpr(*loop.value) == "0");
+  CHECK(sexpr(*loop.upper) == "(+ n 1)");
+  REQUIRE(loop.body.size() == 1);
+  CHECK(loop.body[0].kind == StmtKind::For);
+  CHECK(loop.body[0].body.size() == 1);
+  CHECK(f.body[1].names.size() == 2);
+  CHECK(f.body[1].names[1].first == "b");
+  CHECK(sexpr(*f.body[2].value) == "(tuple a b)");
+}
+
+TEST_CASE("parser: for loops nest at most 16 deep") {
+  std::string src = "layer L {\n  fn f(x: Tensor[N]) -> Tensor[N] {\n";
+  for (int i = 0; i < 17; ++i) src += "for i" + std::to_string(i) + " in 0..1 {\n";
+  for (int i = 0; i < 17; ++i) src += "}\n";
+  src += "    return x\n  }\n}\n";
+  auto r = parse_tri(src, "deep.tri");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.error().diagnostics.size() == 1);
+  CHECK(r.error().diagnostics[0].message.find("nested too deeply (more than 16 levels)") != std::string::npos);
 }
 
 TEST_CASE("parser: unary minus binds tightest, parentheses group") {
@@ -131,7 +191,7 @@ TEST_CASE("parser: a statement ends at the end of its line") {
   REQUIRE(r.error().diagnostics.size() == 1);
   CHECK(r.error().diagnostics[0].loc.line == 4);
   CHECK(r.error().diagnostics[0].loc.col == 3);
-  CHECK(r.error().diagnostics[0].message == "expected a statement ('let' or 'return'), got '-'");
+  CHECK(r.error().diagnostics[0].message == "expected a statement ('let', 'return' or 'for'), got '-'");
 
   auto two = parse_tri("layer L {\n fn f(x: Tensor[]) -> Tensor[] {\n  let a = x x\n  return a\n }\n}\n",
                        "n.tri");
@@ -161,7 +221,7 @@ TEST_CASE("parser: one error per statement, then recovery at the next line") {
   CHECK(p.diagnostics[0].message == "expected an expression, got end of line");
   CHECK(p.diagnostics[1].loc.line == 5);
   CHECK(p.diagnostics[1].loc.col == 5);
-  CHECK(p.diagnostics[1].message == "expected ')' to close '(', got 'let'");
+  CHECK(p.diagnostics[1].message == "expected ',' or ')' to close '(', got 'let'");
   CHECK(p.diagnostics[2].loc.line == 5);
   CHECK(p.diagnostics[2].loc.col == 9);
   CHECK(p.diagnostics[2].message == "expected a name after 'let', got '='");
