@@ -59,10 +59,12 @@ std::vector<double> bound(const std::string& text, const ir::HostTensor& a, cons
 
 TEST_CASE("dense head: matmul(a, transpose(p)) reads p [N, K] as stored, f16/bf16/f32, odd shapes, 1 and 2 threads "
           "[avx2] [avx512]") {
-  // M: 1 (GEMV), tails of the 2- and 4-row tiles; K: 1, < one vector, tails of 8/16;
-  // N: tails of the 4/8-row tiles, several thread chunks (K = 3: 10922 rows a chunk).
+  // M: 1 (GEMV), tails of the 2- and 4-row tiles, >= 16 (blocks of 256 rows of p widened for
+  // the GEMM, a shorter last block); K: 1, < one vector, tails of 8/16; N: tails of the
+  // 4/8-row tiles, several thread chunks (K = 3: 10922 rows a chunk).
   const Shape shapes[] = {{0, 1, 1, 1},    {0, 1, 67, 9},  {0, 1, 700, 257}, {0, 3, 100, 33}, {0, 5, 17, 13},
-                          {0, 13, 385, 65}, {0, 2, 3, 25000}, {0, 4, 16, 8},  {2, 3, 33, 17},  {3, 1, 40, 70}};
+                          {0, 13, 385, 65}, {0, 2, 3, 25000}, {0, 4, 16, 8},  {2, 3, 33, 17},  {3, 1, 40, 70},
+                          {0, 9, 70, 600},  {0, 16, 5, 256}, {4, 5, 19, 300}, {0, 17, 33, 513}};
   std::uint64_t seed = 41;
   for (Isa isa : testing::step_isas()) {
     for (const Shape& s : shapes) {
