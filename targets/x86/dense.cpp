@@ -50,8 +50,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"))) void tile512(const
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < K; k += 16) {
-    const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+  const std::uint16_t* prow[NR];
+  const float* arow[MR];
+  for (int j = 0; j < NR; ++j) prow[j] = p + (j < nr ? j : 0) * K;
+  for (int i = 0; i < MR; ++i) arow[i] = a + (i < mr ? i : 0) * lda;
+  const std::int64_t kv = K / 16 * 16;
+  for (std::int64_t k = 0; k < kv; k += 16) {  // whole vectors: plain loads
+    __m512 pv[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(prow[j] + k));
+      if constexpr (P == ElemKind::F16) pv[j] = _mm512_cvtph_ps(h);
+      else pv[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_loadu_ps(arow[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(av, pv[j], acc[i][j]);
+    }
+  }
+  for (std::int64_t k = kv; k < K; k += 16) {  // the tail: masked loads (zero lanes add nothing)
+    const __mmask16 m = static_cast<__mmask16>((1u << (K - k)) - 1);
     __m512 pv[NR];
     for (int j = 0; j < NR; ++j) pv[j] = load_p512<P>(p + (j < nr ? j : 0) * K + k, m);
     for (int i = 0; i < MR; ++i) {
