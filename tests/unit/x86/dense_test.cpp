@@ -135,6 +135,38 @@ TEST_CASE("dense head: NaN and Inf in a or p propagate as in the reference [avx2
   }
 }
 
+TEST_CASE("dense head: a per-call transposed A with a transposed load-time p runs on the GEMM path, right "
+          "[avx2] [avx512]") {
+  // transpose(at) @ transpose(p): the A transpose computes no step (the GEMM reads at with
+  // swapped strides), so this matmul must not take the dense NK path (difftest seed 703).
+  for (Isa isa : testing::step_isas()) {
+    for (ElemKind pk : {ElemKind::F32, ElemKind::F16, ElemKind::BF16}) {
+      const std::int64_t M = 3, K = 7, N = 5;
+      const std::string text = "param @P.w : " + ty(pk, {N, K}) + "\n\nfunc @f(%at: " + ty(ElemKind::F32, {K, M}) +
+                               ") -> " + ty(ElemKind::F32, {M, N}) + " {\n^entry:\n  %a = transpose %at {perm = [1, 0]} : " +
+                               ty(ElemKind::F32, {M, K}) + "\n  %p = param @P.w : " + ty(pk, {N, K}) +
+                               "\n  %t = transpose %p {perm = [1, 0]} : " + ty(pk, {K, N}) + "\n  %c = matmul %a, %t : " +
+                               ty(ElemKind::F32, {M, N}) + "\n  ret %c\n}\n";
+      const ir::HostTensor at = ir::HostTensor::random(ElemKind::F32, {K, M}, 31);
+      const ir::HostTensor p = ir::HostTensor::random(pk, {N, K}, 32);
+      ir::ParamValues params;
+      params.set("P.w", p);
+      auto m = ir::parse_module(text, "ta.tir");
+      REQUIRE(m.ok());
+      ir::ParamValues ap;
+      ap.set("P.w", abs_of(p));
+      auto s = ir::interpret(m.value(), "f", std::vector<ir::HostTensor>{abs_of(at)}, ap);
+      REQUIRE(s.ok());
+      const double gamma = static_cast<double>(K) * kU / (1 - static_cast<double>(K) * kU);
+      const auto r = testing::run_plan(text, {at}, params, isa, 2, "trans a");
+      REQUIRE(r.run_status.ok());
+      testing::check_close(r.want[0], r.got[0], [&](std::size_t i) { return (gamma + kU) * s.value()[0].data[i]; },
+                           std::string(isa_name(isa)) + " " + std::string(elem_name(pk)));
+      testing::check_no_reference_step(r.steps, "trans a");
+    }
+  }
+}
+
 TEST_CASE("dense: a load-time f16/bf16 B [K, N] is widened into the GEMM's panels once [avx2] [avx512]") {
   const Shape shapes[] = {{0, 1, 67, 9}, {0, 7, 130, 65}};
   std::uint64_t seed = 91;
