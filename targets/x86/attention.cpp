@@ -7,9 +7,10 @@
 //     one rounding to the result kind), so they are bit-exact with it. rope's frequencies
 //     theta^(-2i/D) are computed once at build; its cos/sin once per (row, pair) and applied
 //     to every head.
-//   - attention (GQA) is f32: per (query row m, cache head hk) task, the g = HQ / HKV query
-//     heads sharing that cache head are done together, so every key and value row of the
-//     cache is read (and an f16/bf16 one widened, exactly, in registers) once per task. Rows
+//   - attention (GQA) is f32: a task is a query row m and a group of cache heads (all of them,
+//     or with fewer rows than threads the heads split over the threads); it reads its heads'
+//     contiguous part of each key and value row once, in order (an f16/bf16 one widened
+//     exactly), and serves every query head h of its cache heads (h / g, g = HQ / HKV). Rows
 //     t <= pos + m only are read. Two passes over t: the scores s_t = scale * (q . k_t) as f32
 //     FMA dot products, then the softmax weights w_t = exp(s_t - max) (NaN if any score is)
 //     and out = sum_t w_t v_t / sum_t w_t. Within the bound stated in
@@ -286,27 +287,33 @@ class AttentionStep final : public Step {
     const auto eb = static_cast<std::size_t>(elem_bits(ck_) / 8);
     auto dot = wide_ ? &dot512 : &dot256;
     auto axpy = wide_ ? &axpy512 : &axpy256;
-    fr.parallel->for_each(m_ * hkv_, [&](std::int64_t task) {
-      const std::int64_t m = task / hkv_, hk = task % hkv_;
+    // Tasks: (query row m, group of cache heads). A task reads its heads' part of every cache
+    // row t <= pos + m once, in order (the heads of a row are contiguous): with fewer rows than
+    // threads the cache heads are split over the threads, else each row is one task.
+    const std::int64_t groups = m_ >= fr.parallel->threads ? 1 : std::min<std::int64_t>(hkv_, fr.parallel->threads);
+    fr.parallel->for_each(m_ * groups, [&](std::int64_t task) {
+      const std::int64_t m = task / groups, gi = task % groups;
+      const std::int64_t hk0 = gi * hkv_ / groups, hk1 = (gi + 1) * hkv_ / groups;
+      const std::int64_t nh = hk1 - hk0, nq = nh * g;  // cache heads, query heads of this task
       const std::int64_t len = p0 + m + 1;
       thread_local std::vector<float> buf;
-      buf.resize(static_cast<std::size_t>(g * len + g * d_ + d_));
-      float* scores = buf.data();            // [g][len]
-      float* acc = scores + g * len;         // [g][D]
-      float* row = acc + g * d_;             // one widened cache row
+      buf.resize(static_cast<std::size_t>(nq * len + nq * d_ + nh * d_ + nq));
+      float* scores = buf.data();        // [nq][len]
+      float* acc = scores + nq * len;    // [nq][D]
+      float* row = acc + nq * d_;        // the task's heads of one cache row, widened
+      float* sums = row + nh * d_;       // [nq]
       auto cache_row = [&](const std::uint8_t* cache, std::int64_t t) -> const float* {
-        const std::uint8_t* p = cache + static_cast<std::size_t>(((layer_ * c_ + t) * hkv_ + hk) * d_) * eb;
+        const std::uint8_t* p = cache + static_cast<std::size_t>(((layer_ * c_ + t) * hkv_ + hk0) * d_) * eb;
         if (ck_ == ElemKind::F32) return reinterpret_cast<const float*>(p);
-        widen(ck_, p, row, d_);
+        widen(ck_, p, row, nh * d_);
         return row;
       };
-      const float* qm = q + (m * hq_ + hk * g) * d_;  // the g query heads of cache head hk
+      const float* qm = q + (m * hq_ + hk0 * g) * d_;  // query heads hk0 * g .. hk1 * g of row m
       for (std::int64_t t = 0; t < len; ++t) {
         const float* k = cache_row(kc, t);
-        for (std::int64_t i = 0; i < g; ++i) scores[i * len + t] = scale_ * dot(qm + i * d_, k, d_);
+        for (std::int64_t i = 0; i < nq; ++i) scores[i * len + t] = scale_ * dot(qm + i * d_, k + (i / g) * d_, d_);
       }
-      std::vector<float> sums(static_cast<std::size_t>(g));
-      for (std::int64_t i = 0; i < g; ++i) {
+      for (std::int64_t i = 0; i < nq; ++i) {
         float* s = scores + i * len;
         float mx = -std::numeric_limits<float>::infinity();
         for (std::int64_t t = 0; t < len; ++t)
@@ -316,17 +323,16 @@ class AttentionStep final : public Step {
           s[t] = std::exp(s[t] - mx);
           sum += s[t];
         }
-        sums[static_cast<std::size_t>(i)] = sum;
+        sums[i] = sum;
       }
-      std::fill(acc, acc + g * d_, 0.0f);
+      std::fill(acc, acc + nq * d_, 0.0f);
       for (std::int64_t t = 0; t < len; ++t) {
         const float* v = cache_row(vc, t);
-        for (std::int64_t i = 0; i < g; ++i) axpy(acc + i * d_, scores[i * len + t], v, d_);
+        for (std::int64_t i = 0; i < nq; ++i) axpy(acc + i * d_, scores[i * len + t], v + (i / g) * d_, d_);
       }
-      for (std::int64_t i = 0; i < g; ++i) {
-        float* o = out + (m * hq_ + hk * g + i) * d_;
-        const float sum = sums[static_cast<std::size_t>(i)];
-        for (std::int64_t j = 0; j < d_; ++j) o[j] = acc[i * d_ + j] / sum;
+      for (std::int64_t i = 0; i < nq; ++i) {
+        float* o = out + (m * hq_ + hk0 * g + i) * d_;
+        for (std::int64_t j = 0; j < d_; ++j) o[j] = acc[i * d_ + j] / sums[i];
       }
     });
     return success();
@@ -335,7 +341,7 @@ class AttentionStep final : public Step {
     return StepCode{"attention", summary_,
                     "attention M=" + std::to_string(m_) + " HQ=" + std::to_string(hq_) + " HKV=" +
                         std::to_string(hkv_) + " D=" + std::to_string(d_) + " C=" + std::to_string(c_) + " cache " +
-                        std::string(elem_name(ck_)) + " two-pass f32, tasks=(row, kv head), vec=" +
+                        std::string(elem_name(ck_)) + " two-pass f32, tasks=(row, kv head group), vec=" +
                         (wide_ ? "512" : "256"),
                     {}};
   }
