@@ -12,8 +12,8 @@
 //     contiguous part of each key and value row once, in order (an f16/bf16 one widened
 //     exactly), and serves every query head h of its cache heads (h / g, g = HQ / HKV). Rows
 //     t <= pos + m only are read. Two passes over t: the scores s_t = scale * (q . k_t) as f32
-//     FMA dot products, then the softmax weights w_t = exp(s_t - max) (NaN if any score is)
-//     and out = sum_t w_t v_t / sum_t w_t. Within the bound stated in
+//     FMA dot products, then the softmax weights w_t = exp(s_t - max) (NaN if any score is;
+//     a vector expf within 2 ulp) and out = sum_t w_t v_t / sum_t w_t. Within the bound stated in
 //     tests/unit/x86/attention_test.cpp of the double reference.
 // Every op reading `pos` checks it when it runs: pos < 0 (and, for attention, pos + M > C)
 // is an InvalidInput error naming the op, with nothing written. Run-time rows: layernorm,
@@ -248,6 +248,78 @@ __attribute__((target("avx2,fma"))) void axpy256(float* y, float w, const float*
   for (; i < n; ++i) y[i] = std::fma(w, x[i], y[i]);
 }
 
+// s[t] = exp(s[t] - mx) for t < n, returning the f32 sum in order of 8/16-lane partial sums.
+// The exponential is Cephes' expf (x = k ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial,
+// 2^k added to the exponent): within 2 ulp of exp for the arguments here (x <= 0 or NaN;
+// x < -87.3 gives 0, as expf's result there is below 2^-126 relative to a kept 1; NaN
+// stays NaN).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) float exp_sum512(float* s, std::int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  std::int64_t t = 0;
+  for (; t + 16 <= n; t += 16) {
+    const __m512 x0 = _mm512_sub_ps(_mm512_loadu_ps(s + t), m);
+    const __m512 x = _mm512_max_ps(x0, _mm512_set1_ps(-87.3f));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512 e = _mm512_castsi512_ps(
+        _mm512_add_epi32(_mm512_slli_epi32(_mm512_cvtps_epi32(k), 23), _mm512_castps_si512(y)));
+    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, _mm512_set1_ps(-87.3f), _CMP_LT_OQ), e, _mm512_setzero_ps());
+    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q), e, x0);  // NaN stays NaN
+    _mm512_storeu_ps(s + t, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  float total = _mm512_reduce_add_ps(sum);
+  for (; t < n; ++t) {
+    s[t] = std::exp(s[t] - mx);
+    total += s[t];
+  }
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) float exp_sum256(float* s, std::int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256 sum = _mm256_setzero_ps();
+  std::int64_t t = 0;
+  for (; t + 8 <= n; t += 8) {
+    const __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(s + t), m);
+    const __m256 x = _mm256_max_ps(x0, _mm256_set1_ps(-87.3f));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256 e = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_slli_epi32(_mm256_cvtps_epi32(k), 23), _mm256_castps_si256(y)));
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(-87.3f), _CMP_LT_OQ));
+    e = _mm256_blendv_ps(e, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));  // NaN stays NaN
+    _mm256_storeu_ps(s + t, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  float total = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+  for (; t < n; ++t) {
+    s[t] = std::exp(s[t] - mx);
+    total += s[t];
+  }
+  return total;
+}
+
 // A cache row widened to f32 (exact): f16 with F16C, bf16 by a 16-bit shift.
 __attribute__((target("avx2,f16c,fma"))) void widen(ElemKind k, const std::uint8_t* s, float* d, std::int64_t n) {
   if (k == ElemKind::F16) {
@@ -287,6 +359,7 @@ class AttentionStep final : public Step {
     const auto eb = static_cast<std::size_t>(elem_bits(ck_) / 8);
     auto dot = wide_ ? &dot512 : &dot256;
     auto axpy = wide_ ? &axpy512 : &axpy256;
+    auto exp_sum = wide_ ? &exp_sum512 : &exp_sum256;
     // Tasks: (query row m, group of cache heads). A task reads its heads' part of every cache
     // row t <= pos + m once, in order (the heads of a row are contiguous): with fewer rows than
     // threads the cache heads are split over the threads, else each row is one task.
@@ -318,12 +391,7 @@ class AttentionStep final : public Step {
         float mx = -std::numeric_limits<float>::infinity();
         for (std::int64_t t = 0; t < len; ++t)
           mx = (std::isnan(s[t]) || std::isnan(mx)) ? std::numeric_limits<float>::quiet_NaN() : std::max(mx, s[t]);
-        float sum = 0;
-        for (std::int64_t t = 0; t < len; ++t) {
-          s[t] = std::exp(s[t] - mx);
-          sum += s[t];
-        }
-        sums[i] = sum;
+        sums[i] = exp_sum(s, len, mx);
       }
       std::fill(acc, acc + nq * d_, 0.0f);
       for (std::int64_t t = 0; t < len; ++t) {

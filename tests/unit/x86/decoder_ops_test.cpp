@@ -8,10 +8,11 @@
 // attention's tolerance (f32 against the double reference): with u = 2^-24, a score
 // s_t = scale * (q . k_t) is an f32 FMA dot of D terms times the f32-rounded scale, within
 // E_t = |scale| (gamma_D + 2u) sum_j |q_j||k_tj| of the exact one (gamma_D = D u / (1 - D u)).
-// A weight exp(s_t - max) then has relative error <= 2 E + 4u (E = max_t E_t; the max
-// subtraction's rounding u |s_t - max| costs w_t u |s_t - max| <= u / e absolutely, exp one
-// more ulp), the normalized weight twice that, and the f32 sums over t add gamma_len. So
-// |out_j - ref_j| <= A_j (4 E + (2 len + 16) u), A_j = max_t |v_tj| over the rows read.
+// A weight exp(s_t - max) then has relative error <= 2 E + 6u (E = max_t E_t; the max
+// subtraction's rounding u |s_t - max| costs w_t u |s_t - max| <= u / e absolutely, the
+// vector exp 2 ulp <= 4u more), the normalized weight twice that, the f32 sums over t add
+// 2 gamma_len and the division u. So |out_j - ref_j| <= A_j (4 E + (2 len + 16) u),
+// A_j = max_t |v_tj| over the rows read.
 #include <doctest/doctest.h>
 
 #include <cmath>
