@@ -200,21 +200,6 @@ class CausalSoftmaxStep final : public Step {
 
 // ---------------------------------------------------------------- attention kernels
 
-// f32 dot product, FMA lanes then the lanes added.
-__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) float dot512(const float* a, const float* b, std::int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void axpy512(float* y, float w, const float* x,
                                                                        std::int64_t n) {
   const __m512 wv = _mm512_set1_ps(w);
@@ -224,28 +209,50 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void axpy512(float* y, 
   }
 }
 
-__attribute__((target("avx2,fma"))) float dot256(const float* a, const float* b, std::int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  const __m256 s = _mm256_add_ps(acc0, acc1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  float r = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
-  for (; i < n; ++i) r = std::fma(a[i], b[i], r);
-  return r;
-}
-
 __attribute__((target("avx2,fma"))) void axpy256(float* y, float w, const float* x, std::int64_t n) {
   const __m256 wv = _mm256_set1_ps(w);
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i) y[i] = std::fma(w, x[i], y[i]);
+}
+
+// out[i] = q_i . k for the G query heads q_i = q + i * n (consecutive) sharing one cache row k:
+// each vector of k is loaded once for up to 4 heads (f32 FMA lanes, then the lanes added).
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void dots512(const float* q, const float* k,
+                                                                       std::int64_t n, std::int64_t G, float* out) {
+  for (std::int64_t c = 0; c < G; c += 4) {
+    const std::int64_t cnt = std::min<std::int64_t>(4, G - c);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (std::int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
+      for (int j = 0; j < 4; ++j)
+        if (j < cnt) acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (c + j) * n + i), kv, acc[j]);
+    }
+    for (int j = 0; j < cnt; ++j) out[c + j] = _mm512_reduce_add_ps(acc[j]);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void dots256(const float* q, const float* k, std::int64_t n, std::int64_t G,
+                                                  float* out) {
+  for (std::int64_t c = 0; c < G; c += 4) {
+    const std::int64_t cnt = std::min<std::int64_t>(4, G - c);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 kv = _mm256_loadu_ps(k + i);
+      for (int j = 0; j < 4; ++j)
+        if (j < cnt) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (c + j) * n + i), kv, acc[j]);
+    }
+    for (int j = 0; j < cnt; ++j) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      float r = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+      for (std::int64_t t = i; t < n; ++t) r = std::fma(q[(c + j) * n + t], k[t], r);
+      out[c + j] = r;
+    }
+  }
 }
 
 // s[t] = exp(s[t] - mx) for t < n, returning the f32 sum in order of 8/16-lane partial sums.
@@ -357,7 +364,7 @@ class AttentionStep final : public Step {
     auto* out = static_cast<float*>(fr.ptr(out_));
     const std::int64_t g = hq_ / hkv_;
     const auto eb = static_cast<std::size_t>(elem_bits(ck_) / 8);
-    auto dot = wide_ ? &dot512 : &dot256;
+    auto dots = wide_ ? &dots512 : &dots256;
     auto axpy = wide_ ? &axpy512 : &axpy256;
     auto exp_sum = wide_ ? &exp_sum512 : &exp_sum256;
     // Tasks: (query row m, group of cache heads). A task reads its heads' part of every cache
@@ -370,11 +377,12 @@ class AttentionStep final : public Step {
       const std::int64_t nh = hk1 - hk0, nq = nh * g;  // cache heads, query heads of this task
       const std::int64_t len = p0 + m + 1;
       thread_local std::vector<float> buf;
-      buf.resize(static_cast<std::size_t>(nq * len + nq * d_ + nh * d_ + nq));
+      buf.resize(static_cast<std::size_t>(nq * len + nq * d_ + nh * d_ + nq + g));
       float* scores = buf.data();        // [nq][len]
       float* acc = scores + nq * len;    // [nq][D]
       float* row = acc + nq * d_;        // the task's heads of one cache row, widened
       float* sums = row + nh * d_;       // [nq]
+      float* part = sums + nq;           // [g]: one row's scores of a cache head's query heads
       auto cache_row = [&](const std::uint8_t* cache, std::int64_t t) -> const float* {
         const std::uint8_t* p = cache + static_cast<std::size_t>(((layer_ * c_ + t) * hkv_ + hk0) * d_) * eb;
         if (ck_ == ElemKind::F32) return reinterpret_cast<const float*>(p);
@@ -384,7 +392,10 @@ class AttentionStep final : public Step {
       const float* qm = q + (m * hq_ + hk0 * g) * d_;  // query heads hk0 * g .. hk1 * g of row m
       for (std::int64_t t = 0; t < len; ++t) {
         const float* k = cache_row(kc, t);
-        for (std::int64_t i = 0; i < nq; ++i) scores[i * len + t] = scale_ * dot(qm + i * d_, k + (i / g) * d_, d_);
+        for (std::int64_t hh = 0; hh < nh; ++hh) {  // the g query heads of cache head hk0 + hh
+          dots(qm + hh * g * d_, k + hh * d_, d_, g, part);
+          for (std::int64_t i = 0; i < g; ++i) scores[(hh * g + i) * len + t] = scale_ * part[i];
+        }
       }
       for (std::int64_t i = 0; i < nq; ++i) {
         float* s = scores + i * len;
