@@ -137,7 +137,7 @@ llvm::Function* Gen::step_impl(const ProgramStep& s) {
   for (std::size_t k = 0; k < s.in.size(); ++k) in.push_back(fn->getArg(static_cast<unsigned>(k)));
   for (std::size_t k = 0; k < s.out.size(); ++k) out.push_back(fn->getArg(static_cast<unsigned>(s.in.size() + k)));
   if (s.packed) tmatmul_packed(inst, in, out[0], fn->getArg(static_cast<unsigned>(n - 2)), fn->getArg(static_cast<unsigned>(n - 1)));
-  else body(inst, in, out, fn->getArg(static_cast<unsigned>(n - 2)));
+  else body(s, inst, in, out, fn->getArg(static_cast<unsigned>(n - 2)), fn->getArg(static_cast<unsigned>(n - 1)));
   b_.CreateRetVoid();
   return fn;
 }
@@ -153,8 +153,8 @@ void Gen::step_wrapper(const ProgramStep& s, llvm::Function* impl) {
   b_.CreateRetVoid();
 }
 
-void Gen::body(const ir::InstData& inst, const std::vector<llvm::Value*>& in, const std::vector<llvm::Value*>& out,
-               llvm::Value* tmp) {
+void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
+               const std::vector<llvm::Value*>& out, llvm::Value* tmp, llvm::Value* par) {
   switch (inst.op) {
     case Op::TMatMul:
       // A grouped w_scale takes the plain loops (per-group sums scaled in double).
@@ -166,6 +166,10 @@ void Gen::body(const ir::InstData& inst, const std::vector<llvm::Value*>& in, co
     case Op::RmsNorm: return rmsnorm(inst, in[0], in[1], out[0]);
     case Op::Softmax: return softmax(inst, in[0], out[0]);
     case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: return reduce(inst, in[0], out[0]);
+    case Op::Cast: return cast(inst, in[0], out[0]);
+    case Op::Broadcast: return broadcast(inst, in[0], out[0]);
+    case Op::Transpose: return transpose(inst, in[0], out[0]);
+    case Op::MatMul: return matmul(inst, in, out[0], tmp, s.rhs_transposed, par);
     default: return eltwise(inst, in, out[0]);
   }
 }

@@ -142,8 +142,8 @@ class Gen {
 
   std::vector<std::int64_t> ext(ir::ValueId v) const { return extents_of(f_.type_of(v)); }
 
-  void body(const ir::InstData& inst, const std::vector<llvm::Value*>& in, const std::vector<llvm::Value*>& out,
-            llvm::Value* tmp);
+  void body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
+            const std::vector<llvm::Value*>& out, llvm::Value* tmp, llvm::Value* par);
 
   struct Operand2d {
     llvm::Value* base;
@@ -241,6 +241,41 @@ class Gen {
   void reduce(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
 
   void eltwise(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+
+  // ---- codegen_dense.cpp: element conversions, cast, broadcast, transpose, matmul.
+  /// The in-memory element type of kind `k` (f16/bf16 as i16 bits, bool/u8/i8 as i8).
+  llvm::Type* storage_type(ElemKind k);
+  /// bf16 bits (i16 or a vector of i16) widened exactly to f32.
+  llvm::Value* bf16_bits_to_f32(llvm::Value* bits16);
+  /// Element `idx` of a float tensor of kind `k` as an exact f32.
+  llvm::Value* load_f32(ElemKind k, llvm::Value* base, llvm::Value* idx);
+  /// Element `idx` of a tensor of kind `k` as an exact f64.
+  llvm::Value* load_f64(ElemKind k, llvm::Value* base, llvm::Value* idx);
+  /// ir/builder.cpp round_to_odd_float of an f64.
+  llvm::Value* round_to_odd_f32(llvm::Value* d);
+  /// ir/numeric.h f32_to_bf16_bits (round to nearest even, NaN quieted).
+  llvm::Value* f32_to_bf16_bits(llvm::Value* f);
+  /// Stores round_to_kind(d, k) (d an f64) as element `idx` of a tensor of kind `k`.
+  void store_rounded(ElemKind k, llvm::Value* d, llvm::Value* base, llvm::Value* idx);
+  /// Nested loops over `dims` from dimension `d`, the indices in `idx`, then body().
+  template <class Body>
+  void loop_nd(const std::vector<std::int64_t>& dims, std::size_t d, std::vector<llvm::Value*>& idx, Body body);
+  /// y (contiguous, shape `out`) [idx] = x[x_offset + sum idx[d] * in_strides[d]] for elements of kind `k`.
+  void strided_copy(ElemKind k, const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& in_strides,
+                    llvm::Value* x, std::int64_t x_offset, llvm::Value* y);
+  void cast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  void broadcast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  void transpose(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// numpy matmul, f32 result: bit for bit with the interpreter (f64 sums in index
+  /// order, N f64 accumulators in tmp); `rhs_transposed`: in[1] is the stored [N, K]
+  /// operand of a transpose (matmul_nt).
+  void matmul(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
+              bool rhs_transposed, llvm::Value* par);
+  /// x @ w^T with w [N, K] as stored: f64 dot products over 8 lanes, columns split over threads.
+  void matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* par);
+  /// Runs task_fn(ctx, i) for i < min(par threads, max_tasks) (inline for one task),
+  /// ctx = [ptrs..., number of tasks] (i64 slots).
+  void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);
 
   // A constant ParallelArgs {null, null, 1}: run everything on the calling thread.
   llvm::Value* one_thread();
