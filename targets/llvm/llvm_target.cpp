@@ -164,6 +164,7 @@ class LoadedKernel final : public Kernel {
   const ir::Function* f = nullptr;
   Program p;
   std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> consts;  // shared with the Program's PackCache
+  std::vector<ir::StoredTensor> held;      // parameters read where they are stored (stored_param)
   std::vector<const void*> const_ptrs;
   std::unique_ptr<JitObject> jit;
   EntryFn entry = nullptr;
@@ -281,13 +282,25 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
       cached[s] = k->consts[s] != nullptr;
     }
   }
-  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &cached));
+  // Parameters read as values (an f16 head matrix, a norm's gamma) are read where they
+  // are stored: no copy at load.
+  std::vector<const void*> in_place(k->p.consts.size(), nullptr);
+  std::vector<bool> skip = cached;
+  for (std::size_t s = 0; s < in_place.size(); ++s) {
+    if (skip[s]) continue;
+    if (auto st = stored_param(*k->f, k->p, s, params)) {
+      in_place[s] = st->bytes().data();
+      k->held.push_back(std::move(*st));
+      skip[s] = true;
+    }
+  }
+  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &skip));
   for (std::size_t s = 0; s < bytes.size(); ++s) {
-    if (cached[s]) continue;
+    if (skip[s]) continue;
     auto b = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes[s]));
     k->consts[s] = packs && !keys[s].empty() && !b->empty() ? packs->insert(keys[s], std::move(b)) : std::move(b);
   }
-  for (const auto& c : k->consts) k->const_ptrs.push_back(c->data());
+  for (std::size_t s = 0; s < in_place.size(); ++s) k->const_ptrs.push_back(in_place[s] ? in_place[s] : k->consts[s]->data());
   TERNJIT_TRY(k->jit, jit_link(a.bytes));
   if (k->p.all_lowered) {
     k->entry = reinterpret_cast<EntryFn>(k->jit->lookup(sym_it->second));

@@ -222,6 +222,20 @@ Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const Step
 
 }  // namespace
 
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+                                             const ir::ParamValues& params) {
+  const ConstSlot& c = p.consts.at(slot);
+  if (c.form != ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return std::nullopt;
+  const ir::InstData& def = f.inst(f.value(c.value).inst);
+  if (def.op != Op::Param) return std::nullopt;
+  auto it = params.values.find(std::get<ir::ParamAttrs>(def.attrs).name);
+  const ir::Type& t = f.type_of(c.value);
+  if (it == params.values.end() || it->second.kind() != t.elem || it->second.kind() == ElemKind::T2 ||
+      it->second.shape() != extents_of(t) || !it->second.bytes().owned())
+    return std::nullopt;
+  return it->second;
+}
+
 std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
   const ConstSlot& c = p.consts.at(slot);
   if (c.form == ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return "";

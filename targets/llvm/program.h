@@ -25,12 +25,14 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
+#include "ir/stored_tensor.h"
 #include "targets/common/step_plan.h"
 #include "ternjit/result.h"
 
@@ -171,6 +173,14 @@ std::size_t bytes_of(const ir::Type& t);
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing,
                                                            const std::vector<bool>* skip = nullptr);
+
+/// The stored tensor of const slot `slot` when the kernel can read its bytes where they
+/// are: a Value slot of a parameter bound in `params` with the function's kind and shape,
+/// any kind but t2 (whose stored codes are packed). Copies share the bytes, so a kernel
+/// holding it reads a 656 MB embedding without copying it. Otherwise nullopt (the slot's
+/// bytes come from const_bytes, which also reports a missing or mismatched parameter).
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+                                             const ir::ParamValues& params);
 
 /// What identifies a weight panel slot across the specializations of one Program (the
 /// same parameter in the same layout), or "" for slots that are not shared: values, and
