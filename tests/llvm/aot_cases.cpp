@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   // Kernel ops on their own: the full int8 epilogue, quantize, softmax, reductions, ewise.
   const std::string tir = R"(param @w : t2[77, 19]
 param @ws : f32[19]
+param @p : f16[6, 7]
 func @tmm(%q: i8[5, 77], %xs: f32[5, 1], %b: f32[19], %r: f32[5, 19]) -> f32[5, 19] {
 ^entry:
   %w = param @w : t2[77, 19]
@@ -118,6 +119,19 @@ func @norm(%x: f32[3, 5, 7]) -> (f32[3, 5, 7], f32[3, 1, 7], f32[3, 5]) {
   %m = reduce_max %x {axis = 1, keepdims = true} : f32[3, 1, 7]
   %a = reduce_mean %x {axis = 2, keepdims = false} : f32[3, 5]
   ret %s, %m, %a
+}
+func @dense(%x: f32[3, 7], %h: f16[7, 5], %b: bf16[3, 1]) -> (f16[3, 7], bf16[3, 7], i8[3, 7], f32[7, 3], bf16[3, 4], f32[3, 5], f32[3, 6]) {
+^entry:
+  %c16 = cast %x {to = f16} : f16[3, 7]
+  %cb = cast %x {to = bf16} : bf16[3, 7]
+  %c8 = cast %x {to = i8} : i8[3, 7]
+  %t = transpose %x {perm = [1, 0]} : f32[7, 3]
+  %bb = broadcast %b : bf16[3, 4]
+  %mm = matmul %x, %h : f32[3, 5]
+  %p = param @p : f16[6, 7]
+  %pt = transpose %p {perm = [1, 0]} : f16[7, 6]
+  %head = matmul %x, %pt : f32[3, 6]
+  ret %c16, %cb, %c8, %t, %bb, %mm, %head
 }
 func @ew(%a: f32[4, 9], %b: f32[1, 9], %c: f32[4, 1]) -> f32[4, 9] {
 ^entry:
@@ -183,6 +197,14 @@ func @ew(%a: f32[4, 9], %b: f32[1, 9], %c: f32[4, 1]) -> f32[4, 9] {
   }
   ok = emit_case(dir, "quant", *m, "quant", {rnd(ElemKind::F32, {6, 33}, 11)}, {}, triple, cpu) && ok;
   ok = emit_case(dir, "norm", *m, "norm", {rnd(ElemKind::F32, {3, 5, 7}, 12)}, {}, triple, cpu) && ok;
+  // cast, transpose, broadcast, matmul f32 x f16 and the head form (K = 7 < 8 lanes:
+  // the dot product is the scalar tail alone, so it is bit for bit too).
+  ir::HostTensor xd = rnd(ElemKind::F32, {3, 7}, 31);
+  for (double& v : xd.data) v = static_cast<float>(v * 200.0);  // i8 saturation, f16 rounding
+  ir::ParamValues pd;
+  pd.set("p", rnd(ElemKind::F16, {6, 7}, 32));
+  ok = emit_case(dir, "dense", *m, "dense", {xd, rnd(ElemKind::F16, {7, 5}, 33), rnd(ElemKind::BF16, {3, 1}, 34)}, pd,
+                 triple, cpu) && ok;
   ok = emit_case(dir, "ew", *m, "ew",
                  {rnd(ElemKind::F32, {4, 9}, 13), rnd(ElemKind::F32, {1, 9}, 14), rnd(ElemKind::F32, {4, 1}, 15)}, {},
                  triple, cpu) && ok;
