@@ -137,6 +137,10 @@ class Gen {
   // tmp, par), par the host's ParallelArgs (null: one thread).
   llvm::Function* step_impl(const ProgramStep& s);
 
+  /// When `cond` holds at run time: writes the record {what, values...} (i64) to the
+  /// step's error record and returns 1 from the step (RunError, program.h).
+  void fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Value*>& values);
+
   // The external wrapper tj_op_<n>(void* const* ptrs).
   void step_wrapper(const ProgramStep& s, llvm::Function* impl);
 
@@ -293,6 +297,7 @@ class Gen {
   int group_;      // the int8 weight panels' column group
   int lanes_;      // the packed weight panels' lanes
   int loops_ = 0;  // loops emitted so far (loop() tells outer loops by it)
+  llvm::Value* err_ = nullptr;  // the error record of the step being generated (step_impl)
 };
 
 }  // namespace ternjit::targets::llvmjit

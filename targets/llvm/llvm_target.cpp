@@ -154,8 +154,8 @@ namespace ternjit::targets::llvmjit {
 
 namespace {
 
-using EntryFn = void (*)(void* const*, const void* const*, void*, const ParallelArgs*);
-using StepFn = void (*)(void* const*);
+using EntryFn = int (*)(void* const*, const void* const*, void*, const ParallelArgs*);
+using StepFn = int (*)(void* const*);
 
 
 class LoadedKernel final : public Kernel {
@@ -176,8 +176,14 @@ class LoadedKernel final : public Kernel {
     TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
     const ScratchLease lease(p.scratch_bytes);
     std::uint8_t* scratch = lease.data();
+    auto failed = [&](std::size_t step) {
+      std::int64_t rec[4];
+      std::memcpy(rec, scratch + p.err_offset, sizeof rec);
+      return make_error(ErrorCode::InvalidInput, run_error_message(*f, p.steps[step].inst, rec));
+    };
     if (entry) {
-      entry(buffers, const_ptrs.data(), scratch, &par);
+      const int rc = entry(buffers, const_ptrs.data(), scratch, &par);
+      if (rc != 0) return failed(static_cast<std::size_t>(rc - 1));
       return success();
     }
     auto where = [&](const Loc& l) -> void* {
@@ -201,7 +207,8 @@ class LoadedKernel final : public Kernel {
         for (const Loc& l : s.out) ptrs.push_back(where(l));
         ptrs.push_back(scratch + s.tmp_offset);
         ptrs.push_back(const_cast<ParallelArgs*>(&par));
-        step_fns[k](ptrs.data());
+        ptrs.push_back(scratch + p.err_offset);
+        if (step_fns[k](ptrs.data()) != 0) return failed(k);
         continue;
       }
       // Reference step: the interpreter on this one instruction.
@@ -350,7 +357,10 @@ std::string header_of(const ir::Function& f, const Program& p, const std::string
   for (const ir::Type& t : f.result_types())
     h += " *   buffers[" + std::to_string(slot++) + "] out " + c_type(t.elem) + " " + ir::type_str(t, f.symbols()) + "\n";
   h += " * scratch: at least " + sym + "_SCRATCH_BYTES bytes, 64-byte aligned, private to the call.\n";
+  h += " * Returns 0, or 1 + the index of the step that found a run-time error (a position or\n";
+  h += " * an id out of range): its record, 4 int64 {kind, values...}, is at scratch + " + sym + "_ERROR_OFFSET.\n";
   h += " * Outputs must not overlap inputs. Weights are baked into the object. */\n";
+  h += "#define " + sym + "_ERROR_OFFSET " + std::to_string(p.err_offset) + "\n";
   h += "#define " + sym + "_NUM_BUFFERS " + std::to_string(slot) + "\n";
   h += "#define " + sym + "_NUM_INPUTS " + std::to_string(p.n_in) + "\n";
   std::string sizes;
@@ -359,7 +369,7 @@ std::string header_of(const ir::Function& f, const Program& p, const std::string
   h += "#define " + sym + "_BUFFER_BYTES {" + sizes + "}\n";
   h += "#define " + sym + "_SCRATCH_BYTES " + std::to_string(p.scratch_bytes + 64) + "\n";
   h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
-  h += "void " + sym + "(void* const* buffers, void* scratch);\n";
+  h += "int " + sym + "(void* const* buffers, void* scratch);\n";
   h += "#ifdef __cplusplus\n}\n#endif\n#endif\n";
   return h;
 }

@@ -177,6 +177,8 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
     }
     p.steps.push_back(std::move(s));
   }
+  p.err_offset = top;
+  top = align_up(top + kErrorRecordBytes);
   p.scratch_bytes = top;
   return p;
 }
@@ -221,6 +223,28 @@ Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const Step
 }
 
 }  // namespace
+
+std::string run_error_message(const ir::Function& f, InstId i, const std::int64_t* record) {
+  const ir::InstData& inst = f.inst(i);
+  const std::string op(ir::op_name(inst.op));
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  switch (static_cast<RunError>(record[0])) {
+    case RunError::GatherId:
+      return op + ": id " + s(record[1]) + " at index " + s(record[2]) + " is out of range [0, " +
+             s(f.type_of(inst.operands[0]).shape[0].extent) + ")";
+    case RunError::NegativePos: return op + ": pos " + s(record[1]) + " is negative (pos must be >= 0)";
+    case RunError::CacheRows: {
+      // The rows [pos, pos + M) of operand 1 (kv_write's rows) or 0 (attention's q).
+      const std::int64_t m = f.type_of(inst.operands[inst.operands.size() == 3 ? 1 : 0]).shape[0].extent;
+      const std::int64_t c = f.type_of(inst.operands[inst.operands.size() == 3 ? 0 : 1]).shape[1].extent;
+      const std::int64_t pos = record[1];
+      return op + ": rows [pos, pos + M) = [" + s(pos) + ", " + s(pos + m) + ") do not fit the cache capacity C = " + s(c) +
+             " (pos " + s(pos) + ", M " + s(m) + ")";
+    }
+    case RunError::None: break;
+  }
+  return op + ": run-time error " + s(record[0]);
+}
 
 std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
                                              const ir::ParamValues& params) {

@@ -119,6 +119,19 @@ struct PanelLayout {
   int lanes = 0;
 };
 
+/// What a generated step found wrong at run time (the first i64 of its error record,
+/// followed by up to 3 values): the call stops and returns an InvalidInput error with
+/// the interpreter's message (run_error_message).
+enum class RunError : std::int64_t {
+  None = 0,
+  GatherId = 1,       ///< {id, index}: "gather: id X at index I is out of range [0, V)"
+  NegativePos = 2,    ///< {pos}: "<op>: pos P is negative (pos must be >= 0)"
+  CacheRows = 3,      ///< {pos}: "<op>: rows [pos, pos + M) = [..) do not fit the cache capacity C = .."
+};
+
+/// Bytes of a step's error record (4 x i64).
+inline constexpr std::size_t kErrorRecordBytes = 32;
+
 /// One step of a call.
 struct ProgramStep {
   enum class Kind : std::uint8_t { Lowered, Reference, Copy } kind = Kind::Lowered;
@@ -141,6 +154,7 @@ struct Program {
   std::vector<ConstSlot> consts;
   std::vector<ProgramStep> steps;
   std::size_t scratch_bytes = 0;
+  std::size_t err_offset = 0;  ///< the steps' error record in the scratch (kErrorRecordBytes)
   bool all_lowered = true;  ///< no Reference step: the whole function is one LLVM entry
   int group = 1;            ///< the column group G of every int8 weight panel
   int lanes = 0;            ///< the lanes L of every packed panel (0: none)
@@ -159,6 +173,10 @@ bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const Panel
 
 /// Plans `f` (see the file comment) with weight panels laid out as `layout` says.
 Result<Program> analyze(const ir::Function& f, const PanelLayout& layout);
+
+/// The message of run-time error `record` (RunError and its values) of instruction `i`,
+/// worded as ir/interpret.cpp words it.
+std::string run_error_message(const ir::Function& f, ir::InstId i, const std::int64_t* record);
 
 /// The row-major extents of a static type.
 std::vector<std::int64_t> extents_of(const ir::Type& t);
