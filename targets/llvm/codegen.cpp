@@ -132,7 +132,8 @@ llvm::Function* Gen::step_impl(const ProgramStep& s) {
   auto* ty = llvm::FunctionType::get(i32(), std::vector<llvm::Type*>(n, ptr()), false);
   auto* fn = llvm::Function::Create(ty, llvm::Function::InternalLinkage, s.symbol + ".impl", mod_);
   attrs(fn);
-  for (std::size_t k = 0; k + 2 < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
+  if (inst.op != Op::KvWrite)  // kv_write's cache and result may be one buffer (in place)
+    for (std::size_t k = 0; k + 2 < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
   std::vector<llvm::Value*> in, out;
   for (std::size_t k = 0; k < s.in.size(); ++k) in.push_back(fn->getArg(static_cast<unsigned>(k)));
@@ -188,6 +189,14 @@ void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector
     case Op::Broadcast: return broadcast(inst, in[0], out[0]);
     case Op::Transpose: return transpose(inst, in[0], out[0]);
     case Op::MatMul: return matmul(inst, in, out[0], tmp, s.rhs_transposed, par);
+    case Op::Gather: return gather(inst, in[0], in[1], out[0]);
+    case Op::Slice: return slice(inst, in[0], out[0]);
+    case Op::Concat: return concat(inst, in, out[0]);
+    case Op::LayerNorm: return layernorm(inst, in, out[0]);
+    case Op::Rope: return rope(inst, in[0], in[1], out[0]);
+    case Op::CausalSoftmax: return causal_softmax(inst, in[0], in[1], out[0]);
+    case Op::KvWrite: return kv_write(inst, in, out[0]);
+    case Op::Attention: return attention(inst, in, out[0], tmp);
     default: return eltwise(inst, in, out[0]);
   }
 }

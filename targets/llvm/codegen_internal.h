@@ -281,6 +281,24 @@ class Gen {
   /// ctx = [ptrs..., number of tasks] (i64 slots).
   void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);
 
+  // ---- codegen_decoder.cpp: the decoder ops (ir/interpret_decoder.cpp's arithmetic).
+  /// The i32 scalar `pos` as i64; a negative one stops the call (RunError::NegativePos).
+  llvm::Value* read_pos(const ir::InstData& inst, llvm::Value* pos);
+  /// read_pos, then rows [pos, pos + m) must fit the capacity c (RunError::CacheRows).
+  llvm::Value* check_cache_rows(const ir::InstData& inst, llvm::Value* pos, std::int64_t m, std::int64_t c);
+  /// The interpreter's NaN-propagating running max of f64 values.
+  llvm::Value* nan_max(llvm::Value* mx, llvm::Value* v);
+  void gather(const ir::InstData& inst, llvm::Value* table, llvm::Value* ids, llvm::Value* y);
+  void slice(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  void concat(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  void layernorm(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  void rope(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
+  void causal_softmax(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
+  /// Copies the cache to y unless y is the cache's own buffer, then writes the rows.
+  void kv_write(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// tmp: C + D f64 (the scores of one row and head, then the accumulator).
+  void attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp);
+
   // A constant ParallelArgs {null, null, 1}: run everything on the calling thread.
   llvm::Value* one_thread();
 

@@ -57,6 +57,38 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
     case Op::Broadcast: case Op::Transpose:
       if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
       return success();
+    case Op::Gather:
+      if (kind(inst.operands[0]) == ElemKind::T2 || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("gather of a t2 table or by non-i32 ids");
+      if (std::get<ir::AxisAttrs>(inst.attrs).axis != 0) return unsupported("gather along an axis other than 0");
+      return success();
+    case Op::Slice: case Op::Concat:
+      if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
+      return success();
+    case Op::LayerNorm: case Op::CausalSoftmax:
+      for (ValueId v : inst.operands)
+        if (!is_float(kind(v)) && kind(v) != ElemKind::I32) return unsupported(quote(inst.op) + " of a non-float operand");
+      if (!is_float(rt.elem)) return unsupported(quote(inst.op) + " with a non-float result");
+      if (inst.op == Op::CausalSoftmax && kind(inst.operands[1]) != ElemKind::I32) return unsupported("pos must be i32");
+      return success();
+    case Op::Rope:
+      if (!is_float(kind(inst.operands[0])) || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("rope of a non-float x or a non-i32 pos");
+      if (f.type_of(inst.operands[0]).rank() != 3 || f.type_of(inst.operands[0]).shape[2].extent % 2 != 0)
+        return unsupported("rope needs x [M, H, D] with D even");
+      return success();
+    case Op::KvWrite:
+      if (!is_float(kind(inst.operands[0])) || !is_float(kind(inst.operands[1])) || kind(inst.operands[2]) != ElemKind::I32)
+        return unsupported("kv_write of a non-float cache or rows, or a non-i32 pos");
+      return success();
+    case Op::Attention: {
+      if (kind(inst.operands[0]) != ElemKind::F32 || !is_float(kind(inst.operands[1])) ||
+          !is_float(kind(inst.operands[2])) || kind(inst.operands[3]) != ElemKind::I32 || rt.elem != ElemKind::F32)
+        return unsupported("attention of a non-f32 q, non-float caches or a non-i32 pos");
+      const std::int64_t hq = f.type_of(inst.operands[0]).shape[1].extent, hkv = f.type_of(inst.operands[1]).shape[2].extent;
+      if (hkv == 0 || hq % hkv != 0) return unsupported("attention: HQ is not a multiple of HKV");
+      return success();
+    }
     case Op::MatMul: {
       for (ValueId v : inst.operands)
         if (!is_float(kind(v))) return unsupported("matmul operands must be f32, f16 or bf16");
@@ -162,6 +194,11 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
         s.tmp_offset = top;
         top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
       }
+    }
+    if (lower && inst.op == Op::Attention) {  // the scores of one row (C f64) and the accumulator (D f64)
+      const ir::Type& c = f.type_of(inst.operands[1]);
+      s.tmp_offset = top;
+      top = align_up(top + static_cast<std::size_t>(8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
     }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
