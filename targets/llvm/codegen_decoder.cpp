@@ -235,7 +235,34 @@ void Gen::attention(const ir::InstData& inst, const std::vector<llvm::Value*>& i
       llvm::Value* kvh = b_.CreateSDiv(h, c64(g));
       llvm::Value* qb = b_.CreateMul(b_.CreateAdd(b_.CreateMul(m, c64(HQ)), h), c64(D));
       b_.CreateStore(cd(-std::numeric_limits<double>::infinity()), mx);
-      loop_n(len, [&](llvm::Value* t) {
+      // Scores of kTB rows t at once: kTB independent f64 chains, each over j in order
+      // (the interpreter's sum), so the adds overlap instead of waiting on one chain.
+      constexpr int kTB = 8;
+      llvm::Value* nblk = b_.CreateSDiv(len, c64(kTB));
+      loop_maybe(nblk, [&](llvm::Value* tb) {
+        llvm::Value* t0 = b_.CreateMul(tb, c64(kTB));
+        std::vector<llvm::AllocaInst*> dots;
+        for (int l = 0; l < kTB; ++l) {
+          dots.push_back(local(f64(), "dotl"));
+          b_.CreateStore(cd(0.0), dots.back());
+        }
+        loop(D, [&](llvm::Value* j) {
+          llvm::Value* qv = load_f64(kq, in[0], b_.CreateAdd(qb, j));
+          for (int l = 0; l < kTB; ++l) {
+            llvm::Value* kv = load_f64(kk, in[1], b_.CreateAdd(cache_at(b_.CreateAdd(t0, c64(l)), kvh), j));
+            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]), b_.CreateFMul(qv, kv)),
+                           dots[static_cast<std::size_t>(l)]);
+          }
+        });
+        for (int l = 0; l < kTB; ++l) {
+          llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]));
+          st(s, sc, b_.CreateAdd(t0, c64(l)));
+          b_.CreateStore(nan_max(b_.CreateLoad(f64(), mx), s), mx);
+        }
+      });
+      llvm::Value* tdone = b_.CreateMul(nblk, c64(kTB));
+      loop_maybe(b_.CreateSub(len, tdone), [&](llvm::Value* tt) {
+        llvm::Value* t = b_.CreateAdd(tdone, tt);
         llvm::Value* kb = cache_at(t, kvh);
         b_.CreateStore(cd(0.0), dot);
         loop(D, [&](llvm::Value* j) {
@@ -245,7 +272,7 @@ void Gen::attention(const ir::InstData& inst, const std::vector<llvm::Value*>& i
         llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dot));
         st(s, sc, t);
         b_.CreateStore(nan_max(b_.CreateLoad(f64(), mx), s), mx);
-      }, /*no_unroll=*/true);
+      });
       llvm::Value* mv = b_.CreateLoad(f64(), mx);
       b_.CreateStore(cd(0.0), sum);
       loop_n(len, [&](llvm::Value* t) {

@@ -200,12 +200,13 @@ TEST_CASE("llvm decoder: attention with GQA reads only rows t <= pos + m (the re
   std::uint64_t seed = 140;
   struct A {
     ElemKind kc;
-    std::int64_t M, HQ, HKV, pos;
+    std::int64_t M, HQ, HKV, pos, C = 9;
   };
+  // len = pos + m + 1 rows: below, at and past the 8-row score blocks, with tails.
   for (const A& a : {A{ElemKind::F16, 1, 4, 2, 0}, A{ElemKind::F16, 2, 4, 2, 3}, A{ElemKind::BF16, 3, 6, 3, 5},
                      A{ElemKind::F32, 1, 2, 2, 8}, A{ElemKind::F16, 1, 3, 1, 4}, A{ElemKind::F16, 2, 4, 2, 8},
-                     A{ElemKind::F16, 1, 4, 2, -2}}) {
-    const std::int64_t L = 2, C = 9, D = 6;
+                     A{ElemKind::F16, 1, 4, 2, -2}, A{ElemKind::F16, 4, 4, 2, 20, 40}, A{ElemKind::BF16, 1, 2, 1, 31, 33}}) {
+    const std::int64_t L = 2, C = a.C, D = 6;
     HostTensor kc = rnd(a.kc, {L, C, a.HKV, D}, seed), vc = rnd(a.kc, {L, C, a.HKV, D}, seed + 1);
     // Rows t > pos + M - 1 of every layer hold NaN: reading them would show.
     for (std::int64_t l = 0; l < L; ++l)
