@@ -253,7 +253,7 @@ void BM_Attention(benchmark::State& state) {
   state.counters["interp_us"] = benchmark::Counter(median(ti) * 1e6);
   state.counters["vs_interp"] = median(ti) / median(tl);
 }
-BENCHMARK(BM_Attention)->Args({127, 1})->Args({1023, 1})->UseManualTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Attention)->Args({127, 1})->Args({1023, 1})->Args({1023, 2})->UseManualTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

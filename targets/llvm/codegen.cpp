@@ -196,7 +196,7 @@ void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector
     case Op::Rope: return rope(inst, in[0], in[1], out[0]);
     case Op::CausalSoftmax: return causal_softmax(inst, in[0], in[1], out[0]);
     case Op::KvWrite: return kv_write(inst, in, out[0]);
-    case Op::Attention: return attention(inst, in, out[0], tmp);
+    case Op::Attention: return attention(inst, in, out[0], tmp, par);
     default: return eltwise(inst, in, out[0]);
   }
 }

@@ -211,88 +211,129 @@ void Gen::kv_write(const ir::InstData& inst, const std::vector<llvm::Value*>& in
   });
 }
 
-void Gen::attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp) {
+void Gen::attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
+                    llvm::Value* par) {
   // For each row m and query head h: scores s_t = scale * (q . k_t) (f64, in order) for
-  // t in [0, pos + m], their softmax, and the f64 sum of p_t v_t, rounded once. tmp
-  // holds the scores (C f64) then the accumulator (D f64).
+  // t in [0, pos + m], their softmax, and the f64 sum of p_t v_t, rounded once. The
+  // M x HQ (m, h) pairs are split over up to kAttentionTasks tasks run on `par`; task i
+  // keeps its scores (C f64) then its accumulator (D f64) at tmp + i (C + D) 8.
   const auto& a = std::get<ir::AttentionAttrs>(inst.attrs);
   const auto qs = ext(inst.operands[0]), cs = ext(inst.operands[1]);
   const std::int64_t M = qs[0], HQ = qs[1], D = qs[2], C = cs[1], HKV = cs[2], g = HQ / HKV;
   const ElemKind kq = f_.type_of(inst.operands[0]).elem, kk = f_.type_of(inst.operands[1]).elem;
   const ElemKind kv = f_.type_of(inst.operands[2]).elem;
   llvm::Value* p0 = check_cache_rows(inst, in[3], M, C);
-  llvm::Value* sc = tmp;
-  llvm::Value* acc = gep(i8(), tmp, c64(C * 8));
-  llvm::AllocaInst* dot = local(f64(), "dot");
-  llvm::AllocaInst* mx = local(f64(), "mx");
-  llvm::AllocaInst* sum = local(f64(), "sum");
-  auto cache_at = [&](llvm::Value* t, llvm::Value* head) {  // element (layer, t, head, 0)
-    return b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateAdd(c64(a.layer * C), t), c64(HKV)), head), c64(D));
-  };
-  loop(M, [&](llvm::Value* m) {
-    llvm::Value* len = b_.CreateAdd(b_.CreateAdd(p0, m), c64(1));
-    loop(HQ, [&](llvm::Value* h) {
-      llvm::Value* kvh = b_.CreateSDiv(h, c64(g));
-      llvm::Value* qb = b_.CreateMul(b_.CreateAdd(b_.CreateMul(m, c64(HQ)), h), c64(D));
-      b_.CreateStore(cd(-std::numeric_limits<double>::infinity()), mx);
-      // Scores of kTB rows t at once: kTB independent f64 chains, each over j in order
-      // (the interpreter's sum), so the adds overlap instead of waiting on one chain.
-      constexpr int kTB = 8;
-      llvm::Value* nblk = b_.CreateSDiv(len, c64(kTB));
-      loop_maybe(nblk, [&](llvm::Value* tb) {
-        llvm::Value* t0 = b_.CreateMul(tb, c64(kTB));
-        std::vector<llvm::AllocaInst*> dots;
+  const std::int64_t pairs = M * HQ, per = (C + D) * 8;
+  llvm::BasicBlock* impl_block = b_.GetInsertBlock();
+  auto* chunk_fn = llvm::Function::Create(
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr(), ptr(), ptr(), ptr(), ptr(), i64(), i64(), i64()}, false),
+      llvm::Function::InternalLinkage, "attn_chunk", mod_);
+  attrs(chunk_fn);
+  // q, the caches and y are distinct buffers, the task's tmp region its own: without
+  // noalias LLVM would reload the accumulators around every cache read.
+  for (unsigned k = 0; k < 5; ++k) chunk_fn->addParamAttr(k, llvm::Attribute::NoAlias);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", chunk_fn));
+  {
+    const std::vector<llvm::Value*> cin = {chunk_fn->getArg(0), chunk_fn->getArg(1), chunk_fn->getArg(2)};
+    llvm::Value* cy = chunk_fn->getArg(3);
+    llvm::Value* sc = chunk_fn->getArg(4);
+    llvm::Value* acc = gep(i8(), sc, c64(C * 8));
+    llvm::Value* cp0 = chunk_fn->getArg(5);
+    llvm::Value* lo = chunk_fn->getArg(6);
+    llvm::Value* hi = chunk_fn->getArg(7);
+    llvm::AllocaInst* dot = local(f64(), "dot");
+    llvm::AllocaInst* mx = local(f64(), "mx");
+    llvm::AllocaInst* sum = local(f64(), "sum");
+    auto cache_at = [&](llvm::Value* t, llvm::Value* head) {  // element (layer, t, head, 0)
+      return b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateAdd(c64(a.layer * C), t), c64(HKV)), head), c64(D));
+    };
+    loop_maybe(b_.CreateSub(hi, lo), [&](llvm::Value* k) {
+      llvm::Value* idx = b_.CreateAdd(lo, k);
+      llvm::Value* m = b_.CreateSDiv(idx, c64(HQ));
+      llvm::Value* h = b_.CreateSRem(idx, c64(HQ));
+      llvm::Value* len = b_.CreateAdd(b_.CreateAdd(cp0, m), c64(1));
+    llvm::Value* kvh = b_.CreateSDiv(h, c64(g));
+    llvm::Value* qb = b_.CreateMul(b_.CreateAdd(b_.CreateMul(m, c64(HQ)), h), c64(D));
+    b_.CreateStore(cd(-std::numeric_limits<double>::infinity()), mx);
+    // Scores of kTB rows t at once: kTB independent f64 chains, each over j in order
+    // (the interpreter's sum), so the adds overlap instead of waiting on one chain.
+    constexpr int kTB = 8;
+    llvm::Value* nblk = b_.CreateSDiv(len, c64(kTB));
+    loop_maybe(nblk, [&](llvm::Value* tb) {
+      llvm::Value* t0 = b_.CreateMul(tb, c64(kTB));
+      std::vector<llvm::AllocaInst*> dots;
+      for (int l = 0; l < kTB; ++l) {
+        dots.push_back(local(f64(), "dotl"));
+        b_.CreateStore(cd(0.0), dots.back());
+      }
+      loop(D, [&](llvm::Value* j) {
+        llvm::Value* qv = load_f64(kq, cin[0], b_.CreateAdd(qb, j));
         for (int l = 0; l < kTB; ++l) {
-          dots.push_back(local(f64(), "dotl"));
-          b_.CreateStore(cd(0.0), dots.back());
-        }
-        loop(D, [&](llvm::Value* j) {
-          llvm::Value* qv = load_f64(kq, in[0], b_.CreateAdd(qb, j));
-          for (int l = 0; l < kTB; ++l) {
-            llvm::Value* kv = load_f64(kk, in[1], b_.CreateAdd(cache_at(b_.CreateAdd(t0, c64(l)), kvh), j));
-            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]), b_.CreateFMul(qv, kv)),
-                           dots[static_cast<std::size_t>(l)]);
-          }
-        });
-        for (int l = 0; l < kTB; ++l) {
-          llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]));
-          st(s, sc, b_.CreateAdd(t0, c64(l)));
-          b_.CreateStore(nan_max(b_.CreateLoad(f64(), mx), s), mx);
+          llvm::Value* kv = load_f64(kk, cin[1], b_.CreateAdd(cache_at(b_.CreateAdd(t0, c64(l)), kvh), j));
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]), b_.CreateFMul(qv, kv)),
+                         dots[static_cast<std::size_t>(l)]);
         }
       });
-      llvm::Value* tdone = b_.CreateMul(nblk, c64(kTB));
-      loop_maybe(b_.CreateSub(len, tdone), [&](llvm::Value* tt) {
-        llvm::Value* t = b_.CreateAdd(tdone, tt);
-        llvm::Value* kb = cache_at(t, kvh);
-        b_.CreateStore(cd(0.0), dot);
-        loop(D, [&](llvm::Value* j) {
-          llvm::Value* prod = b_.CreateFMul(load_f64(kq, in[0], b_.CreateAdd(qb, j)), load_f64(kk, in[1], b_.CreateAdd(kb, j)));
-          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), dot), prod), dot);
-        });
-        llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dot));
-        st(s, sc, t);
+      for (int l = 0; l < kTB; ++l) {
+        llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dots[static_cast<std::size_t>(l)]));
+        st(s, sc, b_.CreateAdd(t0, c64(l)));
         b_.CreateStore(nan_max(b_.CreateLoad(f64(), mx), s), mx);
+      }
+    });
+    llvm::Value* tdone = b_.CreateMul(nblk, c64(kTB));
+    loop_maybe(b_.CreateSub(len, tdone), [&](llvm::Value* tt) {
+      llvm::Value* t = b_.CreateAdd(tdone, tt);
+      llvm::Value* kb = cache_at(t, kvh);
+      b_.CreateStore(cd(0.0), dot);
+      loop(D, [&](llvm::Value* j) {
+        llvm::Value* prod = b_.CreateFMul(load_f64(kq, cin[0], b_.CreateAdd(qb, j)), load_f64(kk, cin[1], b_.CreateAdd(kb, j)));
+        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), dot), prod), dot);
       });
-      llvm::Value* mv = b_.CreateLoad(f64(), mx);
-      b_.CreateStore(cd(0.0), sum);
-      loop_n(len, [&](llvm::Value* t) {
-        llvm::Value* e = libm("exp", b_.CreateFSub(ld(f64(), sc, t), mv));
-        st(e, sc, t);
-        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), sum), e), sum);
+      llvm::Value* s = b_.CreateFMul(cd(a.scale), b_.CreateLoad(f64(), dot));
+      st(s, sc, t);
+      b_.CreateStore(nan_max(b_.CreateLoad(f64(), mx), s), mx);
+    });
+    llvm::Value* mv = b_.CreateLoad(f64(), mx);
+    b_.CreateStore(cd(0.0), sum);
+    loop_n(len, [&](llvm::Value* t) {
+      llvm::Value* e = libm("exp", b_.CreateFSub(ld(f64(), sc, t), mv));
+      st(e, sc, t);
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), sum), e), sum);
+    });
+    llvm::Value* sv = b_.CreateLoad(f64(), sum);
+    b_.CreateMemSet(acc, b_.getInt8(0), static_cast<std::uint64_t>(D * 8), llvm::MaybeAlign(8));
+    loop_n(len, [&](llvm::Value* t) {
+      llvm::Value* w = b_.CreateFDiv(ld(f64(), sc, t), sv);
+      llvm::Value* vb = cache_at(t, kvh);
+      loop(D, [&](llvm::Value* j) {
+        llvm::Value* prod = b_.CreateFMul(w, load_f64(kv, cin[2], b_.CreateAdd(vb, j)));
+        st(b_.CreateFAdd(ld(f64(), acc, j), prod), acc, j);
       });
-      llvm::Value* sv = b_.CreateLoad(f64(), sum);
-      b_.CreateMemSet(acc, b_.getInt8(0), static_cast<std::uint64_t>(D * 8), llvm::MaybeAlign(8));
-      loop_n(len, [&](llvm::Value* t) {
-        llvm::Value* w = b_.CreateFDiv(ld(f64(), sc, t), sv);
-        llvm::Value* vb = cache_at(t, kvh);
-        loop(D, [&](llvm::Value* j) {
-          llvm::Value* prod = b_.CreateFMul(w, load_f64(kv, in[2], b_.CreateAdd(vb, j)));
-          st(b_.CreateFAdd(ld(f64(), acc, j), prod), acc, j);
-        });
-      }, /*no_unroll=*/true);
-      loop(D, [&](llvm::Value* j) { st(b_.CreateFPTrunc(ld(f64(), acc, j), f32()), y, b_.CreateAdd(qb, j)); });
     }, /*no_unroll=*/true);
-  }, /*no_unroll=*/true);
+    loop(D, [&](llvm::Value* j) { st(b_.CreateFPTrunc(ld(f64(), acc, j), f32()), cy, b_.CreateAdd(qb, j)); });
+    });
+    b_.CreateRetVoid();
+  }
+  // The task: void task(ptr ctx, i64 i), ctx = [q, kc, vc, y, tmp, pos, tasks].
+  auto* task_fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr(), i64()}, false),
+                                         llvm::Function::InternalLinkage, "attn_task", mod_);
+  attrs(task_fn);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task_fn));
+  {
+    llvm::Value* cx = task_fn->getArg(0);
+    llvm::Value* i = task_fn->getArg(1);
+    llvm::Value* n = ld(i64(), cx, c64(6));
+    std::vector<llvm::Value*> args;
+    for (int k = 0; k < 4; ++k) args.push_back(ld(ptr(), cx, c64(k)));
+    args.push_back(gep(i8(), ld(ptr(), cx, c64(4)), b_.CreateMul(i, c64(per))));
+    args.push_back(ld(i64(), cx, c64(5)));
+    args.push_back(b_.CreateSDiv(b_.CreateMul(c64(pairs), i), n));
+    args.push_back(b_.CreateSDiv(b_.CreateMul(c64(pairs), b_.CreateAdd(i, c64(1))), n));
+    b_.CreateCall(chunk_fn, args);
+    b_.CreateRetVoid();
+  }
+  b_.SetInsertPoint(impl_block);
+  dispatch(task_fn, {in[0], in[1], in[2], y, tmp, b_.CreateIntToPtr(p0, ptr())}, std::min(kAttentionTasks, pairs), par);
 }
 
 }  // namespace ternjit::targets::llvmjit

@@ -296,8 +296,10 @@ class Gen {
   void causal_softmax(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
   /// Copies the cache to y unless y is the cache's own buffer, then writes the rows.
   void kv_write(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
-  /// tmp: C + D f64 (the scores of one row and head, then the accumulator).
-  void attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp);
+  /// tmp: kAttentionTasks x (C + D) f64 (per task: the scores of one row and head, then
+  /// the accumulator); the (row, head) pairs split over `par`'s threads.
+  void attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
+                 llvm::Value* par);
 
   // A constant ParallelArgs {null, null, 1}: run everything on the calling thread.
   llvm::Value* one_thread();

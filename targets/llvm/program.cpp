@@ -195,10 +195,10 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
         top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
       }
     }
-    if (lower && inst.op == Op::Attention) {  // the scores of one row (C f64) and the accumulator (D f64)
+    if (lower && inst.op == Op::Attention) {  // per task: the scores of one row (C f64) and the accumulator (D f64)
       const ir::Type& c = f.type_of(inst.operands[1]);
       s.tmp_offset = top;
-      top = align_up(top + static_cast<std::size_t>(8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
+      top = align_up(top + static_cast<std::size_t>(kAttentionTasks * 8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
     }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;

@@ -129,6 +129,10 @@ enum class RunError : std::int64_t {
   CacheRows = 3,      ///< {pos}: "<op>: rows [pos, pos + M) = [..) do not fit the cache capacity C = .."
 };
 
+/// At most this many tasks share an attention step's (row, head) pairs (each has its own
+/// scores and accumulator in the step's temporary).
+inline constexpr std::int64_t kAttentionTasks = 8;
+
 /// Bytes of a step's error record (4 x i64).
 inline constexpr std::size_t kErrorRecordBytes = 32;
 

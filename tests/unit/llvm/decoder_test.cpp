@@ -11,6 +11,7 @@
 // as an error with the interpreter's message.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,7 +28,10 @@ namespace {
 
 using ir::HostTensor;
 
+std::atomic<int> g_pooled{0};
+
 void two_threads(void*, targets::Parallel::TaskFn task, void* context, std::int64_t n) {
+  g_pooled.fetch_add(1);
   std::thread t([&] {
     for (std::int64_t i = 1; i < n; i += 2) task(context, i);
   });
@@ -216,9 +220,12 @@ TEST_CASE("llvm decoder: attention with GQA reads only rows t <= pos + m (the re
           vc.data[static_cast<std::size_t>((l * C + t) * a.HKV * D + j)] = std::nan("");
         }
     const std::string q = "f32" + sh({a.M, a.HQ, D}), c = std::string(elem_name(a.kc)) + sh({L, C, a.HKV, D});
+    const int before = g_pooled.load();
     run("func @f(%q: " + q + ", %k: " + c + ", %v: " + c + ", %pos: i32[]) -> " + q +
             " {\n^entry:\n  %y = attention %q, %k, %v, %pos {layer = 1, scale = 0.4} : " + q + "\n  ret %y\n}\n",
         {rnd(ElemKind::F32, {a.M, a.HQ, D}, seed + 2), kc, vc, scalar_i32(a.pos)});
+    // With 2 threads the (row, head) pairs are split: the pool ran once (not on errors).
+    CHECK(g_pooled.load() - before == (a.pos >= 0 && a.pos + a.M <= a.C ? 1 : 0));
     seed += 3;
   }
 }
