@@ -263,11 +263,13 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
     llvm::Value* j_hi = chunk_fn->getArg(4);
     llvm::AllocaInst* acc = local(vd, "vacc");
     llvm::AllocaInst* sum = local(f64(), "sum");
-    loop(rows, [&](llvm::Value* r) {
-      llvm::Value* xrow = b_.CreateMul(r, c64(K));
-      loop_maybe(b_.CreateSub(j_hi, j_lo), [&](llvm::Value* jj) {
-        llvm::Value* j = b_.CreateAdd(j_lo, jj);
-        llvm::Value* wrow = b_.CreateMul(j, c64(K));
+    // Columns outer, rows inner: each row of w (K elements) is read from memory once and
+    // reused from cache by every row of x (prefill reads the table once, not M times).
+    loop_maybe(b_.CreateSub(j_hi, j_lo), [&](llvm::Value* jj) {
+      llvm::Value* j = b_.CreateAdd(j_lo, jj);
+      llvm::Value* wrow = b_.CreateMul(j, c64(K));
+      loop(rows, [&](llvm::Value* r) {
+        llvm::Value* xrow = b_.CreateMul(r, c64(K));
         b_.CreateStore(llvm::Constant::getNullValue(vd), acc);
         if (KV > 0) loop(KV / kVL, [&](llvm::Value* q) {
           llvm::Value* p = b_.CreateMul(q, c64(kVL));
@@ -284,8 +286,8 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), sum), prod), sum);
         });
         st(b_.CreateFPTrunc(b_.CreateLoad(f64(), sum), f32()), cy, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
-      });
-    }, /*no_unroll=*/true);
+      }, /*no_unroll=*/true);
+    });
     b_.CreateRetVoid();
   }
   // The task: void task(ptr ctx, i64 i), ctx = [x, w, y, chunks].
