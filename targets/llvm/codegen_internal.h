@@ -267,8 +267,11 @@ class Gen {
   /// y (contiguous, shape `out`) [idx] = x[x_offset + sum idx[d] * in_strides[d]] for elements of kind `k`.
   void strided_copy(ElemKind k, const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& in_strides,
                     llvm::Value* x, std::int64_t x_offset, llvm::Value* y);
+  /// `cast`: every element read exactly and stored with round_to_kind.
   void cast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `broadcast` (NumPy rule) as a strided copy.
   void broadcast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `transpose` (any rank) as a strided copy.
   void transpose(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
   /// numpy matmul, f32 result: bit for bit with the interpreter (f64 sums in index
   /// order, N f64 accumulators in tmp); `rhs_transposed`: in[1] is the stored [N, K]
@@ -288,11 +291,17 @@ class Gen {
   llvm::Value* check_cache_rows(const ir::InstData& inst, llvm::Value* pos, std::int64_t m, std::int64_t c);
   /// The interpreter's NaN-propagating running max of f64 values.
   llvm::Value* nan_max(llvm::Value* mx, llvm::Value* v);
+  /// `gather`: rows of the table by i32 ids; an id outside [0, V) stops the call.
   void gather(const ir::InstData& inst, llvm::Value* table, llvm::Value* ids, llvm::Value* y);
+  /// `slice` as a strided copy.
   void slice(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `concat`: the operands' rows one after another, row by row.
   void concat(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// `layernorm` over the last axis (f64, the interpreter's order, one rounding).
   void layernorm(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// `rope` (norm or neox pairs) at positions pos + m read at run time.
   void rope(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
+  /// `causal_softmax`: entries t <= pos + m of each row; the others exactly 0, never read.
   void causal_softmax(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
   /// Copies the cache to y unless y is the cache's own buffer, then writes the rows.
   void kv_write(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
