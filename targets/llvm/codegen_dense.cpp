@@ -177,7 +177,7 @@ void Gen::matmul(const ir::InstData& inst, const std::vector<llvm::Value*>& in, 
                  bool rhs_transposed, llvm::Value* par) {
   const ElemKind ka = f_.type_of(inst.operands[0]).elem, kb = f_.type_of(inst.operands[1]).elem;
   const ElemKind kr = f_.type_of(inst.results[0]).elem;
-  if (rhs_transposed) return matmul_nt(inst, in[0], in[1], y, par);
+  if (rhs_transposed) return matmul_nt(inst, in[0], in[1], y, tmp, par);
   // numpy.matmul as ir/interpret_ops.cpp matmul(): [batch.., M, K] @ [batch.., K, N]
   // (a 1-D lhs as [1, K], a 1-D rhs as [K, 1]), batch dims broadcast.
   std::vector<std::int64_t> as = ext(inst.operands[0]), bs = ext(inst.operands[1]);
@@ -222,7 +222,8 @@ void Gen::matmul(const ir::InstData& inst, const std::vector<llvm::Value*>& in, 
   });
 }
 
-void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* par) {
+void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* tmp,
+                    llvm::Value* par) {
   // x [rows, K] (any leading dims) times w^T, w [N, K] read as stored (the head form
   // `matmul(x, transpose(P))`, P a load-time [N, K]): every output is a dot product of
   // two contiguous rows. It runs in f64 over 4 x kVL lanes (each product exact: f32 x f32/
@@ -276,7 +277,8 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
         llvm::Value* xrow = b_.CreateMul(r, c64(K));
         for (llvm::AllocaInst* a : acc) b_.CreateStore(llvm::Constant::getNullValue(vd), a);
         auto step = [&](llvm::AllocaInst* a, llvm::Value* p) {
-          llvm::Value* prod = b_.CreateFMul(vec_f64(kx, cx, b_.CreateAdd(xrow, p)), vec_f64(kw, cw, b_.CreateAdd(wrow, p)));
+          llvm::Value* xv = b_.CreateAlignedLoad(vd, gep(f64(), cx, b_.CreateAdd(xrow, p)), llvm::Align(8));
+          llvm::Value* prod = b_.CreateFMul(xv, vec_f64(kw, cw, b_.CreateAdd(wrow, p)));
           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vd, a), prod), a);
         };
         if (K4 > 0) loop(K4 / (4 * kVL), [&](llvm::Value* q) {
@@ -290,7 +292,7 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
         b_.CreateStore(s, sum);
         if (K > KV) loop(K - KV, [&](llvm::Value* t) {
           llvm::Value* p = b_.CreateAdd(c64(KV), t);
-          llvm::Value* prod = b_.CreateFMul(load_f64(kx, cx, b_.CreateAdd(xrow, p)), load_f64(kw, cw, b_.CreateAdd(wrow, p)));
+          llvm::Value* prod = b_.CreateFMul(ld(f64(), cx, b_.CreateAdd(xrow, p)), load_f64(kw, cw, b_.CreateAdd(wrow, p)));
           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), sum), prod), sum);
         });
         st(b_.CreateFPTrunc(b_.CreateLoad(f64(), sum), f32()), cy, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
@@ -313,7 +315,9 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
     b_.CreateRetVoid();
   }
   b_.SetInsertPoint(impl_block);
-  dispatch(task_fn, {x, w, y}, N, par);
+  // x widened to f64 once (tmp [rows, K]), not once per column.
+  loop(rows * K, [&](llvm::Value* i) { st(load_f64(kx, x, i), tmp, i); });
+  dispatch(task_fn, {tmp, w, y}, N, par);
 }
 
 void Gen::dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par) {

@@ -278,8 +278,10 @@ class Gen {
   /// operand of a transpose (matmul_nt).
   void matmul(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
               bool rhs_transposed, llvm::Value* par);
-  /// x @ w^T with w [N, K] as stored: f64 dot products over 8 lanes, columns split over threads.
-  void matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* par);
+  /// x @ w^T with w [N, K] as stored: f64 dot products over 4 x 8 lanes, columns split
+  /// over threads; tmp holds x widened to f64 ([rows, K]).
+  void matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* tmp,
+                 llvm::Value* par);
   /// Runs task_fn(ctx, i) for i < min(par threads, max_tasks) (inline for one task),
   /// ctx = [ptrs..., number of tasks] (i64 slots).
   void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);

@@ -190,6 +190,8 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
           plan.is_load_time(tr->operands[0])) {
         s.in[1] = plan.slot(tr->operands[0]);
         s.rhs_transposed = true;
+        s.tmp_offset = top;  // x widened to f64
+        top = align_up(top + static_cast<std::size_t>(8 * f.type_of(inst.operands[0]).static_numel().value_or(0)) + kAlign);
       } else {  // N f64 accumulators of one output row
         s.tmp_offset = top;
         top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
