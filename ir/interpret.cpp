@@ -464,7 +464,8 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       break;
     }
     case Op::KvWrite: {
-      TERNJIT_TRY(auto r, kv_write(inst, std::get<LayerAttrs>(inst.attrs).layer, *ops[0], *ops[1], *ops[2]));
+      TERNJIT_TRY(auto r, kv_write(inst, std::get<LayerAttrs>(inst.attrs).layer, *ops[0], *ops[1], *ops[2],
+                                   options_.f32_as_f64));
       out.push_back(std::move(r));
       break;
     }

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "ir/builder.h"
 #include "ir/interpret_internal.h"
 
 namespace ternjit::ir::interp {
@@ -193,7 +192,7 @@ Result<HostTensor> causal_softmax(const InstData& inst, const HostTensor& x, con
 }
 
 Result<HostTensor> kv_write(const InstData& inst, std::int64_t layer, const HostTensor& cache, const HostTensor& rows,
-                            const HostTensor& pos) {
+                            const HostTensor& pos, bool f64) {
   TERNJIT_TRY(const std::int64_t p0, checked_pos(inst, pos));
   const std::int64_t m_rows = rows.shape[0];
   TERNJIT_TRY_VOID(check_cache(inst, p0, m_rows, layer, cache.shape));
@@ -204,7 +203,7 @@ Result<HostTensor> kv_write(const InstData& inst, std::int64_t layer, const Host
     const auto dst = static_cast<std::size_t>(((layer * c) + p0 + m) * row_len);
     const auto src = static_cast<std::size_t>(m * row_len);
     for (std::int64_t j = 0; j < row_len; ++j)
-      r.data[dst + static_cast<std::size_t>(j)] = round_to_kind(rows.data[src + static_cast<std::size_t>(j)], cache.kind);
+      r.data[dst + static_cast<std::size_t>(j)] = round_result(rows.data[src + static_cast<std::size_t>(j)], cache.kind, f64);
   }
   return r;
 }

@@ -90,7 +90,7 @@ Result<HostTensor> causal_softmax(const InstData& inst, const HostTensor& x, con
                                   bool f64);
 /// `kv_write` of rows [M, H, D] into layer `layer` of cache [L, C, H, D] at rows pos + m.
 Result<HostTensor> kv_write(const InstData& inst, std::int64_t layer, const HostTensor& cache, const HostTensor& rows,
-                            const HostTensor& pos);
+                            const HostTensor& pos, bool f64);
 /// `attention` of q [M, HQ, D] over the cache rows [0, pos + m] of layer a.layer.
 Result<HostTensor> attention(const InstData& inst, const AttentionAttrs& a, const HostTensor& q, const HostTensor& kc,
                              const HostTensor& vc, const HostTensor& pos, bool f64);
