@@ -51,6 +51,51 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
         return unsupported("tmatmul weight must be a non-empty matrix");
       return tmatmul_operands_supported(f, inst);  // the epilogue rule spirv shares (step_plan.h)
     }
+    case Op::Cast:
+      if (kind(inst.operands[0]) == ElemKind::T2 || rt.elem == ElemKind::T2) return unsupported("cast of packed t2");
+      return success();
+    case Op::Broadcast: case Op::Transpose:
+      if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
+      return success();
+    case Op::Gather:
+      if (kind(inst.operands[0]) == ElemKind::T2 || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("gather of a t2 table or by non-i32 ids");
+      if (std::get<ir::AxisAttrs>(inst.attrs).axis != 0) return unsupported("gather along an axis other than 0");
+      return success();
+    case Op::Slice: case Op::Concat:
+      if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
+      return success();
+    case Op::LayerNorm: case Op::CausalSoftmax:
+      for (ValueId v : inst.operands)
+        if (!is_float(kind(v)) && kind(v) != ElemKind::I32) return unsupported(quote(inst.op) + " of a non-float operand");
+      if (!is_float(rt.elem)) return unsupported(quote(inst.op) + " with a non-float result");
+      if (inst.op == Op::CausalSoftmax && kind(inst.operands[1]) != ElemKind::I32) return unsupported("pos must be i32");
+      return success();
+    case Op::Rope:
+      if (!is_float(kind(inst.operands[0])) || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("rope of a non-float x or a non-i32 pos");
+      if (f.type_of(inst.operands[0]).rank() != 3 || f.type_of(inst.operands[0]).shape[2].extent % 2 != 0)
+        return unsupported("rope needs x [M, H, D] with D even");
+      return success();
+    case Op::KvWrite:
+      if (!is_float(kind(inst.operands[0])) || !is_float(kind(inst.operands[1])) || kind(inst.operands[2]) != ElemKind::I32)
+        return unsupported("kv_write of a non-float cache or rows, or a non-i32 pos");
+      return success();
+    case Op::Attention: {
+      if (kind(inst.operands[0]) != ElemKind::F32 || !is_float(kind(inst.operands[1])) ||
+          !is_float(kind(inst.operands[2])) || kind(inst.operands[3]) != ElemKind::I32 || rt.elem != ElemKind::F32)
+        return unsupported("attention of a non-f32 q, non-float caches or a non-i32 pos");
+      const std::int64_t hq = f.type_of(inst.operands[0]).shape[1].extent, hkv = f.type_of(inst.operands[1]).shape[2].extent;
+      if (hkv == 0 || hq % hkv != 0) return unsupported("attention: HQ is not a multiple of HKV");
+      return success();
+    }
+    case Op::MatMul: {
+      for (ValueId v : inst.operands)
+        if (!is_float(kind(v))) return unsupported("matmul operands must be f32, f16 or bf16");
+      if (rt.elem != ElemKind::F32) return unsupported("matmul result must be f32");
+      if (f.type_of(inst.operands[0]).shape.back().extent == 0) return unsupported("matmul with K = 0");
+      return success();
+    }
     default: break;
   }
   if (auto rule = row_op_supported(f, inst)) return *rule;  // the rule spirv shares (step_plan.h)
@@ -136,6 +181,27 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
       s.in[1] = Loc{LocKind::Const, it->second};
       s.in.push_back(Loc{LocKind::Const, it->second + 1});
     }
+    if (lower && inst.op == Op::MatMul) {
+      // The head form matmul(x, transpose(P)), P a load-time [N, K]: read P as stored.
+      const ValueId t = inst.operands[1];
+      const ir::ValueData& td = f.value(t);
+      const ir::InstData* tr = td.def == ir::ValueDef::InstResult ? &f.inst(td.inst) : nullptr;
+      if (tr && tr->op == Op::Transpose && std::get<ir::PermAttrs>(tr->attrs).perm == std::vector<std::int64_t>{1, 0} &&
+          plan.is_load_time(tr->operands[0])) {
+        s.in[1] = plan.slot(tr->operands[0]);
+        s.rhs_transposed = true;
+        s.tmp_offset = top;  // x widened to f64
+        top = align_up(top + static_cast<std::size_t>(8 * f.type_of(inst.operands[0]).static_numel().value_or(0)) + kAlign);
+      } else {  // N f64 accumulators of one output row
+        s.tmp_offset = top;
+        top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
+      }
+    }
+    if (lower && inst.op == Op::Attention) {  // per task: the scores of one row (C f64) and the accumulator (D f64)
+      const ir::Type& c = f.type_of(inst.operands[1]);
+      s.tmp_offset = top;
+      top = align_up(top + static_cast<std::size_t>(kAttentionTasks * 8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
+    }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
@@ -150,8 +216,87 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
     }
     p.steps.push_back(std::move(s));
   }
+  p.err_offset = top;
+  top = align_up(top + kErrorRecordBytes);
   p.scratch_bytes = top;
   return p;
+}
+
+namespace {
+
+// evaluate_load_time (step_plan.h) restricted to the load-time values the program
+// needs: those of the const slots it reads (and does not take from a pack cache), and
+// the operands they are computed from. A value no step reads (the transpose of a head
+// matrix read as stored, the f32 form of a weight read as panels) is never evaluated,
+// so loading a model does not build a transposed copy of its embedding.
+Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const StepPlan& plan, const Program& p,
+                                               const std::vector<bool>& used, const std::vector<bool>* skip,
+                                               const ir::ParamValues& params, bool zeros_for_missing) {
+  std::vector<bool> need(plan.load_time.size(), false);
+  for (std::size_t slot = 0; slot < p.consts.size(); ++slot)
+    if (used[slot] && !(skip && (*skip)[slot])) need[plan.slot(p.consts[slot].value).index] = true;
+  for (std::size_t k = plan.load_time.size(); k-- > 0;) {
+    if (!need[k]) continue;
+    const ir::InstData& inst = f.inst(plan.load_time[k].inst);
+    need[k - plan.load_time[k].result] = true;  // evaluated with result 0 of its instruction
+    for (ValueId a : inst.operands) need[plan.slot(a).index] = true;
+  }
+  std::vector<LoadValue> values(plan.load_time.size());
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) {
+    const LoadTimeValue& v = plan.load_time[k];
+    if (v.result != 0 || !need[k]) continue;
+    const ir::InstData& inst = f.inst(v.inst);
+    if (inst.op == Op::Param) {
+      TERNJIT_TRY(values[k], LoadValue::param(params, std::get<ir::ParamAttrs>(inst.attrs).name, f,
+                                              f.type_of(inst.results[0]), zeros_for_missing));
+      continue;
+    }
+    const ir::Module sm = ir::single_inst_module(f, inst);
+    std::vector<ir::HostTensor> args;
+    for (ValueId a : inst.operands) args.push_back(values[plan.slot(a).index].tensor());
+    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) values[k + j].computed = std::move(outs[j]);
+  }
+  return values;
+}
+
+}  // namespace
+
+std::string run_error_message(const ir::Function& f, InstId i, const std::int64_t* record) {
+  const ir::InstData& inst = f.inst(i);
+  const std::string op(ir::op_name(inst.op));
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  switch (static_cast<RunError>(record[0])) {
+    case RunError::GatherId:
+      return op + ": id " + s(record[1]) + " at index " + s(record[2]) + " is out of range [0, " +
+             s(f.type_of(inst.operands[0]).shape[0].extent) + ")";
+    case RunError::NegativePos: return op + ": pos " + s(record[1]) + " is negative (pos must be >= 0)";
+    case RunError::CacheRows: {
+      // The rows [pos, pos + M) of operand 1 (kv_write's rows) or 0 (attention's q).
+      const std::int64_t m = f.type_of(inst.operands[inst.operands.size() == 3 ? 1 : 0]).shape[0].extent;
+      const std::int64_t c = f.type_of(inst.operands[inst.operands.size() == 3 ? 0 : 1]).shape[1].extent;
+      const std::int64_t pos = record[1];
+      return op + ": rows [pos, pos + M) = [" + s(pos) + ", " + s(pos + m) + ") do not fit the cache capacity C = " + s(c) +
+             " (pos " + s(pos) + ", M " + s(m) + ")";
+    }
+    case RunError::None: break;
+  }
+  return op + ": run-time error " + s(record[0]);
+}
+
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+                                             const ir::ParamValues& params) {
+  const ConstSlot& c = p.consts.at(slot);
+  if (c.form != ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return std::nullopt;
+  const ir::InstData& def = f.inst(f.value(c.value).inst);
+  if (def.op != Op::Param) return std::nullopt;
+  auto it = params.values.find(std::get<ir::ParamAttrs>(def.attrs).name);
+  const ir::Type& t = f.type_of(c.value);
+  if (it == params.values.end() || it->second.kind() != t.elem || it->second.kind() == ElemKind::T2 ||
+      it->second.shape() != extents_of(t) || !it->second.bytes().owned())
+    return std::nullopt;
+  return it->second;
 }
 
 std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
@@ -176,15 +321,15 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   // Parameters stay in their stored form (sharing the bound bytes); computed values are
   // owned. The same shared walk as analyze(), so the load-time values are the same.
   const StepPlan plan = plan_steps(f);
-  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing));
-  std::map<std::uint32_t, const LoadValue*> by_value;
-  for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   // A slot no step reads (a weight whose tmatmuls read its panel) stays empty: the
   // kernel would otherwise hold an int8 copy of every ternary weight (4x its packed bytes).
   std::vector<bool> used(p.consts.size(), false);
   for (const ProgramStep& s : p.steps)
     for (const Loc& l : s.in)
       if (l.kind == LocKind::Const) used[l.index] = true;
+  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_needed(f, plan, p, used, skip, params, zeros_for_missing));
+  std::map<std::uint32_t, const LoadValue*> by_value;
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   std::vector<std::vector<std::uint8_t>> out;
   for (std::size_t slot = 0; slot < p.consts.size(); ++slot) {
     const ConstSlot& c = p.consts[slot];
