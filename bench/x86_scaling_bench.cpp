@@ -226,18 +226,20 @@ void BM_Scaling(benchmark::State& state, Case c) {
     us[row].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   };
   for (auto _ : state) {
-    timed(kProbe1, [&] { sink += probe_once(d, it, Parallel{}); });
-    timed(kProbe2, [&] { sink += probe_once(d, it, tbb2); });
+    // Rows sharing a buffer read different copies (2 it, 2 it + 1): a cold row never
+    // reads the copy another row just pulled into the cache.
+    timed(kProbe1, [&] { sink += probe_once(d, 2 * it, Parallel{}); });
+    timed(kProbe2, [&] { sink += probe_once(d, 2 * it + 1, tbb2); });
     timed(kT1, [&] {
       args.w = &d.t1.weights[it % d.t1.weights.size()];
       d.t1.kernel->run(args, Parallel{});
     });
     timed(kT2Tbb, [&] {
-      args.w = &d.t2.weights[it % d.t2.weights.size()];
+      args.w = &d.t2.weights[(2 * it) % d.t2.weights.size()];
       d.t2.kernel->run(args, tbb2);
     });
     timed(kT2Host, [&] {
-      args.w = &d.t2.weights[(it + 1) % d.t2.weights.size()];
+      args.w = &d.t2.weights[(2 * it + 1) % d.t2.weights.size()];
       d.t2.kernel->run(args, host2);
     });
     benchmark::ClobberMemory();
