@@ -9,7 +9,10 @@
 //     const slots, evaluated once when a kernel is loaded (or baked into an AOT object);
 //   - reshape of a computed value aliases its operand (row-major data is unchanged);
 //     tpack always does (the identity on values: a target packs weights itself);
-//   - every other result gets a 64-byte aligned region of the per-call scratch;
+//   - every other result gets a 64-byte aligned region of the per-call scratch, reused by
+//     liveness: a region is free again after the last step that reads its value (through
+//     any alias), and a step's results never overlap its operands or each other, so a
+//     chain of N ops needs a few of its largest values, not their sum;
 //   - a returned value not computed in place is copied to its output.
 // What a target does with each computed instruction (generate a kernel, or run the
 // reference implementation of that one op) is the target's choice: the plan lists the
@@ -20,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -112,7 +116,17 @@ std::optional<std::size_t> tmatmul_group_scale(const ir::InstData& inst);
 /// Unsupported with the reason. Precondition: `inst` is a tmatmul of a static function.
 Result<void> tmatmul_operands_supported(const ir::Function& f, const ir::InstData& inst);
 
-/// Plans `f` (see the file comment). Precondition: plannable(f).
-StepPlan plan_steps(const ir::Function& f);
+/// A read the IR does not show: the step of instruction `at` reads `value` although `at`
+/// does not name it. A target that fuses instructions passes these so the value's region
+/// stays live until the fused step runs (x86: a transpose read through its source by a
+/// matmul, the int8 weight-gradient chain computed at its last instruction).
+struct ExtraRead {
+  ir::ValueId value;
+  ir::InstId at;
+};
+
+/// Plans `f` (see the file comment). Precondition: plannable(f); every ExtraRead names a
+/// value of `f` and an instruction of its block.
+StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_reads = {});
 
 }  // namespace ternjit::targets

@@ -390,6 +390,25 @@ class Builder {
     for (ir::InstId i : f_.insts(f_.entry()))
       for (ValueId v : f_.inst(i).operands) ++uses_[v.index];
     find_int8_matmuls();
+    // Scratch regions are reused by liveness (step_plan.h), so the reads that fusion moves
+    // later than the IR shows are declared and the plan made again: a fused transpose's
+    // source is read by its matmuls, an int8 chain's a, b, u, t by its last instruction.
+    // (Which values are load-time does not depend on them, so is_const() above stays true.)
+    std::vector<ExtraRead> extra;
+    for (ir::InstId i : f_.insts(f_.entry())) {
+      const ir::InstData& inst = f_.inst(i);
+      if (inst.op != Op::Transpose || !transpose_fused(inst)) continue;
+      const ValueId src = *transposed_source(inst.results[0]);
+      for (ir::InstId j : f_.insts(f_.entry()))
+        for (ValueId v : f_.inst(j).operands)
+          if (v == inst.results[0]) extra.push_back({src, j});
+    }
+    for (const auto& [last, c] : int8_chains_) {
+      const ir::InstId at{last};
+      for (ValueId v : {c.a, c.b, c.t}) extra.push_back({v, at});
+      if (c.u) extra.push_back({*c.u, at});
+    }
+    if (!extra.empty()) plan_ = plan_steps(f_, extra);
   }
 
   Result<std::unique_ptr<Plan::Impl>> build() {
