@@ -7,12 +7,15 @@
 #include <optional>
 #include <set>
 
+#include "ir/numeric.h"
 #include "ir/print.h"
 #include "targets/common/step_plan.h"
 #include "targets/cpu_buffers.h"
 #include "targets/load_value.h"
 #include "targets/x86/eltwise.h"
 #include "targets/x86/matmul.h"
+#include "targets/x86/plan_internal.h"
+#include "targets/x86/plan_steps.h"
 #include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::targets::x86 {
@@ -56,275 +59,6 @@ using ir::Op;
 using ir::ValueId;
 
 
-std::vector<std::int64_t> extents(const ir::Type& t) {
-  std::vector<std::int64_t> s;
-  for (const ir::Dim& d : t.shape) s.push_back(d.extent);
-  return s;
-}
-
-// Where a value's bytes are during a call: the shared plan's slots (Const: the const table).
-using LocKind = SlotKind;
-using Loc = Slot;
-
-// A load-time value (a parameter in its stored form, or computed at build time) and
-// its bytes when a kernel reads it.
-struct ConstValue {
-  LoadValue value;
-  std::string expr;  // "param @L.w", "tquantize.0(param @L.w)": identifies it for packing
-  std::vector<std::uint8_t> bytes;
-  bool has_bytes = false;
-  [[nodiscard]] ir::HostTensor tensor() const { return value.tensor(); }
-};
-
-// What a running step can see.
-struct Frame {
-  void* const* buffers;
-  std::size_t n_in;
-  std::uint8_t* scratch;
-  const std::vector<ConstValue>* consts;
-  const Parallel* parallel;
-  std::int64_t rows = 0;      // > 0: this call's rows of axis 0 (fewer than rows_max)
-  std::int64_t rows_max = 0;
-
-  [[nodiscard]] void* ptr(const Loc& l) const {
-    switch (l.kind) {
-      case LocKind::Arg: return buffers[l.index];
-      case LocKind::Out: return buffers[n_in + l.index];
-      case LocKind::Scratch: return scratch + l.index;
-      case LocKind::Const: return const_cast<std::uint8_t*>((*consts)[l.index].bytes.data());
-    }
-    return nullptr;
-  }
-};
-
-class Step {
- public:
-  virtual ~Step() = default;
-  virtual Result<void> run(const Frame& fr) const = 0;
-  [[nodiscard]] virtual StepCode describe() const = 0;
-};
-
-// ------------------------------------------------------------ tmatmul steps
-
-class TMatMulStep final : public Step {
- public:
-  TMatMulStep(std::unique_ptr<TMatMulKernel> k, std::shared_ptr<const PackedWeights> w, std::vector<Loc> locs,
-              std::string summary)
-      : kernel_(std::move(k)), w_(std::move(w)), locs_(std::move(locs)), summary_(std::move(summary)) {}
-  // locs_: x, x_scale?, w_scale?, bias?, residual? (only those present, in order), then y.
-  Result<void> run(const Frame& fr) const override {
-    const TMatMulProblem& p = kernel_->problem();
-    TMatMulArgs a;
-    std::size_t i = 0;
-    a.x = fr.ptr(locs_[i++]);
-    a.w = w_.get();
-    if (p.x_scale) a.x_scale = static_cast<const float*>(fr.ptr(locs_[i++]));
-    if (p.w_scale) a.w_scale = static_cast<const float*>(fr.ptr(locs_[i++]));
-    if (p.bias) a.bias = fr.ptr(locs_[i++]);
-    if (p.residual) a.residual = fr.ptr(locs_[i++]);
-    a.y = fr.ptr(locs_[i]);
-    // x's leading dims are flattened into the kernel's M: rows_max of them at most.
-    a.rows = fr.rows > 0 ? fr.rows * (p.M / fr.rows_max) : 0;
-    kernel_->run(a, *fr.parallel);
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override {
-    StepCode c{"tmatmul", summary_, kernel_->config().str(), {}};
-    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
-    return c;
-  }
-
- private:
-  std::unique_ptr<TMatMulKernel> kernel_;
-  std::shared_ptr<const PackedWeights> w_;
-  std::vector<Loc> locs_;
-  std::string summary_;
-};
-
-// A dense f32 matmul: a (or its transpose's source), b (as given, or packed at load
-// time when it is a load-time value), c.
-class MatMulStep final : public Step {
- public:
-  MatMulStep(std::unique_ptr<MatMulKernel> k, std::shared_ptr<const MatMulPackedB> packed, Loc a, Loc b, Loc c,
-             std::string summary)
-      : kernel_(std::move(k)), packed_(std::move(packed)), a_(a), b_(b), c_(c), summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    // Run-time rows: A's leading dims are flattened into M (rows_max of them at most).
-    const std::int64_t rows = fr.rows > 0 ? fr.rows * (kernel_->problem().M / fr.rows_max) : 0;
-    kernel_->run(static_cast<const float*>(fr.ptr(a_)), packed_ ? nullptr : static_cast<const float*>(fr.ptr(b_)),
-                 packed_.get(), static_cast<float*>(fr.ptr(c_)), *fr.parallel, rows);
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override {
-    StepCode c{"matmul", summary_, kernel_->describe(packed_ != nullptr), {}};
-    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
-    return c;
-  }
-
- private:
-  std::unique_ptr<MatMulKernel> kernel_;
-  std::shared_ptr<const MatMulPackedB> packed_;
-  Loc a_, b_, c_;
-  std::string summary_;
-};
-
-// The int8 weight-gradient matmul with its scale epilogue (matmul.h, Int8MatMulKernel):
-// the sources of the two transposes, the scales u (or none) and t, the chain's result.
-class Int8MatMulStep final : public Step {
- public:
-  Int8MatMulStep(std::unique_ptr<Int8MatMulKernel> k, Loc a, Loc b, std::optional<Loc> u, Loc t, Loc c,
-                 std::string summary)
-      : kernel_(std::move(k)), a_(a), b_(b), u_(u), t_(t), c_(c), summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    kernel_->run(static_cast<const std::int8_t*>(fr.ptr(a_)), static_cast<const std::int8_t*>(fr.ptr(b_)),
-                 u_ ? static_cast<const float*>(fr.ptr(*u_)) : nullptr, static_cast<const float*>(fr.ptr(t_)),
-                 static_cast<float*>(fr.ptr(c_)), *fr.parallel);
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override { return StepCode{"matmul", summary_, kernel_->describe(), {}}; }
-
- private:
-  std::unique_ptr<Int8MatMulKernel> kernel_;
-  Loc a_, b_;
-  std::optional<Loc> u_;
-  Loc t_, c_;
-  std::string summary_;
-};
-
-// A matrix transpose (rank 2, perm [1, 0]) of 1-, 2- or 4-byte elements, in 32 x 32
-// blocks (what the int8_dw backward's `quantize(transpose(g))` reads): a copy, exact.
-class TransposeStep final : public Step {
- public:
-  TransposeStep(Loc in, Loc out, std::int64_t rows, std::int64_t cols, std::size_t elem_bytes, std::string summary)
-      : in_(in), out_(out), rows_(rows), cols_(cols), bytes_(elem_bytes), summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    const auto* src = static_cast<const std::uint8_t*>(fr.ptr(in_));
-    auto* dst = static_cast<std::uint8_t*>(fr.ptr(out_));
-    switch (bytes_) {
-      case 1: blocked(src, dst, std::uint8_t{}); break;
-      case 2: blocked(src, dst, std::uint16_t{}); break;
-      default: blocked(src, dst, std::uint32_t{}); break;
-    }
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override {
-    return StepCode{"transpose", summary_, "transpose " + std::to_string(rows_) + "x" + std::to_string(cols_) +
-                                               " blocks=32x32 bytes=" + std::to_string(bytes_), {}};
-  }
-
- private:
-  template <class T>
-  void blocked(const std::uint8_t* src, std::uint8_t* dst, T) const {
-    const T* s = reinterpret_cast<const T*>(src);
-    T* d = reinterpret_cast<T*>(dst);
-    constexpr std::int64_t kB = 32;
-    for (std::int64_t r0 = 0; r0 < rows_; r0 += kB)
-      for (std::int64_t c0 = 0; c0 < cols_; c0 += kB)
-        for (std::int64_t r = r0; r < std::min(rows_, r0 + kB); ++r)
-          for (std::int64_t c = c0; c < std::min(cols_, c0 + kB); ++c) d[c * rows_ + r] = s[r * cols_ + c];
-  }
-  Loc in_, out_;
-  std::int64_t rows_, cols_;
-  std::size_t bytes_;
-  std::string summary_;
-};
-
-class EltwiseStep final : public Step {
- public:
-  EltwiseStep(std::string op, std::unique_ptr<EltwiseKernel> k, std::vector<Loc> in, std::vector<Loc> out,
-              std::string summary)
-      : op_(std::move(op)), kernel_(std::move(k)), in_(std::move(in)), out_(std::move(out)), summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    in.reserve(in_.size());
-    out.reserve(out_.size());
-    for (const Loc& l : in_) in.push_back(fr.ptr(l));
-    for (const Loc& l : out_) out.push_back(fr.ptr(l));
-    kernel_->run(in, out, *fr.parallel, fr.rows, fr.rows_max);
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override {
-    StepCode c{op_, summary_, kernel_->describe(), {}};
-    for (const auto& b : kernel_->code()) c.blobs.push_back({b.label, {b.code.begin(), b.code.end()}});
-    return c;
-  }
-
- private:
-  std::string op_;
-  std::unique_ptr<EltwiseKernel> kernel_;
-  std::vector<Loc> in_, out_;
-  std::string summary_;
-};
-
-// One op run by its reference implementation: a scratch module holding the
-// instruction alone (operands as arguments), interpreted per call.
-class ReferenceStep final : public Step {
- public:
-  ReferenceStep(ir::Module m, std::vector<Loc> in, std::vector<ir::Type> in_types, std::vector<Loc> out,
-                std::vector<std::size_t> out_bytes, std::string op, std::string summary)
-      : module_(std::move(m)),
-        in_(std::move(in)),
-        in_types_(std::move(in_types)),
-        out_(std::move(out)),
-        out_bytes_(std::move(out_bytes)),
-        op_(std::move(op)),
-        summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    std::vector<ir::HostTensor> args;
-    args.reserve(in_.size());
-    for (std::size_t i = 0; i < in_.size(); ++i) {
-      if (in_[i].kind == LocKind::Const) {
-        args.push_back((*fr.consts)[in_[i].index].tensor());
-        continue;
-      }
-      const auto* p = static_cast<const std::uint8_t*>(fr.ptr(in_[i]));
-      TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(in_types_[i].elem, extents(in_types_[i]),
-                                                              {p, static_bytes(in_types_[i])}));
-      args.push_back(std::move(t));
-    }
-    TERNJIT_TRY(auto outs, ir::interpret(module_, module_.functions()[0], args, ir::ParamValues{}));
-    TERNJIT_CHECK(outs.size() == out_.size(), "reference step returned the wrong number of results");
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      const std::vector<std::uint8_t> b = outs[j].to_bytes();
-      TERNJIT_CHECK(b.size() == out_bytes_[j], "reference step result has the wrong size");
-      if (!b.empty()) std::memcpy(fr.ptr(out_[j]), b.data(), b.size());
-    }
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override { return StepCode{op_ + " (reference)", summary_, "reference", {}}; }
-
- private:
-  ir::Module module_;
-  std::vector<Loc> in_;
-  std::vector<ir::Type> in_types_;
-  std::vector<Loc> out_;
-  std::vector<std::size_t> out_bytes_;
-  std::string op_, summary_;
-};
-
-// Copies a value into an output slot (a returned argument, constant, alias or a value
-// returned twice).
-class CopyStep final : public Step {
- public:
-  CopyStep(Loc from, Loc to, std::size_t bytes, std::string summary)
-      : from_(from), to_(to), bytes_(bytes), summary_(std::move(summary)) {}
-  Result<void> run(const Frame& fr) const override {
-    // With run-time rows the value is rows-leading (PlanOptions::rows_max): a prefix.
-    const std::size_t n = fr.rows > 0 ? bytes_ / static_cast<std::size_t>(fr.rows_max) * static_cast<std::size_t>(fr.rows)
-                                      : bytes_;
-    if (n != 0) std::memmove(fr.ptr(to_), fr.ptr(from_), n);
-    return success();
-  }
-  [[nodiscard]] StepCode describe() const override { return StepCode{"copy", summary_, "memmove", {}}; }
-
- private:
-  Loc from_, to_;
-  std::size_t bytes_;
-  std::string summary_;
-};
-
-
 }  // namespace
 
 Result<void> plan_supported(const ir::Function& f) { return plannable(f, "x86"); }
@@ -354,6 +88,11 @@ std::vector<StepCode> Plan::describe() const {
 
 
 std::int64_t Plan::rows_max() const { return impl_->rows_max; }
+
+std::size_t Plan::load_time_evaluated() const {
+  return static_cast<std::size_t>(std::count_if(impl_->consts.begin(), impl_->consts.end(),
+                                                [](const ConstValue& c) { return c.evaluated; }));
+}
 
 Result<void> Plan::run(void* const* buffers, const Parallel& parallel, std::int64_t rows) const {
   const Impl& p = *impl_;
@@ -421,13 +160,7 @@ class Builder {
     if (o_.rows_max > 0) TERNJIT_TRY_VOID(check_rows_leading());
     // Load-time values in definition order: Slot{Const, k} is consts[k]. Describe-only
     // plans (foreign ISA) read an unbound parameter as zeros.
-    TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f_, plan_, params_, o_.allow_foreign_isa));
-    for (std::size_t k = 0; k < values.size(); ++k) {
-      ConstValue c;
-      c.value = std::move(values[k]);
-      c.expr = load_time_expr(plan_.load_time[k]);
-      impl_->consts.push_back(std::move(c));
-    }
+    TERNJIT_TRY_VOID(evaluate_needed_load_time());
     for (const PlannedStep& s : plan_.steps) {
       if (s.kind == PlannedStep::Kind::Copy) {
         const ValueId v = f_.inst(f_.insts(f_.entry()).back()).operands[s.ret_index];
@@ -449,8 +182,17 @@ class Builder {
   // Loc of a const operand that a kernel reads as raw bytes (encoded on first use).
   Loc const_bytes(ValueId v) {
     ConstValue& c = impl_->consts[plan_.slot(v).index];
+    TERNJIT_CHECK(c.evaluated, "x86 plan: a step reads a load-time value that was not evaluated");
     if (!c.has_bytes) {
-      c.bytes = c.value.encoded();
+      // A bound parameter of a byte-aligned kind is read where it is stored (its bytes
+      // are the encoding: stored_tensor.h); anything else is encoded once.
+      const std::optional<ir::StoredTensor>& st = c.value.stored;
+      if (st && st->kind() != ElemKind::T2 && st->bytes().size() == static_bytes(f_.type_of(v))) {
+        c.data = st->bytes().data();
+      } else {
+        c.bytes = c.value.encoded();
+        c.data = c.bytes.data();
+      }
       c.has_bytes = true;
     }
     return plan_.slot(v);
@@ -468,6 +210,89 @@ class Builder {
     std::string expr = std::string(ir::op_name(inst.op)) + "." + std::to_string(v.inst.index) + "(";
     for (std::size_t k = 0; k < inst.operands.size(); ++k) expr += (k ? ", " : "") + cval(inst.operands[k]).expr;
     return expr + ")#" + std::to_string(v.result);
+  }
+
+  // The load-time values this plan reads, evaluated in definition order (Slot{Const, k}
+  // is consts[k]); the others are left unevaluated. A value is read when a step takes it
+  // as an operand, when it is returned, or when a read value is computed from it; a
+  // `transpose(p)` that a dense matmul reads through p (fused_param_transpose) is not,
+  // so a transposed copy of a 656 MB embedding table is never made. Describe-only plans
+  // (foreign ISA) read an unbound parameter as zeros.
+  Result<void> evaluate_needed_load_time() {
+    const std::size_t n = plan_.load_time.size();
+    std::vector<bool> needed(n, false);
+    auto need = [&](ValueId v) {
+      if (is_const(v)) needed[plan_.slot(v).index] = true;
+    };
+    for (InstId i : f_.insts(f_.entry())) {
+      const ir::InstData& inst = f_.inst(i);
+      if (!inst.results.empty() && is_const(inst.results[0])) continue;  // load-time itself
+      if (inst.op == Op::Reshape || inst.op == Op::TPack) continue;     // aliases: their users decide
+      for (std::size_t k = 0; k < inst.operands.size(); ++k) {
+        if (k == 1 && fused_param_transpose(inst)) {
+          need(*fused_param_transpose(inst));
+          continue;
+        }
+        need(inst.operands[k]);
+      }
+    }
+    // Aliases of load-time values (reshape, tpack) read by a step: their source.
+    for (InstId i : f_.insts(f_.entry())) {
+      const ir::InstData& inst = f_.inst(i);
+      if ((inst.op == Op::Reshape || inst.op == Op::TPack) && !is_const(inst.results[0]) &&
+          is_const(inst.operands[0]))
+        need(inst.operands[0]);
+    }
+    for (std::size_t k = n; k-- > 0;) {
+      if (!needed[k]) continue;
+      for (ValueId v : f_.inst(plan_.load_time[k].inst).operands) need(v);
+      for (std::size_t j = 0; j < n; ++j)  // the other results of the same instruction
+        if (plan_.load_time[j].inst == plan_.load_time[k].inst) needed[j] = true;
+    }
+    impl_->consts.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      impl_->consts[k].evaluated = needed[k];
+      impl_->consts[k].expr = load_time_expr(plan_.load_time[k]);
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      const LoadTimeValue& v = plan_.load_time[k];
+      if (!needed[k] || v.result != 0) continue;  // evaluated with result 0 of its instruction
+      const ir::InstData& inst = f_.inst(v.inst);
+      if (inst.op == Op::Param) {
+        TERNJIT_TRY(impl_->consts[k].value, LoadValue::param(params_, std::get<ir::ParamAttrs>(inst.attrs).name, f_,
+                                                             f_.type_of(inst.results[0]), o_.allow_foreign_isa));
+        continue;
+      }
+      const ir::Module sm = ir::single_inst_module(f_, inst);
+      std::vector<ir::HostTensor> args;
+      for (ValueId a : inst.operands) args.push_back(cval(a).tensor());
+      TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+      TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+      for (std::size_t j = 0; j < outs.size(); ++j) impl_->consts[k + j].value.computed = std::move(outs[j]);
+    }
+    return success();
+  }
+
+  // p when `inst` is a dense `matmul(a, transpose(p))` of an f32 A (rank 2, or rank 3 by a
+  // rank-2 B) whose B is the transpose (perm [1, 0]) of a load-time p [N, K] of f32, f16 or
+  // bf16: the kernel reads p as stored, with swapped strides (the head `h @ transpose(embd)`).
+  [[nodiscard]] std::optional<ValueId> fused_param_transpose(const ir::InstData& inst) const {
+    if (inst.op != Op::MatMul) return std::nullopt;
+    const ir::Type& at = f_.type_of(inst.operands[0]);
+    const ir::Type& ct = f_.type_of(inst.results[0]);
+    const ValueId b = inst.operands[1];
+    if (at.elem != ElemKind::F32 || ct.elem != ElemKind::F32 || at.rank() < 2 || at.rank() > 3 || !is_const(b))
+      return std::nullopt;
+    if (at.static_numel().value_or(0) < 1 || ct.static_numel().value_or(0) < 1 || ct.rank() != at.rank())
+      return std::nullopt;
+    const ir::ValueData& d = f_.value(b);
+    if (d.def != ir::ValueDef::InstResult) return std::nullopt;
+    const ir::InstData& t = f_.inst(d.inst);
+    if (t.op != Op::Transpose || std::get<ir::PermAttrs>(t.attrs).perm != std::vector<std::int64_t>{1, 0})
+      return std::nullopt;
+    const ir::Type& pt = f_.type_of(t.operands[0]);
+    if (pt.elem != ElemKind::F32 && pt.elem != ElemKind::F16 && pt.elem != ElemKind::BF16) return std::nullopt;
+    return t.operands[0];
   }
 
   // Run-time rows: every argument and result has axis 0 of extent rows_max.
@@ -489,6 +314,7 @@ class Builder {
   Result<void> lower(InstId i, const ir::InstData& inst) {
     if (int8_skipped_.contains(i.index)) return success();  // computed by its chain's Int8MatMulStep
     if (auto it = int8_chains_.find(i.index); it != int8_chains_.end()) return lower_int8_matmul(i, it->second);
+    if (auto p = fused_param_transpose(inst)) return lower_param_transpose_matmul(i, inst, *p);
     if (inst.op == Op::MatMul && matmul_kernel_supported(inst)) return lower_matmul(i, inst);
     // A transpose whose every use is a matmul reading it through its source (trans_a /
     // trans_b) computes nothing.
@@ -508,6 +334,19 @@ class Builder {
       // configuration key ("tmatmul.0") names the same instruction every time.
       const std::string key = "tmatmul." + std::to_string(tmatmul_count_++);
       if (is_const(inst.operands[1])) return lower_tmatmul(i, inst, key);
+    }
+    if (lowered_by_step_files(inst.op)) {
+      LowerContext ctx{f_, i, o_.isa, o_.allow_foreign_isa, o_.rows_max, {}, {}, summary(i)};
+      for (ValueId v : inst.operands) ctx.in.push_back(operand_loc(v));
+      for (ValueId r : inst.results) ctx.out.push_back(plan_.slot(r));
+      TERNJIT_TRY(std::unique_ptr<Step> step, lower_data_op(ctx));
+      if (!step) {
+        TERNJIT_TRY(step, lower_attention_op(ctx));
+      }
+      if (step) {
+        impl_->steps.push_back(std::move(step));
+        return success();
+      }
     }
     if (eltwise_supported(f_, i).ok()) {
       TERNJIT_TRY(auto k, generate_eltwise(f_, i, o_.isa, o_.allow_foreign_isa, o_.rows_max > 0));
@@ -547,7 +386,10 @@ class Builder {
     const ir::Type& at = f_.type_of(inst.operands[0]);
     const ir::Type& bt = f_.type_of(inst.operands[1]);
     const ir::Type& ct = f_.type_of(inst.results[0]);
-    if (at.elem != ElemKind::F32 || bt.elem != ElemKind::F32 || ct.elem != ElemKind::F32) return false;
+    // B f32, or a load-time f16/bf16 B widened once when it is packed.
+    const bool b_ok = bt.elem == ElemKind::F32 ||
+                      (is_const(inst.operands[1]) && (bt.elem == ElemKind::F16 || bt.elem == ElemKind::BF16));
+    if (at.elem != ElemKind::F32 || !b_ok || ct.elem != ElemKind::F32) return false;
     if (at.rank() < 2 || at.rank() > 3 || bt.rank() < 2 || bt.rank() > 3) return false;
     if (ct.rank() != std::max(at.rank(), bt.rank())) return false;
     return at.static_numel().value_or(0) >= 1 && bt.static_numel().value_or(0) >= 1 &&
@@ -605,12 +447,23 @@ class Builder {
     std::shared_ptr<const MatMulPackedB> packed;
     if (is_const(b)) {
       const Loc l = const_bytes(b);
-      const std::vector<std::uint8_t>& bytes = impl_->consts[l.index].bytes;
+      const std::uint8_t* bytes = impl_->consts[l.index].data;
       const std::size_t n = static_cast<std::size_t>((p.b_batched ? p.batch : 1) * p.K * p.N);
-      TERNJIT_CHECK(bytes.size() == n * 4, "matmul: load-time b has the wrong size");
+      const ElemKind bk = f_.type_of(b).elem;
+      TERNJIT_CHECK(static_bytes(f_.type_of(b)) == n * static_cast<std::size_t>(elem_bits(bk) / 8),
+                    "matmul: load-time b has the wrong size");
       auto do_pack = [&] {
+        // f16/bf16 values widen exactly to f32 (the kernel's panels are f32).
         std::vector<float> values(n);
-        std::memcpy(values.data(), bytes.data(), bytes.size());
+        if (bk == ElemKind::F32) {
+          std::memcpy(values.data(), bytes, n * 4);
+        } else {
+          for (std::size_t k = 0; k < n; ++k) {
+            std::uint16_t h;
+            std::memcpy(&h, bytes + 2 * k, 2);
+            values[k] = bk == ElemKind::F16 ? ir::f16_bits_to_f32(h) : ir::bf16_bits_to_f32(h);
+          }
+        }
         return kernel->pack_b(values.data());
       };
       // Shared by every specialization of the program (the layout does not depend on M).
@@ -619,6 +472,42 @@ class Builder {
     }
     const Loc bl = packed ? plan_.slot(b) : operand_loc(b);
     impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed), operand_loc(a), bl,
+                                                        plan_.slot(inst.results[0]), summary(i)));
+    return success();
+  }
+
+  // `matmul(a, transpose(p))` with p a load-time [N, K] (fused_param_transpose): p is read as
+  // stored and the transpose is never evaluated. f32 p: the GEMM kernel with trans_b, p packed
+  // once into its panels; f16/bf16 p: the dense NK kernel (dense.cpp) streaming p's rows,
+  // widened in registers (no f32 or transposed copy of the table).
+  Result<void> lower_param_transpose_matmul(InstId i, const ir::InstData& inst, ValueId pv) {
+    const ir::Type& pt = f_.type_of(pv);
+    const std::int64_t N = pt.shape[0].extent, K = pt.shape[1].extent;
+    const std::int64_t M = f_.type_of(inst.operands[0]).static_numel().value_or(0) / K;
+    if (pt.elem != ElemKind::F32) {
+      LowerContext ctx{f_, i, o_.isa, o_.allow_foreign_isa, o_.rows_max, {}, {}, summary(i)};
+      TERNJIT_TRY(auto step, make_dense_nk_step(ctx, M, K, N, pt.elem, operand_loc(inst.operands[0]), const_bytes(pv),
+                                                plan_.slot(inst.results[0])));
+      impl_->steps.push_back(std::move(step));
+      return success();
+    }
+    MatMulProblem p;
+    p.M = M;
+    p.K = K;
+    p.N = N;
+    p.trans_b = true;
+    TERNJIT_TRY(auto kernel, MatMulKernel::create(p, o_.isa, o_.allow_foreign_isa));
+    const std::uint8_t* bytes = impl_->consts[const_bytes(pv).index].data;
+    auto do_pack = [&] {
+      std::vector<float> values(static_cast<std::size_t>(N * K));
+      std::memcpy(values.data(), bytes, values.size() * 4);
+      return kernel->pack_b(values.data());
+    };
+    std::shared_ptr<const MatMulPackedB> packed =
+        packs_ ? packs_->get_or_pack_matmul(cval(pv).expr + "|T|" + kernel->pack_signature(), do_pack)
+               : std::make_shared<const MatMulPackedB>(do_pack());
+    impl_->steps.push_back(std::make_unique<MatMulStep>(std::move(kernel), std::move(packed),
+                                                        operand_loc(inst.operands[0]), plan_.slot(pv),
                                                         plan_.slot(inst.results[0]), summary(i)));
     return success();
   }

@@ -12,8 +12,12 @@
 //   - reshape aliases its operand's buffer (row-major data is unchanged);
 //   - each f32 matmul of rank 2 or 3 becomes a MatMulKernel (matmul.h), reading a transpose that
 //     feeds it from its source (the transpose then runs no step when matmuls are its
-//     only users) and a load-time right operand packed once;
-//   - any other op (transpose, broadcast, rank-1 or integer matmul, cast, ...) runs through the
+//     only users) and a load-time right operand (f32, or f16/bf16 widened) packed once;
+//     `matmul(a, transpose(p))` of a load-time p [N, K] reads p as stored: f32 p packed from
+//     p itself, f16/bf16 p streamed by the dense NK kernel (dense.cpp); the transpose is never
+//     evaluated (only the load-time values some step reads are);
+//   - cast, broadcast and transpose of any rank are copy/convert steps (data_ops.cpp);
+//   - any other op (rank-1 or integer matmul, ...) runs through the
 //     reference implementation of that one op - shown as "reference" in describe().
 // run() is thread-safe: the plan is immutable; per-call intermediates live in a
 // thread-local scratch arena.
@@ -103,6 +107,9 @@ class Plan {
   [[nodiscard]] std::int64_t rows_max() const;
   /// The steps with their generated code, for `--emit asm`.
   [[nodiscard]] std::vector<StepCode> describe() const;
+  /// How many load-time values the build evaluated or bound (a value no step reads, such as
+  /// the transpose of a table a dense kernel reads as stored, is not): tests check it.
+  [[nodiscard]] std::size_t load_time_evaluated() const;
   /// The configuration chosen for each tmatmul ("tmatmul.0" -> config text).
   [[nodiscard]] const std::map<std::string, std::string>& configs() const;
 
