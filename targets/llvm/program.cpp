@@ -51,6 +51,19 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
         return unsupported("tmatmul weight must be a non-empty matrix");
       return tmatmul_operands_supported(f, inst);  // the epilogue rule spirv shares (step_plan.h)
     }
+    case Op::Cast:
+      if (kind(inst.operands[0]) == ElemKind::T2 || rt.elem == ElemKind::T2) return unsupported("cast of packed t2");
+      return success();
+    case Op::Broadcast: case Op::Transpose:
+      if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
+      return success();
+    case Op::MatMul: {
+      for (ValueId v : inst.operands)
+        if (!is_float(kind(v))) return unsupported("matmul operands must be f32, f16 or bf16");
+      if (rt.elem != ElemKind::F32) return unsupported("matmul result must be f32");
+      if (f.type_of(inst.operands[0]).shape.back().extent == 0) return unsupported("matmul with K = 0");
+      return success();
+    }
     default: break;
   }
   if (auto rule = row_op_supported(f, inst)) return *rule;  // the rule spirv shares (step_plan.h)
@@ -136,6 +149,20 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
       s.in[1] = Loc{LocKind::Const, it->second};
       s.in.push_back(Loc{LocKind::Const, it->second + 1});
     }
+    if (lower && inst.op == Op::MatMul) {
+      // The head form matmul(x, transpose(P)), P a load-time [N, K]: read P as stored.
+      const ValueId t = inst.operands[1];
+      const ir::ValueData& td = f.value(t);
+      const ir::InstData* tr = td.def == ir::ValueDef::InstResult ? &f.inst(td.inst) : nullptr;
+      if (tr && tr->op == Op::Transpose && std::get<ir::PermAttrs>(tr->attrs).perm == std::vector<std::int64_t>{1, 0} &&
+          plan.is_load_time(tr->operands[0])) {
+        s.in[1] = plan.slot(tr->operands[0]);
+        s.rhs_transposed = true;
+      } else {  // N f64 accumulators of one output row
+        s.tmp_offset = top;
+        top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
+      }
+    }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
@@ -153,6 +180,47 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   p.scratch_bytes = top;
   return p;
 }
+
+namespace {
+
+// evaluate_load_time (step_plan.h) restricted to the load-time values the program
+// needs: those of the const slots it reads (and does not take from a pack cache), and
+// the operands they are computed from. A value no step reads (the transpose of a head
+// matrix read as stored, the f32 form of a weight read as panels) is never evaluated,
+// so loading a model does not build a transposed copy of its embedding.
+Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const StepPlan& plan, const Program& p,
+                                               const std::vector<bool>& used, const std::vector<bool>* skip,
+                                               const ir::ParamValues& params, bool zeros_for_missing) {
+  std::vector<bool> need(plan.load_time.size(), false);
+  for (std::size_t slot = 0; slot < p.consts.size(); ++slot)
+    if (used[slot] && !(skip && (*skip)[slot])) need[plan.slot(p.consts[slot].value).index] = true;
+  for (std::size_t k = plan.load_time.size(); k-- > 0;) {
+    if (!need[k]) continue;
+    const ir::InstData& inst = f.inst(plan.load_time[k].inst);
+    need[k - plan.load_time[k].result] = true;  // evaluated with result 0 of its instruction
+    for (ValueId a : inst.operands) need[plan.slot(a).index] = true;
+  }
+  std::vector<LoadValue> values(plan.load_time.size());
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) {
+    const LoadTimeValue& v = plan.load_time[k];
+    if (v.result != 0 || !need[k]) continue;
+    const ir::InstData& inst = f.inst(v.inst);
+    if (inst.op == Op::Param) {
+      TERNJIT_TRY(values[k], LoadValue::param(params, std::get<ir::ParamAttrs>(inst.attrs).name, f,
+                                              f.type_of(inst.results[0]), zeros_for_missing));
+      continue;
+    }
+    const ir::Module sm = ir::single_inst_module(f, inst);
+    std::vector<ir::HostTensor> args;
+    for (ValueId a : inst.operands) args.push_back(values[plan.slot(a).index].tensor());
+    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
+    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
+    for (std::size_t j = 0; j < outs.size(); ++j) values[k + j].computed = std::move(outs[j]);
+  }
+  return values;
+}
+
+}  // namespace
 
 std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
   const ConstSlot& c = p.consts.at(slot);
@@ -176,15 +244,15 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   // Parameters stay in their stored form (sharing the bound bytes); computed values are
   // owned. The same shared walk as analyze(), so the load-time values are the same.
   const StepPlan plan = plan_steps(f);
-  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing));
-  std::map<std::uint32_t, const LoadValue*> by_value;
-  for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   // A slot no step reads (a weight whose tmatmuls read its panel) stays empty: the
   // kernel would otherwise hold an int8 copy of every ternary weight (4x its packed bytes).
   std::vector<bool> used(p.consts.size(), false);
   for (const ProgramStep& s : p.steps)
     for (const Loc& l : s.in)
       if (l.kind == LocKind::Const) used[l.index] = true;
+  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_needed(f, plan, p, used, skip, params, zeros_for_missing));
+  std::map<std::uint32_t, const LoadValue*> by_value;
+  for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   std::vector<std::vector<std::uint8_t>> out;
   for (std::size_t slot = 0; slot < p.consts.size(); ++slot) {
     const ConstSlot& c = p.consts[slot];

@@ -13,6 +13,9 @@
 //     tmatmul without grouped scale instead gets ONE packed slot: 2-bit codes
 //     (w + 1) in the interleaved layout of PackedLayout (below), decoded in registers;
 //   - reshape and tpack alias their operand;
+//   - matmul(x, transpose(P)) with P a load-time [N, K] reads P as stored (the head of a
+//     model: an f16 [V, E] embedding): the transposed value is then read by no step, and
+//     a load-time value no step needs is neither evaluated nor kept at load;
 //   - every op with an LLVM generator becomes a Lowered step (one LLVM function each);
 //   - any other op becomes a Reference step (host JIT only: run by the interpreter);
 //   - returned values not computed in place become copies.
@@ -121,6 +124,7 @@ struct ProgramStep {
   std::vector<Loc> in;           ///< operands (Lowered tmatmul: the weight is its panel, its column sums last
                                  ///< (int8 panels) or its packed panel alone)
   bool packed = false;           ///< Lowered tmatmul on packed 2-bit panels
+  bool rhs_transposed = false;   ///< Lowered matmul(x, transpose(P)), P load-time [N, K]: in[1] is P as stored
   std::vector<Loc> out;          ///< results
   std::size_t tmp_offset = 0;    ///< Lowered: scratch bytes it may use as a temporary
   std::size_t copy_bytes = 0;    ///< Copy: bytes from in[0] to out[0]
