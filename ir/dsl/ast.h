@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ternjit::dsl {
@@ -44,7 +45,13 @@ enum class ExprKind : std::uint8_t {
   Number,  ///< an integer or float literal
   Neg,     ///< unary minus; args[0] is the operand
   Binary,  ///< args[0] op args[1]
-  Call,    ///< callee(args...), Layer.fn(args...), or cast<T>(args...)
+  Call,    ///< callee(args...), Layer.fn(args...), cast<T>(args...), or an instance call
+           ///< `blk[i](args...)` / `blk[i].fn(args...)` (then `callee` holds `blk[i]`)
+  Index,   ///< args[0][args[1]]: a leading-axis index, a tuple element or an instance
+  Member,  ///< args[0].member: a parameter of an instance (`blk[i].p`), or `Layer.S`
+  Tuple,   ///< (args[0], args[1], ...): two or more values
+  List,    ///< [args...]: a list of dims (reshape's shape)
+  String,  ///< "text" (in `text`)
 };
 
 /// Binary operators. `@`, `*` and `/` share one precedence level (as in Python),
@@ -77,22 +84,32 @@ struct Expr {
   double number = 0.0;  ///< Number: the value
   bool is_int = false;  ///< Number: written without '.' or exponent
   BinaryOp op = BinaryOp::Add;  ///< Binary: the operator
-  std::vector<Expr> args;       ///< operands (Neg: 1, Binary: 2) or call arguments
+  std::vector<Expr> args;       ///< operands (Neg: 1, Binary: 2, Index: base and index,
+                                ///< Member: the base), call arguments, or elements
+  /// Call of an instance: the callee expression (`blk[i]` or `blk[i].fn`, one element);
+  /// empty for every other call.
+  std::vector<Expr> callee;
   /// Nodes on the longest path from here to a leaf (a leaf is 1). The parser bounds it,
   /// so every recursion over the tree (lowering, destruction) stays off the stack limit.
   int height = 1;
 };
 
-/// Statement kinds: `let name = value` and `return value`.
-enum class StmtKind : std::uint8_t { Let, Return };
+/// Statement kinds: `let name = value`, `let (a, b) = value`, `return value` and
+/// `for i in lo..hi { body }`.
+enum class StmtKind : std::uint8_t { Let, Return, For };
 
 /// One statement. `value` is empty when its expression failed to parse.
 struct Stmt {
   StmtKind kind = StmtKind::Let;
-  Pos pos;               ///< the `let` / `return` keyword
-  std::string name;      ///< Let: the bound name
-  Pos name_pos;          ///< Let: position of `name`
-  std::optional<Expr> value;
+  Pos pos;               ///< the `let` / `return` / `for` keyword
+  std::string name;      ///< Let: the bound name; For: the loop variable
+  Pos name_pos;          ///< Let/For: position of `name`
+  /// Let of a tuple `let (a, b) = value`: the names and their positions (`name` empty).
+  std::vector<std::pair<std::string, Pos>> names;
+  std::optional<Expr> value;  ///< Let/Return: the value; For: the lower bound
+  std::optional<Expr> upper;  ///< For: the upper bound (exclusive)
+  std::vector<Stmt> body;     ///< For: the loop body
+  bool body_ok = true;        ///< For: every statement of the body parsed
 };
 
 /// A function argument `name: Type`. `type` is empty when it failed to parse.
@@ -109,18 +126,27 @@ struct FnDecl {
   std::string name;
   Pos pos;
   std::vector<ArgDecl> args;
-  std::optional<TypeExpr> result;
+  std::optional<TypeExpr> result;  ///< the result type (the first one of a tuple)
+  /// `-> (T1, T2, ...)`: every result type (an empty optional where one failed to
+  /// parse); empty for a single result.
+  std::vector<std::optional<TypeExpr>> results;
+  bool tuple_result = false;       ///< the result was written as a tuple
   std::vector<Stmt> body;
   Pos close_pos;  ///< the closing `}` (or where it was expected)
   bool header_ok = true;
   bool body_ok = true;
 };
 
-/// `param name: Type`. `type` is empty when it failed to parse.
+/// `param name: Type`, or an array of layer instances `param name: Layer[count]`
+/// (then `instance_of` names the layer and `type` is empty). `type` is empty when it
+/// failed to parse.
 struct ParamDecl {
   std::string name;
   Pos pos;
   std::optional<TypeExpr> type;
+  std::string instance_of;          ///< Layer of `Layer[count]`; empty for a tensor
+  Pos instance_pos;                 ///< position of `instance_of`
+  std::optional<Expr> count;        ///< the count as written (an integer literal to check)
 };
 
 /// `layer Name { params and fns }`, members in source order. `ok` is false when

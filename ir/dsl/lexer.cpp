@@ -19,6 +19,7 @@ TokenKind keyword_or_ident(std::string_view s) {
   if (s == "fn") return TokenKind::KwFn;
   if (s == "let") return TokenKind::KwLet;
   if (s == "return") return TokenKind::KwReturn;
+  if (s == "for") return TokenKind::KwFor;
   return TokenKind::Ident;
 }
 
@@ -100,6 +101,25 @@ class Lexer {
     }
   }
 
+  // A string literal: '"', printable ASCII other than '"' and '\\', '"', on one line.
+  // An unterminated or malformed one is reported and becomes an Invalid token.
+  Token string(std::size_t begin, std::uint32_t c) {
+    ++i_;
+    while (i_ < src_.size() && src_[i_] != '"' && src_[i_] != '\n' && src_[i_] != '\\' &&
+           src_[i_] >= 0x20 && src_[i_] < 0x7f)
+      ++i_;
+    if (i_ >= src_.size() || src_[i_] != '"') {
+      error(line_, c, "unterminated string: expected '\"' before the end of the line "
+                      "(strings hold printable ASCII without '\\')");
+      while (i_ < src_.size() && src_[i_] != '\n') ++i_;
+      return make(TokenKind::Invalid, begin, c);
+    }
+    ++i_;
+    Token t = make(TokenKind::String, begin, c);
+    t.text = t.text.substr(1, t.text.size() - 2);
+    return t;
+  }
+
   Token make(TokenKind k, std::size_t begin, std::uint32_t c) {
     Token t;
     t.kind = k;
@@ -133,7 +153,13 @@ class Lexer {
       case '>': return single(TokenKind::Greater);
       case ',': return single(TokenKind::Comma);
       case ':': return single(TokenKind::Colon);
-      case '.': return single(TokenKind::Dot);
+      case '.':
+        if (at(1) == '.') {
+          i_ += 2;
+          return make(TokenKind::DotDot, begin, c);
+        }
+        return single(TokenKind::Dot);
+      case '"': return string(begin, c);
       case '=': return single(TokenKind::Equal);
       case '+': return single(TokenKind::Plus);
       case '*': return single(TokenKind::Star);
@@ -238,6 +264,9 @@ std::string_view token_kind_name(TokenKind k) {
     case TokenKind::KwFn: return "'fn'";
     case TokenKind::KwLet: return "'let'";
     case TokenKind::KwReturn: return "'return'";
+    case TokenKind::KwFor: return "'for'";
+    case TokenKind::String: return "string";
+    case TokenKind::DotDot: return "'..'";
     case TokenKind::LBrace: return "'{'";
     case TokenKind::RBrace: return "'}'";
     case TokenKind::LParen: return "'('";
@@ -264,6 +293,7 @@ std::string_view token_kind_name(TokenKind k) {
 
 std::string describe(const Token& t) {
   if (t.kind == TokenKind::Eof) return "end of file";
+  if (t.kind == TokenKind::String) return "'\"" + t.text + "\"'";
   return "'" + t.text + "'";
 }
 

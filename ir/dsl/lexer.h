@@ -22,6 +22,8 @@ enum class TokenKind : std::uint8_t {
   KwFn,      ///< fn
   KwLet,     ///< let
   KwReturn,  ///< return
+  KwFor,     ///< for (`in` stays an identifier: the parser reads it in a `for` header)
+  String,    ///< "text" on one line, printable ASCII without '"' or '\\'; `text` holds the contents
   LBrace,    ///< {
   RBrace,    ///< }
   LParen,    ///< (
@@ -33,6 +35,7 @@ enum class TokenKind : std::uint8_t {
   Comma,     ///< ,
   Colon,     ///< :
   Dot,       ///< .
+  DotDot,    ///< .. (a range: `for i in 0..4`)
   Arrow,     ///< ->
   Equal,     ///< =
   Plus,      ///< +

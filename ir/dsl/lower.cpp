@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ir/dsl/lower_internal.h"
+#include "ir/bind.h"
 #include "ir/print.h"
 
 namespace ternjit::dsl {
@@ -35,10 +36,29 @@ std::string qualify(const std::string& callee_layer, const std::string& sym,
 ir::Module Lowerer::run() {
   declare_layers();
   for (LayerInfo* l : layer_order_) declare_params(*l);
+  check_instances();
+  for (LayerInfo* l : layer_order_) declare_instances(*l, l->decl->name + ".", 0);
   for (LayerInfo* l : layer_order_) declare_fns(*l);
   check_cycles();
-  for (std::size_t i = 0; i < fns_.size(); ++i)
-    if (fns_[i].func_index != SIZE_MAX) lower_body(fns_[i]);
+  for (std::size_t i = 0; i < fns_.size(); ++i) {
+    if (fns_[i].func_index == SIZE_MAX) continue;
+    const std::size_t before = diags_.size();
+    lower_body(fns_[i], fns_[i].func_index, fns_[i].layer + ".");
+    fns_[i].body_failed = diags_.size() != before;
+  }
+  // Instance copies, in the order of their first call (lowering one may ask for more).
+  // A copy of a body that failed is skipped: it would repeat the same errors.
+  for (std::size_t k = 0; k < pending_.size(); ++k) {
+    const PendingCopy c = pending_[k];
+    if (fns_[c.fn].body_failed) continue;
+    if (module_nodes_ > kMaxModuleNodes) {
+      error(c.requested, "the copies of layer functions for instances exceed the budget of " +
+                             std::to_string(kMaxModuleNodes) + " expression nodes per file (at '" +
+                             module_.functions()[c.func_index].name() + "')");
+      break;
+    }
+    lower_body(fns_[c.fn], c.func_index, c.prefix);
+  }
   return std::move(module_);
 }
 
@@ -152,6 +172,7 @@ void Lowerer::declare_params(LayerInfo& l) {
     l.param_order.push_back(p.name);
     info.ir_name = lname + "." + p.name;
     info.pos = p.pos;
+    info.instance_of = p.instance_of;  // checked by check_instances
     if (!p.type) continue;
     std::vector<std::string> syms;
     auto t = resolve_type(*p.type, lname, [&](const std::string& s) {
@@ -161,6 +182,7 @@ void Lowerer::declare_params(LayerInfo& l) {
     });
     if (!t) continue;
     module_.params().push_back(ir::ParamDecl{info.ir_name, std::move(*t), std::move(syms), loc(p.pos)});
+    l.param_decls.push_back(module_.params().back());
     info.ok = true;
   }
 }
@@ -205,11 +227,22 @@ void Lowerer::declare_fns(LayerInfo& l) {
       f.add_block_arg(entry, t ? *t : ir::Type{}, state == ArgState::Ok ? a.name : std::string());
       info.args.push_back(state);
     }
-    if (fd.result) info.result = resolve_type(*fd.result, lname, [&](const std::string& s) { return f.symbol(s); });
-    if (info.result) f.set_result_types({*info.result});
-    else ok = false;
+    std::vector<const TypeExpr*> written;
+    if (fd.tuple_result) {
+      for (const auto& r : fd.results) written.push_back(r ? &*r : nullptr);
+    } else {
+      written.push_back(fd.result ? &*fd.result : nullptr);
+    }
+    for (const TypeExpr* r : written) {
+      std::optional<ir::Type> t;
+      if (r) t = resolve_type(*r, lname, [&](const std::string& s) { return f.symbol(s); });
+      if (t) info.results.push_back(std::move(*t));
+      else ok = false;
+    }
+    if (ok) f.set_result_types(info.results);
     info.usable = ok;
     info.func_index = module_.functions().size();
+    info.signature = f;
     module_.functions().push_back(std::move(f));
   }
 }
@@ -264,11 +297,26 @@ CallTarget Lowerer::resolve_call(const LayerInfo& current, const Expr& e) const 
 // ---------------------------------------------------------------- call cycles
 
 void Lowerer::collect_calls(const LayerInfo& l, const Expr& e, std::vector<CallEdge>& out) const {
-  if (e.kind == ExprKind::Call) {
+  if (e.kind == ExprKind::Call && !e.callee.empty()) {
+    const Expr& c = e.callee[0];
+    if (const LayerInfo* il = instance_layer_of(l, c.kind == ExprKind::Member ? c.args[0] : c)) {
+      auto it = il->fns.find(c.kind == ExprKind::Member ? c.member : "forward");
+      if (it != il->fns.end()) out.push_back({it->second, e.pos});
+    }
+    for (const Expr& a : e.callee) collect_calls(l, a, out);
+  } else if (e.kind == ExprKind::Call) {
     CallTarget t = resolve_call(l, e);
     if (t.kind == CallTarget::Kind::Fn) out.push_back({t.fn, e.pos});
   }
   for (const Expr& a : e.args) collect_calls(l, a, out);
+}
+
+void Lowerer::collect_stmt_calls(const LayerInfo& l, const std::vector<Stmt>& body,
+                                 std::vector<CallEdge>& out) const {
+  for (const Stmt& s : body) {
+    if (s.value) collect_calls(l, *s.value, out);
+    if (s.kind == StmtKind::For) collect_stmt_calls(l, s.body, out);
+  }
 }
 
 void Lowerer::check_cycles() {
@@ -276,8 +324,7 @@ void Lowerer::check_cycles() {
   for (std::size_t i = 0; i < fns_.size(); ++i) {
     if (!fns_[i].decl->header_ok) continue;
     const LayerInfo& l = layers_.at(fns_[i].layer);
-    for (const Stmt& s : fns_[i].decl->body)
-      if (s.value) collect_calls(l, *s.value, edges[i]);
+    collect_stmt_calls(l, fns_[i].decl->body, edges[i]);
   }
   // A depth-first search with an explicit stack (a chain of calls is as long as the
   // file makes it); `path` holds the functions on the stack with their next edge.
@@ -312,101 +359,17 @@ void Lowerer::check_cycles() {
 
 // ---------------------------------------------------------------- bodies
 
-void Lowerer::lower_body(const FnInfo& info) {
-  const FnDecl& fd = *info.decl;
-  const LayerInfo& layer = layers_.at(info.layer);
-  ir::Function& f = module_.functions()[info.func_index];
-  ir::Builder b(module_, f);
-  b.set_block(f.entry());
-  b_ = &b;
-  f_ = &f;
-  layer_ = &layer;
-  scope_.clear();
-
-  for (const std::string& name : layer.param_order) {
-    const ParamInfo& p = layer.params.at(name);
-    Binding bind;
-    bind.kind = p.ok ? Binding::Kind::Param : Binding::Kind::Poison;
-    bind.param = p.ir_name;
-    bind.def = p.pos;
-    scope_.emplace(name, bind);
-  }
-  for (std::size_t i = 0; i < fd.args.size(); ++i) {
-    if (info.args[i] == ArgState::Duplicate) continue;
-    Binding bind;
-    bind.kind = info.args[i] == ArgState::Ok ? Binding::Kind::Value : Binding::Kind::Poison;
-    bind.value = f.args()[i];
-    bind.def = fd.args[i].pos;
-    scope_.emplace(fd.args[i].name, bind);
-  }
-
-  bool returned = false;
-  for (const Stmt& s : fd.body) {
-    if (returned) {
-      if (!s.value) continue;  // already reported by the parser
-      error(s.pos, "unreachable statement after 'return' (the 'return' must be the last statement)");
-      break;
-    }
-    if (s.kind == StmtKind::Let) {
-      lower_let(s);
-      continue;
-    }
-    returned = true;
-    if (!s.value) continue;
-    auto v = lower_expr(*s.value);
-    if (!v || !info.result) continue;
-    std::optional<ValueId> id = v->literal ? materialize_like(*v, *info.result) : v->id;
-    if (!id) continue;
-    const ir::Type& got = f.type_of(*id);
-    if (!(got == *info.result)) {
-      error(s.pos, "return type mismatch: '" + fd.name + "' declares " +
-                       ir::type_str(*info.result, f.symbols()) + ", but the returned value is " +
-                       ir::type_str(got, f.symbols()));
-      continue;
-    }
-    auto r = b.create(Op::Ret, {*id}, ir::NoAttrs{}, {}, loc(s.pos));
-    if (!r.ok()) ir_error(s.pos, "return", r.error());
-  }
-  if (!returned && fd.body_ok)
-    error(fd.close_pos, "missing 'return' at the end of function '" + fd.name + "'");
-  b_ = nullptr;
-  f_ = nullptr;
-  layer_ = nullptr;
-}
-
-void Lowerer::lower_let(const Stmt& s) {
-  // A `let` that failed to parse has had its one error; its name (if new) stays
-  // poisoned so later uses are quiet.
-  if (!s.value) {
-    Binding poison;
-    poison.def = s.name_pos;
-    scope_.emplace(s.name, poison);
-    return;
-  }
-  if (auto it = scope_.find(s.name); it != scope_.end()) {
-    duplicate("", s.name, s.name_pos, it->second.def);
-    return;
-  }
-  Binding bind;
-  bind.def = s.name_pos;
-  std::optional<Val> v = lower_expr(*s.value);
-  if (v && v->literal) {
-    bind.kind = Binding::Kind::Literal;
-    bind.number = v->number;
-    bind.is_int = v->is_int;
-    bind.text = v->text;
-  } else if (v) {
-    bind.kind = Binding::Kind::Value;
-    bind.value = v->id;
-    // Name the value after the `let` unless it already has a name (`let a = x`
-    // makes `a` another name for %x).
-    ir::ValueData& vd = f_->value(v->id);
-    if (vd.name.empty()) vd.name = s.name;
-  }
-  scope_.emplace(s.name, bind);
-}
-
 std::optional<Val> Lowerer::lower_expr(const Expr& e) {
+  auto v = lower_any(e);
+  if (v && v->tuple) {
+    error(e.pos, "expected one value here, got a tuple of " + std::to_string(v->elems.size()) +
+                     " values (bind its elements with 'let (a, b, ...) = ...')");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<Val> Lowerer::lower_any(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Name: return lower_name(e);
     case ExprKind::Number: return Val::literal_at(e.number, e.is_int, e.text, e.pos);
@@ -433,6 +396,25 @@ std::optional<Val> Lowerer::lower_expr(const Expr& e) {
       return value(*id);
     }
     case ExprKind::Call: return lower_call(e);
+    case ExprKind::Index: return lower_index(e);
+    case ExprKind::Member: return lower_member(e);
+    case ExprKind::Tuple: {
+      Val t;
+      t.tuple = true;
+      t.pos = e.pos;
+      for (const Expr& a : e.args) {
+        auto v = lower_expr(a);
+        if (!v) return std::nullopt;
+        t.elems.push_back(std::move(*v));
+      }
+      return t;
+    }
+    case ExprKind::List:
+      error(e.pos, "a list of dims is only an argument of 'reshape'");
+      return std::nullopt;
+    case ExprKind::String:
+      error(e.pos, "a string is only an argument of 'rope' (its mode)");
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -488,6 +470,11 @@ std::optional<Val> Lowerer::lower_name(const Expr& e) {
       // One `param` per use; CSE merges them later.
       return value_or_error(b_->param(bind.param, loc(e.pos)), e.pos, e.name);
     case Binding::Kind::Literal: return Val::literal_at(bind.number, bind.is_int, bind.text, e.pos);
+    case Binding::Kind::Instances:
+      error(e.pos, "'" + e.name + "' is an array of " + std::to_string(bind.count) + " '" + bind.layer +
+                       "' instances, not a value: use '" + e.name + "[i].p' for a parameter or '" + e.name +
+                       "[i](x)' to call one");
+      return std::nullopt;
     case Binding::Kind::Poison: return std::nullopt;
   }
   return std::nullopt;
@@ -558,6 +545,17 @@ std::optional<ValueId> Lowerer::tensor_arg(const Expr& e) {
 }
 
 std::optional<Val> Lowerer::lower_call(const Expr& e) {
+  if (!e.callee.empty()) {
+    // blk[i](args) calls the instance's `forward`, blk[i].fn(args) its `fn`.
+    const Expr& c = e.callee[0];
+    const Expr& chain = c.kind == ExprKind::Member ? c.args[0] : c;
+    auto inst = instance_ref(chain);
+    if (!inst) return std::nullopt;
+    const std::string fn = c.kind == ExprKind::Member ? c.member : "forward";
+    auto callee = instance_callee(*inst, fn, c.kind == ExprKind::Member ? c.member_pos : e.pos);
+    if (!callee) return std::nullopt;
+    return call_fn(e, *callee, inst->shown + (c.kind == ExprKind::Member ? "." + fn : ""));
+  }
   CallTarget t = resolve_call(*layer_, e);
   switch (t.kind) {
     case CallTarget::Kind::Error: error(t.err_pos, t.err); return std::nullopt;
@@ -565,14 +563,20 @@ std::optional<Val> Lowerer::lower_call(const Expr& e) {
     case CallTarget::Kind::Builtin: return lower_builtin(*t.builtin, e);
     case CallTarget::Kind::Fn: break;
   }
-  const FnInfo& callee = fns_[t.fn];
   std::string shown = e.member.empty() ? e.name : e.name + "." + e.member;
   if (e.has_type_arg) {
     error(e.type_arg_pos, "'" + shown + "' does not take an element type");
     return std::nullopt;
   }
+  auto callee = plain_callee(t.fn, e.pos);
+  if (!callee) return std::nullopt;
+  return call_fn(e, *callee, shown);
+}
+
+std::optional<Val> Lowerer::call_fn(const Expr& e, const Callee& target, const std::string& shown) {
+  const FnInfo& callee = fns_[target.fn];
   if (!callee.usable) return std::nullopt;
-  const ir::Function& cf = module_.functions()[callee.func_index];
+  const ir::Function& cf = *callee.signature;
   auto formals = cf.args();
 
   std::vector<ValueId> args;
@@ -606,17 +610,22 @@ std::optional<Val> Lowerer::lower_call(const Expr& e) {
       if (d.is_static()) continue;
       auto it = bound.find(d.sym.index);
       if (it != bound.end()) d = it->second;
-      else d = ir::Dim::symbolic(f_->symbol(qualify(callee.layer, cf.symbol_name(d.sym), layer_->decl->name)));
+      else d = ir::Dim::symbolic(f_->symbol(qualify(target.layer, cf.symbol_name(d.sym), owner_)));
     }
     declared.push_back(std::move(t2));
   }
-  auto r = b_->create(Op::Call, std::move(args), ir::CallAttrs{callee.ir_name}, std::move(declared), loc(e.pos));
+  auto r = b_->create(Op::Call, std::move(args), ir::CallAttrs{target.ir_name}, std::move(declared), loc(e.pos));
   if (!r.ok()) {
     ir_error(e.pos, shown, r.error());
     return std::nullopt;
   }
-  TERNJIT_CHECK(r.value().size() == 1, "a usable DSL function has exactly one result");
-  return value(r.value()[0]);
+  TERNJIT_CHECK(!r.value().empty(), "a usable DSL function has a result");
+  if (r.value().size() == 1) return value(r.value()[0]);
+  Val t;
+  t.tuple = true;
+  t.pos = e.pos;
+  for (ValueId id : r.value()) t.elems.push_back(value(id));
+  return t;
 }
 
 }  // namespace lower_detail

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // lower_builtins.cpp - the .tri built-in functions (relu, sum, rmsnorm, cast<T>, ...) and their lowering.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+
+#include "ir/bind.h"
+#include "ir/print.h"
 
 #include "ir/dsl/lower_internal.h"
 
@@ -39,7 +44,13 @@ constexpr Builtin kBuiltins[] = {
     {"dequantize", BuiltinKind::Dequantize, Op::Dequantize, 1, 2},
     {"cast", BuiltinKind::Cast, Op::Cast, 1, 1},
     {"grouped_matmul", BuiltinKind::GroupedMatMul, Op::TMatMul, 3, 4},
+    {"reshape", BuiltinKind::Reshape, Op::Reshape, 2, 2},
+    {"pow", BuiltinKind::Pow, Op::Mul, 2, 2},
+    {"square", BuiltinKind::Pow, Op::Mul, 1, 1},
 };
+
+// pow's exponent range: enough for any polynomial a model writes, and few multiplications.
+constexpr std::int64_t kMaxPowExponent = 16;
 
 std::string plural(std::size_t n, std::string_view word) {
   return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
@@ -67,6 +78,27 @@ std::optional<ConstNumber> Lowerer::const_number(const Expr& e) const {
     auto it = scope_.find(e.name);
     if (it != scope_.end() && it->second.kind == Binding::Kind::Literal)
       return ConstNumber{it->second.number, it->second.is_int, it->second.text};
+  }
+  if (e.kind == ExprKind::Binary && e.op != BinaryOp::MatMul) {
+    // Arithmetic on compile-time numbers (`i + 1`, `2 * eps`), folded as the operators
+    // fold literals: in double, integers stay integers except under '/'.
+    auto a = const_number(e.args[0]);
+    auto b = a ? const_number(e.args[1]) : std::nullopt;
+    if (!a || !b) return std::nullopt;
+    ConstNumber r;
+    r.is_int = a->is_int && b->is_int && e.op != BinaryOp::Div;
+    switch (e.op) {
+      case BinaryOp::Add: r.value = a->value + b->value; break;
+      case BinaryOp::Sub: r.value = a->value - b->value; break;
+      case BinaryOp::Mul: r.value = a->value * b->value; break;
+      case BinaryOp::Div:
+        if (b->value == 0) return std::nullopt;
+        r.value = a->value / b->value;
+        break;
+      case BinaryOp::MatMul: return std::nullopt;
+    }
+    r.text = ir::format_double(r.value);
+    return r;
   }
   return std::nullopt;
 }
@@ -113,6 +145,8 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
 
   const SourceLoc at = loc(e.pos);
   switch (bi.kind) {
+    case BuiltinKind::Reshape: return lower_reshape(bi, e);
+    case BuiltinKind::Pow: return lower_pow(bi, e);
     case BuiltinKind::Unary: {
       auto x = tensor_arg(e.args[0]);
       if (!x) return std::nullopt;
@@ -256,6 +290,158 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<Val> Lowerer::lower_reshape(const Builtin& bi, const Expr& e) {
+  // reshape(x, [d0, d1, ...]): each dim an integer >= 0, a symbol of the function
+  // (`M`, `Layer.S`) or, once, -1: the extent that keeps the number of elements.
+  auto x = tensor_arg(e.args[0]);
+  if (!x) return std::nullopt;
+  const Expr& list = e.args[1];
+  if (list.kind != ExprKind::List) {
+    error(list.pos, "'reshape' shape must be a list of dims, as in [M, 20, 128]");
+    return std::nullopt;
+  }
+  const ir::Type xt = f_->type_of(*x);
+  ir::Type out = xt;
+  out.shape.clear();
+  std::optional<std::size_t> infer;
+  for (const Expr& d : list.args) {
+    std::string sym;
+    if (d.kind == ExprKind::Name) {
+      auto it = scope_.find(d.name);
+      if (it != scope_.end() && it->second.kind == Binding::Kind::Poison) return std::nullopt;
+      if (it == scope_.end()) sym = d.name;
+      else if (it->second.kind != Binding::Kind::Literal) {
+        error(d.pos, "'reshape' dim '" + d.name + "' names a value: a dim is an integer, -1 or a symbol");
+        return std::nullopt;
+      }
+    } else if (d.kind == ExprKind::Member && d.args[0].kind == ExprKind::Name) {
+      sym = d.args[0].name == owner_ ? d.member : d.args[0].name + "." + d.member;
+    }
+    if (!sym.empty()) {
+      auto id = f_->find_symbol(sym);
+      if (!id) {
+        error(d.pos, "unknown symbol '" + sym + "' in 'reshape' (a dim is an integer, -1 or a symbol of the function)" +
+                         ir::did_you_mean(sym, f_->symbols()));
+        return std::nullopt;
+      }
+      out.shape.push_back(ir::Dim::symbolic(*id));
+      continue;
+    }
+    auto v = const_int(d, "a 'reshape' dim");
+    if (!v) return std::nullopt;
+    if (*v == -1) {
+      if (infer) {
+        error(d.pos, "'reshape' takes at most one -1 dim");
+        return std::nullopt;
+      }
+      infer = out.shape.size();
+      out.shape.push_back(ir::Dim::fixed(1));
+      continue;
+    }
+    if (*v < 0) {
+      error(d.pos, "'reshape' dim " + std::to_string(*v) + " must be >= 0 (or -1: inferred)");
+      return std::nullopt;
+    }
+    out.shape.push_back(ir::Dim::fixed(*v));
+  }
+  if (infer) {
+    // The -1 dim: the static quotient when the symbols match, or the one symbol left
+    // over when the static parts match.
+    std::vector<std::uint32_t> in_syms, out_syms;
+    for (const ir::Dim& d : xt.shape)
+      if (!d.is_static()) in_syms.push_back(d.sym.index);
+    for (const ir::Dim& d : out.shape)
+      if (!d.is_static()) out_syms.push_back(d.sym.index);
+    std::sort(in_syms.begin(), in_syms.end());
+    std::sort(out_syms.begin(), out_syms.end());
+    std::vector<std::uint32_t> left;
+    std::set_difference(in_syms.begin(), in_syms.end(), out_syms.begin(), out_syms.end(), std::back_inserter(left));
+    const auto pin = ir::static_dims_product(xt), pout = ir::static_dims_product(out);
+    const bool subset = std::includes(in_syms.begin(), in_syms.end(), out_syms.begin(), out_syms.end());
+    if (subset && pin && pout && *pout != 0 && left.empty() && *pin % *pout == 0) {
+      out.shape[*infer] = ir::Dim::fixed(*pin / *pout);
+    } else if (subset && pin && pout && left.size() == 1 && *pin == *pout) {
+      out.shape[*infer] = ir::Dim::symbolic(ir::SymbolId(left[0]));
+    } else {
+      std::string want = "[";
+      for (std::size_t i = 0; i < list.args.size(); ++i)
+        want += (i ? ", " : "") + (i == *infer                  ? std::string("-1")
+                                 : out.shape[i].is_static() ? std::to_string(out.shape[i].extent)
+                                                            : f_->symbol_name(out.shape[i].sym));
+      error(list.pos, "'reshape' cannot infer the -1 dim: no extent turns " + ir::type_str(xt, f_->symbols()) +
+                          " into " + want + "] with the same number of elements");
+      return std::nullopt;
+    }
+  }
+  return value_or_error(b_->create1(Op::Reshape, {*x}, ir::NoAttrs{}, {out}, loc(e.pos)), e.pos, bi.name);
+}
+
+std::optional<Val> Lowerer::lower_pow(const Builtin& bi, const Expr& e) {
+  // pow(x, n) for an integer literal n in [-16, 16], and square(x) = pow(x, 2): n
+  // multiplications at most, by repeated squaring (x^13 = x^8 * x^4 * x); a negative n
+  // is 1 / x^|n| and n = 0 is ones. There is no IR pow: each target runs the muls.
+  const std::string name(bi.name);
+  std::int64_t n = 2;
+  if (bi.max_args == 2) {
+    auto c = number_arg(bi, e.args[1], "exponent", true);
+    if (!c) return std::nullopt;
+    if (!(c->value >= -kMaxPowExponent && c->value <= kMaxPowExponent)) {
+      error(e.args[1].pos, "'pow' exponent " + c->text + " is out of range [" + std::to_string(-kMaxPowExponent) +
+                               ", " + std::to_string(kMaxPowExponent) + "]");
+      return std::nullopt;
+    }
+    n = static_cast<std::int64_t>(c->value);
+  }
+  auto v = lower_expr(e.args[0]);
+  if (!v) return std::nullopt;
+  if (v->literal) {
+    // A literal stays a literal, folded in double like the operators.
+    Val r = *v;
+    r.number = std::pow(v->number, static_cast<double>(n));
+    r.is_int = v->is_int && n >= 0;
+    r.text = ir::format_double(r.number);
+    r.pos = e.pos;
+    return r;
+  }
+  const ir::Type t = f_->type_of(v->id);
+  if (!is_float(t.elem)) {
+    error(e.pos, "'" + name + "' needs a float tensor, got " + ir::type_str(t, f_->symbols()));
+    return std::nullopt;
+  }
+  const SourceLoc at = loc(e.pos);
+  auto one = [&]() { return b_->constant(ir::Type{t.elem, {}}, {1.0}, at); };
+  std::optional<ValueId> result;
+  if (n == 0) {
+    auto c = one();
+    if (!c.ok()) return value_or_error(c, e.pos, name);
+    if (t.rank() == 0) return value(c.value());
+    return value_or_error(b_->create1(Op::Broadcast, {c.value()}, ir::NoAttrs{}, {t}, at), e.pos, name);
+  }
+  ValueId base = v->id;
+  for (std::int64_t k = n < 0 ? -n : n;;) {
+    if (k & 1) {
+      if (!result) {
+        result = base;
+      } else {
+        auto r = b_->create1(Op::Mul, {*result, base}, ir::NoAttrs{}, {}, at);
+        if (!r.ok()) return value_or_error(r, e.pos, name);
+        result = r.value();
+      }
+    }
+    k >>= 1;
+    if (k == 0) break;
+    auto sq = b_->create1(Op::Mul, {base, base}, ir::NoAttrs{}, {}, at);
+    if (!sq.ok()) return value_or_error(sq, e.pos, name);
+    base = sq.value();
+  }
+  if (n < 0) {
+    auto c = one();
+    if (!c.ok()) return value_or_error(c, e.pos, name);
+    return value_or_error(b_->create1(Op::Div, {c.value(), *result}, ir::NoAttrs{}, {}, at), e.pos, name);
+  }
+  return value(*result);
 }
 
 }  // namespace ternjit::dsl::lower_detail

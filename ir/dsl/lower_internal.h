@@ -38,6 +38,8 @@ enum class BuiltinKind : std::uint8_t {
   Dequantize,  // dequantize(q, scale) or dequantize(x) (identity on floats)
   Cast,        // cast<T>(x)
   GroupedMatMul,  // grouped_matmul(x, w, scale[, group]): per-group weight scales
+  Reshape,     // reshape(x, [d0, d1, ...])
+  Pow,         // pow(x, n), square(x): multiplications
 };
 
 /// A built-in function of the DSL: name, lowering, IR op and argument counts.
@@ -77,20 +79,37 @@ std::string kind_list(const ElemKind (&kinds)[N]) {
 
 // ---------------------------------------------------------------- lowering state
 
+/// The most instances one `param name: Layer[count]` declares, and the most iterations
+/// of one `for` loop.
+inline constexpr std::int64_t kMaxCount = 4096;
+/// The most layer instances (at every nesting level together) and instanced parameters
+/// one file declares.
+inline constexpr std::size_t kMaxInstances = std::size_t{1} << 16;
+/// Instance arrays nest at most this deep (`blk[i].sub[j]...`).
+inline constexpr int kMaxInstanceDepth = 8;
+/// The most expression nodes one function body may lower to after unrolling its `for`
+/// loops: the budget inline-calls allows a function (kMaxInlinedSize instructions).
+inline constexpr std::size_t kMaxUnrolledNodes = std::size_t{1} << 16;
+/// The most expression nodes a whole file lowers to, instance copies of functions included.
+inline constexpr std::size_t kMaxModuleNodes = std::size_t{1} << 20;
+
 /// A checked name inside a function body.
 struct Binding {
-  enum class Kind : std::uint8_t { Value, Param, Literal, Poison };
+  enum class Kind : std::uint8_t { Value, Param, Literal, Instances, Poison };
   Kind kind = Kind::Poison;
   ValueId value;          // Value
-  std::string param;      // Param: the IR parameter name
+  std::string param;      // Param: the IR parameter name; Instances: the IR prefix ("M.blk")
   double number = 0.0;    // Literal
   bool is_int = false;    // Literal
   std::string text;       // Literal: its spelling
+  std::string layer;      // Instances: the instanced layer
+  std::int64_t count = 0; // Instances: how many
+  bool loop_var = false;  // Literal: a `for` variable (cannot be rebound)
   Pos def;                // where the name was defined (for duplicate notes)
 };
 
-/// The value of an expression: an IR value, or a literal not yet given a kind (a
-/// literal takes the element kind of the operand it meets).
+/// The value of an expression: an IR value, a literal not yet given a kind (a literal
+/// takes the element kind of the operand it meets), or a tuple of values.
 struct Val {
   bool literal = false;
   ValueId id;
@@ -98,10 +117,18 @@ struct Val {
   bool is_int = false;
   std::string text;
   Pos pos;
+  bool tuple = false;      ///< a tuple: the elements are `elems`
+  std::vector<Val> elems;  ///< tuple elements (never tuples themselves)
 
   /// A literal written as `text` at `pos`.
   static Val literal_at(double number, bool is_int, std::string text, Pos pos) {
-    return Val{true, ValueId{}, number, is_int, std::move(text), pos};
+    Val v;
+    v.literal = true;
+    v.number = number;
+    v.is_int = is_int;
+    v.text = std::move(text);
+    v.pos = pos;
+    return v;
   }
 };
 
@@ -113,11 +140,14 @@ struct ConstNumber {
   std::string text;
 };
 
-/// A layer parameter: its IR name and whether it was declared in the module.
+/// A layer parameter: its IR name and whether it was declared in the module. An array
+/// of layer instances has `instance_of` set, and `ok` when its declaration checked.
 struct ParamInfo {
   std::string ir_name;
   Pos pos;
   bool ok = false;  // declared in the module
+  std::string instance_of;  // the instanced layer; empty for a tensor
+  std::int64_t count = 0;   // instances
 };
 
 /// How a function argument was declared.
@@ -131,7 +161,24 @@ struct FnInfo {
   std::size_t func_index = SIZE_MAX;   // into module.functions(); SIZE_MAX: not lowered
   bool usable = false;                 // signature fully valid: calls can be typed
   std::vector<ArgState> args;
-  std::optional<ir::Type> result;
+  std::vector<ir::Type> results;       // the result types (all of them valid when usable)
+  std::optional<ir::Function> signature;  // the function before its body (for instance copies)
+  bool body_failed = false;            // lowering its body reported an error
+};
+
+/// A function that a call may target: a DSL function, or its copy for one layer instance.
+struct Callee {
+  std::size_t fn = SIZE_MAX;   // into fns_
+  std::string ir_name;         // "Layer.fn" or "Model.blk.3.fn"
+  std::string layer;           // the layer its unbound result symbols are qualified with
+};
+
+/// An instance copy of a function waiting for its body.
+struct PendingCopy {
+  std::size_t fn;              // into fns_
+  std::size_t func_index;      // into module.functions()
+  std::string prefix;          // "Model.blk.3."
+  Pos requested;               // the first call of it
 };
 
 /// A layer: its declaration, the symbols its types use, its parameters and functions.
@@ -140,6 +187,7 @@ struct LayerInfo {
   std::set<std::string> symbols;             // unqualified dim names in its types
   std::vector<std::string> param_order;      // first definitions, in source order
   std::map<std::string, ParamInfo> params;
+  std::vector<ir::ParamDecl> param_decls;    // its tensor parameters as declared ("Layer.p")
   std::map<std::string, std::size_t> fns;    // name -> index into fns_
 };
 
@@ -208,18 +256,69 @@ class Lowerer {
   };
   /// Appends the calls to DSL functions inside `e` to `out`.
   void collect_calls(const LayerInfo& l, const Expr& e, std::vector<CallEdge>& out) const;
+  /// collect_calls over statements, `for` bodies included.
+  void collect_stmt_calls(const LayerInfo& l, const std::vector<Stmt>& body, std::vector<CallEdge>& out) const;
   /// Phase 4: depth-first search in source order; an edge back to a function on the
   /// current path closes a cycle, reported once at that call.
   void check_cycles();
 
   // ---------------------------------------------------------------- bodies
 
-  /// Phase 5: lowers one function's statements into its IR function.
-  void lower_body(const FnInfo& info);
-  /// Binds a `let` name to its value (a literal stays a literal).
+  /// Phase 5: lowers one function's statements into module function `func_index`; its
+  /// parameters are read as `prefix` + name ("Layer." or an instance's "Model.blk.3.").
+  void lower_body(const FnInfo& info, std::size_t func_index, const std::string& prefix);
+  /// Binds a `let` name (or the names of `let (a, b)`) to its value (a literal stays a
+  /// literal). Inside a `for` body a name may be bound again.
   void lower_let(const Stmt& s);
-  /// Lowers an expression; nullopt after an error (reported once).
+  /// Unrolls a `for` loop (loop_carried names update the enclosing scope).
+  void lower_for(const Stmt& s);
+  /// Lowers the statements of a `for` body.
+  void lower_loop_body(const std::vector<Stmt>& body);
+  /// Poisons the names the `let`s of `body` rebind (after a loop that failed), so later
+  /// uses stay quiet.
+  void poison_lets(const std::vector<Stmt>& body);
+  /// The return statement: the value(s) against the declared result types.
+  void lower_return(const Stmt& s, const FnInfo& info);
+  /// Lowers an expression to one value (a tuple is an error); nullopt after an error
+  /// (reported once).
   std::optional<Val> lower_expr(const Expr& e);
+  /// Lowers an expression that may be a tuple.
+  std::optional<Val> lower_any(const Expr& e);
+  /// `x[i]` (a leading-axis index of a tensor, or a tuple element).
+  std::optional<Val> lower_index(const Expr& e);
+  /// `base.member` where base is an instance: a parameter read.
+  std::optional<Val> lower_member(const Expr& e);
+  /// An integer known at compile time (literals, `let` literals, loop variables and
+  /// arithmetic on them); `what` names it in the error when it is not one.
+  std::optional<std::int64_t> const_int(const Expr& e, const std::string& what);
+  /// The instance a `blk[i]` (or `blk[i].sub[j]`) chain names: its layer and IR prefix
+  /// ("Model.blk.3."). Errors are reported; nullopt after one (or for a poisoned name).
+  struct InstanceRef {
+    const LayerInfo* layer = nullptr;
+    std::string prefix;
+    std::string shown;  // "blk[3]"
+  };
+  std::optional<InstanceRef> instance_ref(const Expr& e);
+  /// The function a call of instance `inst` named `fn` targets (its copy, declared now
+  /// and lowered later), or nullopt after an error at `pos`.
+  std::optional<Callee> instance_callee(const InstanceRef& inst, const std::string& fn, Pos pos);
+  /// The callee of a call of `fn` (an index into fns_) made inside the current body at
+  /// `pos`: a function of the same layer runs with the same weights (inside an instance
+  /// copy, its copy for that instance).
+  std::optional<Callee> plain_callee(std::size_t fn, Pos pos);
+  /// Function `fn` with its parameters read under `prefix`: the function itself for its
+  /// own layer's prefix, else its copy (declared at the first request, lowered later).
+  std::optional<Callee> copy_for(std::size_t fn, const std::string& prefix, Pos pos);
+  /// Whether `name` may be bound by a `let` at `at` (else reports why).
+  bool can_bind(const std::string& name, Pos at);
+  /// Binds `name` to `v` (poisoned when empty), replacing an earlier binding.
+  void bind(const std::string& name, Pos at, const std::optional<Val>& v);
+  /// The nesting depth of l's instance arrays (reports cycles and too deep nesting at
+  /// the array that causes them, clearing its `ok`); `memo` holds finished layers.
+  int instance_depth(LayerInfo& l, int level, std::map<const LayerInfo*, int>& memo);
+  /// The instanced layer the callee chain `e` of an instance call names (no index is
+  /// evaluated: for the call-cycle check), or nullptr.
+  const LayerInfo* instance_layer_of(const LayerInfo& l, const Expr& e) const;
   /// Arithmetic on two literals is done here, in double, and gives a literal (so
   /// `1.0 - eps` still takes the kind of the tensor it meets). As in Python, integers
   /// stay integers except under `/`.
@@ -249,6 +348,12 @@ class Lowerer {
   std::optional<ValueId> tensor_arg(const Expr& e);
   /// A call of a DSL function, with the callee's unbound result symbols qualified by its layer.
   std::optional<Val> lower_call(const Expr& e);
+  /// A call of `callee` with the arguments of `e` (shown as `shown` in errors).
+  std::optional<Val> call_fn(const Expr& e, const Callee& callee, const std::string& shown);
+  /// Phase 2b: checks the instance arrays (`param blk: Block[30]`) of every layer.
+  void check_instances();
+  /// Phase 2c: declares the parameters of every instance of layer `l` under `prefix`.
+  void declare_instances(const LayerInfo& l, const std::string& prefix, int depth);
 
   // ---------------------------------------------------------------- built-ins (lower_builtins.cpp)
 
@@ -259,6 +364,10 @@ class Lowerer {
                                         bool need_int);
   /// A call of a built-in: checks the arguments and creates its op.
   std::optional<Val> lower_builtin(const Builtin& bi, const Expr& e);
+  /// reshape(x, [dims]).
+  std::optional<Val> lower_reshape(const Builtin& bi, const Expr& e);
+  /// pow(x, n) and square(x).
+  std::optional<Val> lower_pow(const Builtin& bi, const Expr& e);
 
   const File& file_;
   std::string file_name_;
@@ -268,11 +377,24 @@ class Lowerer {
   std::vector<LayerInfo*> layer_order_;  // first definitions, in source order
   std::vector<FnInfo> fns_;              // first definitions, in source order
 
+  std::vector<PendingCopy> pending_;          // instance copies to lower
+  std::map<std::string, std::size_t> copies_; // IR name -> index into module.functions()
+  std::size_t instances_ = 0;                 // instances and instanced parameters declared
+  std::size_t module_nodes_ = 0;              // expression nodes lowered in the file
+  bool instances_failed_ = false;             // kMaxInstances was exceeded (reported once)
+  bool module_budget_failed_ = false;         // kMaxModuleNodes was exceeded (reported once)
+
   // The body being lowered.
   ir::Builder* b_ = nullptr;
   ir::Function* f_ = nullptr;
   const LayerInfo* layer_ = nullptr;
+  std::string owner_;            // the layer the function's IR name starts with
+  std::string prefix_;           // how its parameters are named: "Layer." or "Model.blk.3."
   std::map<std::string, Binding> scope_;
+  std::set<std::string> used_names_;  // value names given in this body
+  int loop_depth_ = 0;           // enclosing `for` bodies
+  std::size_t body_nodes_ = 0;   // expression nodes lowered in this body
+  bool budget_failed_ = false;   // the body ran out of its node budget (reported once)
 };
 
 }  // namespace ternjit::dsl::lower_detail

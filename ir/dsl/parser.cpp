@@ -4,17 +4,23 @@
 // Grammar (newlines matter only in statements, see parse_stmt):
 //   file   := layer*
 //   layer  := 'layer' IDENT '{' (param | fn)* '}'
-//   param  := 'param' IDENT ':' type
-//   fn     := 'fn' IDENT '(' [arg (',' arg)*] ')' '->' type '{' stmt* '}'
+//   param  := 'param' IDENT ':' (type | IDENT '[' expr ']')
+//   fn     := 'fn' IDENT '(' [arg (',' arg)*] ')' '->' result '{' stmt* '}'
+//   result := type | '(' type (',' type)* ')'
 //   arg    := IDENT ':' type
 //   type   := IDENT ['<' IDENT '>'] '[' [dim (',' dim)*] ']'
 //   dim    := INT | IDENT ['.' IDENT]
-//   stmt   := 'let' IDENT '=' expr | 'return' expr
+//   stmt   := 'let' IDENT '=' expr | 'let' '(' IDENT (',' IDENT)* ')' '=' expr
+//           | 'return' expr | 'for' IDENT 'in' expr '..' expr '{' stmt* '}'
 //   expr   := mul (('+' | '-') mul)*
 //   mul    := unary (('@' | '*' | '/') unary)*
 //   unary  := '-' unary | primary
-//   primary:= INT | FLOAT | '(' expr ')' | IDENT
+//   primary:= atom postfix*
+//   atom   := INT | FLOAT | STRING | '(' expr (',' expr)* ')' | '[' [expr (',' expr)*] ']'
+//           | IDENT | IDENT '.' IDENT
 //           | IDENT ['<' IDENT '>'] '(' args ')' | IDENT '.' IDENT '(' args ')'
+//   postfix:= '[' expr ']' | '.' IDENT (after an index) | '(' args ')' (after an index
+//             or a member: an instance call)
 #include "ir/dsl/parser.h"
 
 #include <algorithm>
@@ -32,6 +38,9 @@ constexpr int kMaxNesting = 256;
 // The most nodes on one path of an expression tree. Nesting alone does not bound it:
 // `x + x + ... + x` is flat to parse but as deep as it is long to lower.
 constexpr int kMaxHeight = 1024;
+// The most `for` loops nested in one another (each level is a recursion of the parser
+// and of the lowering).
+constexpr int kMaxLoopNesting = 16;
 
 class Parser {
  public:
@@ -195,6 +204,21 @@ class Parser {
     p.pos = pos_of(advance());
     layer.params.push_back(p);
     if (!expect(TokenKind::Colon, "after parameter name '" + p.name + "'")) return false;
+    if (at(TokenKind::Ident) && peek().text != "Tensor" && peek().text != "TernaryTensor" &&
+        toks_[pos_ + 1].kind == TokenKind::LBracket) {
+      // An array of layer instances: `param blk: Block[30]`.
+      ParamDecl& d = layer.params.back();
+      d.instance_of = peek().text;
+      d.instance_pos = pos_of(advance());
+      advance();  // '['
+      ++nesting_;
+      auto count = parse_expr();
+      --nesting_;
+      if (!count) return false;
+      if (!expect(TokenKind::RBracket, "after the instance count of '" + d.name + "'")) return false;
+      d.count = std::move(*count);
+      return true;
+    }
     auto t = parse_type();
     if (!t) return false;
     layer.params.back().type = std::move(*t);
@@ -244,32 +268,53 @@ class Parser {
     }
     advance();  // ')'
     if (!expect(TokenKind::Arrow, "and a result type after the arguments of " + q)) return false;
-    auto rt = parse_type();
-    if (!rt) return false;
-    f.result = std::move(*rt);
+    if (at(TokenKind::LParen)) {
+      // A tuple of results: `-> (T1, T2)`.
+      advance();
+      f.tuple_result = true;
+      for (;;) {
+        auto rt = parse_type();
+        if (!rt) return false;
+        f.results.emplace_back(std::move(*rt));
+        if (at(TokenKind::Comma)) {
+          advance();
+          continue;
+        }
+        if (!expect(TokenKind::RParen, "to close the result types of " + q)) return false;
+        break;
+      }
+      f.result = f.results.front();
+    } else {
+      auto rt = parse_type();
+      if (!rt) return false;
+      f.result = std::move(*rt);
+    }
     if (!expect(TokenKind::LBrace, "to open the body of " + q)) return false;
     f.header_ok = true;
+    f.close_pos = parse_block(f.body, f.body_ok, "function " + q);
+    return true;
+  }
 
+  // Statements up to the closing '}' (consumed), whose position is returned. A
+  // missing '}' is reported at what comes instead (a member keyword or the end of
+  // the file), which is left for the caller; `ok` is cleared when a statement failed.
+  Pos parse_block(std::vector<Stmt>& body, bool& ok, const std::string& what) {
     for (;;) {
-      if (at(TokenKind::RBrace)) {
-        f.close_pos = pos_of(advance());
-        return true;
-      }
+      if (at(TokenKind::RBrace)) return pos_of(advance());
       failed_ = false;
       if (at(TokenKind::Eof) || at(TokenKind::KwFn) || at(TokenKind::KwParam) ||
           at(TokenKind::KwLayer)) {
         // A missing '}': report it, and let the layer loop handle what follows.
-        error(peek(), "expected '}' to close function " + q + ", got " + describe(peek()));
-        f.close_pos = pos_of(peek());
-        f.body_ok = false;
-        return true;
+        error(peek(), "expected '}' to close " + what + ", got " + describe(peek()));
+        ok = false;
+        return pos_of(peek());
       }
       std::size_t before = pos_;
       in_stmt_ = true;
-      bool ok = parse_stmt(f);
+      bool stmt_ok = parse_stmt(body);
       in_stmt_ = false;
-      if (!ok) {
-        f.body_ok = false;
+      if (!stmt_ok) {
+        ok = false;
         if (pos_ == before) advance();
         sync_stmt();
       }
@@ -344,7 +389,7 @@ class Parser {
   // A statement ends at the end of its line (or at the body's '}'); an expression
   // continues onto the next line only inside parentheses, as in Python. Whatever
   // fails, the statement is kept without a value so later stages stay quiet.
-  bool parse_stmt(FnDecl& f) {
+  bool parse_stmt(std::vector<Stmt>& body) {
     nesting_ = 0;
     depth_ = 0;
     Stmt s;
@@ -352,30 +397,132 @@ class Parser {
     if (at(TokenKind::KwLet)) {
       advance();
       s.kind = StmtKind::Let;
-      if (!at(TokenKind::Ident)) {
-        unexpected("a name after 'let'");
-        return false;
+      if (at(TokenKind::LParen)) {
+        // `let (a, b) = value`: the names of a tuple's elements.
+        advance();
+        ++nesting_;
+        for (;;) {
+          if (!at(TokenKind::Ident)) {
+            unexpected("a name in 'let (...)'");
+            body.push_back(s);
+            return false;
+          }
+          s.names.emplace_back(peek().text, pos_of(peek()));
+          advance();
+          if (at(TokenKind::Comma)) {
+            advance();
+            continue;
+          }
+          if (!at(TokenKind::RParen)) {
+            unexpected("',' or ')' in 'let (...)'");
+            body.push_back(s);
+            return false;
+          }
+          advance();
+          break;
+        }
+        --nesting_;
+        s.name_pos = s.names.front().second;
+        body.push_back(s);
+        if (!expect(TokenKind::Equal, "after 'let (...)'")) return false;
+      } else {
+        if (!at(TokenKind::Ident)) {
+          unexpected("a name after 'let'");
+          return false;
+        }
+        s.name = peek().text;
+        s.name_pos = pos_of(advance());
+        body.push_back(s);
+        if (!expect(TokenKind::Equal, "after 'let " + s.name + "'")) return false;
       }
-      s.name = peek().text;
-      s.name_pos = pos_of(advance());
-      f.body.push_back(s);
-      if (!expect(TokenKind::Equal, "after 'let " + s.name + "'")) return false;
     } else if (at(TokenKind::KwReturn)) {
       advance();
       s.kind = StmtKind::Return;
-      f.body.push_back(s);
+      body.push_back(s);
+    } else if (at(TokenKind::KwFor)) {
+      return parse_for(body);
     } else {
-      error(peek(), "expected a statement ('let' or 'return'), got " + describe(peek()));
+      error(peek(), "expected a statement ('let', 'return' or 'for'), got " + describe(peek()));
       return false;
     }
     auto e = parse_expr();
     if (!e) return false;
+    if (!end_of_stmt()) return false;
+    body.back().value = std::move(*e);
+    return true;
+  }
+
+  // The statement must end here: at the end of its line, a '}' or the end of the file.
+  bool end_of_stmt() {
     if (!at(TokenKind::RBrace) && !at(TokenKind::Eof) && peek().line == prev().line) {
       error(peek(), "expected the end of the line after the statement, got " + describe(peek()));
       return false;
     }
-    f.body.back().value = std::move(*e);
     return true;
+  }
+
+  // `for i in lo..hi { body }`. A header that fails to parse skips its whole body (the
+  // braces matched), so the body's '}' does not close the function.
+  bool parse_for(std::vector<Stmt>& body) {
+    Stmt s;
+    s.kind = StmtKind::For;
+    s.pos = pos_of(advance());  // 'for'
+    body.push_back(s);
+    auto header = [&]() -> bool {
+      if (loop_nesting_ >= kMaxLoopNesting) {
+        error(prev(), "'for' loops are nested too deeply (more than " + std::to_string(kMaxLoopNesting) +
+                          " levels)");
+        return false;
+      }
+      if (!at(TokenKind::Ident)) {
+        unexpected("a loop variable after 'for'");
+        return false;
+      }
+      Stmt& f = body.back();
+      f.name = peek().text;
+      f.name_pos = pos_of(advance());
+      if (!at(TokenKind::Ident) || peek().text != "in") {
+        unexpected("'in' after 'for " + f.name + "'");
+        return false;
+      }
+      advance();
+      auto lo = parse_expr();
+      if (!lo) return false;
+      if (!expect(TokenKind::DotDot, "in the range of 'for " + f.name + "' (as in 0..4)")) return false;
+      auto hi = parse_expr();
+      if (!hi) return false;
+      f.value = std::move(*lo);
+      f.upper = std::move(*hi);
+      return expect(TokenKind::LBrace, "to open the body of 'for " + f.name + "'");
+    };
+    if (!header()) {
+      body.back().value.reset();
+      skip_for_body();
+      return true;  // reported; the statement is kept without a value
+    }
+    ++loop_nesting_;
+    bool ok = true;
+    parse_block(body.back().body, ok, "the body of 'for " + body.back().name + "'");
+    --loop_nesting_;
+    body.back().body_ok = ok;
+    return end_of_stmt();
+  }
+
+  // After a broken `for` header: skips the rest of the line and, when it opened a
+  // brace, everything up to the matching '}'.
+  void skip_for_body() {
+    std::uint32_t line = prev().line;
+    int depth = 0;
+    while (!at(TokenKind::Eof) && peek().line <= line && !(depth == 0 && at(TokenKind::RBrace))) {
+      if (at(TokenKind::LBrace)) ++depth;
+      advance();
+    }
+    while (depth > 0 && !at(TokenKind::Eof) && !at(TokenKind::KwFn) && !at(TokenKind::KwLayer) &&
+           !at(TokenKind::KwParam)) {
+      if (at(TokenKind::LBrace)) ++depth;
+      if (at(TokenKind::RBrace)) --depth;
+      advance();
+    }
   }
 
   // ---------------------------------------------------------------- expressions
@@ -388,6 +535,7 @@ class Parser {
   // taller than kMaxHeight.
   std::optional<Expr> sized(Expr e) {
     for (const Expr& a : e.args) e.height = std::max(e.height, a.height + 1);
+    for (const Expr& a : e.callee) e.height = std::max(e.height, a.height + 1);
     if (e.height <= kMaxHeight) return e;
     Token at_tok = peek();
     at_tok.line = e.pos.line;
@@ -462,6 +610,39 @@ class Parser {
   }
 
   std::optional<Expr> parse_primary() {
+    auto e = parse_atom();
+    if (!e) return std::nullopt;
+    return parse_postfix(std::move(*e));
+  }
+
+  // `[a, b, ...]` or `(a, b, ...)` after its opening token (consumed): the elements up
+  // to `close`. `lone` is set when a parenthesis held one element without a comma.
+  bool parse_elements(std::vector<Expr>& out, TokenKind close, const std::string& what, bool& lone) {
+    ++nesting_;
+    lone = false;
+    if (!(close == TokenKind::RBracket && at(TokenKind::RBracket))) {
+      for (;;) {
+        auto a = parse_expr();
+        if (!a) return false;
+        out.push_back(std::move(*a));
+        if (at(TokenKind::Comma)) {
+          advance();
+          continue;
+        }
+        if (!at(close)) {
+          unexpected("',' or " + std::string(token_kind_name(close)) + " " + what);
+          return false;
+        }
+        lone = out.size() == 1;
+        break;
+      }
+    }
+    advance();  // the closing token
+    --nesting_;
+    return true;
+  }
+
+  std::optional<Expr> parse_atom() {
     if (at(TokenKind::Int) || at(TokenKind::Float)) {
       const Token& t = advance();
       Expr e;
@@ -472,14 +653,31 @@ class Parser {
       e.is_int = t.kind == TokenKind::Int;
       return e;
     }
-    if (at(TokenKind::LParen)) {
-      advance();
-      ++nesting_;
-      auto e = parse_expr();
-      if (!e) return std::nullopt;
-      if (!expect(TokenKind::RParen, "to close '('")) return std::nullopt;
-      --nesting_;
+    if (at(TokenKind::String)) {
+      const Token& t = advance();
+      Expr e;
+      e.kind = ExprKind::String;
+      e.pos = pos_of(t);
+      e.text = t.text;
       return e;
+    }
+    if (at(TokenKind::LParen)) {
+      // `(e)` groups; `(a, b, ...)` is a tuple.
+      Expr e;
+      e.kind = ExprKind::Tuple;
+      e.pos = pos_of(advance());
+      bool lone = false;
+      if (!parse_elements(e.args, TokenKind::RParen, "to close '('", lone)) return std::nullopt;
+      if (lone) return std::move(e.args.front());
+      return sized(std::move(e));
+    }
+    if (at(TokenKind::LBracket)) {
+      Expr e;
+      e.kind = ExprKind::List;
+      e.pos = pos_of(advance());
+      bool lone = false;
+      if (!parse_elements(e.args, TokenKind::RBracket, "in the list", lone)) return std::nullopt;
+      return sized(std::move(e));
     }
     if (!at(TokenKind::Ident)) {
       unexpected("an expression");
@@ -492,15 +690,26 @@ class Parser {
     if (at(TokenKind::Dot)) {
       advance();
       if (!at(TokenKind::Ident)) {
-        unexpected("a function name after '" + e.name + ".'");
+        unexpected("a name after '" + e.name + ".'");
         return std::nullopt;
       }
       e.member = peek().text;
       e.member_pos = pos_of(advance());
       shown += "." + e.member;
-      if (!at(TokenKind::LParen)) {
-        unexpected("'(' to call '" + shown + "'");
-        return std::nullopt;
+      if (!at(TokenKind::LParen) || !continues()) {
+        // `Layer.S` (a qualified symbol, in a list of dims) or a misuse the lowering
+        // reports: a Member of the Name.
+        Expr base;
+        base.kind = ExprKind::Name;
+        base.name = e.name;
+        base.pos = e.pos;
+        Expr m;
+        m.kind = ExprKind::Member;
+        m.pos = e.member_pos;
+        m.member = e.member;
+        m.member_pos = e.member_pos;
+        m.args.push_back(std::move(base));
+        return sized(std::move(m));
       }
     } else if (at(TokenKind::Less)) {
       advance();
@@ -525,26 +734,77 @@ class Parser {
     }
     e.kind = ExprKind::Call;
     advance();  // '('
-    ++nesting_;
+    bool lone = false;
     if (!at(TokenKind::RParen)) {
-      for (;;) {
-        auto a = parse_expr();
-        if (!a) return std::nullopt;
-        e.args.push_back(std::move(*a));
-        if (at(TokenKind::Comma)) {
-          advance();
-          continue;
-        }
-        if (!at(TokenKind::RParen)) {
-          unexpected("',' or ')' in the arguments of '" + shown + "'");
+      if (!parse_elements(e.args, TokenKind::RParen, "in the arguments of '" + shown + "'", lone))
+        return std::nullopt;
+    } else {
+      advance();
+    }
+    return sized(std::move(e));
+  }
+
+  // Indexing `e[i]`, members of an instance `blk[i].p` and instance calls
+  // `blk[i](args)` / `blk[i].fn(args)`, on the same line (or inside parentheses).
+  std::optional<Expr> parse_postfix(Expr e) {
+    for (;;) {
+      if (at(TokenKind::LBracket) && continues()) {
+        Expr ix;
+        ix.kind = ExprKind::Index;
+        ix.pos = pos_of(advance());
+        ix.name = e.name;
+        ++nesting_;
+        auto idx = parse_expr();
+        if (!idx) return std::nullopt;
+        if (!expect(TokenKind::RBracket, "to close the index")) return std::nullopt;
+        --nesting_;
+        ix.args.push_back(std::move(e));
+        ix.args.push_back(std::move(*idx));
+        auto sz = sized(std::move(ix));
+        if (!sz) return std::nullopt;
+        e = std::move(*sz);
+        continue;
+      }
+      if (at(TokenKind::Dot) && continues() && e.kind == ExprKind::Index) {
+        advance();
+        if (!at(TokenKind::Ident)) {
+          unexpected("a parameter or function name after '.'");
           return std::nullopt;
         }
-        break;
+        Expr m;
+        m.kind = ExprKind::Member;
+        m.member = peek().text;
+        m.member_pos = pos_of(advance());
+        m.pos = m.member_pos;
+        m.name = e.name;
+        m.args.push_back(std::move(e));
+        auto sz = sized(std::move(m));
+        if (!sz) return std::nullopt;
+        e = std::move(*sz);
+        continue;
       }
+      if (at(TokenKind::LParen) && continues() &&
+          (e.kind == ExprKind::Index || (e.kind == ExprKind::Member && e.args[0].kind == ExprKind::Index))) {
+        Expr c;
+        c.kind = ExprKind::Call;
+        c.pos = pos_of(advance());
+        c.name = e.name;
+        if (e.kind == ExprKind::Member) c.member = e.member;
+        c.callee.push_back(std::move(e));
+        bool lone = false;
+        if (!at(TokenKind::RParen)) {
+          if (!parse_elements(c.args, TokenKind::RParen, "in the arguments of the instance call", lone))
+            return std::nullopt;
+        } else {
+          advance();
+        }
+        auto sz = sized(std::move(c));
+        if (!sz) return std::nullopt;
+        e = std::move(*sz);
+        continue;
+      }
+      return e;
     }
-    advance();  // ')'
-    --nesting_;
-    return sized(std::move(e));
   }
 
   std::vector<Token> toks_;
@@ -555,6 +815,7 @@ class Parser {
   int nesting_ = 0;      ///< open parentheses in the current statement
   int depth_ = 0;        ///< recursion depth of parse_unary
   bool in_stmt_ = false; ///< parsing a statement (where line ends matter)
+  int loop_nesting_ = 0; ///< enclosing `for` bodies
 };
 
 }  // namespace

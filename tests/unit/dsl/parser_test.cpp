@@ -21,12 +21,21 @@ std::string sexpr(const Expr& e) {
       return std::string("(") + binary_op_spelling(e.op) + " " + sexpr(e.args[0]) + " " +
              sexpr(e.args[1]) + ")";
     case ExprKind::Call: {
-      std::string s = "(call " + e.name;
-      if (!e.member.empty()) s += "." + e.member;
+      std::string s = "(call " + (e.callee.empty() ? e.name : sexpr(e.callee[0]));
+      if (!e.member.empty() && e.callee.empty()) s += "." + e.member;
       if (e.has_type_arg) s += "<" + e.type_arg + ">";
       for (const Expr& a : e.args) s += " " + sexpr(a);
       return s + ")";
     }
+    case ExprKind::Index: return "(index " + sexpr(e.args[0]) + " " + sexpr(e.args[1]) + ")";
+    case ExprKind::Member: return "(member " + sexpr(e.args[0]) + " " + e.member + ")";
+    case ExprKind::Tuple:
+    case ExprKind::List: {
+      std::string s = e.kind == ExprKind::Tuple ? "(tuple" : "(list";
+      for (const Expr& a : e.args) s += " " + sexpr(a);
+      return s + ")";
+    }
+    case ExprKind::String: return "\"" + e.text + "\"";
   }
   return "?";
 }
@@ -131,7 +140,7 @@ TEST_CASE("parser: a statement ends at the end of its line") {
   REQUIRE(r.error().diagnostics.size() == 1);
   CHECK(r.error().diagnostics[0].loc.line == 4);
   CHECK(r.error().diagnostics[0].loc.col == 3);
-  CHECK(r.error().diagnostics[0].message == "expected a statement ('let' or 'return'), got '-'");
+  CHECK(r.error().diagnostics[0].message == "expected a statement ('let', 'return' or 'for'), got '-'");
 
   auto two = parse_tri("layer L {\n fn f(x: Tensor[]) -> Tensor[] {\n  let a = x x\n  return a\n }\n}\n",
                        "n.tri");
@@ -161,7 +170,7 @@ TEST_CASE("parser: one error per statement, then recovery at the next line") {
   CHECK(p.diagnostics[0].message == "expected an expression, got end of line");
   CHECK(p.diagnostics[1].loc.line == 5);
   CHECK(p.diagnostics[1].loc.col == 5);
-  CHECK(p.diagnostics[1].message == "expected ')' to close '(', got 'let'");
+  CHECK(p.diagnostics[1].message == "expected ',' or ')' to close '(', got 'let'");
   CHECK(p.diagnostics[2].loc.line == 5);
   CHECK(p.diagnostics[2].loc.col == 9);
   CHECK(p.diagnostics[2].message == "expected a name after 'let', got '='");
