@@ -516,8 +516,8 @@ class Builder {
   // `matmul(transpose %a, transpose %b) : i32[K, N]` of i8 %a [M, K], %b [N, M], cast to
   // f32, then multiplied by u f32[K, 1] (optional) and t f32[1, N] (or [N]), in that order
   // (as `mul`s or one `ewise` of them; what autodiff's int8_dw emits), each intermediate
-  // read once: one Int8MatMulStep at the chain's last instruction (every value has its
-  // own region, so a, b, u, t are intact there), the others skipped.
+  // read once: one Int8MatMulStep at the chain's last instruction (a, b, u, t are declared
+  // read there, ExtraRead, so their scratch stays live until then), the others skipped.
   struct Int8Chain {
     InstId matmul;
     ValueId a, b, t, c;
