@@ -3,7 +3,10 @@
 #include "ir/infer_type.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "ir/print.h"
 
 namespace ternjit::ir {
 
@@ -180,6 +183,159 @@ Result<std::vector<Type>> infer_ewise(const Module* m, const Function& f, std::s
   for (std::size_t i = 0; i < read.size(); ++i)
     if (!read[i]) return fail("'ewise' operand " + std::to_string(i + 1) + " is not read by any step");
   return std::vector<Type>{slots.back()};
+}
+
+// The run-time position operand of the decoder ops: an i32 scalar.
+Result<void> need_pos(Op op, const Type& t, std::span<const std::string> syms) {
+  if (t.elem != ElemKind::I32 || t.rank() != 0)
+    return fail(q(op) + " needs the position `pos` as an i32 scalar (i32[]), got " + type_str(t, syms));
+  return success();
+}
+
+// The element kinds a table or a KV cache may have.
+bool storage_float(ElemKind k) { return k == ElemKind::F32 || k == ElemKind::F16 || k == ElemKind::BF16; }
+
+// The layer attribute of kv_write/attention against the caches' L (checked when static;
+// a symbolic L is checked once specialization binds it, and by the interpreter).
+Result<void> check_layer(Op op, std::int64_t layer, const Type& cache, std::span<const std::string> syms) {
+  if (layer < 0) return fail(q(op) + " layer must be >= 0, got " + std::to_string(layer));
+  if (cache.shape[0].is_static() && layer >= cache.shape[0].extent)
+    return fail(q(op) + " layer " + std::to_string(layer) + " is out of range for the cache " +
+                type_str(cache, syms) + " (L = " + std::to_string(cache.shape[0].extent) + ")");
+  return success();
+}
+
+Result<std::vector<Type>> infer_gather(std::span<const Type> ops, const AxisAttrs& a, std::span<const std::string> syms) {
+  const Type& table = ops[0];
+  const Type& ids = ops[1];
+  if (a.axis != 0 || a.keepdims)
+    return fail("'gather' supports only axis = 0 (rows of the table) without keepdims, got axis = " +
+                std::to_string(a.axis) + (a.keepdims ? " with keepdims" : ""));
+  if (table.rank() != 2 || !storage_float(table.elem))
+    return fail("'gather' needs a table of rank 2 and kind f32, f16 or bf16, got " + type_str(table, syms));
+  if (ids.elem != ElemKind::I32) return fail("'gather' needs i32 ids, got " + type_str(ids, syms));
+  Type out{table.elem, ids.shape};
+  out.shape.push_back(table.shape[1]);
+  return std::vector<Type>{out};
+}
+
+Result<std::vector<Type>> infer_slice(const Type& x, const SliceAttrs& a, std::span<const std::string> syms) {
+  TERNJIT_TRY(auto axis, check_axis(Op::Slice, a.axis, x, syms));
+  const Dim& d = x.shape[axis];
+  if (!d.is_static())
+    return fail("'slice' needs a static extent along axis " + std::to_string(axis) + ", got " + type_str(x, syms));
+  // 0 <= start, 0 <= size, start + size <= extent (compared without overflow).
+  if (a.start < 0 || a.size < 0 || a.start > d.extent || a.size > d.extent - a.start)
+    return fail("'slice' of [" + std::to_string(a.start) + ", " + std::to_string(a.start) + " + " +
+                std::to_string(a.size) + ") along axis " + std::to_string(axis) + " is out of range for " +
+                type_str(x, syms) + " (extent " + std::to_string(d.extent) + ")");
+  Type out = x;
+  out.shape[axis] = Dim::fixed(a.size);
+  return std::vector<Type>{out};
+}
+
+Result<std::vector<Type>> infer_concat(std::span<const Type> ops, const AxisAttrs& a, std::span<const std::string> syms) {
+  if (ops.empty()) return fail("'concat' needs at least one operand");
+  if (a.keepdims) return fail("'concat' does not take keepdims");
+  const Type& first = ops[0];
+  TERNJIT_TRY(auto axis, check_axis(Op::Concat, a.axis, first, syms));
+  Type out = first;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Type& t = ops[i];
+    const std::string which = "'concat' operand " + std::to_string(i + 1) + " ";
+    if (t.elem != first.elem || t.rank() != first.rank())
+      return fail(which + "is " + type_str(t, syms) + "; every operand must have the kind and rank of operand 1, " +
+                  type_str(first, syms));
+    for (std::size_t d = 0; d < t.rank(); ++d)
+      if (static_cast<std::int64_t>(d) != axis && !same_dim(t.shape[d], first.shape[d]))
+        return fail(which + "is " + type_str(t, syms) + " but operand 1 is " + type_str(first, syms) +
+                    ": dims other than axis " + std::to_string(axis) + " must be equal");
+    if (ops.size() == 1) break;  // one operand: the identity, any extent
+    const Dim& e = t.shape[axis];
+    if (!e.is_static())
+      return fail(which + "has a symbolic extent along axis " + std::to_string(axis) + " (" + type_str(t, syms) +
+                  "): the sum of the extents must be static");
+    if (e.extent > kMaxElements - total)
+      return fail("'concat' result along axis " + std::to_string(axis) + " has more than 2^60 elements");
+    total += e.extent;
+  }
+  if (ops.size() > 1) out.shape[axis] = Dim::fixed(total);
+  return std::vector<Type>{out};
+}
+
+Result<std::vector<Type>> infer_rope(std::span<const Type> ops, const RopeAttrs& a, std::span<const std::string> syms) {
+  const Type& x = ops[0];
+  if (x.elem != ElemKind::F32 || x.rank() != 3)
+    return fail("'rope' needs x of type f32[M, H, D], got " + type_str(x, syms));
+  if (x.shape[2].is_static() && x.shape[2].extent % 2 != 0)
+    return fail("'rope' needs an even head dim D, got " + type_str(x, syms));
+  TERNJIT_TRY_VOID(need_pos(Op::Rope, ops[1], syms));
+  if (!(a.theta > 0) || !std::isfinite(a.theta))
+    return fail("'rope' theta must be a finite number > 0, got " + format_double(a.theta));
+  return std::vector<Type>{x};
+}
+
+Result<std::vector<Type>> infer_layernorm(std::span<const Type> ops, const EpsAttrs& a, std::span<const std::string> syms) {
+  const Type& x = ops[0];
+  for (const Type& t : ops) TERNJIT_TRY_VOID(need_float(Op::LayerNorm, t, syms));
+  if (x.rank() == 0) return fail("'layernorm' needs an operand of rank >= 1, got " + type_str(x, syms));
+  const char* names[] = {"", "gamma", "beta"};
+  for (std::size_t i = 1; i < 3; ++i)
+    if (ops[i].rank() != 1 || !(ops[i].shape[0] == x.shape.back()))
+      return fail("'layernorm' needs " + std::string(names[i]) + " of shape [" + dim_str(x.shape.back(), syms) +
+                  "] for input " + type_str(x, syms) + ", got " + type_str(ops[i], syms));
+  if (!(a.eps >= 0) || !std::isfinite(a.eps)) return fail("'layernorm' eps must be a finite number >= 0");
+  return std::vector<Type>{Type{promote(promote(x.elem, ops[1].elem), ops[2].elem), x.shape}};
+}
+
+Result<std::vector<Type>> infer_causal_softmax(std::span<const Type> ops, std::span<const std::string> syms) {
+  TERNJIT_TRY_VOID(need_float(Op::CausalSoftmax, ops[0], syms));
+  if (ops[0].rank() < 2)
+    return fail("'causal_softmax' needs x of rank >= 2 ([..., M, T]), got " + type_str(ops[0], syms));
+  TERNJIT_TRY_VOID(need_pos(Op::CausalSoftmax, ops[1], syms));
+  return std::vector<Type>{ops[0]};
+}
+
+Result<std::vector<Type>> infer_kv_write(std::span<const Type> ops, const LayerAttrs& a, std::span<const std::string> syms) {
+  const Type& cache = ops[0];
+  const Type& rows = ops[1];
+  if (cache.rank() != 4 || !storage_float(cache.elem))
+    return fail("'kv_write' needs a cache of type [L, C, H, D] and kind f32, f16 or bf16, got " + type_str(cache, syms));
+  if (rows.rank() != 3 || (rows.elem != ElemKind::F32 && rows.elem != cache.elem))
+    return fail("'kv_write' needs rows of type [M, H, D] and kind f32 or the cache's kind (" +
+                std::string(elem_name(cache.elem)) + "), got " + type_str(rows, syms));
+  if (!same_dim(rows.shape[1], cache.shape[2]) || !same_dim(rows.shape[2], cache.shape[3]))
+    return fail("'kv_write' rows " + type_str(rows, syms) + " do not match the cache " + type_str(cache, syms) +
+                " (rows [M, H, D] into a cache [L, C, H, D])");
+  TERNJIT_TRY_VOID(need_pos(Op::KvWrite, ops[2], syms));
+  TERNJIT_TRY_VOID(check_layer(Op::KvWrite, a.layer, cache, syms));
+  return std::vector<Type>{cache};
+}
+
+Result<std::vector<Type>> infer_attention(std::span<const Type> ops, const AttentionAttrs& a,
+                                          std::span<const std::string> syms) {
+  const Type& qt = ops[0];
+  const Type& kc = ops[1];
+  const Type& vc = ops[2];
+  if (qt.elem != ElemKind::F32 || qt.rank() != 3)
+    return fail("'attention' needs q of type f32[M, HQ, D], got " + type_str(qt, syms));
+  if (kc.rank() != 4 || !storage_float(kc.elem))
+    return fail("'attention' needs caches of type [L, C, HKV, D] and kind f32, f16 or bf16, got " + type_str(kc, syms));
+  if (!(vc == kc))
+    return fail("'attention' needs the key and value caches of one type, got " + type_str(kc, syms) + " and " +
+                type_str(vc, syms));
+  if (!same_dim(kc.shape[3], qt.shape[2]))
+    return fail("'attention' head dim of q " + type_str(qt, syms) + " does not match the caches " + type_str(kc, syms));
+  const Dim& hq = qt.shape[1];
+  const Dim& hkv = kc.shape[2];
+  if (hq.is_static() && hkv.is_static() && (hkv.extent == 0 ? hq.extent != 0 : hq.extent % hkv.extent != 0))
+    return fail("'attention' needs the query heads HQ = " + std::to_string(hq.extent) +
+                " to be a multiple of the cache heads HKV = " + std::to_string(hkv.extent));
+  TERNJIT_TRY_VOID(need_pos(Op::Attention, ops[3], syms));
+  TERNJIT_TRY_VOID(check_layer(Op::Attention, a.layer, kc, syms));
+  if (!std::isfinite(a.scale)) return fail("'attention' scale must be finite, got " + format_double(a.scale));
+  return std::vector<Type>{qt};
 }
 
 // Packed ternary layouts are storage for tmatmul weights: only these ops may read one.
@@ -498,6 +654,38 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     }
     case Op::Ewise: {
       TERNJIT_TRY(out, infer_ewise(m, f, ops, std::get<EwiseAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Gather: {
+      TERNJIT_TRY(out, infer_gather(ops, std::get<AxisAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Slice: {
+      TERNJIT_TRY(out, infer_slice(ops[0], std::get<SliceAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Concat: {
+      TERNJIT_TRY(out, infer_concat(ops, std::get<AxisAttrs>(attrs), syms));
+      break;
+    }
+    case Op::LayerNorm: {
+      TERNJIT_TRY(out, infer_layernorm(ops, std::get<EpsAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Rope: {
+      TERNJIT_TRY(out, infer_rope(ops, std::get<RopeAttrs>(attrs), syms));
+      break;
+    }
+    case Op::CausalSoftmax: {
+      TERNJIT_TRY(out, infer_causal_softmax(ops, syms));
+      break;
+    }
+    case Op::KvWrite: {
+      TERNJIT_TRY(out, infer_kv_write(ops, std::get<LayerAttrs>(attrs), syms));
+      break;
+    }
+    case Op::Attention: {
+      TERNJIT_TRY(out, infer_attention(ops, std::get<AttentionAttrs>(attrs), syms));
       break;
     }
     case Op::TPack: {

@@ -271,6 +271,9 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
   for (const Extents& s : shapes) work += static_cast<std::uint64_t>(numel(s));
   if ((inst.op == Op::MatMul || inst.op == Op::TMatMul) && !ops[0]->shape.empty() && !shapes.empty())
     work += static_cast<std::uint64_t>(numel(shapes[0])) * static_cast<std::uint64_t>(ops[0]->shape.back());
+  // attention reads up to C cache rows of D elements for each of its M * HQ rows.
+  if (inst.op == Op::Attention && !shapes.empty() && ops[1]->shape.size() == 4)
+    work += static_cast<std::uint64_t>(numel(shapes[0])) * static_cast<std::uint64_t>(ops[1]->shape[1]) * 2;
   work_ += work;
   if (work_ > options_.max_work)
     return fail_at(inst.loc, "execution exceeded the interpreter's work limit of " + std::to_string(options_.max_work) +
@@ -424,6 +427,53 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       break;
     }
     case Op::TPack: out.push_back(*ops[0]); break;  // a layout is storage: the values are unchanged
+
+    // ---------------------------------------------------------------- decoder ops
+    case Op::Gather: {
+      TERNJIT_TRY(auto r, gather(inst, *ops[0], *ops[1]));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Slice: {
+      const auto& sl = std::get<SliceAttrs>(inst.attrs);
+      const auto rank = static_cast<std::int64_t>(ops[0]->shape.size());
+      if (sl.axis < 0 || sl.axis >= rank || sl.start < 0 || sl.size < 0 ||
+          sl.start > ops[0]->shape[static_cast<std::size_t>(sl.axis)] - sl.size)
+        return fail_at(inst.loc, "'slice' of " + std::to_string(sl.size) + " elements from " +
+                                     std::to_string(sl.start) + " along axis " + std::to_string(sl.axis) +
+                                     " does not fit " + ops[0]->describe());
+      out.push_back(slice(*ops[0], static_cast<std::size_t>(sl.axis), sl.start, sl.size));
+      break;
+    }
+    case Op::Concat: {
+      TERNJIT_TRY(std::size_t axis, axis_of(*ops[0]));
+      out.push_back(concat(ops, axis));
+      break;
+    }
+    case Op::LayerNorm:
+      out.push_back(layernorm(*ops[0], *ops[1], *ops[2], std::get<EpsAttrs>(inst.attrs).eps, kind(), options_.f32_as_f64));
+      break;
+    case Op::Rope: {
+      TERNJIT_TRY(auto r, rope(inst, std::get<RopeAttrs>(inst.attrs), *ops[0], *ops[1], options_.f32_as_f64));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::CausalSoftmax: {
+      TERNJIT_TRY(auto r, causal_softmax(inst, *ops[0], *ops[1], kind(), options_.f32_as_f64));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::KvWrite: {
+      TERNJIT_TRY(auto r, kv_write(inst, std::get<LayerAttrs>(inst.attrs).layer, *ops[0], *ops[1], *ops[2]));
+      out.push_back(std::move(r));
+      break;
+    }
+    case Op::Attention: {
+      TERNJIT_TRY(auto r, attention(inst, std::get<AttentionAttrs>(inst.attrs), *ops[0], *ops[1], *ops[2], *ops[3],
+                                    options_.f32_as_f64));
+      out.push_back(std::move(r));
+      break;
+    }
   }
 
   TERNJIT_CHECK(out.size() == inst.results.size(), q(inst.op) + " produced the wrong number of results");

@@ -46,6 +46,17 @@
 //   ewise    each step by the same code as the standalone op, on whole tensors.
 //   tpack    the identity (a layout changes storage, not values).
 //   param    the parameter's StoredTensor decoded to a HostTensor (exact, every kind).
+//   gather slice concat  data movement only (values copied exactly). An id outside
+//            [0, V) is an error naming the id, its flat index and V.
+//   layernorm  over the last axis, mean and variance in double, rounded once.
+//   rope causal_softmax kv_write attention  read the i32 scalar `pos` at run time:
+//            pos < 0, rows [pos, pos + M) past the cache capacity C, a layer past the
+//            cache's L, HQ not a multiple of HKV and an odd rope D are errors naming the
+//            op and the values. rope, causal_softmax and attention compute in double
+//            (angles, cos/sin; exp and sums; dots, softmax and the weighted sum) and
+//            round once; kv_write rounds each row value once to the cache's kind.
+//            Masked entries (causal_softmax) and cache rows past pos + m (attention)
+//            are never read. ir/README.md "Decoder ops" has the full text.
 // "Rounded once" means one call of round_to_kind, which takes f16/bf16 through f32: a
 // double result within half an f32 ulp of an f16/bf16 rounding midpoint may land one
 // f16/bf16 ulp away from the directly rounded value (rare; targets compare f16/bf16
@@ -128,7 +139,8 @@ struct InterpretOptions {
 /// location): wrong argument count, kind, rank or extent; an invalid tensor (see
 /// validate); a missing parameter value or one of the wrong kind or shape; a violated
 /// constraint; a symbol no argument or parameter binds but a shape needs; integer
-/// division by zero (naming the op and the element); reduce_max of an empty axis;
+/// division by zero (naming the op and the element); reduce_max of an empty axis; the
+/// decoder ops' range errors (above);
 /// a call to an unknown function (NotFound); more than options.max_steps instructions or
 /// options.max_work work ("execution exceeded the interpreter's work limit of ... element
 /// operations"), calls nested deeper than options.max_call_depth, or a tensor larger than

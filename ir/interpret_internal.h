@@ -70,4 +70,29 @@ Result<HostTensor> tmatmul(const InstData& inst, const TMatMulAttrs& attrs, std:
 Result<HostTensor> ewise(const InstData& inst, const EwiseAttrs& attrs, std::span<const HostTensor* const> ops,
                          ElemKind kind, bool f64);
 
+
+// The decoder ops (interpret_decoder.cpp). The ones reading `pos` (an i32 scalar) check
+// it at run time: pos < 0, rows [pos, pos + M) past the cache capacity and a layer past
+// the cache's L are errors naming the op and the values.
+/// `gather` of table rows [V, D] by i32 ids. Errors: an id outside [0, V).
+Result<HostTensor> gather(const InstData& inst, const HostTensor& table, const HostTensor& ids);
+/// `slice`: `size` elements from `start` along `axis` (precondition: in range).
+HostTensor slice(const HostTensor& x, std::size_t axis, std::int64_t start, std::int64_t size);
+/// `concat` along `axis` (precondition: the other dims equal).
+HostTensor concat(std::span<const HostTensor* const> ops, std::size_t axis);
+/// `layernorm` over the last axis, in double, rounded once to `kind`.
+HostTensor layernorm(const HostTensor& x, const HostTensor& gamma, const HostTensor& beta, double eps, ElemKind kind,
+                     bool f64);
+/// `rope` of x [M, H, D] at positions pos + m. Errors: pos < 0, odd D.
+Result<HostTensor> rope(const InstData& inst, const RopeAttrs& a, const HostTensor& x, const HostTensor& pos, bool f64);
+/// `causal_softmax` of x [..., M, T]: entries t <= pos + m kept. Errors: pos < 0.
+Result<HostTensor> causal_softmax(const InstData& inst, const HostTensor& x, const HostTensor& pos, ElemKind kind,
+                                  bool f64);
+/// `kv_write` of rows [M, H, D] into layer `layer` of cache [L, C, H, D] at rows pos + m.
+Result<HostTensor> kv_write(const InstData& inst, std::int64_t layer, const HostTensor& cache, const HostTensor& rows,
+                            const HostTensor& pos);
+/// `attention` of q [M, HQ, D] over the cache rows [0, pos + m] of layer a.layer.
+Result<HostTensor> attention(const InstData& inst, const AttentionAttrs& a, const HostTensor& q, const HostTensor& kc,
+                             const HostTensor& vc, const HostTensor& pos, bool f64);
+
 }  // namespace ternjit::ir::interp

@@ -38,14 +38,16 @@ constexpr AttrsKind kAttrsKindOf = kind_in<T>(static_cast<const Attrs*>(nullptr)
 
 // The enumerators name the alternatives in order (code switching on AttrsKind then
 // std::get's the struct the enumerator names).
-static_assert(std::variant_size_v<Attrs> == static_cast<std::size_t>(AttrsKind::Ste) + 1);
+static_assert(std::variant_size_v<Attrs> == static_cast<std::size_t>(AttrsKind::Attention) + 1);
 static_assert(kAttrsKindOf<NoAttrs> == AttrsKind::None && kAttrsKindOf<ConstAttrs> == AttrsKind::Const &&
               kAttrsKindOf<ParamAttrs> == AttrsKind::Param && kAttrsKindOf<CallAttrs> == AttrsKind::Call &&
               kAttrsKindOf<CastAttrs> == AttrsKind::Cast && kAttrsKindOf<PermAttrs> == AttrsKind::Perm &&
               kAttrsKindOf<AxisAttrs> == AttrsKind::Axis && kAttrsKindOf<EpsAttrs> == AttrsKind::Eps &&
               kAttrsKindOf<ThresholdAttrs> == AttrsKind::Threshold &&
               kAttrsKindOf<TMatMulAttrs> == AttrsKind::TMatMul && kAttrsKindOf<EwiseAttrs> == AttrsKind::Ewise &&
-              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout && kAttrsKindOf<SteAttrs> == AttrsKind::Ste);
+              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout && kAttrsKindOf<SteAttrs> == AttrsKind::Ste &&
+              kAttrsKindOf<SliceAttrs> == AttrsKind::Slice && kAttrsKindOf<RopeAttrs> == AttrsKind::Rope &&
+              kAttrsKindOf<LayerAttrs> == AttrsKind::Layer && kAttrsKindOf<AttentionAttrs> == AttrsKind::Attention);
 
 constexpr OpInfo kOpInfo[] = {
 #define TERNJIT_OP(name, mnemonic, nops, nres, flags, attrs, category) \
@@ -105,6 +107,14 @@ std::string_view activation_name(Activation act) {
 std::optional<Activation> parse_activation(std::string_view name) {
   for (const auto& [a, n] : kActivationNames)
     if (n == name) return a;
+  return std::nullopt;
+}
+
+std::string_view rope_mode_name(RopeMode mode) { return mode == RopeMode::Neox ? "neox" : "norm"; }
+
+std::optional<RopeMode> parse_rope_mode(std::string_view name) {
+  if (name == "norm") return RopeMode::Norm;
+  if (name == "neox") return RopeMode::Neox;
   return std::nullopt;
 }
 

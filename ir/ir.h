@@ -120,12 +120,13 @@ enum class OpCategory : std::uint8_t {
   Unary,          ///< elementwise math that is no activation: neg abs exp log sqrt rsqrt
   Activation,     ///< elementwise activations, also tmatmul epilogues: relu sigmoid tanh gelu silu
   Conversion,     ///< cast
-  DataMovement,   ///< transpose, reshape, broadcast
+  DataMovement,   ///< transpose, reshape, broadcast, gather, slice, concat
   LinearAlgebra,  ///< matmul
   Reduction,      ///< reduce_sum, reduce_mean, reduce_max
-  Normalization,  ///< softmax, rmsnorm
+  Normalization,  ///< softmax, rmsnorm, layernorm
   Quantization,   ///< quantize_int8, ternarize, ternarize_absmean, quantize, tquantize, dequantize
   Kernel,         ///< tmatmul, ewise, tpack: what fusion and layout selection produce
+  Position,       ///< rope, causal_softmax, kv_write, attention: read a run-time position `pos`
 };
 /// The category from ops.def.
 OpCategory op_category(Op op);
@@ -167,14 +168,15 @@ struct PermAttrs {
   std::vector<std::int64_t> perm;
   friend bool operator==(const PermAttrs&, const PermAttrs&) = default;
 };
-/// Reductions and softmax: the axis (0 <= axis < rank), and for reductions whether
-/// the reduced axis is kept with extent 1.
+/// Reductions, softmax, gather and concat: the axis (0 <= axis < rank), and for
+/// reductions whether the reduced axis is kept with extent 1 (softmax, gather and concat
+/// have no keepdims: it stays false and is not printed).
 struct AxisAttrs {
   std::int64_t axis = 0;
   bool keepdims = false;
   friend bool operator==(const AxisAttrs&, const AxisAttrs&) = default;
 };
-/// `rmsnorm`: epsilon added to the mean of squares.
+/// `rmsnorm`, `layernorm`: epsilon added to the mean of squares (the variance).
 struct EpsAttrs {
   double eps = 1e-6;
   friend bool operator==(const EpsAttrs&, const EpsAttrs&) = default;
@@ -260,13 +262,56 @@ struct LayoutAttrs {
   friend bool operator==(const LayoutAttrs&, const LayoutAttrs&) = default;
 };
 
+/// `slice`: result dim `axis` is `size` elements of the operand starting at `start`
+/// (0 <= start, start + size <= the operand's extent; checked by infer_types).
+struct SliceAttrs {
+  std::int64_t axis = 0;
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+  friend bool operator==(const SliceAttrs&, const SliceAttrs&) = default;
+};
+
+/// How `rope` pairs the elements it rotates: Norm pairs (2i, 2i + 1) (llama.cpp
+/// ROPE_TYPE_NORM, the llama and bitnet architectures); Neox pairs (i, i + D/2)
+/// (ROPE_TYPE_NEOX, GPT-NeoX and Hugging Face's rotate_half).
+enum class RopeMode : std::uint8_t { Norm, Neox };
+/// The spelling of a rope mode: "norm", "neox".
+std::string_view rope_mode_name(RopeMode mode);
+/// Parses a spelling produced by rope_mode_name; nullopt if unknown.
+std::optional<RopeMode> parse_rope_mode(std::string_view name);
+
+/// `rope`: the frequency base (freq_i = theta^(-2i/D)) and the pairing.
+struct RopeAttrs {
+  double theta = 10000.0;
+  RopeMode mode = RopeMode::Norm;
+  friend bool operator==(const RopeAttrs&, const RopeAttrs&) = default;
+};
+
+/// `kv_write`: the layer of the [L, C, H, D] cache it writes (0 <= layer < L).
+struct LayerAttrs {
+  std::int64_t layer = 0;
+  friend bool operator==(const LayerAttrs&, const LayerAttrs&) = default;
+};
+
+/// `attention`: the layer of the caches it reads (0 <= layer < L) and the factor the
+/// scores q . k are multiplied by before the softmax (usually 1 / sqrt(D)).
+struct AttentionAttrs {
+  std::int64_t layer = 0;
+  double scale = 1.0;
+  friend bool operator==(const AttentionAttrs&, const AttentionAttrs&) = default;
+};
+
 /// Which attribute struct an instruction holds: one enumerator per alternative of Attrs,
-/// in the same order (NoAttrs, ConstAttrs, ..., LayoutAttrs, SteAttrs).
-enum class AttrsKind : std::uint8_t { None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout, Ste };
+/// in the same order (NoAttrs, ConstAttrs, ..., SteAttrs, ..., AttentionAttrs).
+enum class AttrsKind : std::uint8_t {
+  None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout, Ste,
+  Slice, Rope, Layer, Attention
+};
 
 /// Op-specific data; which alternative an op uses is fixed per op in ops.def (attrs_kind).
 using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
-                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs, SteAttrs>;
+                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs, SteAttrs,
+                           SliceAttrs, RopeAttrs, LayerAttrs, AttentionAttrs>;
 
 /// The attribute struct every instruction of `op` carries (ops.def).
 AttrsKind attrs_kind(Op op);

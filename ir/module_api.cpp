@@ -272,6 +272,46 @@ Value FunctionBuilder::rmsnorm(Value x, Value gamma, double eps, Loc loc) {
   return b_->make1(f_, Op::RmsNorm, {x, gamma}, ir::EpsAttrs{eps}, loc);
 }
 
+Value FunctionBuilder::gather(Value table, Value ids, Loc loc) {
+  return b_->make1(f_, Op::Gather, {table, ids}, ir::AxisAttrs{0, false}, loc);
+}
+
+Value FunctionBuilder::slice(Value x, int axis, std::int64_t start, std::int64_t size, Loc loc) {
+  auto a = b_->axis(f_, x, axis, loc);
+  return a ? b_->make1(f_, Op::Slice, {x}, ir::SliceAttrs{*a, start, size}, loc) : Value{};
+}
+
+Value FunctionBuilder::concat(const std::vector<Value>& xs, int axis, Loc loc) {
+  if (xs.empty()) {
+    b_->record(loc, "'concat' needs at least one operand");
+    return {};
+  }
+  auto a = b_->axis(f_, xs[0], axis, loc);
+  return a ? b_->make1(f_, Op::Concat, xs, ir::AxisAttrs{*a, false}, loc) : Value{};
+}
+
+Value FunctionBuilder::layernorm(Value x, Value gamma, Value beta, double eps, Loc loc) {
+  return b_->make1(f_, Op::LayerNorm, {x, gamma, beta}, ir::EpsAttrs{eps}, loc);
+}
+
+Value FunctionBuilder::rope(Value x, Value pos, double theta, RopeMode mode, Loc loc) {
+  const ir::RopeMode m = mode == RopeMode::Neox ? ir::RopeMode::Neox : ir::RopeMode::Norm;
+  return b_->make1(f_, Op::Rope, {x, pos}, ir::RopeAttrs{theta, m}, loc);
+}
+
+Value FunctionBuilder::causal_softmax(Value x, Value pos, Loc loc) {
+  return b_->make1(f_, Op::CausalSoftmax, {x, pos}, ir::NoAttrs{}, loc);
+}
+
+Value FunctionBuilder::kv_write(Value cache, Value rows, Value pos, std::int64_t layer, Loc loc) {
+  return b_->make1(f_, Op::KvWrite, {cache, rows, pos}, ir::LayerAttrs{layer}, loc);
+}
+
+Value FunctionBuilder::attention(Value q, Value k_cache, Value v_cache, Value pos, std::int64_t layer, double scale,
+                                 Loc loc) {
+  return b_->make1(f_, Op::Attention, {q, k_cache, v_cache, pos}, ir::AttentionAttrs{layer, scale}, loc);
+}
+
 std::vector<Value> FunctionBuilder::call(const std::string& function, const std::vector<Value>& args,
                                          Loc loc) {
   return b_->make(f_, Op::Call, args, ir::CallAttrs{function}, loc);

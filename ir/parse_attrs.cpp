@@ -86,7 +86,14 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "group", "bias", "residual", "act"}; break;
     case AttrsKind::Ewise: fields = {"steps"}; break;
     case AttrsKind::Layout: fields = {"layout"}; break;
+    case AttrsKind::Slice: fields = {"axis", "start", "size"}; break;
+    case AttrsKind::Rope: fields = {"theta", "mode"}; break;
+    case AttrsKind::Layer: fields = {"layer"}; break;
+    case AttrsKind::Attention: fields = {"layer", "scale"}; break;
   }
+  // softmax, gather and concat carry AxisAttrs without a keepdims field (optional here
+  // so that a set flag, which the verifier refuses, still reads back as printed).
+  const bool no_keepdims = inst.op == Op::Softmax || inst.op == Op::Gather || inst.op == Op::Concat;
   if (fields.empty() && brace) return fail(*brace, opq + " takes no attributes");
   for (const PAttr& a : attrs) {
     bool known = false;
@@ -186,7 +193,7 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
       if (!axis) return missing("axis");
       if (!get_int(*axis, ax.axis)) return false;
       const PAttr* keep = find("keepdims");
-      if (!keep && inst.op != Op::Softmax) return missing("keepdims");
+      if (!keep && !no_keepdims) return missing("keepdims");
       if (keep) {
         if (keep->value.kind != PAttrValue::Kind::Word ||
             (keep->value.tok->text != "true" && keep->value.tok->text != "false"))
@@ -281,6 +288,48 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
         return fail(*layout->value.tok, "unknown ternary layout " + describe(*layout->value.tok) +
                                             " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
       inst.attrs = LayoutAttrs{*l};
+      return true;
+    }
+    case AttrsKind::Slice: {
+      SliceAttrs sl;
+      for (auto [key, field] : {std::pair{"axis", &sl.axis}, std::pair{"start", &sl.start}, std::pair{"size", &sl.size}}) {
+        const PAttr* a = find(key);
+        if (!a) return missing(key);
+        if (!get_int(*a, *field)) return false;
+      }
+      inst.attrs = sl;
+      return true;
+    }
+    case AttrsKind::Rope: {
+      RopeAttrs r;
+      const PAttr* theta = find("theta");
+      if (!theta) return missing("theta");
+      if (!get_double(*theta, r.theta)) return false;
+      const PAttr* mode = find("mode");
+      if (!mode) return missing("mode");
+      auto m = mode->value.kind == PAttrValue::Kind::Word ? parse_rope_mode(mode->value.tok->text) : std::nullopt;
+      if (!m) return fail(*mode->value.tok, "unknown rope mode " + describe(*mode->value.tok) + " (expected norm or neox)");
+      r.mode = *m;
+      inst.attrs = r;
+      return true;
+    }
+    case AttrsKind::Layer: {
+      LayerAttrs l;
+      const PAttr* layer = find("layer");
+      if (!layer) return missing("layer");
+      if (!get_int(*layer, l.layer)) return false;
+      inst.attrs = l;
+      return true;
+    }
+    case AttrsKind::Attention: {
+      AttentionAttrs a;
+      const PAttr* layer = find("layer");
+      if (!layer) return missing("layer");
+      if (!get_int(*layer, a.layer)) return false;
+      const PAttr* scale = find("scale");
+      if (!scale) return missing("scale");
+      if (!get_double(*scale, a.scale)) return false;
+      inst.attrs = a;
       return true;
     }
   }

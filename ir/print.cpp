@@ -98,8 +98,10 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
     std::string operator()(const PermAttrs& p) const { return "{perm = " + int_list(p.perm) + "}"; }
     std::string operator()(const AxisAttrs& a) const {
       std::string s = "{axis = " + std::to_string(a.axis);
-      // softmax has no keepdims field; a set flag is invalid IR but is shown, not hidden.
-      if (d.op != Op::Softmax || a.keepdims) s += a.keepdims ? ", keepdims = true" : ", keepdims = false";
+      // softmax, gather and concat have no keepdims field; a set flag is invalid IR but is
+      // shown, not hidden.
+      const bool has_keepdims = d.op != Op::Softmax && d.op != Op::Gather && d.op != Op::Concat;
+      if (has_keepdims || a.keepdims) s += a.keepdims ? ", keepdims = true" : ", keepdims = false";
       return s + "}";
     }
     std::string operator()(const EpsAttrs& e) const { return "{eps = " + format_double(e.eps) + "}"; }
@@ -133,6 +135,17 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
     }
     std::string operator()(const LayoutAttrs& l) const {
       return "{layout = " + std::string(weight_format_name(l.layout)) + "}";
+    }
+    std::string operator()(const SliceAttrs& sl) const {
+      return "{axis = " + std::to_string(sl.axis) + ", start = " + std::to_string(sl.start) +
+             ", size = " + std::to_string(sl.size) + "}";
+    }
+    std::string operator()(const RopeAttrs& r) const {
+      return "{theta = " + format_double(r.theta) + ", mode = " + std::string(rope_mode_name(r.mode)) + "}";
+    }
+    std::string operator()(const LayerAttrs& l) const { return "{layer = " + std::to_string(l.layer) + "}"; }
+    std::string operator()(const AttentionAttrs& a) const {
+      return "{layer = " + std::to_string(a.layer) + ", scale = " + format_double(a.scale) + "}";
     }
   };
   return std::visit(Visitor{d, const_kind}, d.attrs);

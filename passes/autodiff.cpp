@@ -583,6 +583,15 @@ Result<void> Reverse::rule(InstId i) {
     case Op::TMatMul: return tmatmul_rule(d, g);
     case Op::Ewise: TERNJIT_UNREACHABLE("autodiff: ewise is expanded before the reverse sweep");
     case Op::TPack: accumulate(a, g); return success();
+    case Op::Gather:
+    case Op::Slice:
+    case Op::Concat:
+    case Op::LayerNorm:
+    case Op::Rope:
+    case Op::CausalSoftmax:
+    case Op::KvWrite:
+    case Op::Attention:
+      return not_differentiable(f_, "'" + std::string(ir::op_name(d.op)) + "' has no gradient rule");
   }
   TERNJIT_UNREACHABLE("autodiff: unknown op");
 }

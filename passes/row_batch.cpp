@@ -200,6 +200,51 @@ class Checker {
         if (at.residual && !row(inst.operands[k++])) return bad(inst, "residual is not per-row");
         return success();
       }
+      case Op::Gather: {
+        // Rows of the table by per-row ids: per-row exactly when the ids are.
+        if (touches(inst.operands[0])) return bad(inst, "a per-row table");
+        if (!row(inst.operands[1])) return all_free(inst);
+        if (!row(inst.results[0])) return bad(inst, "result is not per-row");
+        return success();
+      }
+      case Op::Slice: {
+        if (!row(inst.operands[0])) return all_free(inst);
+        if (std::get<ir::SliceAttrs>(inst.attrs).axis == 0) return bad(inst, "slices the row axis");
+        return success();
+      }
+      case Op::Concat: {
+        const ir::ValueId r = inst.results[0];
+        if (!row(r)) return all_free(inst);
+        if (std::get<ir::AxisAttrs>(inst.attrs).axis == 0) return bad(inst, "concatenates along the row axis");
+        for (ir::ValueId v : inst.operands)
+          if (!row(v)) return bad(inst, "operand " + name(v) + " is not per-row");
+        return success();
+      }
+      case Op::LayerNorm:
+        if (touches(inst.operands[1]) || touches(inst.operands[2])) return bad(inst, "a per-row gamma or beta");
+        return same_rows(inst, 2);
+      case Op::Rope: {
+        // Row m is rotated by position pos + m: the first `rows` rows are the same rows of
+        // the whole batch.
+        if (!row(inst.operands[0])) return all_free(inst);
+        if (!row(inst.results[0])) return bad(inst, "result is not per-row");
+        return success();
+      }
+      case Op::CausalSoftmax: {
+        // Rank 2 [M, T] only: row m keeps t <= pos + m, whichever rows run.
+        if (!row(inst.operands[0])) return all_free(inst);
+        if (f_.type_of(inst.operands[0]).rank() != 2 || touches(inst.operands[1]))
+          return bad(inst, "the row axis is not the mask's M axis");
+        return success();
+      }
+      case Op::Attention:
+        // Its run-time check pos + M <= C needs the call's M, not a bucket's.
+        if (row(inst.operands[0])) return bad(inst, "checks pos + M against the cache capacity");
+        return all_free(inst);
+      case Op::KvWrite:
+        // Writes rows into a cache that has no row axis: the cache depends on every row.
+        if (row(inst.operands[1]) || touches(inst.operands[0])) return bad(inst, "writes per-row values into a cache");
+        return all_free(inst);
     }
     return bad(inst, "unknown op");
   }

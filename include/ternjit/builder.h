@@ -50,6 +50,10 @@ class Module {
 
 class ModuleBuilder;
 
+/// How FunctionBuilder::rope pairs the elements it rotates (ir/README.md `rope`): Norm
+/// pairs (2i, 2i + 1) (llama.cpp ROPE_TYPE_NORM: llama, bitnet); Neox pairs (i, i + D/2).
+enum class RopeMode : std::uint8_t { Norm, Neox };
+
 /// Builds one function. Obtained from ModuleBuilder::function(); valid while the
 /// ModuleBuilder lives. Every method records the caller's source location: the first
 /// misuse (shape mismatch, unknown parameter...) is kept and reported by
@@ -109,6 +113,25 @@ class FunctionBuilder {
   Value ternarize_absmean(Value x, Loc loc = Loc::current());
   /// q * s for integer q and float scales s (broadcast).
   Value dequantize(Value q, Value s, Loc loc = Loc::current());
+  /// Rows of `table` [V, D] (f32/f16/bf16) picked by i32 `ids` of any shape: ids.shape ++ [D].
+  /// An id outside [0, V) is an error when the function runs.
+  Value gather(Value table, Value ids, Loc loc = Loc::current());
+  /// `size` elements from `start` along `axis` (negative counts from the end); static.
+  Value slice(Value x, int axis, std::int64_t start, std::int64_t size, Loc loc = Loc::current());
+  /// Concatenation along `axis` (negative counts from the end); other dims equal.
+  Value concat(const std::vector<Value>& xs, int axis, Loc loc = Loc::current());
+  /// Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+  Value layernorm(Value x, Value gamma, Value beta, double eps, Loc loc = Loc::current());
+  /// Rotary position embedding of x f32[M, H, D] at positions pos + m (pos an i32 scalar).
+  Value rope(Value x, Value pos, double theta, RopeMode mode = RopeMode::Norm, Loc loc = Loc::current());
+  /// Softmax over the last axis of x [..., M, T] keeping entries t <= pos + m (others 0).
+  Value causal_softmax(Value x, Value pos, Loc loc = Loc::current());
+  /// The cache [L, C, H, D] with rows [M, H, D] written at layer `layer`, rows pos + m.
+  Value kv_write(Value cache, Value rows, Value pos, std::int64_t layer, Loc loc = Loc::current());
+  /// Causal grouped-query attention of q f32[M, HQ, D] over cache rows [0, pos + m] of
+  /// layer `layer` of k_cache and v_cache [L, C, HKV, D]; scores scaled by `scale`.
+  Value attention(Value q, Value k_cache, Value v_cache, Value pos, std::int64_t layer, double scale,
+                  Loc loc = Loc::current());
   /// Calls another function of the module (by full name, e.g. "BitLinear.forward").
   std::vector<Value> call(const std::string& function, const std::vector<Value>& args,
                           Loc loc = Loc::current());

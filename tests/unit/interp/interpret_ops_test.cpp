@@ -657,6 +657,28 @@ void run_tiny(Op op) {
       expect_eq(T(F32, {2}, {-1, -16}), run1(op, {v2, v2}, EwiseAttrs{{{Op::Mul, 0, 1}, {Op::Neg, 2, -1}}}));
       return;
     case Op::TPack: expect_eq(T(T2, {2}, {-1, 1}), run1(op, {T(T2, {2}, {-1, 1})}, LayoutAttrs{WeightFormat::Tern2})); return;
+    // The decoder ops: one small case each (decoder_ops_test.cpp has the rest).
+    case Op::Gather: expect_eq(T(F32, {1, 2}, {-1, 4}), run1(op, {T(F32, {2, 2}, {0, 0, -1, 4}), T(I32, {1}, {1})}, AxisAttrs{})); return;
+    case Op::Slice: expect_eq(T(F32, {1}, {4}), run1(op, {v2}, SliceAttrs{0, 1, 1})); return;
+    case Op::Concat: expect_eq(T(F32, {4}, {-1, 4, -1, 4}), run1(op, {v2, v2}, AxisAttrs{})); return;
+    case Op::LayerNorm:  // mean 1.5, var 6.25: (x - 1.5) / 2.5
+      expect_eq(T(F32, {2}, {-1, 1}), run1(op, {v2, T(F32, {2}, {1, 1}), T(F32, {2}, {0, 0})}, EpsAttrs{0.0}));
+      return;
+    case Op::Rope:  // position 0: the identity
+      expect_eq(T(F32, {1, 1, 2}, {-1, 4}), run1(op, {T(F32, {1, 1, 2}, {-1, 4}), T(I32, {}, {0})}, RopeAttrs{}));
+      return;
+    case Op::CausalSoftmax:  // pos 0: row 0 keeps t = 0 only
+      expect_eq(T(F32, {1, 2}, {1, 0}), run1(op, {T(F32, {1, 2}, {-1, 4}), T(I32, {}, {0})}));
+      return;
+    case Op::KvWrite:
+      expect_eq(T(F32, {1, 2, 1, 2}, {0, 0, -1, 4}),
+                run1(op, {T(F32, {1, 2, 1, 2}, {0, 0, 0, 0}), T(F32, {1, 1, 2}, {-1, 4}), T(I32, {}, {1})}, LayerAttrs{}));
+      return;
+    case Op::Attention:  // one cache row: its value
+      expect_eq(T(F32, {1, 1, 2}, {-1, 4}), run1(op, {T(F32, {1, 1, 2}, {1, 1}), T(F32, {1, 1, 1, 2}, {2, 3}),
+                                                     T(F32, {1, 1, 1, 2}, {-1, 4}), T(I32, {}, {0})},
+                                                 AttentionAttrs{0, 1.0}));
+      return;
   }
   FAIL("op not covered");
 }

@@ -91,6 +91,23 @@ const std::map<std::string, std::string>& op_cases() {
                       "  %0 = ewise %a, %b {steps = [mul(0, 1), relu(2)]} : f32[2, 3]\n  ret %0\n");
     c["tpack"] = wrap("%w: t2[3, 4]", "t2<tern1.6>[3, 4]",
                       "  %0 = tpack %w {layout = tern1.6} : t2<tern1.6>[3, 4]\n  ret %0\n");
+    c["gather"] = wrap("%t: bf16[5, 3], %i: i32[2, 2]", "bf16[2, 2, 3]",
+                       "  %0 = gather %t, %i {axis = 0} : bf16[2, 2, 3]\n  ret %0\n");
+    c["slice"] = wrap("%a: i8[2, 7]", "i8[2, 3]", "  %0 = slice %a {axis = 1, start = 4, size = 3} : i8[2, 3]\n  ret %0\n");
+    c["concat"] = wrap("%a: f32[2, 3], %b: f32[1, 3]", "f32[5, 3]",
+                       "  %0 = concat %a, %b, %a {axis = 0} : f32[5, 3]\n  ret %0\n");
+    c["layernorm"] = wrap("%a: f32[2, 3], %g: f32[3]", "f32[2, 3]",
+                          "  %0 = layernorm %a, %g, %g {eps = 1e-05} : f32[2, 3]\n  ret %0\n");
+    c["rope"] = wrap("%a: f32[2, 3, 4], %p: i32[]", "(f32[2, 3, 4], f32[2, 3, 4])",
+                     "  %0 = rope %a, %p {theta = 5e+05, mode = norm} : f32[2, 3, 4]\n"
+                     "  %1 = rope %a, %p {theta = 10000.5, mode = neox} : f32[2, 3, 4]\n  ret %0, %1\n");
+    c["causal_softmax"] = wrap("%a: f16[2, 3, 5], %p: i32[]", "f16[2, 3, 5]",
+                               "  %0 = causal_softmax %a, %p : f16[2, 3, 5]\n  ret %0\n");
+    c["kv_write"] = wrap("%c: f16[2, 8, 2, 4], %r: f32[3, 2, 4], %p: i32[]", "f16[2, 8, 2, 4]",
+                         "  %0 = kv_write %c, %r, %p {layer = 1} : f16[2, 8, 2, 4]\n  ret %0\n");
+    c["attention"] = wrap("%q: f32[3, 4, 2], %k: bf16[2, 8, 2, 2], %v: bf16[2, 8, 2, 2], %p: i32[]", "f32[3, 4, 2]",
+                          "  %0 = attention %q, %k, %v, %p {layer = 0, scale = 0.7071067811865476} : f32[3, 4, 2]\n"
+                          "  ret %0\n");
     return c;
   }();
   return cases;
