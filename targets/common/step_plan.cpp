@@ -137,6 +137,70 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
     if (defines_no_bytes(f.inst(d.inst).op)) continue;
     claimed.emplace(v.index, j);
   }
+
+  // kv_write in place. A value is load-time as the walk below decides (param, or a pure op
+  // of load-time values, tpack included): such bytes are constants, never written.
+  std::vector<bool> load_time(f.num_values(), false);
+  std::vector<std::size_t> uses(f.num_values(), 0);
+  for (InstId i : insts) {
+    const ir::InstData& inst = f.inst(i);
+    for (ValueId v : inst.operands) ++uses[v.index];
+    const bool lt = inst.op == Op::Param ||
+                    (inst.op != Op::Ret && ir::op_flags(inst.op) == ir::OpFlags::Pure &&
+                     std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return load_time[v.index]; }));
+    for (ValueId r : inst.results) load_time[r.index] = lt;
+  }
+  auto find = [&](std::uint32_t v) {
+    while (root[v] != v) v = root[v];
+    return v;
+  };
+  auto is_arg = [&](std::uint32_t v) { return f.value(ValueId{v}).def != ir::ValueDef::InstResult; };
+  // A kv_write whose cache bytes nobody reads after it writes them in place: its result
+  // joins the cache's root (the chain's last read becomes the root's). A chain starting at
+  // an argument read only there is kept only if it reaches a ret operand it can live in.
+  std::vector<std::uint32_t> arg_chains;  // argument roots, with the first kv_write result
+  std::map<std::uint32_t, std::uint32_t> first_of_chain;
+  for (std::size_t k = 0; k < insts.size(); ++k) {
+    const ir::InstData& inst = f.inst(insts[k]);
+    if (inst.op != Op::KvWrite || load_time[inst.results[0].index]) continue;
+    const ValueId c = inst.operands[0];
+    const std::uint32_t rc = find(c.index);
+    if (load_time[c.index] || last_read[rc] != k) continue;
+    if (is_arg(rc) && !first_of_chain.contains(rc)) {
+      if (rc != c.index || uses[c.index] != 1) continue;  // an argument read (or aliased) elsewhere stays intact
+      arg_chains.push_back(rc);
+      first_of_chain[rc] = inst.results[0].index;
+    }
+    const std::uint32_t r = inst.results[0].index;
+    root[r] = rc;
+    last_read[rc] = std::max(last_read[rc], last_read[r]);
+  }
+  std::map<std::uint32_t, std::size_t> chain_out;  // argument root -> the output its chain lives in
+  for (std::uint32_t a : arg_chains) {
+    std::optional<std::size_t> out;
+    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+      const std::uint32_t v = ret.operands[j].index;
+      if (v != a && find(v) == a) {
+        auto it = claimed.find(v);
+        if (it != claimed.end() && it->second == j && f.inst(f.value(ret.operands[j]).inst).op == Op::KvWrite) out = j;
+        else out.reset();
+        break;
+      }
+    }
+    if (out) {
+      chain_out[a] = *out;
+      p.in_place.push_back({f.value(ValueId{a}).index, *out});
+      continue;
+    }
+    // No output to live in: the chain starts at its first result instead (a region of the
+    // scratch; the first kv_write copies the argument there).
+    const std::uint32_t r0 = first_of_chain.at(a);
+    for (std::uint32_t v = 0; v < f.num_values(); ++v)
+      if (v != a && v != r0 && find(v) == a) root[v] = r0;
+    root[r0] = r0;
+    last_read[r0] = last_read[a];
+  }
+
   ScratchAllocator scratch;
   auto result_slot = [&](ValueId r) -> Slot {
     auto it = claimed.find(r.index);
@@ -184,6 +248,16 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
     PlannedStep s;
     s.inst = i;
     for (ValueId v : inst.operands) s.in.push_back(p.slot(v));
+    if (inst.op == Op::KvWrite && find(inst.results[0].index) != inst.results[0].index) {
+      // In place: the chain's bytes (its root's, or the output an argument chain lives in).
+      const std::uint32_t rt = find(inst.results[0].index);
+      auto out = chain_out.find(rt);
+      put(inst.results[0], out != chain_out.end() ? Slot{SlotKind::Out, out->second} : p.slot(ValueId{rt}));
+      s.out.push_back(p.slot(inst.results[0]));
+      p.steps.push_back(std::move(s));
+      scratch.release_dead(k);
+      continue;
+    }
     // The results are placed while the operands are still live (they are released
     // below), so a step never writes over what it reads.
     for (ValueId r : inst.results) {

@@ -13,6 +13,11 @@
 //     liveness: a region is free again after the last step that reads its value (through
 //     any alias), and a step's results never overlap its operands or each other, so a
 //     chain of N ops needs a few of its largest values, not their sum;
+//   - kv_write updates in place: its result takes its cache operand's bytes when nothing
+//     reads them after it (the step then has in[0] == out[0]); a chain of kv_writes from an
+//     argument read only by the first, reaching ret operand j, lives in output j: the
+//     first step reads the argument and writes output j (copying the cache unless the two
+//     are one buffer, which StepPlan::in_place allows the caller), the others in place;
 //   - a returned value not computed in place is copied to its output.
 // What a target does with each computed instruction (generate a kernel, or run the
 // reference implementation of that one op) is the target's choice: the plan lists the
@@ -63,6 +68,14 @@ struct LoadTimeValue {
   std::size_t result = 0;  ///< which result of `inst`
 };
 
+/// Input buffer `input` may be the same buffer as output `output`: a kv_write chain from
+/// argument `input` reaches ret operand `output` and lives in that output (its first
+/// kv_write copies the input unless the two are one buffer).
+struct InPlace {
+  std::size_t input = 0, output = 0;
+  friend bool operator==(const InPlace&, const InPlace&) = default;
+};
+
 /// The plan of one function.
 struct StepPlan {
   std::vector<std::size_t> in_bytes, out_bytes;  ///< buffer sizes, inputs then outputs
@@ -70,6 +83,7 @@ struct StepPlan {
   std::vector<PlannedStep> steps;                ///< in execution order
   std::vector<Slot> slot_of;                     ///< by ValueId::index (meaningful for defined values)
   std::size_t scratch_bytes = 0;                 ///< per-call scratch (a multiple of kScratchAlign)
+  std::vector<InPlace> in_place;                 ///< the (input, output) pairs that may be one buffer
 
   /// The slot of `v`.
   [[nodiscard]] Slot slot(ir::ValueId v) const { return slot_of[v.index]; }

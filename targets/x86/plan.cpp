@@ -73,6 +73,7 @@ struct Plan::Impl {
   std::size_t scratch_bytes = 0;
   std::map<std::string, std::string> configs;
   std::int64_t rows_max = 0;
+  std::vector<SameBuffer> in_place;  // (input, output) pairs that may be one buffer (step_plan.h InPlace)
 };
 
 Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -107,9 +108,9 @@ Result<void> Plan::run(void* const* buffers, const Parallel& parallel, std::int6
       for (std::size_t& b : bytes) b = b / static_cast<std::size_t>(p.rows_max) * static_cast<std::size_t>(rows);
       return bytes;
     };
-    TERNJIT_TRY_VOID(check_buffers(buffers, prefix(p.in_bytes), prefix(p.out_bytes)));
+    TERNJIT_TRY_VOID(check_buffers(buffers, prefix(p.in_bytes), prefix(p.out_bytes), p.in_place));
   } else {
-    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes, p.in_place));
   }
   const ScratchLease lease(p.scratch_bytes);
   std::uint8_t* scratch = lease.data();
@@ -156,6 +157,7 @@ class Builder {
     impl_->n_out = plan_.out_bytes.size();
     impl_->in_bytes = plan_.in_bytes;
     impl_->out_bytes = plan_.out_bytes;
+    for (const InPlace& ip : plan_.in_place) impl_->in_place.push_back({ip.input, ip.output});
     impl_->rows_max = o_.rows_max;
     if (o_.rows_max > 0) TERNJIT_TRY_VOID(check_rows_leading());
     // Load-time values in definition order: Slot{Const, k} is consts[k]. Describe-only

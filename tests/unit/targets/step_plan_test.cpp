@@ -126,7 +126,9 @@ std::size_t check_no_live_overlap(const ir::Function& f, const targets::StepPlan
     }
     for (const targets::ExtraRead& e : extra)
       if (e.at == insts[k]) live.at(root_of(e.value)).second = std::max(live.at(root_of(e.value)).second, k);
-    if (inst.op == ir::Op::Reshape || inst.op == ir::Op::TPack) {
+    // An alias, or a kv_write the plan put in place (its result in its cache's bytes).
+    const bool in_place = inst.op == ir::Op::KvWrite && p.slot(inst.results[0]) == p.slot(inst.operands[0]);
+    if (inst.op == ir::Op::Reshape || inst.op == ir::Op::TPack || in_place) {
       root[inst.results[0].index] = root_of(inst.operands[0]);
       continue;
     }
@@ -247,6 +249,92 @@ TEST_CASE("step plan: an extra read keeps a value live until the fused step that
   CHECK(p.slot(value(f, "v0")) != p.slot(value(f, "v2")));
   CHECK(p.slot(value(f, "v0")) != p.slot(value(f, "v3")));
   CHECK(check_no_live_overlap(f, p, extra) >= 4);
+}
+
+// ------------------------------------------------------------------- kv_write in place
+
+// A two-layer step: each layer writes its rows into the cache, then attends over it.
+// `extra` is inserted after the first kv_write; `rets` is the ret line's operands.
+std::string kv_step(const std::string& extra, const std::string& rets, const std::string& results) {
+  return "func @step(%x: f32[2, 1, 4], %p: i32[], %kc: f32[2, 8, 1, 4]) -> (" + results +
+         ") {\n^entry:\n"
+         "  %k0 = kv_write %kc, %x, %p {layer = 0} : f32[2, 8, 1, 4]\n" +
+         extra +
+         "  %a0 = attention %x, %k0, %k0, %p {layer = 0, scale = 0.5} : f32[2, 1, 4]\n"
+         "  %k1 = kv_write %k0, %a0, %p {layer = 1} : f32[2, 8, 1, 4]\n"
+         "  %a1 = attention %a0, %k1, %k1, %p {layer = 1, scale = 0.5} : f32[2, 1, 4]\n"
+         "  ret " + rets + "\n}\n";
+}
+
+// The planned step of the instruction defining `name`.
+const PlannedStep& step_of(const ir::Function& f, const targets::StepPlan& p, const std::string& name) {
+  for (const PlannedStep& s : p.steps)
+    if (s.kind == PlannedStep::Kind::Compute && s.inst == f.value(value(f, name)).inst) return s;
+  FAIL("no step defines %" << name);
+  return p.steps.front();
+}
+
+TEST_CASE("step plan: a kv_write chain from an argument to a result lives in that output") {
+  ir::Module m = parse(kv_step("", "%a1, %k1", "f32[2, 1, 4], f32[2, 8, 1, 4]").c_str());
+  const ir::Function& f = m.functions()[0];
+  const targets::StepPlan p = targets::plan_steps(f);
+  CHECK(p.in_place == std::vector<targets::InPlace>{{2, 1}});
+  CHECK(p.slot(value(f, "k0")) == Slot{SlotKind::Out, 1});
+  CHECK(p.slot(value(f, "k1")) == Slot{SlotKind::Out, 1});
+  // The first kv_write reads the argument and writes the output; the second runs in place.
+  const PlannedStep& w0 = step_of(f, p, "k0");
+  CHECK(w0.in[0] == Slot{SlotKind::Arg, 2});
+  CHECK(w0.out[0] == Slot{SlotKind::Out, 1});
+  const PlannedStep& w1 = step_of(f, p, "k1");
+  CHECK(w1.in[0] == w1.out[0]);
+  // No copy of the cache at ret, and no scratch for it.
+  for (const PlannedStep& s : p.steps) CHECK(s.kind == PlannedStep::Kind::Compute);
+  CHECK(p.scratch_bytes == targets::kScratchAlign);  // %a0 only (%a1 is output 0)
+  check_no_live_overlap(f, p);
+}
+
+TEST_CASE("step plan: a cache argument read elsewhere is never written; the chain runs in scratch") {
+  // %kc is also read by an attention after the first kv_write: the argument must stay intact.
+  ir::Module m = parse(kv_step("  %s = attention %x, %kc, %kc, %p {layer = 1, scale = 0.5} : f32[2, 1, 4]\n",
+                               "%a1, %k1, %s", "f32[2, 1, 4], f32[2, 8, 1, 4], f32[2, 1, 4]")
+                           .c_str());
+  const ir::Function& f = m.functions()[0];
+  const targets::StepPlan p = targets::plan_steps(f);
+  CHECK(p.in_place.empty());
+  CHECK(p.slot(value(f, "k0")).kind == SlotKind::Scratch);
+  CHECK(p.slot(value(f, "k1")) == p.slot(value(f, "k0")));  // still in place after the first
+  CHECK(step_of(f, p, "k0").in[0] == Slot{SlotKind::Arg, 2});
+  bool copied = false;
+  for (const PlannedStep& s : p.steps)
+    if (s.kind == PlannedStep::Kind::Copy && s.ret_index == 1) copied = s.in[0] == p.slot(value(f, "k0"));
+  CHECK(copied);
+  check_no_live_overlap(f, p);
+}
+
+TEST_CASE("step plan: a cache value read after the kv_write is not overwritten") {
+  // %k0 is read again after %k1 = kv_write %k0: %k1 needs its own bytes.
+  std::string text = kv_step("", "%a1, %k1, %b", "f32[2, 1, 4], f32[2, 8, 1, 4], f32[2, 1, 4]");
+  text.insert(text.find("  ret"), "  %b = attention %a1, %k0, %k0, %p {layer = 0, scale = 0.5} : f32[2, 1, 4]\n");
+  ir::Module m = parse(text.c_str());
+  const ir::Function& f = m.functions()[0];
+  const targets::StepPlan p = targets::plan_steps(f);
+  CHECK(p.slot(value(f, "k1")) != p.slot(value(f, "k0")));
+  CHECK(p.slot(value(f, "k1")) == Slot{SlotKind::Out, 1});
+  // The argument chain does not reach a result (%k0's bytes must survive %k1): %k0 is scratch.
+  CHECK(p.in_place.empty());
+  CHECK(p.slot(value(f, "k0")).kind == SlotKind::Scratch);
+  CHECK(check_no_live_overlap(f, p) > 0);
+}
+
+TEST_CASE("step plan: a chain that is not returned runs in scratch, the argument intact") {
+  ir::Module m = parse(kv_step("", "%a1", "f32[2, 1, 4]").c_str());
+  const ir::Function& f = m.functions()[0];
+  const targets::StepPlan p = targets::plan_steps(f);
+  CHECK(p.in_place.empty());
+  CHECK(p.slot(value(f, "k0")).kind == SlotKind::Scratch);
+  CHECK(p.slot(value(f, "k1")) == p.slot(value(f, "k0")));
+  CHECK(step_of(f, p, "k0").in[0] == Slot{SlotKind::Arg, 2});
+  check_no_live_overlap(f, p);
 }
 
 TEST_CASE("step plan: what cannot be planned names the target and the reason") {
