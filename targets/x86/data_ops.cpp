@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // data_ops.cpp - the x86 steps of data movement and conversion: cast, broadcast, transpose of any
-// rank and permutation (plan_internal.h, lower_data_op).
+// rank and permutation, gather, slice, concat and kv_write (plan_internal.h, lower_data_op).
 //
 // These ops compute no arithmetic (cast rounds once), so every step is exact with the
 // interpreter: bit for bit, NaN payloads included where the conversion keeps them.
@@ -10,9 +10,15 @@
 //     half to even and saturates, NaN -> 0; int -> float rounds to nearest even);
 //   - broadcast and transpose: one strided copy of the result (input stride 0 along a
 //     broadcast axis), the innermost axis a memcpy, a fill or a strided loop.
-// Threads split the result in contiguous chunks. Run-time rows: cast and broadcast honour
-// them (their result's axis 0 is the rows axis, the operand's axis 0 too or broadcast);
-// a transpose does when it keeps axis 0 first, else the plan is Unsupported.
+//   - gather checks every id before copying rows (an id outside [0, V) is an InvalidInput
+//     error naming it); slice and concat copy blocks of lines;
+//   - kv_write copies the whole cache only when its result buffer is not its operand's
+//     (the planner's in-place chain makes them one), then writes rows [pos, pos + M) of its
+//     layer converted to the cache's kind; pos < 0 or pos + M > C is an InvalidInput error.
+// Threads split the result in contiguous chunks. Run-time rows: cast, broadcast, gather, and
+// slice/concat off axis 0 honour them (their result's axis 0 is the rows axis, the
+// operand's axis 0 too or broadcast); a transpose does when it keeps axis 0 first; else
+// (and kv_write always: row analysis refuses it) the plan is Unsupported.
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as an unused merge source, which
 // -Wuninitialized / -Wmaybe-uninitialized report (a false positive; as matmul_s8.cpp).
 #pragma GCC diagnostic push
@@ -189,6 +195,160 @@ class StridedCopyStep final : public Step {
   std::string summary_;
 };
 
+// ---------------------------------------------------------------- decoder data ops
+
+// An i32 scalar operand (`pos`) read when the step runs.
+std::int64_t read_pos(const Frame& fr, const Loc& l) {
+  std::int32_t v;
+  std::memcpy(&v, fr.ptr(l), 4);
+  return v;
+}
+
+// `gather %table, %ids {axis = 0}`: rows of a [V, D] table by i32 ids; every id is checked
+// before any row is copied (an id outside [0, V) is an InvalidInput error naming it).
+class GatherStep final : public Step {
+ public:
+  GatherStep(std::int64_t n_ids, std::int64_t V, std::size_t row_bytes, std::int64_t rows_max, Loc table, Loc ids,
+             Loc out, std::string summary)
+      : n_(n_ids), v_(V), row_bytes_(row_bytes), rows_max_(rows_max), table_(table), ids_(ids), out_(out),
+        summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    const std::int64_t n = fr.rows > 0 ? n_ / rows_max_ * fr.rows : n_;
+    const auto* ids = static_cast<const std::int32_t*>(fr.ptr(ids_));
+    for (std::int64_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= v_)
+        return make_error(ErrorCode::InvalidInput, "gather: id " + std::to_string(ids[i]) + " at index " +
+                                                       std::to_string(i) + " is out of range [0, " +
+                                                       std::to_string(v_) + ")");
+    const auto* t = static_cast<const std::uint8_t*>(fr.ptr(table_));
+    auto* o = static_cast<std::uint8_t*>(fr.ptr(out_));
+    const std::int64_t per_task = std::max<std::int64_t>(1, (1 << 16) / static_cast<std::int64_t>(row_bytes_ + 1));
+    fr.parallel->for_each((n + per_task - 1) / per_task, [&](std::int64_t k) {
+      for (std::int64_t i = k * per_task; i < std::min(n, (k + 1) * per_task); ++i)
+        std::memcpy(o + static_cast<std::size_t>(i) * row_bytes_, t + static_cast<std::size_t>(ids[i]) * row_bytes_,
+                    row_bytes_);
+    });
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    return StepCode{"gather", summary_,
+                    "gather rows of " + std::to_string(row_bytes_) + " bytes, ids=" + std::to_string(n_) +
+                        " V=" + std::to_string(v_) + " (ids checked first)",
+                    {}};
+  }
+
+ private:
+  std::int64_t n_, v_;
+  std::size_t row_bytes_;
+  std::int64_t rows_max_;
+  Loc table_, ids_, out_;
+  std::string summary_;
+};
+
+// `slice` and `concat` along an axis: each of `outer` lines of the result is the operands'
+// blocks of `block[j]` bytes (at `offset[j]` bytes within their own lines of `line[j]`).
+class BlockCopyStep final : public Step {
+ public:
+  struct Part {
+    Loc loc;
+    std::size_t offset, block, line;
+  };
+  BlockCopyStep(std::string op, std::vector<Part> parts, std::int64_t outer, std::int64_t rows_max, Loc out,
+                std::string summary)
+      : op_(std::move(op)), parts_(std::move(parts)), outer_(outer), rows_max_(rows_max), out_(out),
+        summary_(std::move(summary)) {
+    for (const Part& p : parts_) out_line_ += p.block;
+  }
+  Result<void> run(const Frame& fr) const override {
+    const std::int64_t outer = fr.rows > 0 ? outer_ / rows_max_ * fr.rows : outer_;
+    auto* o = static_cast<std::uint8_t*>(fr.ptr(out_));
+    std::vector<const std::uint8_t*> src;
+    for (const Part& p : parts_) src.push_back(static_cast<const std::uint8_t*>(fr.ptr(p.loc)));
+    const std::int64_t per_task = std::max<std::int64_t>(1, (1 << 16) / static_cast<std::int64_t>(out_line_ + 1));
+    fr.parallel->for_each((outer + per_task - 1) / per_task, [&](std::int64_t k) {
+      for (std::int64_t l = k * per_task; l < std::min(outer, (k + 1) * per_task); ++l) {
+        std::uint8_t* d = o + static_cast<std::size_t>(l) * out_line_;
+        for (std::size_t j = 0; j < parts_.size(); ++j) {
+          const Part& p = parts_[j];
+          if (p.block) std::memcpy(d, src[j] + static_cast<std::size_t>(l) * p.line + p.offset, p.block);
+          d += p.block;
+        }
+      }
+    });
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    return StepCode{op_, summary_,
+                    op_ + " block copy lines=" + std::to_string(outer_) + " line=" + std::to_string(out_line_) +
+                        " bytes parts=" + std::to_string(parts_.size()),
+                    {}};
+  }
+
+ private:
+  std::string op_;
+  std::vector<Part> parts_;
+  std::int64_t outer_, rows_max_;
+  Loc out_;
+  std::size_t out_line_ = 0;
+  std::string summary_;
+};
+
+// `kv_write %cache, %rows, %pos {layer = i}`: the result is the cache with rows [pos, pos + M)
+// of layer i replaced by `rows` converted to the cache's kind (round to nearest even; f16
+// overflow gives Inf). When the result's buffer is not the operand's (the planner's in-place
+// chain makes them equal), the whole cache is copied first. pos < 0 or pos + M > C is an
+// InvalidInput error (nothing is written).
+class KvWriteStep final : public Step {
+ public:
+  KvWriteStep(ElemKind cache_kind, ElemKind rows_kind, std::int64_t L, std::int64_t C, std::int64_t row_len,
+              std::int64_t M, std::int64_t layer, Loc cache, Loc rows, Loc pos, Loc out, std::string summary)
+      : ck_(cache_kind), rk_(rows_kind), l_(L), c_(C), row_len_(row_len), m_(M), layer_(layer), cache_(cache),
+        rows_(rows), pos_(pos), out_(out), summary_(std::move(summary)) {}
+  Result<void> run(const Frame& fr) const override {
+    const std::int64_t pos = read_pos(fr, pos_);
+    if (pos < 0)
+      return make_error(ErrorCode::InvalidInput,
+                        "kv_write: pos " + std::to_string(pos) + " is negative (pos must be >= 0)");
+    if (m_ > c_ - pos)
+      return make_error(ErrorCode::InvalidInput, "kv_write: rows [pos, pos + M) = [" + std::to_string(pos) + ", " +
+                                                     std::to_string(pos + m_) + ") do not fit the cache capacity C = " +
+                                                     std::to_string(c_) + " (pos " + std::to_string(pos) + ", M " +
+                                                     std::to_string(m_) + ")");
+    const auto* in = static_cast<const std::uint8_t*>(fr.ptr(cache_));
+    auto* out = static_cast<std::uint8_t*>(fr.ptr(out_));
+    const std::size_t eb = static_cast<std::size_t>(elem_bits(ck_) / 8);
+    if (in != out) {
+      const std::size_t total = static_cast<std::size_t>(l_ * c_ * row_len_) * eb;
+      constexpr std::size_t kChunk = std::size_t{1} << 20;
+      fr.parallel->for_each(static_cast<std::int64_t>((total + kChunk - 1) / kChunk), [&](std::int64_t k) {
+        const std::size_t o = static_cast<std::size_t>(k) * kChunk;
+        std::memcpy(out + o, in + o, std::min(kChunk, total - o));
+      });
+    }
+    const auto* rows = static_cast<const std::uint8_t*>(fr.ptr(rows_));
+    const std::size_t rb = static_cast<std::size_t>(elem_bits(rk_) / 8);
+    for (std::int64_t m = 0; m < m_; ++m) {
+      std::uint8_t* d = out + static_cast<std::size_t>((layer_ * c_ + pos + m) * row_len_) * eb;
+      const std::uint8_t* s = rows + static_cast<std::size_t>(m * row_len_) * rb;
+      cast_run(rk_, ck_, s, d, row_len_);
+    }
+    return success();
+  }
+  [[nodiscard]] StepCode describe() const override {
+    return StepCode{"kv_write", summary_,
+                    "kv_write rows=" + std::to_string(m_) + "x" + std::to_string(row_len_) + " " +
+                        std::string(elem_name(rk_)) + " -> " + std::string(elem_name(ck_)) + " layer=" +
+                        std::to_string(layer_) + " (cache copied only when out != in)",
+                    {}};
+  }
+
+ private:
+  ElemKind ck_, rk_;
+  std::int64_t l_, c_, row_len_, m_, layer_;
+  Loc cache_, rows_, pos_, out_;
+  std::string summary_;
+};
+
 std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& s) {
   std::vector<std::int64_t> st(s.size(), 1);
   for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
@@ -203,7 +363,15 @@ bool lowered_by_step_files(ir::Op op) {
   switch (op) {
     case Op::Cast:
     case Op::Broadcast:
-    case Op::Transpose: return true;
+    case Op::Transpose:
+    case Op::Gather:
+    case Op::Slice:
+    case Op::Concat:
+    case Op::KvWrite:
+    case Op::LayerNorm:
+    case Op::Rope:
+    case Op::CausalSoftmax:
+    case Op::Attention: return true;
     default: return false;
   }
 }
@@ -246,6 +414,53 @@ Result<std::unique_ptr<Step>> lower_data_op(const LowerContext& ctx) {
       return std::unique_ptr<Step>(std::make_unique<StridedCopyStep>(
           std::string(ir::op_name(inst.op)), out, st, static_cast<std::size_t>(elem_bits(xt.elem) / 8), ctx.in[0],
           ctx.out[0], ctx.summary));
+    }
+    case Op::Gather: {
+      const ir::Type& tt = ctx.f.type_of(inst.operands[0]);
+      const ir::Type& it = ctx.f.type_of(inst.operands[1]);
+      if (!byte_kind(tt.elem) || tt.rank() != 2 || it.elem != ElemKind::I32 || std::get<ir::AxisAttrs>(inst.attrs).axis != 0)
+        return std::unique_ptr<Step>();
+      const std::int64_t n = it.static_numel().value_or(0);
+      if (ctx.rows_max > 0 && (it.rank() == 0 || it.shape[0].extent != ctx.rows_max)) return unsupported_rows();
+      const auto row_bytes = static_cast<std::size_t>(tt.shape[1].extent * elem_bits(tt.elem) / 8);
+      return std::unique_ptr<Step>(std::make_unique<GatherStep>(n, tt.shape[0].extent, row_bytes, ctx.rows_max,
+                                                                ctx.in[0], ctx.in[1], ctx.out[0], ctx.summary));
+    }
+    case Op::Slice:
+    case Op::Concat: {
+      const ir::Type& rt = ctx.f.type_of(inst.results[0]);
+      if (!byte_kind(rt.elem) || rt.rank() == 0) return std::unique_ptr<Step>();
+      const auto axis = static_cast<std::size_t>(inst.op == Op::Slice ? std::get<ir::SliceAttrs>(inst.attrs).axis
+                                                                       : std::get<ir::AxisAttrs>(inst.attrs).axis);
+      if (ctx.rows_max > 0 && (axis == 0 || rt.shape[0].extent != ctx.rows_max)) return unsupported_rows();
+      std::int64_t outer = 1, inner = 1;
+      for (std::size_t k = 0; k < axis; ++k) outer *= rt.shape[k].extent;
+      for (std::size_t k = axis + 1; k < rt.rank(); ++k) inner *= rt.shape[k].extent;
+      const auto eb = static_cast<std::size_t>(elem_bits(rt.elem) / 8);
+      std::vector<BlockCopyStep::Part> parts;
+      if (inst.op == Op::Slice) {
+        const auto& a = std::get<ir::SliceAttrs>(inst.attrs);
+        const std::int64_t len = ctx.f.type_of(inst.operands[0]).shape[axis].extent;
+        parts.push_back({ctx.in[0], static_cast<std::size_t>(a.start * inner) * eb,
+                         static_cast<std::size_t>(a.size * inner) * eb, static_cast<std::size_t>(len * inner) * eb});
+      } else {
+        for (std::size_t j = 0; j < inst.operands.size(); ++j) {
+          const std::int64_t len = ctx.f.type_of(inst.operands[j]).shape[axis].extent;
+          const auto line = static_cast<std::size_t>(len * inner) * eb;
+          parts.push_back({ctx.in[j], 0, line, line});
+        }
+      }
+      return std::unique_ptr<Step>(std::make_unique<BlockCopyStep>(std::string(ir::op_name(inst.op)), std::move(parts),
+                                                                   outer, ctx.rows_max, ctx.out[0], ctx.summary));
+    }
+    case Op::KvWrite: {
+      const ir::Type& ct = ctx.f.type_of(inst.operands[0]);
+      const ir::Type& rt = ctx.f.type_of(inst.operands[1]);
+      if (ctx.rows_max > 0) return unsupported_rows();
+      return std::unique_ptr<Step>(std::make_unique<KvWriteStep>(
+          ct.elem, rt.elem, ct.shape[0].extent, ct.shape[1].extent, ct.shape[2].extent * ct.shape[3].extent,
+          rt.shape[0].extent, std::get<ir::LayerAttrs>(inst.attrs).layer, ctx.in[0], ctx.in[1], ctx.in[2], ctx.out[0],
+          ctx.summary));
     }
     default: break;
   }

@@ -8,7 +8,8 @@
 // Threads split N into chunks of rows of P. A tile is MR rows of A by NR rows of P with
 // MR * NR vector accumulators over K (M = 1: 1 x 8, a streaming GEMV at read speed; larger
 // M: 4 x 4 on 512-bit vectors, 2 x 4 on 256-bit ones, so a row of P read from cache feeds MR
-// rows of A). The K tail is read through a masked load (512-bit) or a zero-padded copy of the
+// rows of A; M >= 16: blocks of 256 rows of P widened to f32 in a per-thread buffer and run
+// through the register-blocked GEMM of matmul.h, B given transposed). The K tail is read through a masked load (512-bit) or a zero-padded copy of the
 // last vector (256-bit); lanes are summed at the end. Numerics: each result is an f32 sum of
 // K f32-rounded FMA terms in some order, within (gamma_K + u) * sum_k |a_mk| |p_nk| of the
 // reference's exact-then-rounded sum (tests/unit/x86/dense_test.cpp); no term is skipped, so
@@ -26,6 +27,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/numeric.h"
+#include "targets/x86/matmul.h"
 #include "targets/x86/plan_internal.h"
 
 namespace ternjit::targets::x86 {
@@ -47,8 +50,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"))) void tile512(const
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < K; k += 16) {
-    const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+  const std::uint16_t* prow[NR];
+  const float* arow[MR];
+  for (int j = 0; j < NR; ++j) prow[j] = p + (j < nr ? j : 0) * K;
+  for (int i = 0; i < MR; ++i) arow[i] = a + (i < mr ? i : 0) * lda;
+  const std::int64_t kv = K / 16 * 16;
+  for (std::int64_t k = 0; k < kv; k += 16) {  // whole vectors: plain loads
+    __m512 pv[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(prow[j] + k));
+      if constexpr (P == ElemKind::F16) pv[j] = _mm512_cvtph_ps(h);
+      else pv[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_loadu_ps(arow[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(av, pv[j], acc[i][j]);
+    }
+  }
+  for (std::int64_t k = kv; k < K; k += 16) {  // the tail: masked loads (zero lanes add nothing)
+    const __mmask16 m = static_cast<__mmask16>((1u << (K - k)) - 1);
     __m512 pv[NR];
     for (int j = 0; j < NR; ++j) pv[j] = load_p512<P>(p + (j < nr ? j : 0) * K + k, m);
     for (int i = 0; i < MR; ++i) {
@@ -116,12 +136,37 @@ Tiles pick(bool wide, std::int64_t M) {
   return M == 1 ? Tiles{&tile256<P, 1, 8>, 1, 8} : Tiles{&tile256<P, 2, 4>, 2, 4};
 }
 
+// Rows [n0, n0 + nb) of P widened to f32 (exact) into `dst` [nb, K].
+__attribute__((target("avx2,f16c,fma"))) void widen_rows(ElemKind kind, const std::uint16_t* p, std::int64_t n,
+                                                          float* dst) {
+  std::int64_t i = 0;
+  if (kind == ElemKind::F16) {
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))));
+    for (; i < n; ++i) dst[i] = ir::f16_bits_to_f32(p[i]);
+  } else {
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                    _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))), 16)));
+    for (; i < n; ++i) dst[i] = ir::bf16_bits_to_f32(p[i]);
+  }
+}
+
+// M >= kGemmRows: each task widens a block of kGemmCols rows of P to f32 (in a thread's
+// buffer, L2-sized) and runs the register-blocked GEMM (matmul.h, B given as Bt, packed per
+// call) on it, so a widened row feeds all M rows of A at the GEMM's speed.
+constexpr std::int64_t kGemmRows = 16, kGemmCols = 256;
+
 class DenseNKStep final : public Step {
  public:
   DenseNKStep(std::int64_t M, std::int64_t K, std::int64_t N, ElemKind kind, bool wide, Loc a, Loc p, Loc c,
-              std::string summary)
+              std::string summary, std::unique_ptr<MatMulKernel>* gemm)
       : M_(M), K_(K), N_(N), kind_(kind), wide_(wide), a_(a), p_(p), c_(c), summary_(std::move(summary)) {
     tiles_ = kind == ElemKind::F16 ? pick<ElemKind::F16>(wide, M) : pick<ElemKind::BF16>(wide, M);
+    if (gemm) {
+      gemm_[0] = std::move(gemm[0]);
+      gemm_[1] = std::move(gemm[1]);
+    }
     // About 64 KiB of P per task (at least one tile of rows): many tasks balance the threads.
     chunk_ = std::max<std::int64_t>(tiles_.nr, (32768 / std::max<std::int64_t>(K, 1)) / tiles_.nr * tiles_.nr);
   }
@@ -131,6 +176,21 @@ class DenseNKStep final : public Step {
     auto* c = static_cast<float*>(fr.ptr(c_));
     // Run-time rows: A's leading rows (rows_max of them at most, each M / rows_max kernel rows).
     const std::int64_t M = fr.rows > 0 ? fr.rows * (M_ / fr.rows_max) : M_;
+    if (gemm_[0] && M >= kGemmRows) {
+      const std::int64_t tasks = (N_ + kGemmCols - 1) / kGemmCols;
+      fr.parallel->for_each(tasks, [&](std::int64_t t) {
+        const std::int64_t n0 = t * kGemmCols, nb = std::min(kGemmCols, N_ - n0);
+        const MatMulKernel& k = *gemm_[nb == kGemmCols ? 0 : 1];
+        thread_local std::vector<float> bt, cb;
+        bt.resize(static_cast<std::size_t>(nb * K_));
+        cb.resize(static_cast<std::size_t>(M_ * nb));
+        widen_rows(kind_, p + n0 * K_, nb * K_, bt.data());
+        k.run(a, bt.data(), nullptr, cb.data(), Parallel{}, M == M_ ? 0 : M);
+        for (std::int64_t m = 0; m < M; ++m)
+          std::memcpy(c + m * N_ + n0, cb.data() + m * nb, static_cast<std::size_t>(nb) * 4);
+      });
+      return success();
+    }
     const std::int64_t tasks = (N_ + chunk_ - 1) / chunk_;
     fr.parallel->for_each(tasks, [&](std::int64_t t) {
       const std::int64_t n0 = t * chunk_, n1 = std::min(N_, n0 + chunk_);
@@ -148,7 +208,10 @@ class DenseNKStep final : public Step {
     return StepCode{"matmul", summary_,
                     "matmul f32 x " + std::string(elem_name(kind_)) + "^T M=" + std::to_string(M_) +
                         " K=" + std::to_string(K_) + " N=" + std::to_string(N_) + " mr=" + std::to_string(tiles_.mr) +
-                        " nr=" + std::to_string(tiles_.nr) + " p=as stored (no copy) vec=" + (wide_ ? "512" : "256"),
+                        " nr=" + std::to_string(tiles_.nr) + " p=as stored (no copy) vec=" + (wide_ ? "512" : "256") +
+                        (gemm_[0] ? " | M >= " + std::to_string(kGemmRows) + ": blocks of " + std::to_string(kGemmCols) +
+                                        " rows widened, " + gemm_[0]->describe()
+                                  : std::string()),
                     {}};
   }
 
@@ -160,6 +223,7 @@ class DenseNKStep final : public Step {
   std::string summary_;
   Tiles tiles_{};
   std::int64_t chunk_ = 0;
+  std::unique_ptr<MatMulKernel> gemm_[2];  // M >= kGemmRows: whole blocks, the last block
 };
 
 }  // namespace
@@ -171,8 +235,19 @@ Result<std::unique_ptr<Step>> make_dense_nk_step(const LowerContext& ctx, std::i
     return make_error(ErrorCode::Unsupported, "dense matmul: p must be f16 or bf16");
   if (ctx.rows_max > 0 && M % ctx.rows_max != 0)
     return make_error(ErrorCode::Unsupported, "x86 plan: run-time rows through this matmul: " + ctx.summary);
-  return std::unique_ptr<Step>(
-      std::make_unique<DenseNKStep>(M, K, N, p_kind, wide_vectors(ctx.isa), a, p, c, ctx.summary));
+  std::unique_ptr<MatMulKernel> gemm[2];
+  if (M >= kGemmRows) {
+    for (int j = 0; j < 2; ++j) {
+      MatMulProblem mp;
+      mp.M = M;
+      mp.K = K;
+      mp.N = j == 0 ? std::min(N, kGemmCols) : (N % kGemmCols == 0 ? kGemmCols : N % kGemmCols);
+      mp.trans_b = true;
+      TERNJIT_TRY(gemm[j], MatMulKernel::create(mp, ctx.isa, ctx.allow_foreign_isa));
+    }
+  }
+  return std::unique_ptr<Step>(std::make_unique<DenseNKStep>(M, K, N, p_kind, wide_vectors(ctx.isa), a, p, c,
+                                                             ctx.summary, M >= kGemmRows ? gemm : nullptr));
 }
 
 }  // namespace ternjit::targets::x86

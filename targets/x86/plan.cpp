@@ -287,6 +287,9 @@ class Builder {
       return std::nullopt;
     if (at.static_numel().value_or(0) < 1 || ct.static_numel().value_or(0) < 1 || ct.rank() != at.rank())
       return std::nullopt;
+    // An A that is itself a per-call transpose is read through its source by lower_matmul
+    // (transpose_fused counts on it): that matmul stays on the GEMM path.
+    if (transposed_source(inst.operands[0])) return std::nullopt;
     const ir::ValueData& d = f_.value(b);
     if (d.def != ir::ValueDef::InstResult) return std::nullopt;
     const ir::InstData& t = f_.inst(d.inst);

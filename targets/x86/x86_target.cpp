@@ -82,7 +82,10 @@ Result<std::string> render_steps(std::string_view function, const std::vector<x8
     out += "\nstep " + std::to_string(i) + ": " + s.op + "\n";
     out += "  ir:     " + s.summary + "\n";
     out += "  config: " + (s.config.empty() ? std::string("-") : s.config) + "\n";
-    if (s.blobs.empty()) out += "  (no generated code: run by the reference implementation)\n";
+    const bool reference = s.op.size() >= 11 && s.op.compare(s.op.size() - 11, 11, "(reference)") == 0;
+    if (s.blobs.empty())
+      out += reference ? "  (no generated code: run by the reference implementation)\n"
+                       : "  (a compiled step of the x86 target: no Xbyak code, the config line says what runs)\n";
     for (const x86::StepCode::Blob& b : s.blobs) {
       out += "  code \"" + b.label + "\" (" + std::to_string(b.code.size()) + " bytes):\n";
       TERNJIT_TRY(std::string text, llvmjit::disassemble_x86(b.code, 0));

@@ -6,6 +6,7 @@
 // thread count, with the outputs poisoned (0xAB bytes) first; no step may be a reference step.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -117,6 +118,81 @@ TEST_CASE("data ops: transpose by every permutation of rank 1 to 4, odd extents 
           testing::check_no_reference_step(r.steps, what);
         }
       } while (std::next_permutation(perm.begin(), perm.end()));
+    }
+  }
+}
+
+// Run-time rows (PlanOptions::rows_max): cast, broadcast, a transpose keeping axis 0 first,
+// gather by per-row ids, slice and concat off axis 0, layernorm and the dense head compute
+// only the call's first rows (rope, causal_softmax, kv_write and attention read a scalar
+// `pos` argument, which no run-time-rows function has: check_rows_leading refuses it), each row what the full call gives it
+// (bit for bit: every element is computed the same way whatever the row count).
+TEST_CASE("data ops: cast, broadcast, transpose, gather, slice, concat, layernorm and the dense head honour run-time "
+          "rows [avx2] [avx512]") {
+  const char* text = R"(param @P.t : f16[9, 6]
+
+param @P.g : f32[6]
+
+func @f(%x: f32[5, 6], %y: f32[5, 1], %ids: i32[5]) -> (f16[5, 6], f32[5, 7], f32[5, 3, 2], f32[5, 9], f16[5, 6], f32[5, 7], f32[5, 6]) {
+^entry:
+  %p = param @P.t : f16[9, 6]
+  %g = gather %p, %ids {axis = 0} : f16[5, 6]
+  %sl = slice %x {axis = 1, start = 2, size = 3} : f32[5, 3]
+  %cc = concat %sl, %y, %sl {axis = 1} : f32[5, 7]
+  %gm = param @P.g : f32[6]
+  %ln = layernorm %x, %gm, %gm {eps = 1e-05} : f32[5, 6]
+  %c = cast %x {to = f16} : f16[5, 6]
+  %b = broadcast %y : f32[5, 7]
+  %r = reshape %x : f32[5, 2, 3]
+  %t = transpose %r {perm = [0, 2, 1]} : f32[5, 3, 2]
+  %pt = transpose %p {perm = [1, 0]} : f16[6, 9]
+  %h = matmul %x, %pt : f32[5, 9]
+  ret %c, %b, %t, %h, %g, %cc, %ln
+}
+)";
+  auto m = ir::parse_module(text, "rows.tir");
+  REQUIRE(m.ok());
+  ir::ParamValues params;
+  params.set("P.t", ir::HostTensor::random(ElemKind::F16, {9, 6}, 3));
+  params.set("P.g", ir::HostTensor::random(ElemKind::F32, {6}, 6));
+  const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {5, 6}, 4), y = ir::HostTensor::random(ElemKind::F32, {5, 1}, 5);
+  const ir::HostTensor ids{ElemKind::I32, {5}, {3, 0, 8, 1, 5}};
+  const std::size_t out_bytes[] = {5 * 6 * 2, 5 * 7 * 4, 5 * 6 * 4, 5 * 9 * 4, 5 * 6 * 2, 5 * 7 * 4, 5 * 6 * 4};
+  for (Isa isa : testing::step_isas()) {
+    PlanOptions o;
+    o.isa = isa;
+    o.rows_max = 5;
+    auto plan = Plan::build(m.value(), "f", params, o, nullptr);
+    REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message));
+    auto run = [&](std::int64_t rows) {
+      std::vector<std::uint8_t> xb = x.to_bytes(), yb = y.to_bytes(), ib = ids.to_bytes();
+      std::vector<std::vector<std::uint8_t>> outs;
+      for (std::size_t b : out_bytes) outs.emplace_back(b, 0xAB);
+      void* bufs[] = {xb.data(),      yb.data(),      ib.data(),      outs[0].data(), outs[1].data(),
+                      outs[2].data(), outs[3].data(), outs[4].data(), outs[5].data(), outs[6].data()};
+      REQUIRE(plan.value()->run(bufs, testing::std_threads(2), rows).ok());
+      return outs;
+    };
+    const auto full = run(5);
+    for (std::int64_t rows = 1; rows <= 5; ++rows) {
+      const auto part = run(rows);
+      for (std::size_t j = 0; j < std::size(out_bytes); ++j) {
+        const std::size_t n = out_bytes[j] / 5 * static_cast<std::size_t>(rows);
+        CHECK_MESSAGE(std::equal(part[j].begin(), part[j].begin() + static_cast<std::ptrdiff_t>(n), full[j].begin()),
+                      isa_name(isa) << " rows " << rows << " result " << j);
+        // Rows past the call's are not written.
+        CHECK_MESSAGE(std::all_of(part[j].begin() + static_cast<std::ptrdiff_t>(n), part[j].end(),
+                                  [](std::uint8_t v) { return v == 0xAB; }),
+                      isa_name(isa) << " rows " << rows << " result " << j);
+      }
+    }
+    // And the full call is the interpreter's (the head within the dense bound, the rest exact).
+    auto want = ir::interpret(m.value(), "f", std::vector<ir::HostTensor>{x, y, ids}, params);
+    REQUIRE(want.ok());
+    for (std::size_t j : {0, 1, 2, 4, 5, 6}) {
+      auto got = ir::HostTensor::from_bytes(want.value()[j].kind, want.value()[j].shape, full[j]);
+      REQUIRE(got.ok());
+      testing::check_exact(want.value()[j], got.value(), "full rows");
     }
   }
 }

@@ -59,10 +59,12 @@ std::vector<double> bound(const std::string& text, const ir::HostTensor& a, cons
 
 TEST_CASE("dense head: matmul(a, transpose(p)) reads p [N, K] as stored, f16/bf16/f32, odd shapes, 1 and 2 threads "
           "[avx2] [avx512]") {
-  // M: 1 (GEMV), tails of the 2- and 4-row tiles; K: 1, < one vector, tails of 8/16;
-  // N: tails of the 4/8-row tiles, several thread chunks (K = 3: 10922 rows a chunk).
+  // M: 1 (GEMV), tails of the 2- and 4-row tiles, >= 16 (blocks of 256 rows of p widened for
+  // the GEMM, a shorter last block); K: 1, < one vector, tails of 8/16; N: tails of the
+  // 4/8-row tiles, several thread chunks (K = 3: 10922 rows a chunk).
   const Shape shapes[] = {{0, 1, 1, 1},    {0, 1, 67, 9},  {0, 1, 700, 257}, {0, 3, 100, 33}, {0, 5, 17, 13},
-                          {0, 13, 385, 65}, {0, 2, 3, 25000}, {0, 4, 16, 8},  {2, 3, 33, 17},  {3, 1, 40, 70}};
+                          {0, 13, 385, 65}, {0, 2, 3, 25000}, {0, 4, 16, 8},  {2, 3, 33, 17},  {3, 1, 40, 70},
+                          {0, 9, 70, 600},  {0, 16, 5, 256}, {4, 5, 19, 300}, {0, 17, 33, 513}};
   std::uint64_t seed = 41;
   for (Isa isa : testing::step_isas()) {
     for (const Shape& s : shapes) {
@@ -129,6 +131,38 @@ TEST_CASE("dense head: NaN and Inf in a or p propagate as in the reference [avx2
       const std::vector<double> tol = bound(text, a, p, s.K);
       testing::check_close(r.want[0], r.got[0], [&](std::size_t i) { return std::isfinite(tol[i]) ? tol[i] : 0.0; },
                            std::string(isa_name(isa)) + " " + std::string(elem_name(pk)));
+    }
+  }
+}
+
+TEST_CASE("dense head: a per-call transposed A with a transposed load-time p runs on the GEMM path, right "
+          "[avx2] [avx512]") {
+  // transpose(at) @ transpose(p): the A transpose computes no step (the GEMM reads at with
+  // swapped strides), so this matmul must not take the dense NK path (difftest seed 703).
+  for (Isa isa : testing::step_isas()) {
+    for (ElemKind pk : {ElemKind::F32, ElemKind::F16, ElemKind::BF16}) {
+      const std::int64_t M = 3, K = 7, N = 5;
+      const std::string text = "param @P.w : " + ty(pk, {N, K}) + "\n\nfunc @f(%at: " + ty(ElemKind::F32, {K, M}) +
+                               ") -> " + ty(ElemKind::F32, {M, N}) + " {\n^entry:\n  %a = transpose %at {perm = [1, 0]} : " +
+                               ty(ElemKind::F32, {M, K}) + "\n  %p = param @P.w : " + ty(pk, {N, K}) +
+                               "\n  %t = transpose %p {perm = [1, 0]} : " + ty(pk, {K, N}) + "\n  %c = matmul %a, %t : " +
+                               ty(ElemKind::F32, {M, N}) + "\n  ret %c\n}\n";
+      const ir::HostTensor at = ir::HostTensor::random(ElemKind::F32, {K, M}, 31);
+      const ir::HostTensor p = ir::HostTensor::random(pk, {N, K}, 32);
+      ir::ParamValues params;
+      params.set("P.w", p);
+      auto m = ir::parse_module(text, "ta.tir");
+      REQUIRE(m.ok());
+      ir::ParamValues ap;
+      ap.set("P.w", abs_of(p));
+      auto s = ir::interpret(m.value(), "f", std::vector<ir::HostTensor>{abs_of(at)}, ap);
+      REQUIRE(s.ok());
+      const double gamma = static_cast<double>(K) * kU / (1 - static_cast<double>(K) * kU);
+      const auto r = testing::run_plan(text, {at}, params, isa, 2, "trans a");
+      REQUIRE(r.run_status.ok());
+      testing::check_close(r.want[0], r.got[0], [&](std::size_t i) { return (gamma + kU) * s.value()[0].data[i]; },
+                           std::string(isa_name(isa)) + " " + std::string(elem_name(pk)));
+      testing::check_no_reference_step(r.steps, "trans a");
     }
   }
 }
