@@ -9,15 +9,22 @@
 // BM_VsX86/M/K/N/threads: the int8 quantize + tmatmul (x_scale, w_scale) of an O2
 // BitLinear without rmsnorm on the llvm target beside the x86 target (and the llvm
 // target's previous int8 panels), in one process, calls interleaved (below).
+// BM_Head/V/E/threads: the output head matmul(x, transpose(embd)), x f32 [1, E], embd
+// f16 [V, E] read as stored, beside a streaming read of the same bytes (the floor).
+// BM_Attention/pos/threads: decode attention (M = 1, 20 query heads, 5 KV heads, D = 128,
+// f16 caches, rows [0, pos]) beside the reference interpreter on the same op.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "bench/layer_tir.h"
 #include "bench/tbb_parallel.h"
+#include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/x86/x86_target.h"
@@ -168,6 +175,85 @@ void vs_x86_args(benchmark::internal::Benchmark* b) {
         b->Args({M, K, N, threads});
 }
 BENCHMARK(BM_VsX86)->Apply(vs_x86_args)->UseManualTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+
+// Loads `tir`'s @f on the llvm target with `threads` (the bench's oneTBB arena).
+Result<Impl> load_llvm(const std::string& tir, const ir::ParamValues& pv, int threads) {
+  TERNJIT_TRY(ir::Module m, ir::parse_module(tir, "bench.tir"));
+  return load_impl(true, nullptr, m, pv, threads);
+}
+
+void BM_Head(benchmark::State& state) {
+  const std::int64_t V = state.range(0), E = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const std::string e = std::to_string(E), v = std::to_string(V);
+  const std::string tir = "param @embd : f16[" + v + ", " + e + "]\nfunc @f(%x: f32[1, " + e + "]) -> f32[1, " + v +
+                          "] {\n^entry:\n  %t = param @embd : f16[" + v + ", " + e + "]\n  %tt = transpose %t {perm = [1, 0]} : f16[" +
+                          e + ", " + v + "]\n  %y = matmul %x, %tt : f32[1, " + v + "]\n  ret %y\n}\n";
+  ir::ParamValues pv;
+  pv.set("embd", ir::HostTensor::random(ElemKind::F16, {V, E}, 1));
+  auto impl = load_llvm(tir, pv, threads);
+  if (!impl.ok()) return state.SkipWithError(impl.error().message.c_str());
+  std::vector<float> x = ir::HostTensor::random(ElemKind::F32, {1, E}, 2).to_f32(), y(static_cast<std::size_t>(V));
+  void* buffers[] = {x.data(), y.data()};
+  // The floor: one streaming read of the table's bytes (what the head must read).
+  const ir::StoredTensor& table = pv.values.at("embd");
+  const auto* words = reinterpret_cast<const std::uint64_t*>(table.bytes().data());
+  const std::size_t n_words = table.bytes().size() / 8;
+  std::vector<double> th, ts;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!impl->kernel.run(impl->kernel.state, buffers).ok()) return state.SkipWithError("kernel failed");
+    auto t1 = std::chrono::steady_clock::now();
+    std::uint64_t sum = std::accumulate(words, words + n_words, std::uint64_t{0});
+    benchmark::DoNotOptimize(sum);
+    auto t2 = std::chrono::steady_clock::now();
+    th.push_back(std::chrono::duration<double>(t1 - t0).count());
+    ts.push_back(std::chrono::duration<double>(t2 - t1).count());
+    state.SetIterationTime(th.back());
+  }
+  const double bytes = static_cast<double>(table.bytes().size());
+  state.counters["head_GBps"] = benchmark::Counter(bytes / median(th) / 1e9);
+  state.counters["stream_GBps"] = benchmark::Counter(bytes / median(ts) / 1e9);
+  state.counters["ratio"] = median(th) / median(ts);
+}
+BENCHMARK(BM_Head)->Args({32000, 2560, 1})->Args({32000, 2560, 2})->UseManualTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+
+void BM_Attention(benchmark::State& state) {
+  const std::int64_t pos = state.range(0), C = pos + 1;
+  const int threads = static_cast<int>(state.range(1));
+  const std::string c = "f16[1, " + std::to_string(C) + ", 5, 128]";
+  const std::string tir = "func @f(%q: f32[1, 20, 128], %k: " + c + ", %v: " + c + ", %pos: i32[]) -> f32[1, 20, 128] {\n^entry:\n"
+                          "  %y = attention %q, %k, %v, %pos {layer = 0, scale = 0.08838834764831845} : f32[1, 20, 128]\n"
+                          "  ret %y\n}\n";
+  auto impl = load_llvm(tir, {}, threads);
+  if (!impl.ok()) return state.SkipWithError(impl.error().message.c_str());
+  auto m = ir::parse_module(tir, "bench.tir");
+  const std::vector<ir::HostTensor> args = {ir::HostTensor::random(ElemKind::F32, {1, 20, 128}, 1),
+                                            ir::HostTensor::random(ElemKind::F16, {1, C, 5, 128}, 2),
+                                            ir::HostTensor::random(ElemKind::F16, {1, C, 5, 128}, 3),
+                                            ir::HostTensor{ElemKind::I32, {}, {static_cast<double>(pos)}}};
+  std::vector<std::vector<std::uint8_t>> bytes;
+  for (const auto& a : args) bytes.push_back(a.to_bytes());
+  std::vector<float> y(20 * 128);
+  void* buffers[] = {bytes[0].data(), bytes[1].data(), bytes[2].data(), bytes[3].data(), y.data()};
+  std::vector<double> tl, ti;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!impl->kernel.run(impl->kernel.state, buffers).ok()) return state.SkipWithError("kernel failed");
+    auto t1 = std::chrono::steady_clock::now();
+    tl.push_back(std::chrono::duration<double>(t1 - t0).count());
+    state.SetIterationTime(tl.back());
+    if (ti.size() < 3) {  // the interpreter is slow: a few calls are enough for a median
+      auto w = ir::interpret(*m, "f", args, {});
+      benchmark::DoNotOptimize(w.ok());
+      ti.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+    }
+  }
+  state.counters["llvm_us"] = benchmark::Counter(median(tl) * 1e6);
+  state.counters["interp_us"] = benchmark::Counter(median(ti) * 1e6);
+  state.counters["vs_interp"] = median(ti) / median(tl);
+}
+BENCHMARK(BM_Attention)->Args({127, 1})->Args({1023, 1})->Args({1023, 2})->UseManualTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

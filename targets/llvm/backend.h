@@ -37,12 +37,14 @@ struct ParallelArgs {
 };
 
 /// Generates the LLVM module of `p` (function `f`), optimizes it and emits `kind`.
-/// `baked` null: the entry is `void entry(void* const* buffers, const void* const*
+/// `baked` null: the entry is `int entry(void* const* buffers, const void* const*
 /// consts, void* scratch, const ParallelArgs* par)` and consts are read through the
 /// table; otherwise each const slot's bytes become a constant global and the entry is
-/// `void entry(void* const* buffers, void* scratch)` (AOT, one thread). When
-/// !p.all_lowered there is no entry; instead every lowered step is
-/// `void tj_op_<n>(void* const* ptrs)` (operands, results, temporary, par).
+/// `int entry(void* const* buffers, void* scratch)` (AOT, one thread). The entry
+/// returns 0, or 1 + the index of the step that found a run-time error, whose record
+/// (RunError, program.h) is at scratch + p.err_offset. When !p.all_lowered there is no
+/// entry; instead every lowered step is `int tj_op_<n>(void* const* ptrs)` (operands,
+/// results, temporary, par, error record), returning 0 or 1 (an error recorded).
 Result<std::string> generate(const ir::Function& f, const Program& p, const std::string& entry,
                              const std::vector<std::vector<std::uint8_t>>* baked, EmitKind kind,
                              const CodegenOptions& o);

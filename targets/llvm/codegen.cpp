@@ -15,6 +15,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -127,30 +128,48 @@ llvm::Value* Gen::apply(Op op, llvm::Value* a, llvm::Value* b) {
 
 llvm::Function* Gen::step_impl(const ProgramStep& s) {
   const ir::InstData& inst = f_.inst(s.inst);
-  const std::size_t n = s.in.size() + s.out.size() + 2;
-  auto* ty = llvm::FunctionType::get(b_.getVoidTy(), std::vector<llvm::Type*>(n, ptr()), false);
+  const std::size_t n = s.in.size() + s.out.size() + 3;
+  auto* ty = llvm::FunctionType::get(i32(), std::vector<llvm::Type*>(n, ptr()), false);
   auto* fn = llvm::Function::Create(ty, llvm::Function::InternalLinkage, s.symbol + ".impl", mod_);
   attrs(fn);
-  for (std::size_t k = 0; k + 1 < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
+  if (inst.op != Op::KvWrite)  // kv_write's cache and result may be one buffer (in place)
+    for (std::size_t k = 0; k + 2 < n; ++k) fn->addParamAttr(static_cast<unsigned>(k), llvm::Attribute::NoAlias);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
   std::vector<llvm::Value*> in, out;
   for (std::size_t k = 0; k < s.in.size(); ++k) in.push_back(fn->getArg(static_cast<unsigned>(k)));
   for (std::size_t k = 0; k < s.out.size(); ++k) out.push_back(fn->getArg(static_cast<unsigned>(s.in.size() + k)));
-  if (s.packed) tmatmul_packed(inst, in, out[0], fn->getArg(static_cast<unsigned>(n - 2)), fn->getArg(static_cast<unsigned>(n - 1)));
-  else body(s, inst, in, out, fn->getArg(static_cast<unsigned>(n - 2)), fn->getArg(static_cast<unsigned>(n - 1)));
-  b_.CreateRetVoid();
+  err_ = fn->getArg(static_cast<unsigned>(n - 1));
+  llvm::Value* tmp = fn->getArg(static_cast<unsigned>(n - 3));
+  llvm::Value* par = fn->getArg(static_cast<unsigned>(n - 2));
+  if (s.packed) tmatmul_packed(inst, in, out[0], tmp, par);
+  else body(s, inst, in, out, tmp, par);
+  b_.CreateRet(b_.getInt32(0));
+  err_ = nullptr;
   return fn;
 }
 
+void Gen::fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Value*>& values) {
+  TERNJIT_CHECK(err_ != nullptr && values.size() <= 3, "llvm: fail_if outside a step");
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* bad = llvm::BasicBlock::Create(ctx_, "runerror", fn);
+  llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "ok", fn);
+  b_.CreateCondBr(cond, bad, ok, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+  b_.SetInsertPoint(bad);
+  st(c64(static_cast<std::int64_t>(what)), err_, c64(0));
+  for (std::size_t k = 0; k < values.size(); ++k)
+    st(b_.CreateSExtOrTrunc(values[k], i64()), err_, c64(static_cast<std::int64_t>(k + 1)));
+  b_.CreateRet(b_.getInt32(1));
+  b_.SetInsertPoint(ok);
+}
+
 void Gen::step_wrapper(const ProgramStep& s, llvm::Function* impl) {
-  auto* fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr()}, false),
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(i32(), {ptr()}, false),
                                     llvm::Function::ExternalLinkage, s.symbol, mod_);
   attrs(fn);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
   std::vector<llvm::Value*> args;
   for (std::size_t k = 0; k < impl->arg_size(); ++k) args.push_back(ld(ptr(), fn->getArg(0), c64(static_cast<std::int64_t>(k))));
-  b_.CreateCall(impl, args);
-  b_.CreateRetVoid();
+  b_.CreateRet(b_.CreateCall(impl, args));
 }
 
 void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
@@ -170,6 +189,14 @@ void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector
     case Op::Broadcast: return broadcast(inst, in[0], out[0]);
     case Op::Transpose: return transpose(inst, in[0], out[0]);
     case Op::MatMul: return matmul(inst, in, out[0], tmp, s.rhs_transposed, par);
+    case Op::Gather: return gather(inst, in[0], in[1], out[0]);
+    case Op::Slice: return slice(inst, in[0], out[0]);
+    case Op::Concat: return concat(inst, in, out[0]);
+    case Op::LayerNorm: return layernorm(inst, in, out[0]);
+    case Op::Rope: return rope(inst, in[0], in[1], out[0]);
+    case Op::CausalSoftmax: return causal_softmax(inst, in[0], in[1], out[0]);
+    case Op::KvWrite: return kv_write(inst, in, out[0]);
+    case Op::Attention: return attention(inst, in, out[0], tmp, par);
     default: return eltwise(inst, in, out[0]);
   }
 }
@@ -321,7 +348,7 @@ void Gen::entry(const Program& p, const std::string& name, const std::vector<llv
            const std::vector<llvm::GlobalVariable*>* globals) {
   std::vector<llvm::Type*> params = globals ? std::vector<llvm::Type*>{ptr(), ptr()}
                                             : std::vector<llvm::Type*>{ptr(), ptr(), ptr(), ptr()};
-  auto* fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(i32(), params, false),
                                     llvm::Function::ExternalLinkage, name, mod_);
   attrs(fn);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
@@ -341,7 +368,9 @@ void Gen::entry(const Program& p, const std::string& name, const std::vector<llv
     return nullptr;
   };
   std::size_t k = 0;
-  for (const ProgramStep& s : p.steps) {
+  llvm::Value* err = gep(i8(), scratch, c64(static_cast<std::int64_t>(p.err_offset)));
+  for (std::size_t si = 0; si < p.steps.size(); ++si) {
+    const ProgramStep& s = p.steps[si];
     if (s.kind == ProgramStep::Kind::Copy) {
       if (s.copy_bytes) b_.CreateMemMove(where(s.out[0]), llvm::MaybeAlign(1), where(s.in[0]), llvm::MaybeAlign(1), s.copy_bytes);
       continue;
@@ -351,9 +380,17 @@ void Gen::entry(const Program& p, const std::string& name, const std::vector<llv
     for (const Loc& l : s.out) args.push_back(where(l));
     args.push_back(gep(i8(), scratch, c64(static_cast<std::int64_t>(s.tmp_offset))));
     args.push_back(par);
-    b_.CreateCall(impls[k++], args);
+    args.push_back(err);
+    llvm::Value* rc = b_.CreateCall(impls[k++], args);
+    // A run-time error stops the call: 1 + the step's index (its record at err).
+    llvm::BasicBlock* stop = llvm::BasicBlock::Create(ctx_, "stop", fn);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx_, "next", fn);
+    b_.CreateCondBr(b_.CreateICmpNE(rc, b_.getInt32(0)), stop, next, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+    b_.SetInsertPoint(stop);
+    b_.CreateRet(b_.getInt32(static_cast<std::uint32_t>(si + 1)));
+    b_.SetInsertPoint(next);
   }
-  b_.CreateRetVoid();
+  b_.CreateRet(b_.getInt32(0));
 }
 
 

@@ -225,10 +225,11 @@ void Gen::matmul(const ir::InstData& inst, const std::vector<llvm::Value*>& in, 
 void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, llvm::Value* y, llvm::Value* par) {
   // x [rows, K] (any leading dims) times w^T, w [N, K] read as stored (the head form
   // `matmul(x, transpose(P))`, P a load-time [N, K]): every output is a dot product of
-  // two contiguous rows. It runs in f64 over kVL lanes (each product exact: f32 x f32/f16/
-  // bf16 fits in 53 bits), the lanes then added in order, then rounded once to f32. The
-  // interpreter adds the products in index order instead, so the result may differ from it
-  // by the reassociation error of an f64 sum, <= (K - 1) * 2^-53 * sum |x_p w_jp|, plus
+  // two contiguous rows. It runs in f64 over 4 x kVL lanes (each product exact: f32 x f32/
+  // f16/bf16 fits in 53 bits), the 4 vectors then added pairwise, their lanes in order, the
+  // K % 8 tail in order, then rounded once to f32. The interpreter adds the products in
+  // index order instead; each order is within (K - 1) 2^-53 sum |x_p w_jp| of the exact
+  // sum (to first order, whatever the order), so the two differ by twice that, plus
   // one f32 rounding step when that moves the sum across a rounding boundary (the bound
   // the tests check). Columns are split into chunks run on `par`'s threads.
   constexpr unsigned kVL = 8;
@@ -236,7 +237,7 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
   const auto wt = ext(inst.operands[1]);  // the transposed value [K, N]
   const std::int64_t K = wt[0], N = wt[1];
   const std::int64_t rows = f_.type_of(inst.operands[0]).static_numel().value_or(0) / K;
-  const std::int64_t KV = K / kVL * kVL;
+  const std::int64_t KV = K / kVL * kVL, K4 = K / (4 * kVL) * (4 * kVL);
   auto* vd = llvm::FixedVectorType::get(f64(), kVL);
   auto vec_f64 = [&](ElemKind k, llvm::Value* base, llvm::Value* at) -> llvm::Value* {
     llvm::Value* p = gep(storage_type(k), base, at);
@@ -261,20 +262,29 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
     llvm::Value* cy = chunk_fn->getArg(2);
     llvm::Value* j_lo = chunk_fn->getArg(3);
     llvm::Value* j_hi = chunk_fn->getArg(4);
-    llvm::AllocaInst* acc = local(vd, "vacc");
+    // Four vector accumulators (32 products a step) so the f64 adds of one dot product
+    // overlap instead of waiting on one chain; then 8-wide steps into the first.
+    std::vector<llvm::AllocaInst*> acc;
+    for (int a = 0; a < 4; ++a) acc.push_back(local(vd, "vacc"));
     llvm::AllocaInst* sum = local(f64(), "sum");
-    loop(rows, [&](llvm::Value* r) {
-      llvm::Value* xrow = b_.CreateMul(r, c64(K));
-      loop_maybe(b_.CreateSub(j_hi, j_lo), [&](llvm::Value* jj) {
-        llvm::Value* j = b_.CreateAdd(j_lo, jj);
-        llvm::Value* wrow = b_.CreateMul(j, c64(K));
-        b_.CreateStore(llvm::Constant::getNullValue(vd), acc);
-        if (KV > 0) loop(KV / kVL, [&](llvm::Value* q) {
-          llvm::Value* p = b_.CreateMul(q, c64(kVL));
+    // Columns outer, rows inner: each row of w (K elements) is read from memory once and
+    // reused from cache by every row of x (prefill reads the table once, not M times).
+    loop_maybe(b_.CreateSub(j_hi, j_lo), [&](llvm::Value* jj) {
+      llvm::Value* j = b_.CreateAdd(j_lo, jj);
+      llvm::Value* wrow = b_.CreateMul(j, c64(K));
+      loop(rows, [&](llvm::Value* r) {
+        llvm::Value* xrow = b_.CreateMul(r, c64(K));
+        for (llvm::AllocaInst* a : acc) b_.CreateStore(llvm::Constant::getNullValue(vd), a);
+        auto step = [&](llvm::AllocaInst* a, llvm::Value* p) {
           llvm::Value* prod = b_.CreateFMul(vec_f64(kx, cx, b_.CreateAdd(xrow, p)), vec_f64(kw, cw, b_.CreateAdd(wrow, p)));
-          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vd, acc), prod), acc);
-        });
-        llvm::Value* av = b_.CreateLoad(vd, acc);
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vd, a), prod), a);
+        };
+        if (K4 > 0) loop(K4 / (4 * kVL), [&](llvm::Value* q) {
+          for (unsigned a = 0; a < 4; ++a) step(acc[a], b_.CreateAdd(b_.CreateMul(q, c64(4 * kVL)), c64(a * kVL)));
+        }, /*no_unroll=*/true);
+        if (KV > K4) loop((KV - K4) / kVL, [&](llvm::Value* q) { step(acc[0], b_.CreateAdd(c64(K4), b_.CreateMul(q, c64(kVL)))); });
+        llvm::Value* av = b_.CreateFAdd(b_.CreateFAdd(b_.CreateLoad(vd, acc[0]), b_.CreateLoad(vd, acc[1])),
+                                        b_.CreateFAdd(b_.CreateLoad(vd, acc[2]), b_.CreateLoad(vd, acc[3])));
         llvm::Value* s = b_.CreateExtractElement(av, std::uint64_t{0});
         for (unsigned l = 1; l < kVL; ++l) s = b_.CreateFAdd(s, b_.CreateExtractElement(av, std::uint64_t{l}));
         b_.CreateStore(s, sum);
@@ -284,8 +294,8 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), sum), prod), sum);
         });
         st(b_.CreateFPTrunc(b_.CreateLoad(f64(), sum), f32()), cy, b_.CreateAdd(b_.CreateMul(r, c64(N)), j));
-      });
-    }, /*no_unroll=*/true);
+      }, /*no_unroll=*/true);
+    });
     b_.CreateRetVoid();
   }
   // The task: void task(ptr ctx, i64 i), ctx = [x, w, y, chunks].

@@ -137,6 +137,10 @@ class Gen {
   // tmp, par), par the host's ParallelArgs (null: one thread).
   llvm::Function* step_impl(const ProgramStep& s);
 
+  /// When `cond` holds at run time: writes the record {what, values...} (i64) to the
+  /// step's error record and returns 1 from the step (RunError, program.h).
+  void fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Value*>& values);
+
   // The external wrapper tj_op_<n>(void* const* ptrs).
   void step_wrapper(const ProgramStep& s, llvm::Function* impl);
 
@@ -263,8 +267,11 @@ class Gen {
   /// y (contiguous, shape `out`) [idx] = x[x_offset + sum idx[d] * in_strides[d]] for elements of kind `k`.
   void strided_copy(ElemKind k, const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& in_strides,
                     llvm::Value* x, std::int64_t x_offset, llvm::Value* y);
+  /// `cast`: every element read exactly and stored with round_to_kind.
   void cast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `broadcast` (NumPy rule) as a strided copy.
   void broadcast(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `transpose` (any rank) as a strided copy.
   void transpose(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
   /// numpy matmul, f32 result: bit for bit with the interpreter (f64 sums in index
   /// order, N f64 accumulators in tmp); `rhs_transposed`: in[1] is the stored [N, K]
@@ -276,6 +283,32 @@ class Gen {
   /// Runs task_fn(ctx, i) for i < min(par threads, max_tasks) (inline for one task),
   /// ctx = [ptrs..., number of tasks] (i64 slots).
   void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);
+
+  // ---- codegen_decoder.cpp: the decoder ops (ir/interpret_decoder.cpp's arithmetic).
+  /// The i32 scalar `pos` as i64; a negative one stops the call (RunError::NegativePos).
+  llvm::Value* read_pos(const ir::InstData& inst, llvm::Value* pos);
+  /// read_pos, then rows [pos, pos + m) must fit the capacity c (RunError::CacheRows).
+  llvm::Value* check_cache_rows(const ir::InstData& inst, llvm::Value* pos, std::int64_t m, std::int64_t c);
+  /// The interpreter's NaN-propagating running max of f64 values.
+  llvm::Value* nan_max(llvm::Value* mx, llvm::Value* v);
+  /// `gather`: rows of the table by i32 ids; an id outside [0, V) stops the call.
+  void gather(const ir::InstData& inst, llvm::Value* table, llvm::Value* ids, llvm::Value* y);
+  /// `slice` as a strided copy.
+  void slice(const ir::InstData& inst, llvm::Value* x, llvm::Value* y);
+  /// `concat`: the operands' rows one after another, row by row.
+  void concat(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// `layernorm` over the last axis (f64, the interpreter's order, one rounding).
+  void layernorm(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// `rope` (norm or neox pairs) at positions pos + m read at run time.
+  void rope(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
+  /// `causal_softmax`: entries t <= pos + m of each row; the others exactly 0, never read.
+  void causal_softmax(const ir::InstData& inst, llvm::Value* x, llvm::Value* pos, llvm::Value* y);
+  /// Copies the cache to y unless y is the cache's own buffer, then writes the rows.
+  void kv_write(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y);
+  /// tmp: kAttentionTasks x (C + D) f64 (per task: the scores of one row and head, then
+  /// the accumulator); the (row, head) pairs split over `par`'s threads.
+  void attention(const ir::InstData& inst, const std::vector<llvm::Value*>& in, llvm::Value* y, llvm::Value* tmp,
+                 llvm::Value* par);
 
   // A constant ParallelArgs {null, null, 1}: run everything on the calling thread.
   llvm::Value* one_thread();
@@ -293,6 +326,7 @@ class Gen {
   int group_;      // the int8 weight panels' column group
   int lanes_;      // the packed weight panels' lanes
   int loops_ = 0;  // loops emitted so far (loop() tells outer loops by it)
+  llvm::Value* err_ = nullptr;  // the error record of the step being generated (step_impl)
 };
 
 }  // namespace ternjit::targets::llvmjit

@@ -154,8 +154,8 @@ namespace ternjit::targets::llvmjit {
 
 namespace {
 
-using EntryFn = void (*)(void* const*, const void* const*, void*, const ParallelArgs*);
-using StepFn = void (*)(void* const*);
+using EntryFn = int (*)(void* const*, const void* const*, void*, const ParallelArgs*);
+using StepFn = int (*)(void* const*);
 
 
 class LoadedKernel final : public Kernel {
@@ -164,6 +164,7 @@ class LoadedKernel final : public Kernel {
   const ir::Function* f = nullptr;
   Program p;
   std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> consts;  // shared with the Program's PackCache
+  std::vector<ir::StoredTensor> held;      // parameters read where they are stored (stored_param)
   std::vector<const void*> const_ptrs;
   std::unique_ptr<JitObject> jit;
   EntryFn entry = nullptr;
@@ -175,8 +176,14 @@ class LoadedKernel final : public Kernel {
     TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes, p.in_place));
     const ScratchLease lease(p.scratch_bytes);
     std::uint8_t* scratch = lease.data();
+    auto failed = [&](std::size_t step) {
+      std::int64_t rec[4];
+      std::memcpy(rec, scratch + p.err_offset, sizeof rec);
+      return make_error(ErrorCode::InvalidInput, run_error_message(*f, p.steps[step].inst, rec));
+    };
     if (entry) {
-      entry(buffers, const_ptrs.data(), scratch, &par);
+      const int rc = entry(buffers, const_ptrs.data(), scratch, &par);
+      if (rc != 0) return failed(static_cast<std::size_t>(rc - 1));
       return success();
     }
     auto where = [&](const Loc& l) -> void* {
@@ -200,7 +207,8 @@ class LoadedKernel final : public Kernel {
         for (const Loc& l : s.out) ptrs.push_back(where(l));
         ptrs.push_back(scratch + s.tmp_offset);
         ptrs.push_back(const_cast<ParallelArgs*>(&par));
-        step_fns[k](ptrs.data());
+        ptrs.push_back(scratch + p.err_offset);
+        if (step_fns[k](ptrs.data()) != 0) return failed(k);
         continue;
       }
       // Reference step: the interpreter on this one instruction.
@@ -281,13 +289,25 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::P
       cached[s] = k->consts[s] != nullptr;
     }
   }
-  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &cached));
+  // Parameters read as values (an f16 head matrix, a norm's gamma) are read where they
+  // are stored: no copy at load.
+  std::vector<const void*> in_place(k->p.consts.size(), nullptr);
+  std::vector<bool> skip = cached;
+  for (std::size_t s = 0; s < in_place.size(); ++s) {
+    if (skip[s]) continue;
+    if (auto st = stored_param(*k->f, k->p, s, params)) {
+      in_place[s] = st->bytes().data();
+      k->held.push_back(std::move(*st));
+      skip[s] = true;
+    }
+  }
+  TERNJIT_TRY(auto bytes, const_bytes(*k->f, k->p, params, false, &skip));
   for (std::size_t s = 0; s < bytes.size(); ++s) {
-    if (cached[s]) continue;
+    if (skip[s]) continue;
     auto b = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes[s]));
     k->consts[s] = packs && !keys[s].empty() && !b->empty() ? packs->insert(keys[s], std::move(b)) : std::move(b);
   }
-  for (const auto& c : k->consts) k->const_ptrs.push_back(c->data());
+  for (std::size_t s = 0; s < in_place.size(); ++s) k->const_ptrs.push_back(in_place[s] ? in_place[s] : k->consts[s]->data());
   TERNJIT_TRY(k->jit, jit_link(a.bytes));
   if (k->p.all_lowered) {
     k->entry = reinterpret_cast<EntryFn>(k->jit->lookup(sym_it->second));
@@ -337,7 +357,10 @@ std::string header_of(const ir::Function& f, const Program& p, const std::string
   for (const ir::Type& t : f.result_types())
     h += " *   buffers[" + std::to_string(slot++) + "] out " + c_type(t.elem) + " " + ir::type_str(t, f.symbols()) + "\n";
   h += " * scratch: at least " + sym + "_SCRATCH_BYTES bytes, 64-byte aligned, private to the call.\n";
+  h += " * Returns 0, or 1 + the index of the step that found a run-time error (a position or\n";
+  h += " * an id out of range): its record, 4 int64 {kind, values...}, is at scratch + " + sym + "_ERROR_OFFSET.\n";
   h += " * Outputs must not overlap inputs. Weights are baked into the object. */\n";
+  h += "#define " + sym + "_ERROR_OFFSET " + std::to_string(p.err_offset) + "\n";
   h += "#define " + sym + "_NUM_BUFFERS " + std::to_string(slot) + "\n";
   h += "#define " + sym + "_NUM_INPUTS " + std::to_string(p.n_in) + "\n";
   std::string sizes;
@@ -346,7 +369,7 @@ std::string header_of(const ir::Function& f, const Program& p, const std::string
   h += "#define " + sym + "_BUFFER_BYTES {" + sizes + "}\n";
   h += "#define " + sym + "_SCRATCH_BYTES " + std::to_string(p.scratch_bytes + 64) + "\n";
   h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
-  h += "void " + sym + "(void* const* buffers, void* scratch);\n";
+  h += "int " + sym + "(void* const* buffers, void* scratch);\n";
   h += "#ifdef __cplusplus\n}\n#endif\n#endif\n";
   return h;
 }

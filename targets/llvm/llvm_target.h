@@ -87,7 +87,8 @@ struct Emitted {
 };
 
 /// Emits function `function` of `specialized` (pipeline already run). With params the
-/// object is self-contained: `void SYMBOL(void* const* buffers, void* scratch)`. Errors:
+/// object is self-contained: `int SYMBOL(void* const* buffers, void* scratch)` (0, or 1 +
+/// the step that found a run-time error: the header's SYMBOL_ERROR_OFFSET). Errors:
 /// NotFound, Unsupported (an op without a generator when baking an entry), InvalidInput.
 Result<Emitted> emit(const ir::Module& specialized, std::string_view function, const EmitRequest& request);
 

@@ -57,6 +57,38 @@ Result<void> lowerable(const ir::Function& f, InstId i) {
     case Op::Broadcast: case Op::Transpose:
       if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
       return success();
+    case Op::Gather:
+      if (kind(inst.operands[0]) == ElemKind::T2 || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("gather of a t2 table or by non-i32 ids");
+      if (std::get<ir::AxisAttrs>(inst.attrs).axis != 0) return unsupported("gather along an axis other than 0");
+      return success();
+    case Op::Slice: case Op::Concat:
+      if (rt.elem == ElemKind::T2) return unsupported(quote(inst.op) + " of packed t2");
+      return success();
+    case Op::LayerNorm: case Op::CausalSoftmax:
+      for (ValueId v : inst.operands)
+        if (!is_float(kind(v)) && kind(v) != ElemKind::I32) return unsupported(quote(inst.op) + " of a non-float operand");
+      if (!is_float(rt.elem)) return unsupported(quote(inst.op) + " with a non-float result");
+      if (inst.op == Op::CausalSoftmax && kind(inst.operands[1]) != ElemKind::I32) return unsupported("pos must be i32");
+      return success();
+    case Op::Rope:
+      if (!is_float(kind(inst.operands[0])) || kind(inst.operands[1]) != ElemKind::I32)
+        return unsupported("rope of a non-float x or a non-i32 pos");
+      if (f.type_of(inst.operands[0]).rank() != 3 || f.type_of(inst.operands[0]).shape[2].extent % 2 != 0)
+        return unsupported("rope needs x [M, H, D] with D even");
+      return success();
+    case Op::KvWrite:
+      if (!is_float(kind(inst.operands[0])) || !is_float(kind(inst.operands[1])) || kind(inst.operands[2]) != ElemKind::I32)
+        return unsupported("kv_write of a non-float cache or rows, or a non-i32 pos");
+      return success();
+    case Op::Attention: {
+      if (kind(inst.operands[0]) != ElemKind::F32 || !is_float(kind(inst.operands[1])) ||
+          !is_float(kind(inst.operands[2])) || kind(inst.operands[3]) != ElemKind::I32 || rt.elem != ElemKind::F32)
+        return unsupported("attention of a non-f32 q, non-float caches or a non-i32 pos");
+      const std::int64_t hq = f.type_of(inst.operands[0]).shape[1].extent, hkv = f.type_of(inst.operands[1]).shape[2].extent;
+      if (hkv == 0 || hq % hkv != 0) return unsupported("attention: HQ is not a multiple of HKV");
+      return success();
+    }
     case Op::MatMul: {
       for (ValueId v : inst.operands)
         if (!is_float(kind(v))) return unsupported("matmul operands must be f32, f16 or bf16");
@@ -164,6 +196,11 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
         top = align_up(top + static_cast<std::size_t>(8 * f.type_of(t).shape.back().extent) + kAlign);
       }
     }
+    if (lower && inst.op == Op::Attention) {  // per task: the scores of one row (C f64) and the accumulator (D f64)
+      const ir::Type& c = f.type_of(inst.operands[1]);
+      s.tmp_offset = top;
+      top = align_up(top + static_cast<std::size_t>(kAttentionTasks * 8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
+    }
     if (lower) {
       s.kind = ProgramStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
@@ -178,6 +215,8 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
     }
     p.steps.push_back(std::move(s));
   }
+  p.err_offset = top;
+  top = align_up(top + kErrorRecordBytes);
   p.scratch_bytes = top;
   return p;
 }
@@ -222,6 +261,42 @@ Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const Step
 }
 
 }  // namespace
+
+std::string run_error_message(const ir::Function& f, InstId i, const std::int64_t* record) {
+  const ir::InstData& inst = f.inst(i);
+  const std::string op(ir::op_name(inst.op));
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  switch (static_cast<RunError>(record[0])) {
+    case RunError::GatherId:
+      return op + ": id " + s(record[1]) + " at index " + s(record[2]) + " is out of range [0, " +
+             s(f.type_of(inst.operands[0]).shape[0].extent) + ")";
+    case RunError::NegativePos: return op + ": pos " + s(record[1]) + " is negative (pos must be >= 0)";
+    case RunError::CacheRows: {
+      // The rows [pos, pos + M) of operand 1 (kv_write's rows) or 0 (attention's q).
+      const std::int64_t m = f.type_of(inst.operands[inst.operands.size() == 3 ? 1 : 0]).shape[0].extent;
+      const std::int64_t c = f.type_of(inst.operands[inst.operands.size() == 3 ? 0 : 1]).shape[1].extent;
+      const std::int64_t pos = record[1];
+      return op + ": rows [pos, pos + M) = [" + s(pos) + ", " + s(pos + m) + ") do not fit the cache capacity C = " + s(c) +
+             " (pos " + s(pos) + ", M " + s(m) + ")";
+    }
+    case RunError::None: break;
+  }
+  return op + ": run-time error " + s(record[0]);
+}
+
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+                                             const ir::ParamValues& params) {
+  const ConstSlot& c = p.consts.at(slot);
+  if (c.form != ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return std::nullopt;
+  const ir::InstData& def = f.inst(f.value(c.value).inst);
+  if (def.op != Op::Param) return std::nullopt;
+  auto it = params.values.find(std::get<ir::ParamAttrs>(def.attrs).name);
+  const ir::Type& t = f.type_of(c.value);
+  if (it == params.values.end() || it->second.kind() != t.elem || it->second.kind() == ElemKind::T2 ||
+      it->second.shape() != extents_of(t) || !it->second.bytes().owned())
+    return std::nullopt;
+  return it->second;
+}
 
 std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
   const ConstSlot& c = p.consts.at(slot);

@@ -25,12 +25,14 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ir/interpret.h"
 #include "ir/ir.h"
+#include "ir/stored_tensor.h"
 #include "targets/common/step_plan.h"
 #include "targets/cpu_buffers.h"
 #include "ternjit/result.h"
@@ -118,6 +120,23 @@ struct PanelLayout {
   int lanes = 0;
 };
 
+/// What a generated step found wrong at run time (the first i64 of its error record,
+/// followed by up to 3 values): the call stops and returns an InvalidInput error with
+/// the interpreter's message (run_error_message).
+enum class RunError : std::int64_t {
+  None = 0,
+  GatherId = 1,       ///< {id, index}: "gather: id X at index I is out of range [0, V)"
+  NegativePos = 2,    ///< {pos}: "<op>: pos P is negative (pos must be >= 0)"
+  CacheRows = 3,      ///< {pos}: "<op>: rows [pos, pos + M) = [..) do not fit the cache capacity C = .."
+};
+
+/// At most this many tasks share an attention step's (row, head) pairs (each has its own
+/// scores and accumulator in the step's temporary).
+inline constexpr std::int64_t kAttentionTasks = 8;
+
+/// Bytes of a step's error record (4 x i64).
+inline constexpr std::size_t kErrorRecordBytes = 32;
+
 /// One step of a call.
 struct ProgramStep {
   enum class Kind : std::uint8_t { Lowered, Reference, Copy } kind = Kind::Lowered;
@@ -140,6 +159,7 @@ struct Program {
   std::vector<ConstSlot> consts;
   std::vector<ProgramStep> steps;
   std::size_t scratch_bytes = 0;
+  std::size_t err_offset = 0;  ///< the steps' error record in the scratch (kErrorRecordBytes)
   bool all_lowered = true;  ///< no Reference step: the whole function is one LLVM entry
   int group = 1;            ///< the column group G of every int8 weight panel
   int lanes = 0;            ///< the lanes L of every packed panel (0: none)
@@ -160,6 +180,10 @@ bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const Panel
 /// Plans `f` (see the file comment) with weight panels laid out as `layout` says.
 Result<Program> analyze(const ir::Function& f, const PanelLayout& layout);
 
+/// The message of run-time error `record` (RunError and its values) of instruction `i`,
+/// worded as ir/interpret.cpp words it.
+std::string run_error_message(const ir::Function& f, ir::InstId i, const std::int64_t* record);
+
 /// The row-major extents of a static type.
 std::vector<std::int64_t> extents_of(const ir::Type& t);
 /// The byte size of a static type.
@@ -173,6 +197,14 @@ std::size_t bytes_of(const ir::Type& t);
 Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing,
                                                            const std::vector<bool>* skip = nullptr);
+
+/// The stored tensor of const slot `slot` when the kernel can read its bytes where they
+/// are: a Value slot of a parameter bound in `params` with the function's kind and shape,
+/// any kind but t2 (whose stored codes are packed). Copies share the bytes, so a kernel
+/// holding it reads a 656 MB embedding without copying it. Otherwise nullopt (the slot's
+/// bytes come from const_bytes, which also reports a missing or mismatched parameter).
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+                                             const ir::ParamValues& params);
 
 /// What identifies a weight panel slot across the specializations of one Program (the
 /// same parameter in the same layout), or "" for slots that are not shared: values, and

@@ -35,7 +35,7 @@ expect_ok "asm x86.max_isa=avx2" 'config: .*isa=avx2' 'vpmaddubsw' -- \
 # What a target emits is the target's business: llvm writes an object and its C header.
 expect_ok "llvm obj" 'wrote l\.o and l\.h' -- \
   "$bin" compile "$tri" --layer BitLinear --shape M=1,K=64,N=16 --target llvm --emit obj -o l.o
-expect_ok "llvm header" 'void BitLinear_forward\(void\* const\* buffers, void\* scratch\)' -- cat l.h
+expect_ok "llvm header" 'int BitLinear_forward\(void\* const\* buffers, void\* scratch\)' -- cat l.h
 # Default ISA (the host's best) and --function instead of --layer.
 expect_ok "asm default" '^step [0-9]+: ' 'config: .*isa=' -- \
   "$bin" compile "$tri" --function BitLinear.forward --shape M=1,K=64,N=16 --emit asm

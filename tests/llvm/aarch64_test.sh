@@ -34,5 +34,5 @@ for obj in "$dir"/*.o; do
     echo "FAIL $name: output differs from the interpreter: $(cmp "$dir/$name.want" "$dir/$name.got" | head -1)"; fail=1
   fi
 done
-[ "$n" -ge 14 ] || { echo "FAIL: expected 14 cases, got $n"; exit 1; }
+[ "$n" -ge 16 ] || { echo "FAIL: expected 16 cases, got $n"; exit 1; }
 exit $fail

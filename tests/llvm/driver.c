@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     if (i < n_in && fread(buffers[i], 1, bytes[i], in) != bytes[i]) return 4;
   }
   void* scratch = aligned_alloc(64, (TJ_XCAT(TJ_SYM, _SCRATCH_BYTES) + 63) / 64 * 64);
-  TJ_SYM(buffers, scratch);
+  if (TJ_SYM(buffers, scratch) != 0) return 6; /* a run-time error (its record at _ERROR_OFFSET) */
   for (int i = n_in; i < n; ++i)
     if (fwrite(buffers[i], 1, bytes[i], out) != bytes[i]) return 5;
   fclose(in);
