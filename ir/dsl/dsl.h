@@ -19,8 +19,16 @@
 //   integer or a symbol name. Symbols belong to the layer: `N` in two types of one
 //   layer is the same N. `Other.N` names the symbol N of layer Other (how a caller
 //   spells an extent fixed by a callee's parameters).
-// - Statements, one per line: `let name = expr` and exactly one `return expr`, last.
-//   An expression continues on the next line only inside parentheses.
+// - Statements, one per line: `let name = expr`, `let (a, b) = expr` (a tuple's
+//   elements), `for i in lo..hi { stmts }` and exactly one `return expr` (or
+//   `return (a, b)` for `-> (T1, T2)`), last. An expression continues on the next line
+//   only inside parentheses or brackets.
+// - `for` loops are unrolled at lowering (bounds compile-time integers, at most 4096
+//   iterations, 65536 expression nodes per function); inside a body a `let` may rebind
+//   a name: one defined before the loop is loop-carried, others are per iteration.
+// - `param blk: Block[N]` declares N instances of layer Block: `blk[i].p` is module
+//   parameter `Layer.blk.i.p`, `blk[i](x)` / `blk[i].fn(x)` call copies of Block's
+//   functions (`@Layer.blk.i.fn`) that read instance i's parameters.
 // - Precedence, loosest first (Python's): `+ -`, then `@ * /` (one level), then
 //   unary `-`. Binary operators are left-associative: `a + b @ c * d` is
 //   `a + ((b @ c) * d)`, and `-x @ w` is `(-x) @ w`. `@` is IR matmul; `+ - * /`
@@ -42,7 +50,13 @@
 //   grouped_matmul(x, w, scale[, group]): x [..., K] @ ternary w [K, N] with
 //   scale [G, N], G = ceil(K / group), row g scaling the sum over k in
 //   [g * group, (g + 1) * group) (IR `tmatmul {w_scale = true, group = ...}`; group an
-//   integer literal in [1, 2^24], 256 when left out: GGUF TQ1_0/TQ2_0 blocks).
+//   integer literal in [1, 2^24], 256 when left out: GGUF TQ1_0/TQ2_0 blocks);
+//   reshape(x, [dims]) (one -1 allowed), x[i], slice(x, axis, start, size),
+//   split(x, axis, n) (a tuple), concat(a, ..., axis), gather(table, ids),
+//   rope(x, pos, theta[, "norm" | "neox"]), layernorm(x, gamma, beta, eps),
+//   causal_softmax(x, pos), kv_write(cache, rows, pos, layer),
+//   attention(q, kc, vc, pos, layer, scale), pow(x, n) (n in [-16, 16]) and square(x)
+//   (multiplications). docs/dsl.md has the table.
 // - Composition: `Other.fn(args)` calls a function of another layer (or the same
 //   one), `Other(args)` means `Other.forward(args)`, and a plain `fn(args)` calls a
 //   function of the same layer. Calls lower to IR `call @Other.fn`. Calls may go to

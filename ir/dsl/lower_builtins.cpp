@@ -18,6 +18,8 @@ namespace {
 // group * 127 fits the integer path's exact int32 group sums with room to spare).
 constexpr std::int64_t kDefaultScaleGroup = 256;
 constexpr std::int64_t kMaxScaleGroup = std::int64_t{1} << 24;
+// concat's operands (and its axis): a bound like every other count in the language.
+constexpr int kMaxConcatArgs = static_cast<int>(kMaxCount) + 1;
 
 constexpr Builtin kBuiltins[] = {
     {"relu", BuiltinKind::Unary, Op::Relu, 1, 1},
@@ -47,6 +49,15 @@ constexpr Builtin kBuiltins[] = {
     {"reshape", BuiltinKind::Reshape, Op::Reshape, 2, 2},
     {"pow", BuiltinKind::Pow, Op::Mul, 2, 2},
     {"square", BuiltinKind::Pow, Op::Mul, 1, 1},
+    {"slice", BuiltinKind::Slice, Op::Slice, 4, 4},
+    {"split", BuiltinKind::Split, Op::Slice, 3, 3},
+    {"concat", BuiltinKind::Concat, Op::Concat, 2, kMaxConcatArgs},
+    {"gather", BuiltinKind::Decoder, Op::Gather, 2, 2},
+    {"rope", BuiltinKind::Decoder, Op::Rope, 3, 4},
+    {"layernorm", BuiltinKind::Decoder, Op::LayerNorm, 4, 4},
+    {"causal_softmax", BuiltinKind::Decoder, Op::CausalSoftmax, 2, 2},
+    {"kv_write", BuiltinKind::Decoder, Op::KvWrite, 4, 4},
+    {"attention", BuiltinKind::Decoder, Op::Attention, 6, 6},
 };
 
 // pow's exponent range: enough for any polynomial a model writes, and few multiplications.
@@ -119,6 +130,9 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
   if (n < bi.min_args || n > bi.max_args) {
     std::string takes = bi.min_args == bi.max_args
                             ? plural(static_cast<std::size_t>(bi.min_args), "argument")
+                        : bi.max_args > bi.min_args + 1
+                            ? std::to_string(bi.min_args) + " to " +
+                                  plural(static_cast<std::size_t>(bi.max_args), "argument")
                             : std::to_string(bi.min_args) + " or " +
                                   plural(static_cast<std::size_t>(bi.max_args), "argument");
     error(e.pos, "'" + name + "' takes " + takes + ", got " + std::to_string(n));
@@ -147,6 +161,10 @@ std::optional<Val> Lowerer::lower_builtin(const Builtin& bi, const Expr& e) {
   switch (bi.kind) {
     case BuiltinKind::Reshape: return lower_reshape(bi, e);
     case BuiltinKind::Pow: return lower_pow(bi, e);
+    case BuiltinKind::Slice:
+    case BuiltinKind::Split:
+    case BuiltinKind::Concat: return lower_slicing(bi, e);
+    case BuiltinKind::Decoder: return lower_decoder(bi, e);
     case BuiltinKind::Unary: {
       auto x = tensor_arg(e.args[0]);
       if (!x) return std::nullopt;

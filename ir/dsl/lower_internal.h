@@ -40,6 +40,10 @@ enum class BuiltinKind : std::uint8_t {
   GroupedMatMul,  // grouped_matmul(x, w, scale[, group]): per-group weight scales
   Reshape,     // reshape(x, [d0, d1, ...])
   Pow,         // pow(x, n), square(x): multiplications
+  Slice,       // slice(x, axis, start, size)
+  Split,       // split(x, axis, n): a tuple of n equal slices
+  Concat,      // concat(a, b, ..., axis)
+  Decoder,     // gather rope layernorm causal_softmax kv_write attention (lower_ops.cpp)
 };
 
 /// A built-in function of the DSL: name, lowering, IR op and argument counts.
@@ -368,6 +372,17 @@ class Lowerer {
   std::optional<Val> lower_reshape(const Builtin& bi, const Expr& e);
   /// pow(x, n) and square(x).
   std::optional<Val> lower_pow(const Builtin& bi, const Expr& e);
+  /// slice, split and concat (lower_ops.cpp).
+  std::optional<Val> lower_slicing(const Builtin& bi, const Expr& e);
+  /// gather, rope, layernorm, causal_softmax, kv_write and attention (lower_ops.cpp).
+  std::optional<Val> lower_decoder(const Builtin& bi, const Expr& e);
+  /// A run-time position argument: an i32 scalar (an integer literal becomes one).
+  std::optional<ValueId> pos_arg(const Expr& e);
+  /// An axis literal of `bi` for a tensor of rank `rank`, normalized (negative counts
+  /// from the end); `what` names the tensor in the range error.
+  std::optional<std::int64_t> axis_arg(const Builtin& bi, const Expr& e, const ir::Type& t);
+  /// `x` [d0, ...] sliced to element `k` of axis 0 and reshaped to [...] (x[k]).
+  std::optional<Val> index_tensor(ValueId x, std::int64_t k, const Expr& e);
 
   const File& file_;
   std::string file_name_;
@@ -391,7 +406,9 @@ class Lowerer {
   std::string owner_;            // the layer the function's IR name starts with
   std::string prefix_;           // how its parameters are named: "Layer." or "Model.blk.3."
   std::map<std::string, Binding> scope_;
+  std::vector<std::vector<std::string>> fresh_;  // per enclosing loop iteration: names it bound first
   std::set<std::string> used_names_;  // value names given in this body
+  std::map<std::string, std::size_t> name_suffix_;  // the last suffix given to each name
   int loop_depth_ = 0;           // enclosing `for` bodies
   std::size_t body_nodes_ = 0;   // expression nodes lowered in this body
   bool budget_failed_ = false;   // the body ran out of its node budget (reported once)

@@ -63,7 +63,9 @@ void Lowerer::lower_body(const FnInfo& info, std::size_t func_index, const std::
   prefix_ = prefix;
   owner_ = std::string(ir::layer_of(f.name()));
   scope_.clear();
+  fresh_.clear();
   used_names_.clear();
+  name_suffix_.clear();
   for (ValueId a : f.args()) used_names_.insert(f.value(a).name);
   loop_depth_ = 0;
   body_nodes_ = 0;
@@ -188,13 +190,16 @@ void Lowerer::bind(const std::string& name, Pos at, const std::optional<Val>& v)
     // suffix, as the printer would give it (`%h_1`).
     ir::ValueData& vd = f_->value(v->id);
     if (vd.name.empty()) {
+      // The next suffix to try is kept per name, so a name bound in every iteration of a
+      // long loop costs one probe per binding, not one per earlier binding.
       std::string unique = name;
-      for (std::size_t k = 1; used_names_.count(unique); ++k) unique = name + "_" + std::to_string(k);
+      std::size_t& k = name_suffix_[name];
+      while (used_names_.count(unique)) unique = name + "_" + std::to_string(++k);
       used_names_.insert(unique);
       vd.name = std::move(unique);
     }
   }
-  scope_.insert_or_assign(name, bind);
+  if (scope_.insert_or_assign(name, bind).second && !fresh_.empty()) fresh_.back().push_back(name);
 }
 
 void Lowerer::lower_let(const Stmt& s) {
@@ -206,7 +211,7 @@ void Lowerer::lower_let(const Stmt& s) {
     for (const auto& [name, at] : names) {
       Binding poison;
       poison.def = at;
-      scope_.emplace(name, poison);
+      if (scope_.emplace(name, poison).second && !fresh_.empty()) fresh_.back().push_back(name);
     }
     return;
   }
@@ -274,7 +279,13 @@ void Lowerer::lower_for(const Stmt& s) {
       budget_failed_ = true;
       break;
     }
-    std::map<std::string, Binding> outer = scope_;
+    // Names first bound in the iteration are recorded (fresh_) and dropped at its end;
+    // names of the enclosing scope are updated in place (loop-carried). No copy of the
+    // scope per iteration: a long function before a long loop stays linear.
+    fresh_.emplace_back(1, s.name);
+    // Each iteration counts as a node too, so nested loops with empty bodies are bounded.
+    ++body_nodes_;
+    ++module_nodes_;
     Binding iv;
     iv.kind = Binding::Kind::Literal;
     iv.number = static_cast<double>(k);
@@ -288,10 +299,8 @@ void Lowerer::lower_for(const Stmt& s) {
     const bool failed = diags_.size() != before;
     for (std::size_t d = before; d < diags_.size(); ++d)
       diags_[d].notes.push_back(note(s.pos, "in iteration " + s.name + " = " + std::to_string(k) + " of this loop"));
-    // Names of the enclosing scope take their values from the end of the iteration
-    // (loop-carried); names first bound in the body go out of scope.
-    for (auto& [name, b] : outer) b = scope_.at(name);
-    scope_ = std::move(outer);
+    for (const std::string& name : fresh_.back()) scope_.erase(name);
+    fresh_.pop_back();
     if (failed || budget_failed_) {
       // One report per mistake, not one per iteration.
       poison_lets(s.body);

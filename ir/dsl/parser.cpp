@@ -787,7 +787,12 @@ class Parser {
           (e.kind == ExprKind::Index || (e.kind == ExprKind::Member && e.args[0].kind == ExprKind::Index))) {
         Expr c;
         c.kind = ExprKind::Call;
-        c.pos = pos_of(advance());
+        advance();  // '('
+        // Diagnostics about the call point at the start of its callee: `blk` of blk[i](x).
+        const Expr* root = &e;
+        while (!root->args.empty() && (root->kind == ExprKind::Index || root->kind == ExprKind::Member))
+          root = &root->args[0];
+        c.pos = root->pos;
         c.name = e.name;
         if (e.kind == ExprKind::Member) c.member = e.member;
         c.callee.push_back(std::move(e));

@@ -54,6 +54,29 @@ TEST_CASE("lexer: operators, arrow and keywords") {
   CHECK(toks[5].col == 9);
 }
 
+TEST_CASE("lexer: for, ranges (0..4 is Int DotDot Int), strings") {
+  auto toks = lex_ok("for i in 0..4 { rope(x, p, 1.5, \"neox\") } 1. .");
+  using K = TokenKind;
+  CHECK(kinds(toks) == std::vector<K>{K::KwFor, K::Ident, K::Ident, K::Int, K::DotDot, K::Int, K::LBrace,
+                                       K::Ident, K::LParen, K::Ident, K::Comma, K::Ident, K::Comma, K::Float,
+                                       K::Comma, K::String, K::RParen, K::RBrace, K::Int, K::Dot, K::Dot, K::Eof});
+  CHECK(toks[2].text == "in");
+  CHECK(toks[4].col == 11);
+  CHECK(toks[15].text == "neox");
+  CHECK(toks[15].col == 33);
+  CHECK(describe(toks[15]) == "'\"neox\"'");
+  // An unterminated string (or one holding a backslash) is an error at its quote, and
+  // the rest of its line is skipped.
+  for (const char* bad : {"let s = \"neox\nlet t = 1", "let s = \"a\\b\""}) {
+    std::vector<Diagnostic> diags;
+    auto t = lex(bad, "t.tri", diags);
+    REQUIRE(diags.size() == 1);
+    CHECK(diags[0].loc.col == 9);
+    CHECK(diags[0].message.find("unterminated string") == 0);
+    CHECK(t[3].kind == K::Invalid);
+  }
+}
+
 TEST_CASE("lexer: line and block comments are skipped, positions stay right") {
   auto toks = lex_ok("// header\na /* one\ntwo */ b // tail\n/**/c");
   REQUIRE(toks.size() == 4);

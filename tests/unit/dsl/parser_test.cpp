@@ -60,6 +60,57 @@ TEST_CASE("parser: precedence follows Python (@ * / bind alike, tighter than + -
   CHECK(parse_expr_str("x @ weights + bias") == "(+ (@ x weights) bias)");
 }
 
+TEST_CASE("parser: postfix indexes, instance members and calls, tuples, lists, strings") {
+  CHECK(parse_expr_str("x[0] + y[i + 1][2]") == "(+ (index x 0) (index (index y (+ i 1)) 2))");
+  CHECK(parse_expr_str("blk[i].w @ x") == "(@ (member (index blk i) w) x)");
+  CHECK(parse_expr_str("blk[i](x, y)") == "(call (index blk i) x y)");
+  CHECK(parse_expr_str("blk[i].sub[j].step(x)") ==
+        "(call (member (index (member (index blk i) sub) j) step) x)");
+  CHECK(parse_expr_str("(a, b + c)") == "(tuple a (+ b c))");
+  CHECK(parse_expr_str("(a)") == "a");
+  CHECK(parse_expr_str("f(x)[1]") == "(index (call f x) 1)");
+  CHECK(parse_expr_str("reshape(x, [M, -1, Block.E])") == "(call reshape x (list M (neg 1) (member Block E)))");
+  CHECK(parse_expr_str("rope(x, p, 2.0, \"neox\")") == "(call rope x p 2.0 \"neox\")");
+}
+
+TEST_CASE("parser: for loops, tuple lets, tuple results and instance arrays") {
+  auto r = parse_tri(
+      "layer L {\n  param blk: B[30]\n  fn f(x: Tensor[N]) -> (Tensor[N], Tensor[]) {\n"
+      "    for i in 0..n + 1 {\n      for j in i..4 {\n        let x = x\n      }\n    }\n"
+      "    let (a, b) = g(x)\n    return (a, b)\n  }\n}\n",
+      "f.tri");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : render(r.error())));
+  const LayerDecl& l = r->layers.at(0);
+  CHECK(l.params.at(0).instance_of == "B");
+  CHECK(sexpr(*l.params.at(0).count) == "30");
+  const FnDecl& f = l.fns.at(0);
+  CHECK(f.tuple_result);
+  CHECK(f.results.size() == 2);
+  REQUIRE(f.body.size() == 3);
+  const Stmt& loop = f.body[0];
+  CHECK(loop.kind == StmtKind::For);
+  CHECK(loop.name == "i");
+  CHECK(sexpr(*loop.value) == "0");
+  CHECK(sexpr(*loop.upper) == "(+ n 1)");
+  REQUIRE(loop.body.size() == 1);
+  CHECK(loop.body[0].kind == StmtKind::For);
+  CHECK(loop.body[0].body.size() == 1);
+  CHECK(f.body[1].names.size() == 2);
+  CHECK(f.body[1].names[1].first == "b");
+  CHECK(sexpr(*f.body[2].value) == "(tuple a b)");
+}
+
+TEST_CASE("parser: for loops nest at most 16 deep") {
+  std::string src = "layer L {\n  fn f(x: Tensor[N]) -> Tensor[N] {\n";
+  for (int i = 0; i < 17; ++i) src += "for i" + std::to_string(i) + " in 0..1 {\n";
+  for (int i = 0; i < 17; ++i) src += "}\n";
+  src += "    return x\n  }\n}\n";
+  auto r = parse_tri(src, "deep.tri");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.error().diagnostics.size() == 1);
+  CHECK(r.error().diagnostics[0].message.find("nested too deeply (more than 16 levels)") != std::string::npos);
+}
+
 TEST_CASE("parser: unary minus binds tightest, parentheses group") {
   CHECK(parse_expr_str("-x @ w") == "(@ (neg x) w)");
   CHECK(parse_expr_str("-a * -b") == "(* (neg a) (neg b))");
