@@ -42,4 +42,13 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
 /// output_norm; a ternary tensor's scale binds "<layer>.blk.{i}.attn_q_scale".
 std::vector<std::string> bitnet_name_map(const std::string& layer);
 
+/// The `.tri` source of the decoder of `config` (llama.cpp's `bitnet` block order): layer
+/// `Block` (the per-block parameters, names as bitnet_name_map binds them) and layer
+/// `BitNet` with `param blk: Block[blocks]`, `token_embd: Tensor<f16>[V, E]` (the tied
+/// head), `output_norm`, and
+/// `fn forward(ids: Tensor<i32>[M], pos: Tensor<i32>[], k_cache, v_cache: Tensor<f16>[blocks,
+/// C, HKV, D]) -> (logits Tensor[M, V], k_cache', v_cache')` with C = `capacity` (the host's
+/// KV cache rows; docs/bitnet.md). RoPE is `neox` (llama.cpp's rope type for `bitnet`).
+std::string bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
+
 }  // namespace ternjit
