@@ -10,12 +10,16 @@
 //   blocks/M<m>/t<threads>   the 30 blocks without attention: rmsnorm, int8 quantization and the
 //                            seven ternary projections of each block, relu^2 gate, residuals
 //                            (k and v folded in by a row sum) - the ternary projections' lower bound
+//   decode/M1/t<threads>     the whole decoder (ternjit::bitnet_tri_source, KV capacity 256): one
+//                            token at pos 128, the f16 caches updated in place
+//   prefill/M128/t<threads>  the same, 128 tokens at pos 0
 //   head/M<m>/t<threads>     rmsnorm + the tied head `h @ transpose(token_embd)` (f16 [V, E] read as
 //                            stored, bound from the file without a copy)
 // Counters: ms per call, tok/s (M / time), GB/s of the bytes the case reads once, vs_stream =
 // stream time / case time for M = 1 (1 is the floor), rss_gb (resident memory after binding
-// and the first run). The full decoder (RoPE, attention over the KV cache) joins when the IR
-// ops of issue 14 land; until then blocks + head is the decode step's lower bound.
+// and the first run). blocks (+ head) is the part of a decode step that the ternary
+// projections (and the head) cost: decode - blocks - head is attention, RoPE, the cache
+// writes and the glue.
 // Run: build/bench/bench_bitnet [--benchmark_filter=...]. Absolute times depend on the load:
 // compare rows of one run.
 #include <benchmark/benchmark.h>
@@ -126,6 +130,57 @@ struct Loaded {
   double rss = 0;
 };
 
+constexpr std::int64_t kContext = 256;  // the KV cache rows of the model rows: prefill 128, decode at pos 128
+
+// The whole decoder (ternjit::bitnet_tri_source) per thread count, bound once.
+Result<Program*> model(int threads) {
+  static std::map<int, std::pair<std::unique_ptr<Engine>, std::unique_ptr<Program>>> cache;
+  auto it = cache.find(threads);
+  if (it != cache.end()) return it->second.second.get();
+  EngineOptions o;
+  o.target = "x86";
+  o.threads = threads;
+  o.cache_dir = "off";
+  o.runtime_rows = false;
+  TERNJIT_TRY(Engine e, Engine::create(o));
+  TERNJIT_TRY(Program p, e.compile(bitnet_tri_source(g_cfg, kContext), "bitnet.tri"));
+  const std::vector<std::string> map = bitnet_name_map("BitNet");
+  TERNJIT_TRY_VOID(p.bind_file(g_path, map));
+  auto& slot = cache[threads];
+  slot.first = std::make_unique<Engine>(std::move(e));
+  slot.second = std::make_unique<Program>(std::move(p));
+  return slot.second.get();
+}
+
+// One forward step of M tokens at `pos` with the f16 caches updated in place.
+void bm_model(benchmark::State& s, std::int64_t M, std::int32_t pos, int threads) {
+  auto p = model(threads);
+  if (!p.ok()) return s.SkipWithError(p.error().message.c_str());
+  const std::int64_t d = g_cfg.hidden / g_cfg.heads;
+  const std::vector<std::int64_t> shape = {g_cfg.blocks, kContext, g_cfg.kv_heads, d};
+  std::vector<std::uint16_t> kc(static_cast<std::size_t>(g_cfg.blocks * kContext * g_cfg.kv_heads * d), 0x3C00),
+      vc(kc.size(), 0x3800);  // rows below pos: 1.0 and 0.5 (f16)
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(M));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(g_cfg.vocab));
+  std::vector<float> logits(static_cast<std::size_t>(M * g_cfg.vocab));
+  const TensorView in[] = {{ids.data(), ElemKind::I32, {M}}, {&pos, ElemKind::I32, {}},
+                           {kc.data(), ElemKind::F16, shape}, {vc.data(), ElemKind::F16, shape}};
+  TensorView out[] = {{logits.data(), ElemKind::F32, {M, g_cfg.vocab}}, {kc.data(), ElemKind::F16, shape},
+                      {vc.data(), ElemKind::F16, shape}};
+  if (auto r = p.value()->run("BitNet.forward", in, out); !r.ok()) return s.SkipWithError(r.error().message.c_str());
+  double ms = 0;
+  for (auto _ : s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!p.value()->run("BitNet.forward", in, out).ok()) return s.SkipWithError("run failed");
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    s.SetIterationTime(ms / 1e3);
+  }
+  s.counters["ms"] = ms;
+  s.counters["tok/s"] = static_cast<double>(M) / ms * 1e3;
+  s.counters["rss_gb"] = rss_gb();
+  if (M == 1 && g_stream_ms.count(threads)) s.counters["vs_stream"] = g_stream_ms[threads] / ms;
+}
+
 // One engine and program per thread count (x86, cache off), bound once.
 Result<Loaded*> loaded(int threads) {
   static std::map<int, Loaded> cache;
@@ -209,6 +264,14 @@ int main(int argc, char** argv) {
                                  [threads](benchmark::State& s) { bm_stream(s, threads); })
         ->UseManualTime()
         ->Iterations(5);
+    benchmark::RegisterBenchmark(("decode/M1/t" + std::to_string(threads)).c_str(),
+                                 [threads](benchmark::State& s) { bm_model(s, 1, 128, threads); })
+        ->UseManualTime()
+        ->Iterations(5);
+    benchmark::RegisterBenchmark(("prefill/M128/t" + std::to_string(threads)).c_str(),
+                                 [threads](benchmark::State& s) { bm_model(s, 128, 0, threads); })
+        ->UseManualTime()
+        ->Iterations(1);
     for (std::int64_t M : {1, 128}) {
       benchmark::RegisterBenchmark(("blocks/M" + std::to_string(M) + "/t" + std::to_string(threads)).c_str(),
                                    [M, threads](benchmark::State& s) { bm_fn(s, "BitNet.blocks", M, threads); })
