@@ -120,7 +120,47 @@ def main():
             check(False, "hidden 64 refused")
         except ternjit.Error as e:
             check("multiples of 256" in str(e), "the refusal says why: %s" % e)
+    kv_in_place()
     print("ok")
+
+
+KV = """
+layer KV {
+    fn step(x: Tensor[2, 1, 4], pos: Tensor<i32>[], kc: Tensor[2, 6, 1, 4]) -> (Tensor[2, 6, 1, 4], Tensor[2, 1, 4]) {
+        let k0 = kv_write(kc, x, pos, 0)
+        let k1 = kv_write(k0, attention(x, k0, k0, pos, 0, 0.5), pos, 1)
+        return (k1, attention(x, k1, k1, pos, 1, 0.5))
+    }
+}
+"""
+
+
+def kv_in_place():
+    """The same numpy array as input cache and output cache is updated in place and gives the
+    bits distinct arrays give; a partial overlap is an error naming both buffers."""
+    for target in ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)]:
+        engine = ternjit.Engine(target=target, cache_dir="off")
+        program = engine.compile(KV)
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((2, 1, 4)).astype(np.float32)
+        cache = np.full((2, 6, 1, 4), np.nan, dtype=np.float32)
+        cache[:, :2] = rng.standard_normal((2, 2, 1, 4)).astype(np.float32)
+        pos = np.array(2, dtype=np.int32)
+        want_cache, want_a = program.run("KV.step", x, pos, cache.copy())
+        shared = cache.copy()
+        a = np.zeros((2, 1, 4), dtype=np.float32)
+        program.run("KV.step", x, pos, shared, out=[shared, a])
+        check(np.array_equal(shared[:, :4], want_cache[:, :4]) and np.array_equal(a, want_a),
+              "%s: the cache updated in place equals the distinct-buffer result" % target)
+        check(np.all(np.isnan(shared[:, 4:])), "%s: rows past pos + M untouched" % target)
+        big = np.zeros(2 * 6 * 4 + 4, dtype=np.float32)
+        inp = big[:48].reshape(2, 6, 1, 4)
+        outp = big[4:52].reshape(2, 6, 1, 4)
+        try:
+            program.run("KV.step", x, pos, inp, out=[outp, a])
+            check(False, "%s: a partial overlap is refused" % target)
+        except ternjit.Error as e:
+            check("output 0 overlaps input 2" in str(e), "%s: the error names both: %s" % (target, e))
 
 
 if __name__ == "__main__":
