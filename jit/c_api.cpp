@@ -564,6 +564,28 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
   });
 }
 
+ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len) {
+  constexpr const char* fn = "ternjit_bitnet_tri_source";
+  return guarded(fn, [&] {
+    if (config == nullptr) return misuse(fn, "config is null");
+    if (len == nullptr) return misuse(fn, "len is null");
+    if (config->struct_size < sizeof(ternjit_bitnet_config))
+      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
+                            std::to_string(sizeof(ternjit_bitnet_config)));
+    if (capacity <= 0) return misuse(fn, "capacity " + std::to_string(capacity) + " is not positive");
+    const ternjit::BitNetConfig c{config->blocks, config->hidden, config->heads,  config->kv_heads,  config->ffn,
+                                  config->vocab,  config->context, config->rope_theta, config->rms_eps};
+    const std::string text = ternjit::bitnet_tri_source(c, capacity);
+    if (buf == nullptr || *len < text.size() + 1) {
+      *len = text.size() + 1;
+      return misuse(fn, "the buffer holds fewer than the " + std::to_string(text.size() + 1) + " bytes needed");
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+    *len = text.size();
+    return TERNJIT_OK;
+  });
+}
+
 ternjit_status ternjit_run(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
                            size_t n_inputs, ternjit_tensor* outputs, size_t n_outputs) {
   constexpr const char* fn = "ternjit_run";

@@ -259,6 +259,11 @@ ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_confi
 /** Writes a synthetic `bitnet` model of *config (random TQ2_0 ternary weights from `seed`,
  *  llama.cpp's tensor names and metadata) to `path`. */
 ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bitnet_config* config, uint64_t seed);
+/** The decoder's `.tri` source for *config with a KV cache of `capacity` rows (ternjit::bitnet_tri_source)
+ *  into buf[0 .. *len): on entry *len is buf's size; on return the source's length without the
+ *  terminating NUL. INVALID_ARGUMENT (with *len set to the size needed, NUL included) when buf is
+ *  NULL or too small. */
+ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,7 @@ __all__ = [
     "Error", "Engine", "Program", "Kernel", "TensorSpec",
     "version", "abi_version", "has_feature", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
-    "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map",
+    "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
 ]
 
 #: The binding's own version (the library's is :func:`version`).
@@ -327,6 +327,21 @@ def write_synthetic_bitnet(path, config=None, seed=0):
     lib = _lib()
     c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
     _check(lib, lib.ternjit_write_synthetic_bitnet(str(path).encode(), ctypes.byref(c), int(seed) & 0xFFFFFFFFFFFFFFFF))
+
+
+def bitnet_tri_source(config, capacity):
+    """The decoder's `.tri` source for `config` (a dict as :func:`read_bitnet_config` returns)
+    with a KV cache of `capacity` rows: layer ``BitNet``, ``BitNet.forward(ids, pos, k_cache,
+    v_cache) -> (logits, k_cache, v_cache)`` (docs/bitnet.md)."""
+    full = dict(BITNET_2B4T)
+    full.update(config)
+    lib = _lib()
+    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
+    n = ctypes.c_size_t(0)
+    lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), None, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    _check(lib, lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), buf, ctypes.byref(n)))
+    return buf.value.decode()
 
 
 def bitnet_name_map(layer="BitNet"):

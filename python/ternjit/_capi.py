@@ -134,6 +134,8 @@ _PROTOTYPES = {
     "ternjit_bind_random": (_status, [_handle, ctypes.c_uint64]),
     "ternjit_read_bitnet_config": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig)]),
     "ternjit_write_synthetic_bitnet": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig), ctypes.c_uint64]),
+    "ternjit_bitnet_tri_source": (_status, [ctypes.POINTER(BitNetConfig), ctypes.c_int64, ctypes.c_char_p,
+                                            ctypes.POINTER(ctypes.c_size_t)]),
     "ternjit_run": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
                               ctypes.POINTER(Tensor), ctypes.c_size_t]),
     "ternjit_get_kernel": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
