@@ -508,13 +508,24 @@ Result<GgufFile> read_gguf(const std::string& path) {
   return parse_gguf(bytes, path);
 }
 
-Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadata,
-                                                 std::span<const GgufTensor> tensors) {
-  std::uint64_t alignment = 32;
+namespace {
+
+// One tensor's header entry: what serialize_gguf checks and writes for it.
+struct TensorInfo {
+  std::string_view name;
+  GgufTensorType type;
+  std::span<const std::uint64_t> dims;
+};
+
+// The header (magic .. tensor infos, padded to the alignment): `sizes` gets each tensor's
+// byte size, `alignment` the data section's. Errors as serialize_gguf.
+Result<std::vector<std::uint8_t>> serialize_header(std::span<const GgufKv> metadata, std::span<const TensorInfo> infos,
+                                                   std::vector<std::uint64_t>& sizes, std::uint64_t& alignment) {
+  alignment = 32;
   std::vector<std::uint8_t> out;
   put_le(out, 0x46554747u, 4);
   put_le(out, 3, 4);
-  put_le(out, tensors.size(), 8);
+  put_le(out, infos.size(), 8);
   put_le(out, metadata.size(), 8);
   for (const GgufKv& kv : metadata) {
     if (kv.key == "general.alignment") {
@@ -526,8 +537,8 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
   }
   std::set<std::string_view> names;
   std::uint64_t offset = 0;
-  for (const GgufTensor& t : tensors) {
-    const std::string what = "tensor " + quoted(t.name);
+  for (const TensorInfo& t : infos) {
+    const std::string what = "tensor " + quoted(std::string(t.name));
     if (!names.insert(t.name).second) return make_error(ErrorCode::InvalidArgument, what + ": name repeats");
     if (t.dims.empty() || t.dims.size() > kMaxDims) {
       return make_error(ErrorCode::InvalidArgument, what + ": needs 1 to 4 dims");
@@ -543,10 +554,8 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
       return make_error(ErrorCode::InvalidArgument, what + ": ne[0] is not a multiple of the block size");
     }
     const std::optional<std::uint64_t> size = byte_size(t.type, count);
-    if (!size || *size != t.bytes.size()) {
-      return make_error(ErrorCode::InvalidArgument, what + ": " + std::to_string(t.bytes.size()) +
-                                                        " bytes do not match its type and dims");
-    }
+    if (!size) return make_error(ErrorCode::InvalidArgument, what + ": byte size overflows int64");
+    sizes.push_back(*size);
     put_string(out, t.name);
     put_le(out, t.dims.size(), 4);
     for (std::uint64_t d : t.dims) put_le(out, d, 8);
@@ -555,6 +564,23 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
     offset = align_up(offset + *size, alignment);
   }
   out.resize(static_cast<std::size_t>(align_up(out.size(), alignment)), 0);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadata,
+                                                 std::span<const GgufTensor> tensors) {
+  std::vector<TensorInfo> infos;
+  for (const GgufTensor& t : tensors) infos.push_back({t.name, t.type, t.dims});
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t alignment = 32;
+  TERNJIT_TRY(std::vector<std::uint8_t> out, serialize_header(metadata, infos, sizes, alignment));
+  for (std::size_t k = 0; k < tensors.size(); ++k)
+    if (sizes[k] != tensors[k].bytes.size())
+      return make_error(ErrorCode::InvalidArgument, "tensor " + quoted(tensors[k].name) + ": " +
+                                                        std::to_string(tensors[k].bytes.size()) +
+                                                        " bytes do not match its type and dims");
   const std::size_t data_start = out.size();
   for (const GgufTensor& t : tensors) {
     out.insert(out.end(), t.bytes.span().begin(), t.bytes.span().end());
@@ -567,6 +593,55 @@ Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadat
                         std::span<const GgufTensor> tensors) {
   TERNJIT_TRY(const std::vector<std::uint8_t> image, serialize_gguf(metadata, tensors));
   return write_file_atomic(path, image);
+}
+
+Result<void> write_gguf_streamed(const std::string& path, std::span<const GgufKv> metadata,
+                                 std::span<const GgufTensorSource> tensors) {
+  std::vector<TensorInfo> infos;
+  for (const GgufTensorSource& t : tensors) infos.push_back({t.name, t.type, t.dims});
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t alignment = 32;
+  TERNJIT_TRY(const std::vector<std::uint8_t> header, serialize_header(metadata, infos, sizes, alignment));
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return make_error(ErrorCode::IoError, "cannot create " + quoted(tmp));
+  auto fail = [&](const std::string& why) -> Result<void> {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::IoError, path + ": " + why);
+  };
+  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) return fail("writing the header failed");
+  std::vector<std::uint8_t> bytes;
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const auto size = static_cast<std::size_t>(sizes[k]);
+    bytes.assign(static_cast<std::size_t>(align_up(sizes[k], alignment)), 0);
+    TERNJIT_TRY_VOID(tensors[k].fill(std::span<std::uint8_t>(bytes.data(), size)));
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size())
+      return fail("writing tensor " + quoted(tensors[k].name) + " failed");
+  }
+  if (std::fflush(f) != 0 || std::fclose(f) != 0) {
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::IoError, path + ": closing the file failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::IoError, "cannot rename " + quoted(tmp) + " to " + quoted(path));
+  }
+  return success();
+}
+
+void encode_tq2_0_block(const std::int8_t* values, float d, std::uint8_t* out) {
+  // block_tq2_0 { uint8_t qs[64]; ggml_half d; }: byte 32 j + m, bits 2 l hold element
+  // 128 j + 32 l + m as value + 1 (quantize_row_tq2_0_ref).
+  for (int j = 0; j < 2; ++j)
+    for (int m = 0; m < 32; ++m) {
+      unsigned byte = 0;
+      for (int l = 0; l < 4; ++l) byte |= static_cast<unsigned>(values[128 * j + 32 * l + m] + 1) << (2 * l);
+      out[32 * j + m] = static_cast<std::uint8_t>(byte);
+    }
+  const std::uint16_t h = ir::f32_to_f16_bits(d);
+  out[64] = static_cast<std::uint8_t>(h & 0xFF);
+  out[65] = static_cast<std::uint8_t>(h >> 8);
 }
 
 bool gguf_type_converted(GgufTensorType type) {

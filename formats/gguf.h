@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,6 +137,26 @@ Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadat
 /// fsync, rename). Errors: as serialize_gguf; IoError when writing fails.
 Result<void> write_gguf(const std::string& path, std::span<const GgufKv> metadata,
                         std::span<const GgufTensor> tensors);
+
+/// One tensor of a streamed write: its header entry and a function that fills its bytes
+/// (exactly its byte size for the type and dims), called once, in order.
+struct GgufTensorSource {
+  std::string name;                    ///< the tensor's name
+  GgufTensorType type = GgufTensorType::F32;  ///< element encoding
+  std::vector<std::uint64_t> dims;     ///< ggml ne[], innermost first, 1 to 4 of them
+  std::function<Result<void>(std::span<std::uint8_t>)> fill;  ///< writes the encoded elements
+};
+
+/// write_gguf without the whole image in memory (a multi-GB model): the header is
+/// checked and written as serialize_gguf writes it, then each tensor's bytes as its
+/// `fill` produces them, one tensor held at a time; written to PATH.tmp and renamed.
+/// Errors: as serialize_gguf; a fill's error; IoError when writing fails (PATH.tmp removed).
+Result<void> write_gguf_streamed(const std::string& path, std::span<const GgufKv> metadata,
+                                 std::span<const GgufTensorSource> tensors);
+
+/// Encodes one TQ2_0 block (66 bytes at `out`) of 256 values in {-1, 0, 1} with scale
+/// `d` (rounded to f16), in quantize_row_tq2_0_ref's layout.
+void encode_tq2_0_block(const std::int8_t* values, float d, std::uint8_t* out);
 
 /// The tensor's values as f32, exactly as ggml's dequantize_row_* computes them (a TQ2_0
 /// code 3 gives 2 * d, as in ggml; gguf_ternary rejects it).

@@ -353,13 +353,32 @@ Result<ir::StoredTensor> gguf_ternary_transposed(const GgufTensor& t, const Gguf
   return out.finish(d.shape);
 }
 
-// A float GGUF tensor as [ne0] or [ne0, ne1] of `kind` (2 dims: transposed from ggml's rows).
-Result<ir::StoredTensor> gguf_float(const GgufTensor& t, const GgufDims& d, ElemKind kind) {
+// True when a 2-dim GGUF tensor (ne0, ne1), ne0 != ne1, is bound to a parameter declared
+// [ne1, ne0]: ggml's own row order (ne1 rows of ne0), bound as stored (token_embd [V, E]).
+// A square matrix keeps the transposed reading: its declaration cannot tell the two apart.
+bool gguf_row_order(const GgufTensor& t, const ir::Type& declared) {
+  if (t.dims.size() != 2 || t.dims[0] == t.dims[1] || declared.rank() != 2) return false;
+  return declared.shape[0].is_static() && declared.shape[1].is_static() &&
+         static_cast<std::uint64_t>(declared.shape[0].extent) == t.dims[1] &&
+         static_cast<std::uint64_t>(declared.shape[1].extent) == t.dims[0];
+}
+
+// A float GGUF tensor as [ne0] or [ne0, ne1] of `kind` (2 dims: transposed from ggml's
+// rows), or, `row_order`, as [ne1, ne0] in ggml's order. Of the declared kind, a vector
+// and a row-order matrix are views of the mapping (no copy).
+Result<ir::StoredTensor> gguf_float(const GgufTensor& t, const GgufDims& d, ElemKind kind, bool row_order) {
   const bool same = (t.type == GgufTensorType::F32 && kind == ElemKind::F32) ||
                     (t.type == GgufTensorType::F16 && kind == ElemKind::F16) ||
                     (t.type == GgufTensorType::BF16 && kind == ElemKind::BF16);
   if (same && t.dims.size() <= 1) return ir::StoredTensor::view(kind, d.shape, t.bytes);
+  std::vector<std::int64_t> stored{static_cast<std::int64_t>(d.n), static_cast<std::int64_t>(d.k)};
+  if (same && row_order) return ir::StoredTensor::view(kind, std::move(stored), t.bytes);
   const FloatRows rows = gguf_rows(t);
+  if (row_order) {
+    std::vector<float> values(d.k * d.n);
+    for (std::size_t r = 0; r < d.n; ++r) rows.row(r, values.data() + r * d.k);
+    return encode_floats(kind, std::move(stored), values);
+  }
   std::vector<float> values(d.k * d.n), row(d.k);
   for (std::size_t r = 0; r < d.n; ++r) {
     rows.row(r, row.data());
@@ -572,6 +591,8 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
         return fail(from + " is " + std::string(gguf_type_name(t.type)) +
                     ", which ternjit does not convert (it reads F32, F16, BF16, Q8_0, TQ1_0 and TQ2_0)");
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
+      if (!ternary && gguf_row_order(t, declared))
+        return Shape{std::vector<std::int64_t>{static_cast<std::int64_t>(d.n), static_cast<std::int64_t>(d.k)}};
       return Shape{d.shape};
     }
     case OfferKind::GgufTernary: {
@@ -621,7 +642,8 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
 
 Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declared, std::vector<std::int64_t> shape,
                                           const std::string& what) const {
-  ir::Type as{declared, std::vector<ir::Dim>(shape.size(), ir::Dim::fixed(1)), WeightFormat::Plain};
+  ir::Type as{declared, {}, WeightFormat::Plain};
+  for (std::int64_t e : shape) as.shape.push_back(ir::Dim::fixed(e));
   TERNJIT_TRY(auto expect, shape_for(o, as, what));
   const std::string from = what + ": tensor " + quoted(o.origin) + " of " + display_name_;
   if (expect && *expect != shape)
@@ -662,7 +684,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
       if (!is_float(declared))
         return fail(from + " is " + std::string(gguf_type_name(t.type)) + " but the parameter is " +
                     std::string(elem_name(declared)));
-      return wrap(gguf_float(t, d, declared));
+      return wrap(gguf_float(t, d, declared, gguf_row_order(t, as)));
     }
     case OfferKind::GgufTernary: {
       const GgufTensor& t = gguf_->tensors[o.tensor];

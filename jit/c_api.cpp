@@ -23,6 +23,7 @@
 
 #include "jit/loader.h"
 #include "targets/registry.h"
+#include "ternjit/bitnet.h"
 #include "ternjit/builder.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
@@ -294,6 +295,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "autodiff-int8-dx",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DX
     "autodiff-int8-dw",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DW
     "random-weights",  // ternjit_bind_random
+    "bitnet-gguf",     // ternjit_read_bitnet_config / ternjit_write_synthetic_bitnet
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
     "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
@@ -526,6 +528,60 @@ ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed) {
   return guarded(fn, [&] {
     if (program == nullptr) return misuse(fn, "program is null");
     if (auto r = program->program.bind_random(seed); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config) {
+  constexpr const char* fn = "ternjit_read_bitnet_config";
+  return guarded(fn, [&] {
+    if (path == nullptr) return misuse(fn, "path is null");
+    if (config == nullptr) return misuse(fn, "config is null");
+    if (config->struct_size < sizeof(ternjit_bitnet_config))
+      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
+                            std::to_string(sizeof(ternjit_bitnet_config)));
+    auto r = ternjit::read_bitnet_config(path);
+    if (!r.ok()) return fail(r.error());
+    const ternjit::BitNetConfig& c = r.value();
+    *config = {sizeof(ternjit_bitnet_config), c.blocks, c.hidden, c.heads, c.kv_heads, c.ffn, c.vocab, c.context,
+               c.rope_theta, c.rms_eps};
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bitnet_config* config, uint64_t seed) {
+  constexpr const char* fn = "ternjit_write_synthetic_bitnet";
+  return guarded(fn, [&] {
+    if (path == nullptr) return misuse(fn, "path is null");
+    if (config == nullptr) return misuse(fn, "config is null");
+    if (config->struct_size < sizeof(ternjit_bitnet_config))
+      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
+                            std::to_string(sizeof(ternjit_bitnet_config)));
+    const ternjit::BitNetConfig c{config->blocks, config->hidden, config->heads,  config->kv_heads,  config->ffn,
+                                  config->vocab,  config->context, config->rope_theta, config->rms_eps};
+    if (auto r = ternjit::write_synthetic_bitnet(path, c, seed); !r.ok()) return fail(r.error());
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len) {
+  constexpr const char* fn = "ternjit_bitnet_tri_source";
+  return guarded(fn, [&] {
+    if (config == nullptr) return misuse(fn, "config is null");
+    if (len == nullptr) return misuse(fn, "len is null");
+    if (config->struct_size < sizeof(ternjit_bitnet_config))
+      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
+                            std::to_string(sizeof(ternjit_bitnet_config)));
+    if (capacity <= 0) return misuse(fn, "capacity " + std::to_string(capacity) + " is not positive");
+    const ternjit::BitNetConfig c{config->blocks, config->hidden, config->heads,  config->kv_heads,  config->ffn,
+                                  config->vocab,  config->context, config->rope_theta, config->rms_eps};
+    const std::string text = ternjit::bitnet_tri_source(c, capacity);
+    if (buf == nullptr || *len < text.size() + 1) {
+      *len = text.size() + 1;
+      return misuse(fn, "the buffer holds fewer than the " + std::to_string(text.size() + 1) + " bytes needed");
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+    *len = text.size();
     return TERNJIT_OK;
   });
 }

@@ -4,6 +4,7 @@
 // which ternjit_targets links, uses it too).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,11 +23,17 @@ inline bool overlaps(const void* a, std::size_t an, const void* b, std::size_t b
 }
 }  // namespace detail
 
+/// An (input, output) pair of buffers that may be one buffer (step_plan.h InPlace).
+struct SameBuffer {
+  std::size_t input = 0, output = 0;
+};
+
 /// Checks a call's `buffers` (inputs then outputs, with these byte sizes): InvalidArgument
 /// for a null buffer that should hold data, and for an output overlapping an input or
-/// another output (kernels do not run in place).
+/// another output. The one exception: output j may be exactly input i (the same address,
+/// the same size) where `same` lists (i, j) (a kv_write chain updating a cache in place).
 inline Result<void> check_buffers(void* const* buffers, std::span<const std::size_t> in_bytes,
-                                  std::span<const std::size_t> out_bytes) {
+                                  std::span<const std::size_t> out_bytes, std::span<const SameBuffer> same = {}) {
   const std::size_t n_in = in_bytes.size();
   for (std::size_t i = 0; i < n_in; ++i)
     if (buffers[i] == nullptr && in_bytes[i] != 0)
@@ -35,10 +42,17 @@ inline Result<void> check_buffers(void* const* buffers, std::span<const std::siz
     void* o = buffers[n_in + j];
     if (o == nullptr && out_bytes[j] != 0)
       return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " is null");
-    for (std::size_t i = 0; i < n_in; ++i)
-      if (detail::overlaps(o, out_bytes[j], buffers[i], in_bytes[i]))
-        return make_error(ErrorCode::InvalidArgument, "output " + std::to_string(j) + " overlaps input " +
-                                                          std::to_string(i) + ": kernels do not run in place");
+    for (std::size_t i = 0; i < n_in; ++i) {
+      if (!detail::overlaps(o, out_bytes[j], buffers[i], in_bytes[i])) continue;
+      const bool allowed = o == buffers[i] && out_bytes[j] == in_bytes[i] &&
+                           std::any_of(same.begin(), same.end(), [&](const SameBuffer& s) { return s.input == i && s.output == j; });
+      if (allowed) continue;
+      return make_error(ErrorCode::InvalidArgument,
+                        "output " + std::to_string(j) + " overlaps input " + std::to_string(i) +
+                            (std::any_of(same.begin(), same.end(), [&](const SameBuffer& s) { return s.input == i && s.output == j; })
+                                 ? ": they may be the same buffer (updated in place), not a partial overlap"
+                                 : ": only a cache updated in place (a kv_write chain from that input to that output) may share a buffer"));
+    }
     for (std::size_t k = 0; k < j; ++k)
       if (detail::overlaps(o, out_bytes[j], buffers[n_in + k], out_bytes[k]))
         return make_error(ErrorCode::InvalidArgument,

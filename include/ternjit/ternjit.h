@@ -246,6 +246,25 @@ ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel
 ternjit_status ternjit_kernel_device(const ternjit_kernel* kernel, uintptr_t* handles, size_t* count);
 ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream, void* const* buffers);
 
+/** A BitNet b1.58 decoder's shape, as llama.cpp's `bitnet` GGUF metadata gives it (the C++
+ *  ternjit::BitNetConfig of ternjit/bitnet.h; fill struct_size with sizeof). (Added in ABI 2;
+ *  feature "bitnet-gguf".) */
+typedef struct ternjit_bitnet_config {
+  size_t struct_size;
+  int64_t blocks, hidden, heads, kv_heads, ffn, vocab, context;
+  double rope_theta, rms_eps;
+} ternjit_bitnet_config;
+/** Reads the configuration of the `bitnet` GGUF file at `path` into *config. */
+ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config);
+/** Writes a synthetic `bitnet` model of *config (random TQ2_0 ternary weights from `seed`,
+ *  llama.cpp's tensor names and metadata) to `path`. */
+ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bitnet_config* config, uint64_t seed);
+/** The decoder's `.tri` source for *config with a KV cache of `capacity` rows (ternjit::bitnet_tri_source)
+ *  into buf[0 .. *len): on entry *len is buf's size; on return the source's length without the
+ *  terminating NUL. INVALID_ARGUMENT (with *len set to the size needed, NUL included) when buf is
+ *  NULL or too small. */
+ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len);
+
 #ifdef __cplusplus
 }
 #endif

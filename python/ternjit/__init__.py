@@ -40,6 +40,7 @@ __all__ = [
     "Error", "Engine", "Program", "Kernel", "TensorSpec",
     "version", "abi_version", "has_feature", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
+    "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
 ]
 
 #: The binding's own version (the library's is :func:`version`).
@@ -61,6 +62,7 @@ INTERNAL = _capi.INTERNAL
 KNOWN_FEATURES = (
     "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
     "safetensors", "gguf", "hf-bitnet", "bind-sized", "name-map", "random-weights", "kernel-entry", "builder",
+    "bitnet-gguf",
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 )
 
@@ -294,6 +296,62 @@ def from_bf16(array):
     """uint16 bf16 bit patterns -> float32 (exact)."""
     u = np.ascontiguousarray(np.asarray(array, dtype=np.uint16))
     return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+# ------------------------------------------------------------------------ bitnet files
+
+#: The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T), as :func:`read_bitnet_config` returns one.
+BITNET_2B4T = {"blocks": 30, "hidden": 2560, "heads": 20, "kv_heads": 5, "ffn": 6912, "vocab": 128256,
+               "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5}
+
+
+def read_bitnet_config(path):
+    """The configuration of the llama.cpp `bitnet` GGUF file at `path`, as a dict with the keys
+    of :data:`BITNET_2B4T` (ternjit/bitnet.h)."""
+    lib = _lib()
+    c = _capi.BitNetConfig()
+    c.struct_size = ctypes.sizeof(_capi.BitNetConfig)
+    _check(lib, lib.ternjit_read_bitnet_config(str(path).encode(), ctypes.byref(c)))
+    return {k: getattr(c, k) for k in BITNET_2B4T}
+
+
+def write_synthetic_bitnet(path, config=None, seed=0):
+    """Writes a synthetic llama.cpp `bitnet` model to `path`: random TQ2_0 ternary weights drawn
+    from `seed`, llama.cpp's tensor names and metadata. `config` is a dict overriding keys of
+    :data:`BITNET_2B4T` (the default)."""
+    full = dict(BITNET_2B4T)
+    for k, v in (config or {}).items():
+        if k not in full:
+            raise _misuse("write_synthetic_bitnet: unknown config key %r (it takes %s)" % (k, ", ".join(full)))
+        full[k] = v
+    lib = _lib()
+    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
+    _check(lib, lib.ternjit_write_synthetic_bitnet(str(path).encode(), ctypes.byref(c), int(seed) & 0xFFFFFFFFFFFFFFFF))
+
+
+def bitnet_tri_source(config, capacity):
+    """The decoder's `.tri` source for `config` (a dict as :func:`read_bitnet_config` returns)
+    with a KV cache of `capacity` rows: layer ``BitNet``, ``BitNet.forward(ids, pos, k_cache,
+    v_cache) -> (logits, k_cache, v_cache)`` (docs/bitnet.md)."""
+    full = dict(BITNET_2B4T)
+    full.update(config)
+    lib = _lib()
+    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
+    n = ctypes.c_size_t(0)
+    lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), None, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    _check(lib, lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), buf, ctypes.byref(n)))
+    return buf.value.decode()
+
+
+def bitnet_name_map(layer="BitNet"):
+    """The name-map rules binding a `bitnet` file to layer `layer`'s parameters (the same list
+    as the C++ ternjit::bitnet_name_map)."""
+    rules = ["token_embd.weight=%s.token_embd" % layer, "output_norm.weight=%s.output_norm" % layer]
+    for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output", "ffn_norm", "ffn_gate",
+              "ffn_up", "ffn_sub_norm", "ffn_down"):
+        rules.append("blk.{i}.%s.weight=%s.blk.{i}.%s" % (t, layer, t))
+    return rules
 
 
 # ------------------------------------------------------------------------ engine

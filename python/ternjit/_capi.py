@@ -61,6 +61,23 @@ class Tensor(ctypes.Structure):
     ]
 
 
+class BitNetConfig(ctypes.Structure):
+    """ternjit_bitnet_config: a BitNet b1.58 decoder's shape (llama.cpp `bitnet` metadata)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("blocks", ctypes.c_int64),
+        ("hidden", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),
+        ("ffn", ctypes.c_int64),
+        ("vocab", ctypes.c_int64),
+        ("context", ctypes.c_int64),
+        ("rope_theta", ctypes.c_double),
+        ("rms_eps", ctypes.c_double),
+    ]
+
+
 class EngineOptions(ctypes.Structure):
     """ternjit_engine_options (fill with ternjit_engine_options_init_sized first)."""
 
@@ -115,6 +132,10 @@ _PROTOTYPES = {
     "ternjit_bind_weights_file_mapped": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
                                                    ctypes.c_size_t]),
     "ternjit_bind_random": (_status, [_handle, ctypes.c_uint64]),
+    "ternjit_read_bitnet_config": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig)]),
+    "ternjit_write_synthetic_bitnet": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig), ctypes.c_uint64]),
+    "ternjit_bitnet_tri_source": (_status, [ctypes.POINTER(BitNetConfig), ctypes.c_int64, ctypes.c_char_p,
+                                            ctypes.POINTER(ctypes.c_size_t)]),
     "ternjit_run": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
                               ctypes.POINTER(Tensor), ctypes.c_size_t]),
     "ternjit_get_kernel": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,

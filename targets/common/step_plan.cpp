@@ -52,7 +52,46 @@ Result<void> plannable(const ir::Function& f, std::string_view target) {
   return success();
 }
 
-StepPlan plan_steps(const ir::Function& f) {
+namespace {
+
+// The per-call scratch: 64-byte aligned regions, reused once their value is dead.
+// First fit over the live regions sorted by offset (a call's plan has at most a few
+// thousand values, so the quadratic walk costs nothing next to compiling them).
+class ScratchAllocator {
+ public:
+  // A region of `bytes` overlapping no live region; it is live until release_dead(k)
+  // with k >= last_read.
+  std::size_t allocate(std::size_t bytes, std::size_t last_read) {
+    const std::size_t size = align_up(bytes);
+    if (size == 0) return 0;  // an empty value has no bytes to overlap
+    std::size_t at = 0;
+    for (const Region& r : live_) {  // sorted by offset
+      if (r.offset >= at + size) break;
+      at = std::max(at, r.offset + r.size);
+    }
+    live_.insert(std::upper_bound(live_.begin(), live_.end(), at,
+                                  [](std::size_t off, const Region& r) { return off < r.offset; }),
+                 Region{at, size, last_read});
+    high_ = std::max(high_, at + size);
+    return at;
+  }
+  // Frees the regions whose last read is at or before position `k`.
+  void release_dead(std::size_t k) {
+    std::erase_if(live_, [&](const Region& r) { return r.last_read <= k; });
+  }
+  [[nodiscard]] std::size_t high_water() const { return high_; }
+
+ private:
+  struct Region {
+    std::size_t offset, size, last_read;
+  };
+  std::vector<Region> live_;
+  std::size_t high_ = 0;
+};
+
+}  // namespace
+
+StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_reads) {
   StepPlan p;
   p.slot_of.resize(f.num_values());
   std::vector<bool> defined(f.num_values(), false);
@@ -69,6 +108,25 @@ StepPlan plan_steps(const ir::Function& f) {
   const auto insts = f.insts(f.entry());
   TERNJIT_CHECK(!insts.empty() && f.inst(insts.back()).op == Op::Ret, "plan_steps: the block does not end in ret");
 
+  // Liveness: the position of the last instruction reading each value's bytes. An alias
+  // (reshape, tpack) is read through its root, so a read of the alias keeps the root live.
+  std::vector<std::size_t> position(f.num_insts(), 0);
+  std::vector<std::uint32_t> root(f.num_values());
+  std::vector<std::size_t> last_read(f.num_values(), 0);
+  for (std::uint32_t v = 0; v < f.num_values(); ++v) root[v] = v;
+  for (std::size_t k = 0; k < insts.size(); ++k) {
+    const ir::InstData& inst = f.inst(insts[k]);
+    position[insts[k].index] = k;
+    for (ValueId v : inst.operands) last_read[root[v.index]] = std::max(last_read[root[v.index]], k);
+    if (inst.op == Op::Reshape || inst.op == Op::TPack) root[inst.results[0].index] = root[inst.operands[0].index];
+    for (ValueId r : inst.results) last_read[r.index] = std::max(last_read[r.index], k);  // dead results: freed at once
+  }
+  for (const ExtraRead& e : extra_reads) {
+    TERNJIT_CHECK(e.value.index < f.num_values() && e.at.index < f.num_insts(), "plan_steps: a bad extra read");
+    std::size_t& l = last_read[root[e.value.index]];
+    l = std::max(l, position[e.at.index]);
+  }
+
   // The first ret operand j computed by a step is computed straight into output j.
   std::map<std::uint32_t, std::size_t> claimed;
   const ir::InstData& ret = f.inst(insts.back());
@@ -79,15 +137,79 @@ StepPlan plan_steps(const ir::Function& f) {
     if (defines_no_bytes(f.inst(d.inst).op)) continue;
     claimed.emplace(v.index, j);
   }
+
+  // kv_write in place. A value is load-time as the walk below decides (param, or a pure op
+  // of load-time values, tpack included): such bytes are constants, never written.
+  std::vector<bool> load_time(f.num_values(), false);
+  std::vector<std::size_t> uses(f.num_values(), 0);
+  for (InstId i : insts) {
+    const ir::InstData& inst = f.inst(i);
+    for (ValueId v : inst.operands) ++uses[v.index];
+    const bool lt = inst.op == Op::Param ||
+                    (inst.op != Op::Ret && ir::op_flags(inst.op) == ir::OpFlags::Pure &&
+                     std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return load_time[v.index]; }));
+    for (ValueId r : inst.results) load_time[r.index] = lt;
+  }
+  auto find = [&](std::uint32_t v) {
+    while (root[v] != v) v = root[v];
+    return v;
+  };
+  auto is_arg = [&](std::uint32_t v) { return f.value(ValueId{v}).def != ir::ValueDef::InstResult; };
+  // A kv_write whose cache bytes nobody reads after it writes them in place: its result
+  // joins the cache's root (the chain's last read becomes the root's). A chain starting at
+  // an argument read only there is kept only if it reaches a ret operand it can live in.
+  std::vector<std::uint32_t> arg_chains;  // argument roots, with the first kv_write result
+  std::map<std::uint32_t, std::uint32_t> first_of_chain;
+  for (std::size_t k = 0; k < insts.size(); ++k) {
+    const ir::InstData& inst = f.inst(insts[k]);
+    if (inst.op != Op::KvWrite || load_time[inst.results[0].index]) continue;
+    const ValueId c = inst.operands[0];
+    const std::uint32_t rc = find(c.index);
+    if (load_time[c.index] || last_read[rc] != k) continue;
+    if (is_arg(rc) && !first_of_chain.contains(rc)) {
+      if (rc != c.index || uses[c.index] != 1) continue;  // an argument read (or aliased) elsewhere stays intact
+      arg_chains.push_back(rc);
+      first_of_chain[rc] = inst.results[0].index;
+    }
+    const std::uint32_t r = inst.results[0].index;
+    root[r] = rc;
+    last_read[rc] = std::max(last_read[rc], last_read[r]);
+  }
+  std::map<std::uint32_t, std::size_t> chain_out;  // argument root -> the output its chain lives in
+  for (std::uint32_t a : arg_chains) {
+    std::optional<std::size_t> out;
+    for (std::size_t j = 0; j < ret.operands.size(); ++j) {
+      const std::uint32_t v = ret.operands[j].index;
+      if (v != a && find(v) == a) {
+        auto it = claimed.find(v);
+        if (it != claimed.end() && it->second == j && f.inst(f.value(ret.operands[j]).inst).op == Op::KvWrite) out = j;
+        else out.reset();
+        break;
+      }
+    }
+    if (out) {
+      chain_out[a] = *out;
+      p.in_place.push_back({f.value(ValueId{a}).index, *out});
+      continue;
+    }
+    // No output to live in: the chain starts at its first result instead (a region of the
+    // scratch; the first kv_write copies the argument there).
+    const std::uint32_t r0 = first_of_chain.at(a);
+    for (std::uint32_t v = 0; v < f.num_values(); ++v)
+      if (v != a && v != r0 && find(v) == a) root[v] = r0;
+    root[r0] = r0;
+    last_read[r0] = last_read[a];
+  }
+
+  ScratchAllocator scratch;
   auto result_slot = [&](ValueId r) -> Slot {
     auto it = claimed.find(r.index);
     if (it != claimed.end()) return {SlotKind::Out, it->second};
-    const std::size_t off = p.scratch_bytes;
-    p.scratch_bytes = align_up(p.scratch_bytes + static_bytes(f.type_of(r)));
-    return {SlotKind::Scratch, off};
+    return {SlotKind::Scratch, scratch.allocate(static_bytes(f.type_of(r)), last_read[r.index])};
   };
 
-  for (InstId i : insts) {
+  for (std::size_t k = 0; k < insts.size(); ++k) {
+    const InstId i = insts[k];
     const ir::InstData& inst = f.inst(i);
     if (inst.op == Op::Ret) {
       for (std::size_t j = 0; j < inst.operands.size(); ++j) {
@@ -126,12 +248,26 @@ StepPlan plan_steps(const ir::Function& f) {
     PlannedStep s;
     s.inst = i;
     for (ValueId v : inst.operands) s.in.push_back(p.slot(v));
+    if (inst.op == Op::KvWrite && find(inst.results[0].index) != inst.results[0].index) {
+      // In place: the chain's bytes (its root's, or the output an argument chain lives in).
+      const std::uint32_t rt = find(inst.results[0].index);
+      auto out = chain_out.find(rt);
+      put(inst.results[0], out != chain_out.end() ? Slot{SlotKind::Out, out->second} : p.slot(ValueId{rt}));
+      s.out.push_back(p.slot(inst.results[0]));
+      p.steps.push_back(std::move(s));
+      scratch.release_dead(k);
+      continue;
+    }
+    // The results are placed while the operands are still live (they are released
+    // below), so a step never writes over what it reads.
     for (ValueId r : inst.results) {
       put(r, result_slot(r));
       s.out.push_back(p.slot(r));
     }
     p.steps.push_back(std::move(s));
+    scratch.release_dead(k);
   }
+  p.scratch_bytes = scratch.high_water();
   return p;
 }
 

@@ -9,7 +9,15 @@
 //     const slots, evaluated once when a kernel is loaded (or baked into an AOT object);
 //   - reshape of a computed value aliases its operand (row-major data is unchanged);
 //     tpack always does (the identity on values: a target packs weights itself);
-//   - every other result gets a 64-byte aligned region of the per-call scratch;
+//   - every other result gets a 64-byte aligned region of the per-call scratch, reused by
+//     liveness: a region is free again after the last step that reads its value (through
+//     any alias), and a step's results never overlap its operands or each other, so a
+//     chain of N ops needs a few of its largest values, not their sum;
+//   - kv_write updates in place: its result takes its cache operand's bytes when nothing
+//     reads them after it (the step then has in[0] == out[0]); a chain of kv_writes from an
+//     argument read only by the first, reaching ret operand j, lives in output j: the
+//     first step reads the argument and writes output j (copying the cache unless the two
+//     are one buffer, which StepPlan::in_place allows the caller), the others in place;
 //   - a returned value not computed in place is copied to its output.
 // What a target does with each computed instruction (generate a kernel, or run the
 // reference implementation of that one op) is the target's choice: the plan lists the
@@ -20,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +68,14 @@ struct LoadTimeValue {
   std::size_t result = 0;  ///< which result of `inst`
 };
 
+/// Input buffer `input` may be the same buffer as output `output`: a kv_write chain from
+/// argument `input` reaches ret operand `output` and lives in that output (its first
+/// kv_write copies the input unless the two are one buffer).
+struct InPlace {
+  std::size_t input = 0, output = 0;
+  friend bool operator==(const InPlace&, const InPlace&) = default;
+};
+
 /// The plan of one function.
 struct StepPlan {
   std::vector<std::size_t> in_bytes, out_bytes;  ///< buffer sizes, inputs then outputs
@@ -66,6 +83,7 @@ struct StepPlan {
   std::vector<PlannedStep> steps;                ///< in execution order
   std::vector<Slot> slot_of;                     ///< by ValueId::index (meaningful for defined values)
   std::size_t scratch_bytes = 0;                 ///< per-call scratch (a multiple of kScratchAlign)
+  std::vector<InPlace> in_place;                 ///< the (input, output) pairs that may be one buffer
 
   /// The slot of `v`.
   [[nodiscard]] Slot slot(ir::ValueId v) const { return slot_of[v.index]; }
@@ -112,7 +130,17 @@ std::optional<std::size_t> tmatmul_group_scale(const ir::InstData& inst);
 /// Unsupported with the reason. Precondition: `inst` is a tmatmul of a static function.
 Result<void> tmatmul_operands_supported(const ir::Function& f, const ir::InstData& inst);
 
-/// Plans `f` (see the file comment). Precondition: plannable(f).
-StepPlan plan_steps(const ir::Function& f);
+/// A read the IR does not show: the step of instruction `at` reads `value` although `at`
+/// does not name it. A target that fuses instructions passes these so the value's region
+/// stays live until the fused step runs (x86: a transpose read through its source by a
+/// matmul, the int8 weight-gradient chain computed at its last instruction).
+struct ExtraRead {
+  ir::ValueId value;
+  ir::InstId at;
+};
+
+/// Plans `f` (see the file comment). Precondition: plannable(f); every ExtraRead names a
+/// value of `f` and an instruction of its block.
+StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_reads = {});
 
 }  // namespace ternjit::targets

@@ -173,7 +173,7 @@ class LoadedKernel final : public Kernel {
   ParallelArgs par;                        // the LoadContext's Parallel, as generated code reads it
 
   Result<void> run(void* const* buffers) const override {
-    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes, p.in_place));
     const ScratchLease lease(p.scratch_bytes);
     std::uint8_t* scratch = lease.data();
     auto failed = [&](std::size_t step) {

@@ -134,6 +134,7 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   p.n_out = plan.out_bytes.size();
   p.in_bytes = plan.in_bytes;
   p.out_bytes = plan.out_bytes;
+  for (const InPlace& ip : plan.in_place) p.in_place.push_back({ip.input, ip.output});
   for (const LoadTimeValue& v : plan.load_time) p.consts.push_back({v.value, ConstSlot::Form::Value});
   std::map<std::uint32_t, std::size_t> panels;  // weight value -> const slot of its panel (column sums next)
   std::map<std::pair<std::uint32_t, int>, std::size_t> packs;  // (weight value, CV) -> its packed slot

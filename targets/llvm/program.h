@@ -34,6 +34,7 @@
 #include "ir/ir.h"
 #include "ir/stored_tensor.h"
 #include "targets/common/step_plan.h"
+#include "targets/cpu_buffers.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets::llvmjit {
@@ -162,6 +163,7 @@ struct Program {
   bool all_lowered = true;  ///< no Reference step: the whole function is one LLVM entry
   int group = 1;            ///< the column group G of every int8 weight panel
   int lanes = 0;            ///< the lanes L of every packed panel (0: none)
+  std::vector<SameBuffer> in_place;  ///< (input, output) pairs that may be one buffer (step_plan.h InPlace)
 };
 
 /// Success when the LLVM generator lowers instruction `i` of `f` (static shapes), else

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "ir/print.h"
+#include "targets/common/step_plan.h"
+#include "targets/cpu_buffers.h"
 #include "targets/host_cpu.h"
 
 namespace ternjit::targets {
@@ -20,6 +22,7 @@ struct InterpretedState {
   std::vector<std::vector<std::int64_t>> shapes;
   std::vector<ElemKind> kinds;
   BufferSizes bytes;
+  std::vector<SameBuffer> in_place;  // (input, output) pairs that may be one buffer (step_plan.h InPlace)
 };
 
 Result<void> run_interpreted(const void* state, void* const* buffers) {
@@ -34,6 +37,10 @@ Result<void> run_interpreted(const void* state, void* const* buffers) {
     if (!t.ok()) return make_error(ErrorCode::InvalidInput, "input " + std::to_string(i) + ": " + t.error().message);
     args.push_back(std::move(t.value()));
   }
+  // The interpreter reads every input before writing any output, but the buffer rule is
+  // every target's (cpu_buffers.h): an output may be an input only where a kv_write chain
+  // updates that input in place; any other overlap is the caller's error.
+  TERNJIT_TRY_VOID(check_buffers(buffers, s.bytes.in, s.bytes.out, s.in_place));
   TERNJIT_TRY(auto outs, ir::interpret(s.module, *s.function, args, *s.params));
   TERNJIT_CHECK(outs.size() == s.bytes.out.size(), "interpreter returned the wrong number of results");
   for (std::size_t j = 0; j < outs.size(); ++j) {
@@ -111,6 +118,8 @@ class ReferenceTarget final : public Target {
     state->function = state->module.find_function(a.entry);
     state->params = context.params;
     TERNJIT_TRY(state->bytes, buffer_sizes(*state->function));
+    if (plannable(*state->function, "reference").ok())
+      for (const InPlace& ip : plan_steps(*state->function).in_place) state->in_place.push_back({ip.input, ip.output});
     for (ir::ValueId v : state->function->args()) {
       state->shapes.push_back(extents(state->function->type_of(v)));
       state->kinds.push_back(state->function->type_of(v).elem);

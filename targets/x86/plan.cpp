@@ -73,6 +73,7 @@ struct Plan::Impl {
   std::size_t scratch_bytes = 0;
   std::map<std::string, std::string> configs;
   std::int64_t rows_max = 0;
+  std::vector<SameBuffer> in_place;  // (input, output) pairs that may be one buffer (step_plan.h InPlace)
 };
 
 Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -107,9 +108,9 @@ Result<void> Plan::run(void* const* buffers, const Parallel& parallel, std::int6
       for (std::size_t& b : bytes) b = b / static_cast<std::size_t>(p.rows_max) * static_cast<std::size_t>(rows);
       return bytes;
     };
-    TERNJIT_TRY_VOID(check_buffers(buffers, prefix(p.in_bytes), prefix(p.out_bytes)));
+    TERNJIT_TRY_VOID(check_buffers(buffers, prefix(p.in_bytes), prefix(p.out_bytes), p.in_place));
   } else {
-    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes));
+    TERNJIT_TRY_VOID(check_buffers(buffers, p.in_bytes, p.out_bytes, p.in_place));
   }
   const ScratchLease lease(p.scratch_bytes);
   std::uint8_t* scratch = lease.data();
@@ -129,6 +130,25 @@ class Builder {
     for (ir::InstId i : f_.insts(f_.entry()))
       for (ValueId v : f_.inst(i).operands) ++uses_[v.index];
     find_int8_matmuls();
+    // Scratch regions are reused by liveness (step_plan.h), so the reads that fusion moves
+    // later than the IR shows are declared and the plan made again: a fused transpose's
+    // source is read by its matmuls, an int8 chain's a, b, u, t by its last instruction.
+    // (Which values are load-time does not depend on them, so is_const() above stays true.)
+    std::vector<ExtraRead> extra;
+    for (ir::InstId i : f_.insts(f_.entry())) {
+      const ir::InstData& inst = f_.inst(i);
+      if (inst.op != Op::Transpose || !transpose_fused(inst)) continue;
+      const ValueId src = *transposed_source(inst.results[0]);
+      for (ir::InstId j : f_.insts(f_.entry()))
+        for (ValueId v : f_.inst(j).operands)
+          if (v == inst.results[0]) extra.push_back({src, j});
+    }
+    for (const auto& [last, c] : int8_chains_) {
+      const ir::InstId at{last};
+      for (ValueId v : {c.a, c.b, c.t}) extra.push_back({v, at});
+      if (c.u) extra.push_back({*c.u, at});
+    }
+    if (!extra.empty()) plan_ = plan_steps(f_, extra);
   }
 
   Result<std::unique_ptr<Plan::Impl>> build() {
@@ -137,6 +157,7 @@ class Builder {
     impl_->n_out = plan_.out_bytes.size();
     impl_->in_bytes = plan_.in_bytes;
     impl_->out_bytes = plan_.out_bytes;
+    for (const InPlace& ip : plan_.in_place) impl_->in_place.push_back({ip.input, ip.output});
     impl_->rows_max = o_.rows_max;
     if (o_.rows_max > 0) TERNJIT_TRY_VOID(check_rows_leading());
     // Load-time values in definition order: Slot{Const, k} is consts[k]. Describe-only
@@ -500,8 +521,8 @@ class Builder {
   // `matmul(transpose %a, transpose %b) : i32[K, N]` of i8 %a [M, K], %b [N, M], cast to
   // f32, then multiplied by u f32[K, 1] (optional) and t f32[1, N] (or [N]), in that order
   // (as `mul`s or one `ewise` of them; what autodiff's int8_dw emits), each intermediate
-  // read once: one Int8MatMulStep at the chain's last instruction (every value has its
-  // own region, so a, b, u, t are intact there), the others skipped.
+  // read once: one Int8MatMulStep at the chain's last instruction (a, b, u, t are declared
+  // read there, ExtraRead, so their scratch stays live until then), the others skipped.
   struct Int8Chain {
     InstId matmul;
     ValueId a, b, t, c;

@@ -219,6 +219,51 @@ TEST_CASE("gguf float tensors: F32 vectors are views, matrices transposed, Q8_0 
   CHECK(!f.load(offer(f, "norm"), ElemKind::I32, {3}, "p").ok());
 }
 
+TEST_CASE("gguf float tensors: a matrix declared [ne1, ne0] binds in ggml's row order, without a copy") {
+  // token_embd as llama.cpp stores it: dims (E, V) = (4, 3), V rows of E; element (e, v)
+  // is e + 10 v (exact in f16).
+  GgufTensor embd;
+  embd.name = "token_embd";
+  embd.type = GgufTensorType::F16;
+  embd.dims = {4, 3};
+  std::vector<std::uint8_t> eb;
+  for (int v = 0; v < 3; ++v)
+    for (int e = 0; e < 4; ++e) {
+      const std::uint16_t h = ir::f32_to_f16_bits(static_cast<float>(e + 10 * v));
+      eb.push_back(static_cast<std::uint8_t>(h & 0xFF));
+      eb.push_back(static_cast<std::uint8_t>(h >> 8));
+    }
+  embd.bytes = ir::SharedBytes::adopt(eb);
+  const WeightFile f = gguf_file({embd});
+  const WeightOffer& o = offer(f, "token_embd");
+  // The offer's shape follows the declaration: [V, E] for a parameter declared so.
+  ir::Type rows{ElemKind::F16, {ir::Dim::fixed(3), ir::Dim::fixed(4)}, WeightFormat::Plain};
+  auto shape = f.shape_for(o, rows, "p");
+  REQUIRE(shape.ok());
+  CHECK(shape->value() == std::vector<std::int64_t>{3, 4});
+  auto a = f.load(o, ElemKind::F16, {3, 4}, "p");
+  REQUIRE(a.ok());
+  for (int v = 0; v < 3; ++v)
+    for (int e = 0; e < 4; ++e) CHECK(a->at(static_cast<std::size_t>(v * 4 + e)) == e + 10 * v);
+  // A view of the file's mapping: loading it again gives the same bytes, not a new copy.
+  auto b = f.load(o, ElemKind::F16, {3, 4}, "p");
+  REQUIRE(b.ok());
+  CHECK(a->bytes().data() == b->bytes().data());
+  // Of another float kind it is converted, still in row order.
+  auto c = f.load(o, ElemKind::F32, {3, 4}, "p");
+  REQUIRE(c.ok());
+  CHECK(c->at(2 * 4 + 1) == 21);
+  CHECK(c->bytes().data() != a->bytes().data());
+  // Declared [ne0, ne1] it is read transposed as before (a copy).
+  auto t = f.load(o, ElemKind::F16, {4, 3}, "p");
+  REQUIRE(t.ok());
+  CHECK(t->at(1 * 3 + 2) == 21);  // [e = 1, v = 2]
+  // Any other shape is refused naming both.
+  auto bad = f.load(o, ElemKind::F16, {2, 6}, "p");
+  REQUIRE(!bad.ok());
+  CHECK(has(bad.error(), "has shape [4, 3], not [2, 6]"));
+}
+
 TEST_CASE("gguf: a tensor of a type ternjit does not convert is skipped, and refused by name when bound") {
   GgufTensor q6;
   q6.name = "token_embd.weight";

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// bitnet_gguf.h - llama.cpp's `bitnet` architecture in GGUF: its configuration read from a
+// file's metadata, and a synthetic model (random ternary weights) of any configuration
+// written with llama.cpp's tensor names and metadata.
+//
+// The names and shapes are llama.cpp's (src/llama-arch.cpp LLM_ARCH_BITNET,
+// src/llama-model.cpp): token_embd (E, V) as the tied output head (no `output` tensor),
+// output_norm (E), and per block i: blk.i.attn_norm (E), attn_q (E, HQ*D), attn_k and
+// attn_v (E, HKV*D), attn_sub_norm (HQ*D), attn_output (HQ*D, E), ffn_norm (E), ffn_gate
+// and ffn_up (E, F), ffn_sub_norm (F), ffn_down (F, E); dims in ggml order (ne0 = K, the
+// input width). The synthetic file keeps each projection's scale in its TQ2_0 blocks'
+// `d` (one value per tensor), so it carries none of the optional `.scale` tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "ternjit/result.h"
+
+namespace ternjit::formats {
+
+/// A BitNet b1.58 decoder's shape (llama.cpp `bitnet` metadata).
+struct BitNetConfig {
+  std::int64_t blocks = 30;        ///< bitnet.block_count
+  std::int64_t hidden = 2560;      ///< bitnet.embedding_length (E)
+  std::int64_t heads = 20;         ///< bitnet.attention.head_count (HQ)
+  std::int64_t kv_heads = 5;       ///< bitnet.attention.head_count_kv (HKV)
+  std::int64_t ffn = 6912;         ///< bitnet.feed_forward_length (F)
+  std::int64_t vocab = 128256;     ///< the number of tokenizer.ggml.tokens (V)
+  std::int64_t context = 4096;     ///< bitnet.context_length
+  double rope_theta = 500000.0;    ///< bitnet.rope.freq_base
+  double rms_eps = 1e-5;           ///< bitnet.attention.layer_norm_rms_epsilon
+  /// The head dimension D = E / HQ.
+  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T): the defaults.
+  static BitNetConfig b2b4t() { return {}; }
+  /// A small configuration for tests: 2 blocks, E 256, 4/2 heads of 64, F 512, V 50
+  /// (TQ2_0 blocks are 256 values along K, so E, HQ*D and F are multiples of 256).
+  static BitNetConfig tiny();
+};
+
+/// Success when `c` can be written and run: every count positive, HQ % HKV == 0, E % HQ
+/// == 0, D even (RoPE pairs), E, HQ*D and F multiples of 256 (TQ2_0 blocks along K), V
+/// and every tensor's byte size within int64. InvalidArgument naming the field otherwise.
+Result<void> check_bitnet_config(const BitNetConfig& c);
+
+/// The configuration of a `bitnet` GGUF file. Errors (InvalidInput): another
+/// general.architecture, a missing or non-integer key (named), no tokenizer.ggml.tokens
+/// array, a configuration check_bitnet_config refuses.
+Result<BitNetConfig> bitnet_config(const GgufFile& file);
+
+/// Writes a synthetic `bitnet` model of configuration `c` to `path` (streamed: one tensor
+/// in memory at a time): ternary projections as TQ2_0 with values drawn uniformly from
+/// {-1, 0, 1} and one scale d per tensor in [0.5, 1.5) / sqrt(K), norms in [0.9, 1.1),
+/// an F16 token_embd in [-1, 1), tokens "<t0>" .. "<tV-1>" (tokenizer.ggml.model
+/// "gpt2", no merges), all from `seed`: the same seed writes the same bytes.
+/// Errors: check_bitnet_config's; IoError.
+Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& c, std::uint64_t seed);
+
+/// The name map binding a `bitnet` file to the example model's parameters
+/// (examples/bitnet/bitnet.tri, layer `layer`): "blk.{i}.attn_q.weight=<layer>.blk.{i}.attn_q",
+/// ..., "token_embd.weight=<layer>.token_embd", "output_norm.weight=<layer>.output_norm".
+/// The ternary tensors' derived scales follow (`<layer>.blk.{i}.attn_q_scale`).
+std::vector<std::string> bitnet_name_map(const std::string& layer);
+
+}  // namespace ternjit::formats

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// bitnet.cpp - the public bitnet.h over formats/bitnet_gguf.h.
+#include "ternjit/bitnet.h"
+
+#include "formats/bitnet_gguf.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ternjit {
+namespace {
+
+formats::BitNetConfig to_formats(const BitNetConfig& c) {
+  formats::BitNetConfig f;
+  f.blocks = c.blocks;
+  f.hidden = c.hidden;
+  f.heads = c.heads;
+  f.kv_heads = c.kv_heads;
+  f.ffn = c.ffn;
+  f.vocab = c.vocab;
+  f.context = c.context;
+  f.rope_theta = c.rope_theta;
+  f.rms_eps = c.rms_eps;
+  return f;
+}
+
+}  // namespace
+
+Result<BitNetConfig> read_bitnet_config(const std::string& path) {
+  TERNJIT_TRY(formats::GgufFile file, formats::read_gguf(path));
+  auto c = formats::bitnet_config(file);
+  if (!c.ok()) return make_error(c.error().code, path + ": " + c.error().message);
+  BitNetConfig out;
+  out.blocks = c->blocks;
+  out.hidden = c->hidden;
+  out.heads = c->heads;
+  out.kv_heads = c->kv_heads;
+  out.ffn = c->ffn;
+  out.vocab = c->vocab;
+  out.context = c->context;
+  out.rope_theta = c->rope_theta;
+  out.rms_eps = c->rms_eps;
+  return out;
+}
+
+Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& config, std::uint64_t seed) {
+  return formats::write_synthetic_bitnet(path, to_formats(config), seed);
+}
+
+std::vector<std::string> bitnet_name_map(const std::string& layer) { return formats::bitnet_name_map(layer); }
+
+std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
+  auto s = [](auto v) { return std::to_string(v); };
+  const std::int64_t d = c.hidden / c.heads, q = c.heads * d, kv = c.kv_heads * d;
+  char eps[32], theta[32], scale[32];
+  std::snprintf(eps, sizeof eps, "%.9g", c.rms_eps);
+  std::snprintf(theta, sizeof theta, "%.1f", c.rope_theta);
+  std::snprintf(scale, sizeof scale, "%.17g", 1.0 / std::sqrt(static_cast<double>(d)));
+  const std::string cache = "Tensor<f16>[" + s(c.blocks) + ", " + s(capacity) + ", " + s(c.kv_heads) + ", " + s(d) + "]";
+  std::string t = "// The llama.cpp `bitnet` decoder (ternjit::bitnet_tri_source): " + s(c.blocks) + " blocks, E " +
+                  s(c.hidden) + ", " + s(c.heads) + "/" + s(c.kv_heads) + " heads of " + s(d) + ", FFN " + s(c.ffn) +
+                  ", V " + s(c.vocab) + ", KV capacity " + s(capacity) + ".\n";
+  t += "layer Block {\n    param attn_norm: Tensor[" + s(c.hidden) + "]\n";
+  auto proj = [&](const char* name, std::int64_t k, std::int64_t n) {
+    t += std::string("    param ") + name + ": TernaryTensor[" + s(k) + ", " + s(n) + "]\n    param " + name +
+         "_scale: Tensor[" + s(n) + "]\n";
+  };
+  proj("attn_q", c.hidden, q);
+  proj("attn_k", c.hidden, kv);
+  proj("attn_v", c.hidden, kv);
+  t += "    param attn_sub_norm: Tensor[" + s(q) + "]\n";
+  proj("attn_output", q, c.hidden);
+  t += "    param ffn_norm: Tensor[" + s(c.hidden) + "]\n";
+  proj("ffn_gate", c.hidden, c.ffn);
+  proj("ffn_up", c.hidden, c.ffn);
+  t += "    param ffn_sub_norm: Tensor[" + s(c.ffn) + "]\n";
+  proj("ffn_down", c.ffn, c.hidden);
+  t += "}\n\nlayer BitNet {\n    param token_embd: Tensor<f16>[" + s(c.vocab) + ", " + s(c.hidden) +
+       "]\n    param blk: Block[" + s(c.blocks) + "]\n    param output_norm: Tensor[" + s(c.hidden) + "]\n\n";
+  t += "    fn forward(ids: Tensor<i32>[M], pos: Tensor<i32>[], k_cache: " + cache + ", v_cache: " + cache +
+       ") -> (Tensor[M, " + s(c.vocab) + "], " + cache + ", " + cache + ") {\n";
+  t += "        let h = cast<f32>(gather(token_embd, ids))\n";
+  t += "        for i in 0.." + s(c.blocks) + " {\n";
+  t += "            let x = quantize_int8(rmsnorm(h, blk[i].attn_norm, " + std::string(eps) + "))\n";
+  t += "            let q = rope(reshape(x @ blk[i].attn_q * blk[i].attn_q_scale, [M, " + s(c.heads) + ", " + s(d) +
+       "]), pos, " + theta + ", \"neox\")\n";
+  t += "            let k = rope(reshape(x @ blk[i].attn_k * blk[i].attn_k_scale, [M, " + s(c.kv_heads) + ", " + s(d) +
+       "]), pos, " + theta + ", \"neox\")\n";
+  t += "            let v = reshape(x @ blk[i].attn_v * blk[i].attn_v_scale, [M, " + s(c.kv_heads) + ", " + s(d) + "])\n";
+  t += "            let k_cache = kv_write(k_cache, k, pos, i)\n";
+  t += "            let v_cache = kv_write(v_cache, v, pos, i)\n";
+  t += "            let a = reshape(attention(q, k_cache, v_cache, pos, i, " + std::string(scale) + "), [M, " + s(q) + "])\n";
+  t += "            let h = h + quantize_int8(rmsnorm(a, blk[i].attn_sub_norm, " + std::string(eps) +
+       ")) @ blk[i].attn_output * blk[i].attn_output_scale\n";
+  t += "            let x = quantize_int8(rmsnorm(h, blk[i].ffn_norm, " + std::string(eps) + "))\n";
+  t += "            let f = square(relu(x @ blk[i].ffn_gate * blk[i].ffn_gate_scale)) * (x @ blk[i].ffn_up * "
+       "blk[i].ffn_up_scale)\n";
+  t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + std::string(eps) +
+       ")) @ blk[i].ffn_down * blk[i].ffn_down_scale\n";
+  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) +
+       ") @ transpose(token_embd), k_cache, v_cache)\n    }\n}\n";
+  return t;
+}
+
+}  // namespace ternjit
