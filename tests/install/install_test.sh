@@ -19,7 +19,7 @@ step "cmake --install $build --prefix $prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log"
 
 libdir=$(dirname "$(find "$prefix" -name 'libternjit.so' | head -n1)")
-for f in include/ternjit/ternjit.h include/ternjit/engine.h include/ternjit/result.h bin/ternjit; do
+for f in include/ternjit/ternjit.h include/ternjit/engine.h include/ternjit/result.h include/ternjit/bitnet.h bin/ternjit; do
   [ -e "$prefix/$f" ] || { echo "FAILED: $f not installed"; exit 1; }
 done
 for f in libternjit.so libternjit.a pkgconfig/ternjit.pc cmake/ternjit/ternjitConfig.cmake \
@@ -38,6 +38,8 @@ grep -q '^ternjit_compile$' "$work/exports.txt" || { echo "FAILED: ternjit_compi
 grep -q '^ternjit::Engine::create' "$work/exports.txt" || { echo "FAILED: ternjit::Engine::create not exported"; exit 1; }
 if grep -v -e '^ternjit_' -e '^ternjit::[A-Z][A-Za-z]*::' -e '^ternjit::render' -e '^ternjit::elem_name' \
         -e '^ternjit::parse_elem_kind' -e '^ternjit::weight_format_name' -e '^ternjit::parse_weight_format' \
+        -e '^ternjit::bitnet_name_map(' -e '^ternjit::bitnet_tri_source' -e '^ternjit::read_bitnet_config(' \
+        -e '^ternjit::write_synthetic_bitnet(' \
         "$work/exports.txt" >"$work/unexpected.txt"; then
   echo "FAILED: libternjit.so exports internal symbols:"; head -n 20 "$work/unexpected.txt"; exit 1
 fi
