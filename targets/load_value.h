@@ -60,11 +60,19 @@ struct LoadValue {
   }
 };
 
+/// Extends `needed` (by load-time index; resized to plan.load_time.size()) to everything
+/// the marked values are computed from and to the other results of their instructions.
+void close_load_time_needs(const ir::Function& f, const StepPlan& plan, std::vector<bool>& needed);
+
 /// Evaluates `plan.load_time` of `f` in order: a parameter is taken from `params`
 /// (LoadValue::param, zeros for a missing one when `zeros_for_missing`), a pure op by the
-/// interpreter on the values before it. Entry k is the value of Slot{Const, k}. Errors:
-/// as LoadValue::param, and the interpreter's.
+/// interpreter on the values before it. Entry k is the value of Slot{Const, k}. With
+/// `needed` (the values a target reads), only those and what they are computed from are
+/// evaluated (`needed` is closed by close_load_time_needs; the other entries stay empty), so
+/// a value no step reads - the transpose of a head matrix read as stored - is never built.
+/// Errors: as LoadValue::param, and the interpreter's.
 Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const StepPlan& plan,
-                                                  const ir::ParamValues& params, bool zeros_for_missing);
+                                                  const ir::ParamValues& params, bool zeros_for_missing,
+                                                  std::vector<bool>* needed = nullptr);
 
 }  // namespace ternjit::targets

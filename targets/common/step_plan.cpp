@@ -271,12 +271,27 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
   return p;
 }
 
+void close_load_time_needs(const ir::Function& f, const StepPlan& plan, std::vector<bool>& needed) {
+  needed.resize(plan.load_time.size(), false);
+  for (std::size_t k = plan.load_time.size(); k-- > 0;) {
+    if (!needed[k]) continue;
+    const LoadTimeValue& v = plan.load_time[k];
+    // The results of one instruction are consecutive entries, evaluated together.
+    for (std::size_t j = k - v.result; j < plan.load_time.size() && plan.load_time[j].inst == v.inst; ++j)
+      needed[j] = true;
+    for (ValueId a : f.inst(v.inst).operands) needed[plan.slot(a).index] = true;
+  }
+}
+
 Result<std::vector<LoadValue>> evaluate_load_time(const ir::Function& f, const StepPlan& plan,
-                                                  const ir::ParamValues& params, bool zeros_for_missing) {
+                                                  const ir::ParamValues& params, bool zeros_for_missing,
+                                                  std::vector<bool>* needed) {
+  if (needed) close_load_time_needs(f, plan, *needed);
   std::vector<LoadValue> values(plan.load_time.size());
   for (std::size_t k = 0; k < plan.load_time.size(); ++k) {
     const LoadTimeValue& v = plan.load_time[k];
     if (v.result != 0) continue;  // evaluated with result 0 of its instruction
+    if (needed && !(*needed)[k]) continue;
     const ir::InstData& inst = f.inst(v.inst);
     if (inst.op == Op::Param) {
       TERNJIT_TRY(values[k], LoadValue::param(params, std::get<ir::ParamAttrs>(inst.attrs).name, f,

@@ -225,41 +225,17 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
 
 namespace {
 
-// evaluate_load_time (step_plan.h) restricted to the load-time values the program
-// needs: those of the const slots it reads (and does not take from a pack cache), and
-// the operands they are computed from. A value no step reads (the transpose of a head
-// matrix read as stored, the f32 form of a weight read as panels) is never evaluated,
-// so loading a model does not build a transposed copy of its embedding.
-Result<std::vector<LoadValue>> evaluate_needed(const ir::Function& f, const StepPlan& plan, const Program& p,
-                                               const std::vector<bool>& used, const std::vector<bool>* skip,
-                                               const ir::ParamValues& params, bool zeros_for_missing) {
+// The load-time values the program reads: those of the const slots it reads (and does not
+// take from a pack cache). evaluate_load_time adds what they are computed from; a value no
+// step reads (the transpose of a head matrix read as stored, the f32 form of a weight read
+// as panels) is never evaluated, so loading a model does not build a transposed copy of
+// its embedding.
+std::vector<bool> needed_load_time(const StepPlan& plan, const Program& p, const std::vector<bool>& used,
+                                   const std::vector<bool>* skip) {
   std::vector<bool> need(plan.load_time.size(), false);
   for (std::size_t slot = 0; slot < p.consts.size(); ++slot)
     if (used[slot] && !(skip && (*skip)[slot])) need[plan.slot(p.consts[slot].value).index] = true;
-  for (std::size_t k = plan.load_time.size(); k-- > 0;) {
-    if (!need[k]) continue;
-    const ir::InstData& inst = f.inst(plan.load_time[k].inst);
-    need[k - plan.load_time[k].result] = true;  // evaluated with result 0 of its instruction
-    for (ValueId a : inst.operands) need[plan.slot(a).index] = true;
-  }
-  std::vector<LoadValue> values(plan.load_time.size());
-  for (std::size_t k = 0; k < plan.load_time.size(); ++k) {
-    const LoadTimeValue& v = plan.load_time[k];
-    if (v.result != 0 || !need[k]) continue;
-    const ir::InstData& inst = f.inst(v.inst);
-    if (inst.op == Op::Param) {
-      TERNJIT_TRY(values[k], LoadValue::param(params, std::get<ir::ParamAttrs>(inst.attrs).name, f,
-                                              f.type_of(inst.results[0]), zeros_for_missing));
-      continue;
-    }
-    const ir::Module sm = ir::single_inst_module(f, inst);
-    std::vector<ir::HostTensor> args;
-    for (ValueId a : inst.operands) args.push_back(values[plan.slot(a).index].tensor());
-    TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
-    TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
-    for (std::size_t j = 0; j < outs.size(); ++j) values[k + j].computed = std::move(outs[j]);
-  }
-  return values;
+  return need;
 }
 
 }  // namespace
@@ -328,7 +304,8 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   for (const ProgramStep& s : p.steps)
     for (const Loc& l : s.in)
       if (l.kind == LocKind::Const) used[l.index] = true;
-  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_needed(f, plan, p, used, skip, params, zeros_for_missing));
+  std::vector<bool> need = needed_load_time(plan, p, used, skip);
+  TERNJIT_TRY(const std::vector<LoadValue> vals, evaluate_load_time(f, plan, params, zeros_for_missing, &need));
   std::map<std::uint32_t, const LoadValue*> by_value;
   for (std::size_t k = 0; k < plan.load_time.size(); ++k) by_value[plan.load_time[k].value.index] = &vals[k];
   std::vector<std::vector<std::uint8_t>> out;

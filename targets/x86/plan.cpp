@@ -245,32 +245,13 @@ class Builder {
           is_const(inst.operands[0]))
         need(inst.operands[0]);
     }
-    for (std::size_t k = n; k-- > 0;) {
-      if (!needed[k]) continue;
-      for (ValueId v : f_.inst(plan_.load_time[k].inst).operands) need(v);
-      for (std::size_t j = 0; j < n; ++j)  // the other results of the same instruction
-        if (plan_.load_time[j].inst == plan_.load_time[k].inst) needed[j] = true;
-    }
+    TERNJIT_TRY(std::vector<LoadValue> values,
+                evaluate_load_time(f_, plan_, params_, o_.allow_foreign_isa, &needed));  // closes `needed`
     impl_->consts.resize(n);
     for (std::size_t k = 0; k < n; ++k) {
       impl_->consts[k].evaluated = needed[k];
       impl_->consts[k].expr = load_time_expr(plan_.load_time[k]);
-    }
-    for (std::size_t k = 0; k < n; ++k) {
-      const LoadTimeValue& v = plan_.load_time[k];
-      if (!needed[k] || v.result != 0) continue;  // evaluated with result 0 of its instruction
-      const ir::InstData& inst = f_.inst(v.inst);
-      if (inst.op == Op::Param) {
-        TERNJIT_TRY(impl_->consts[k].value, LoadValue::param(params_, std::get<ir::ParamAttrs>(inst.attrs).name, f_,
-                                                             f_.type_of(inst.results[0]), o_.allow_foreign_isa));
-        continue;
-      }
-      const ir::Module sm = ir::single_inst_module(f_, inst);
-      std::vector<ir::HostTensor> args;
-      for (ValueId a : inst.operands) args.push_back(cval(a).tensor());
-      TERNJIT_TRY(auto outs, ir::interpret(sm, sm.functions()[0], args, ir::ParamValues{}));
-      TERNJIT_CHECK(outs.size() == inst.results.size(), "load-time evaluation returned the wrong number of results");
-      for (std::size_t j = 0; j < outs.size(); ++j) impl_->consts[k + j].value.computed = std::move(outs[j]);
+      impl_->consts[k].value = std::move(values[k]);
     }
     return success();
   }
