@@ -64,7 +64,8 @@ TEST_CASE("dense head: matmul(a, transpose(p)) reads p [N, K] as stored, f16/bf1
   // 4/8-row tiles, several thread chunks (K = 3: 10922 rows a chunk).
   const Shape shapes[] = {{0, 1, 1, 1},    {0, 1, 67, 9},  {0, 1, 700, 257}, {0, 3, 100, 33}, {0, 5, 17, 13},
                           {0, 13, 385, 65}, {0, 2, 3, 25000}, {0, 4, 16, 8},  {2, 3, 33, 17},  {3, 1, 40, 70},
-                          {0, 9, 70, 600},  {0, 16, 5, 256}, {4, 5, 19, 300}, {0, 17, 33, 513}};
+                          {0, 9, 70, 600},  {0, 16, 5, 256}, {4, 5, 19, 300}, {0, 17, 33, 513},
+                          {0, 1, 128, 31},  {0, 1, 2573, 45}};  // M = 1 row form: whole 128-value blocks, + 8s + a tail
   std::uint64_t seed = 41;
   for (Isa isa : testing::step_isas()) {
     for (const Shape& s : shapes) {
