@@ -2,8 +2,8 @@
 // difftest_main.cpp - the `difftest` tool: random programs, every level, interpreter before/after.
 //
 //   difftest [--programs N] [--seed S] [--inputs K] [--levels O1,O2] [--passes a,b]
-//            [--target T[,T...]|all] [--except T[,T...]] [--min-checked C] [--file F.tir]...
-//            [--minimize] [--free-quant]
+//            [--target T[,T...]|all] [--except T[,T...]] [--threads N] [--min-checked C] [--file F.tir]...
+//            [--minimize] [--free-quant] [--decoder-share P]
 //            [--max-reports R] [--print] [--verbose]
 //
 // Program i has seed S + i and is checked on input seeds 1..K against each level's
@@ -55,8 +55,10 @@ int main(int argc, char** argv) {
   std::string target_text;
   std::string except_text;
   int min_checked = 0;
+  int threads = 1;
   bool minimize = false;
   bool free_quant = false;
+  double decoder_share = difftest::GenOptions{}.decoder_share;
   int max_reports = 3;
   bool verbose = false;
   bool print = false;
@@ -73,11 +75,16 @@ int main(int argc, char** argv) {
                  "configurations (x86, x86/avx2, llvm, ...) or all");
   app.add_option("--except", except_text,
                  "with --target: leave out these comma-separated configurations (\"all --except spirv\")");
+  app.add_option("--threads", threads, "with --target: engine threads of every configuration (default 1)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--min-checked", min_checked,
                  "with --target: fail when a target checked fewer programs than this (refused the rest)");
   app.add_flag("--minimize", minimize, "shrink each failing program before printing it");
   app.add_flag("--free-quant", free_quant,
                "let quantizers read any value (may report legitimate rounding-boundary flips)");
+  app.add_option("--decoder-share", decoder_share,
+                 "share of the programs using the decoder ops, 0 to 1 (default 0.25; 1: every program)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--max-reports", max_reports, "print the IR of at most this many failing programs (default 3)");
   app.add_flag("--print", print, "print every program and its optimization by each level");
   app.add_flag("--verbose", verbose, "print each program's seed before checking it (to find a crashing one)");
@@ -134,6 +141,7 @@ int main(int argc, char** argv) {
     for (std::string item; std::getline(except, item, ',');)
       std::erase_if(
           targets, [&](const difftest::TargetConfig& t) { return t.name == item || t.name.rfind(item + "/", 0) == 0; });
+    for (difftest::TargetConfig& t : targets) t.threads = threads;
     std::string names;
     for (const difftest::TargetConfig& t : targets) names += (names.empty() ? "" : ", ") + t.name;
     std::printf("difftest: targets %s\n", names.empty() ? "(none available)" : names.c_str());
@@ -141,6 +149,7 @@ int main(int argc, char** argv) {
 
   difftest::GenOptions gen = target_text.empty() ? difftest::GenOptions{} : difftest::target_gen_options();
   gen.strict_quant = !free_quant;
+  gen.decoder_share = decoder_share;
   int passed = 0, failed = 0, reports = 0;
   // Per target: programs it refused as Unsupported, by reason.
   std::map<std::string, std::map<std::string, int>> refused;

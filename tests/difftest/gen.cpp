@@ -17,6 +17,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -39,6 +40,8 @@ using ir::ValueId;
 constexpr std::int64_t kMaxDim = 8;  // largest static extent; also the size assumed for a symbol
 constexpr double kExpLimit = 4;      // exp only sees |x| <= 4
 constexpr double kGrowLimit = 64;    // values above this are rescaled before growing further
+constexpr int kPosMax = 6;           // largest pos (rope, causal_softmax); kv_write/attention: pos + M <= C
+constexpr std::uint64_t kDecoderStream = 0xdec0de;  // mix() index of the decoder_share draw
 
 // splitmix64: derives independent seeds from one seed and an index.
 std::uint64_t mix(std::uint64_t seed, std::uint64_t index) {
@@ -87,11 +90,19 @@ struct Val {
   int uses = 0;
 };
 
+// The range make_inputs draws a named i32 argument of @main from (kRangesKey).
+struct IntRange {
+  std::string name;
+  std::int64_t lo = 0, hi = 0;
+};
+
 // What every function generator of one program shares.
 struct Shared {
   Rng& rng;
   ir::Module& m;
   const GenOptions& opt;
+  bool decoder = false;          // this program uses the decoder ops (GenOptions::decoder_share)
+  std::vector<IntRange> ranges;  // of @main's ranged arguments, in creation order
   int next_param = 0;
 };
 
@@ -141,6 +152,7 @@ class FuncGen {
 
   // @main: a few arguments, then steps, maybe a diamond and a call, then `ret`.
   void build_main() {
+    main_ = true;
     std::vector<std::int64_t> base = random_dims(rng_.range(1, 3));
     push_arg(static_type(ElemKind::F32, base));
     int extra = rng_.range(0, 2);
@@ -385,18 +397,31 @@ class FuncGen {
 
   // ------------------------------------------------------------------ steps
 
+  // The decoder steps come last, so that with their weights 0 (a program without the
+  // decoder ops) the draw picks the same steps as before they existed.
   enum Step {
     kBinary, kDiv, kUnary, kTranscend, kCast, kTranspose, kReshape, kBroadcast, kReduce, kSoftmax,
     kRmsNorm, kMatMul, kBitLinear, kQuant, kIntChain, kFold, kDup, kSimplify, kDead, kConstTensor,
-    kNarrowFloat, kKernel, kCall, kNumSteps
+    kNarrowFloat, kKernel, kCall, kGather, kSlice, kConcat, kLayerNorm, kRope, kCausalSoftmax, kAttention,
+    kNumSteps
   };
 
   void step() {
     // Weights; the symbolic helper avoids what needs static shapes everywhere.
-    std::vector<int> w = {16, 4, 10, 5, 4, 3, 2, 2, 5, 2, 3, 3, 10, 6, 5, 4, 4, 5, 3, 1, 1, 5, helper_ ? 2 : 0};
+    std::vector<int> w = {16, 4, 10, 5, 4, 3, 2, 2, 5, 2, 3, 3, 10, 6, 5, 4, 4, 5, 3, 1, 1, 5, helper_ ? 2 : 0,
+                          0, 0, 0, 0, 0, 0, 0};
     if (symbolic_) {
       for (Step s : {kCast, kReshape, kBroadcast, kIntChain, kConstTensor, kNarrowFloat, kBitLinear, kReduce})
         w[s] = 0;
+    }
+    if (sh_.decoder) {
+      // About 40% of the steps of @main. @helper has no ranged arguments (its arguments
+      // come from @main's values), so only the ops without ids or pos.
+      w[kSlice] = w[kConcat] = w[kLayerNorm] = 8;
+      if (main_) {
+        w[kGather] = w[kRope] = w[kCausalSoftmax] = 8;
+        w[kAttention] = 12;
+      }
     }
     switch (static_cast<Step>(rng_.weighted(w))) {
       case kBinary: binary(); break;
@@ -425,6 +450,13 @@ class FuncGen {
         else ewise();
         break;
       case kCall: call_helper(); break;
+      case kGather: gather(); break;
+      case kSlice: slice(); break;
+      case kConcat: concat(); break;
+      case kLayerNorm: layernorm(); break;
+      case kRope: rope(); break;
+      case kCausalSoftmax: causal_softmax(); break;
+      case kAttention: attention(); break;
       case kNumSteps: break;
     }
   }
@@ -1279,6 +1311,311 @@ class FuncGen {
     push(r, flt ? sb(cur) : kind_bound(kind), flt ? depth : 0);
   }
 
+  // ------------------------------------------------------------------ decoder ops
+
+  // A named i32 argument of @main that make_inputs draws from [lo, hi] (kRangesKey).
+  ValueId ranged_arg(Type t, const char* prefix, std::int64_t lo, std::int64_t hi) {
+    std::string name = prefix + std::to_string(sh_.ranges.size());
+    ValueId a = f_.add_block_arg(entry_, std::move(t), name);
+    sh_.ranges.push_back(IntRange{name, lo, hi});
+    push(a, static_cast<double>(std::max<std::int64_t>(hi, 1)), 0);  // integer ops may read it too
+    return a;
+  }
+
+  // A pos argument (i32 scalar) whose values lie in [0, hi] with hi <= max_hi: mostly one
+  // made before (ops of one program share pos, as a decoder step does), else a new one.
+  ValueId pos_arg(std::int64_t max_hi) {
+    std::vector<std::size_t> fit;
+    for (std::size_t i = 0; i < pos_args_.size(); ++i)
+      if (pos_args_[i].hi <= max_hi) fit.push_back(i);
+    if (!fit.empty() && rng_.chance(0.75)) return pos_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]].id;
+    std::int64_t hi = rng_.range(0, static_cast<int>(max_hi));
+    ValueId p = ranged_arg(Type{ElemKind::I32, {}}, "pos", 0, hi);
+    pos_args_.push_back(Ranged{p, hi});
+    return p;
+  }
+
+  // An f32 value of static shape `dims`: a pool value of that many elements or more (the
+  // first ones, through a slice) reshaped, or a new argument. With `quant` only a value
+  // a quantizer may read (an f16/bf16 cache stores a rounding of it).
+  Val shaped(const std::vector<std::int64_t>& dims, bool quant) {
+    const Type want = static_type(ElemKind::F32, dims);
+    const std::int64_t n = *want.static_numel();
+    if (rng_.chance(0.75)) {
+      auto idx = pick([&](const Val& v) {
+        const Type& t = type(v);
+        return t.elem == ElemKind::F32 && t.rank() >= 1 && t.is_static() && *t.static_numel() >= n &&
+               (!quant || quant_ok(v));
+      });
+      if (idx) {
+        Val v = use(*idx);
+        if (type(v) == want) return v;
+        const std::int64_t have = *type(v).static_numel();
+        ValueId x = v.id;
+        if (have != n) {
+          if (type(v).rank() != 1) x = make1(Op::Reshape, {x}, ir::NoAttrs{}, {static_type(ElemKind::F32, {have})});
+          x = make1(Op::Slice, {x}, ir::SliceAttrs{0, rng_.range(0, static_cast<int>(have - n)), n});
+        }
+        return Val{make1(Op::Reshape, {x}, ir::NoAttrs{}, {want}), v.bound, v.depth, 1};
+      }
+    }
+    push_arg(want);
+    return use(pool_.size() - 1);
+  }
+
+  // gather of table rows by ids in range: the table a parameter (an embedding, f32, f16
+  // or bf16), a pool value or a constant; the ids a ranged argument (sometimes one read
+  // before) of rank 0 to 2 or a constant. f16/bf16 rows are widened to f32 (exactly).
+  void gather() {
+    ValueId table;
+    double tb = 1;
+    int td = 0;
+    int r = rng_.below(10);
+    auto idx = r >= 5 && r < 8 ? pick([&](const Val& v) {
+      const Type& t = type(v);
+      return t.elem == ElemKind::F32 && t.rank() == 2 && t.is_static();
+    }) : std::nullopt;
+    if (idx) {
+      Val v = use(*idx);
+      table = v.id, tb = v.bound, td = v.depth;
+    } else {
+      const std::vector<std::int64_t> dims = {rng_.range(1, 11), random_dim()};
+      if (r < 8) {
+        table = param(static_type(rng_.weighted({6, 2, 2}) == 0 ? ElemKind::F32 : rng_.pick({ElemKind::F16, ElemKind::BF16}), dims));
+      } else {
+        std::vector<double> vals;
+        for (std::int64_t i = 0; i < dims[0] * dims[1]; ++i) vals.push_back(0.125 * rng_.range(-16, 16));
+        table = constant(static_type(ElemKind::F32, dims), vals);
+        tb = 2;
+      }
+    }
+    const std::int64_t v = type(table).shape[0].extent, d = type(table).shape[1].extent;
+    ValueId ids;
+    std::vector<std::size_t> fit;  // ids arguments made before, in range for this table
+    for (std::size_t i = 0; i < ids_args_.size(); ++i)
+      if (ids_args_[i].hi < v && numel_bound(type(ids_args_[i].id)) * d <= sh_.opt.max_elements) fit.push_back(i);
+    if (!fit.empty() && rng_.chance(0.3)) {
+      ids = ids_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]].id;
+    } else {
+      std::vector<std::int64_t> shape = random_dims(rng_.below(3));
+      while (!shape.empty() && numel_bound(static_type(ElemKind::I32, shape)) * d > sh_.opt.max_elements) shape.pop_back();
+      const Type it = static_type(ElemKind::I32, shape);
+      if (rng_.chance(0.2)) {
+        std::vector<double> vals;
+        for (std::int64_t i = 0; i < numel_bound(it); ++i) vals.push_back(rng_.range(0, static_cast<int>(v - 1)));
+        ids = constant(it, vals);
+      } else {
+        ids = ranged_arg(it, "ids", 0, v - 1);
+        ids_args_.push_back(Ranged{ids, v - 1});
+      }
+    }
+    ValueId g = make1(Op::Gather, {table, ids}, ir::AxisAttrs{0, false});
+    if (type(g).elem != ElemKind::F32) g = make1(Op::Cast, {g}, ir::CastAttrs{ElemKind::F32});
+    push(g, tb, td);
+  }
+
+  // slice along an axis with a static extent, of a value of any kind: odd starts and
+  // sizes, sometimes the whole extent.
+  void slice() {
+    auto has_static = [&](const Type& t) {
+      return std::any_of(t.shape.begin(), t.shape.end(), [](const Dim& d) { return d.is_static(); });
+    };
+    auto idx = pick([&](const Val& v) {
+      return type(v).rank() >= 1 && type(v).layout == WeightFormat::Plain && has_static(type(v));
+    });
+    Val a = idx ? use(*idx) : need_float(1, false, true);
+    const Type at = type(a);
+    std::vector<std::int64_t> axes;
+    for (std::size_t i = 0; i < at.rank(); ++i)
+      if (at.shape[i].is_static()) axes.push_back(static_cast<std::int64_t>(i));
+    const std::int64_t axis = axes[static_cast<std::size_t>(rng_.below(static_cast<int>(axes.size())))];
+    const auto e = static_cast<int>(at.shape[static_cast<std::size_t>(axis)].extent);
+    int start = 0, size = e;
+    if (rng_.chance(0.85)) {
+      start = rng_.range(0, e - 1);
+      size = rng_.range(1, e - start);
+    }
+    push(make1(Op::Slice, {a.id}, ir::SliceAttrs{axis, start, size}), a.bound, a.depth);
+  }
+
+  // concat of one to three values of one kind and rank along an axis: a value with pool
+  // values, slices of itself, itself again, or new arguments and parameters of another
+  // extent along the axis. One operand: the identity (any extent).
+  void concat() {
+    auto idx = pick([&](const Val& v) { return type(v).rank() >= 1 && type(v).layout == WeightFormat::Plain; });
+    Val a = idx ? use(*idx) : need_float(1);
+    const Type at = type(a);
+    std::vector<std::int64_t> axes;
+    for (std::size_t i = 0; i < at.rank(); ++i)
+      if (at.shape[i].is_static()) axes.push_back(static_cast<std::int64_t>(i));
+    const int count = axes.empty() || rng_.chance(0.1) ? 1 : rng_.range(2, 3);
+    const std::int64_t axis = axes.empty() ? rng_.below(static_cast<int>(at.rank()))
+                                           : axes[static_cast<std::size_t>(rng_.below(static_cast<int>(axes.size())))];
+    const auto ax = static_cast<std::size_t>(axis);
+    std::vector<ValueId> ops = {a.id};
+    double bound = a.bound;
+    int depth = a.depth;
+    std::int64_t total = numel_bound(at);
+    for (int i = 1; i < count; ++i) {
+      Type other = at;
+      other.shape[ax] = Dim::fixed(random_dim());
+      ValueId o = a.id;
+      double ob = a.bound;
+      int od = a.depth;
+      int r = rng_.below(10);
+      auto same_but_axis = [&](const Type& t) {
+        if (t.elem != at.elem || t.rank() != at.rank() || t.layout != at.layout || !t.shape[ax].is_static()) return false;
+        for (std::size_t j = 0; j < t.rank(); ++j)
+          if (j != ax && !(t.shape[j] == at.shape[j])) return false;
+        return true;
+      };
+      std::optional<std::size_t> pi = r < 4 ? pick([&](const Val& v) { return same_but_axis(type(v)); }) : std::nullopt;
+      if (pi) {
+        Val p = use(*pi);
+        o = p.id, ob = p.bound, od = p.depth;
+      } else if (r < 6) {  // a slice of `a` along the axis
+        const auto e = static_cast<int>(at.shape[ax].extent);
+        int start = rng_.range(0, e - 1);
+        o = make1(Op::Slice, {a.id}, ir::SliceAttrs{axis, start, rng_.range(1, e - start)});
+      } else if (r < 9 && (at.elem == ElemKind::F32 || at.elem == ElemKind::I8 || at.elem == ElemKind::I32)) {
+        if (at.elem == ElemKind::F32 && other.is_static() && rng_.chance(0.5)) {
+          o = param(other);
+          ob = 1, od = 0;
+        } else {
+          Val arg = push_arg(other);
+          use(pool_.size() - 1);
+          o = arg.id, ob = arg.bound, od = 0;
+        }
+      }  // else `a` itself again
+      if (total + numel_bound(type(o)) > sh_.opt.max_elements) continue;
+      total += numel_bound(type(o));
+      ops.insert(ops.begin() + rng_.below(static_cast<int>(ops.size()) + 1), o);
+      bound = std::max(bound, ob);
+      depth = std::max(depth, od);
+    }
+    push(make1(Op::Concat, ops, ir::AxisAttrs{axis, false}), bound, depth);
+  }
+
+  // layernorm over a static last dim. Its (x - mean) / sqrt(var + eps) turns an absolute
+  // error of x into one up to 1/sqrt(eps) times larger where a row is nearly constant, so
+  // x is tamed to |x| <= 4 and a small eps only normalizes exact values (depth 0).
+  void layernorm() {
+    Val x = tame(need_float(1, false, true), 4);
+    const std::int64_t d = type(x).shape.back().extent;
+    auto [g, gb] = gamma(d);
+    ValueId beta;
+    double bb = 1;
+    switch (rng_.below(4)) {
+      case 0: beta = constant(static_type(ElemKind::F32, {d}), {0.0}); bb = 0; break;
+      case 1: {
+        std::vector<double> v;
+        for (std::int64_t i = 0; i < d; ++i) v.push_back(0.25 * rng_.range(-4, 4));
+        beta = constant(static_type(ElemKind::F32, {d}), v);
+        break;
+      }
+      default: beta = param(static_type(ElemKind::F32, {d}));
+    }
+    double eps = x.depth == 0 ? rng_.pick({1e-5, 1e-3, 0.01, 0.1}) : rng_.pick({0.01, 0.1});
+    ValueId r = make1(Op::LayerNorm, {x.id, g, beta}, ir::EpsAttrs{eps});
+    push(r, std::sqrt(static_cast<double>(d)) * gb + bb, x.depth + 1);
+  }
+
+  // rope of an f32 [M, H, D] (D even) at rows pos + m; it keeps each pair's norm, so an
+  // element is at most sqrt(2) times the input's bound.
+  Val rope_of(Val x, ValueId pos, const ir::RopeAttrs& a) {
+    return push(make1(Op::Rope, {x.id, pos}, a), x.bound * std::sqrt(2.0), x.depth + 1);
+  }
+  ir::RopeAttrs random_rope() {
+    return ir::RopeAttrs{rng_.pick({10000.0, 500000.0, 100.0, 10.0}), rng_.chance(0.5) ? ir::RopeMode::Norm : ir::RopeMode::Neox};
+  }
+
+  void rope() {
+    auto idx = rng_.chance(0.6) ? pick([&](const Val& v) {
+      const Type& t = type(v);
+      return t.elem == ElemKind::F32 && t.rank() == 3 && t.is_static() && t.shape[2].extent % 2 == 0;
+    }) : std::nullopt;
+    Val x = idx ? use(*idx)
+                : shaped({rng_.range(1, 4), rng_.range(1, 3), 2 * rng_.range(1, 4)}, false);
+    rope_of(x, pos_arg(kPosMax), random_rope());
+  }
+
+  void causal_softmax() {
+    Val x = tame(need_float(2), kGrowLimit);
+    push(make1(Op::CausalSoftmax, {x.id, pos_arg(kPosMax)}), 1, x.depth + 1);
+  }
+
+  // One decoder attention step on a pair of KV caches [L, C, HKV, D] (arguments of
+  // @main, or the caches an earlier step wrote: a chain of writes to several layers):
+  // mostly q and k rotated by rope, kv_write of the new K and V rows at pos into one
+  // layer, attention over the written caches (GQA: HQ = g * HKV); sometimes attention
+  // over caches as they are, or a write nobody reads but `ret`. f16/bf16 caches round
+  // the rows they store, so their rows are values a quantizer may read (no pass or
+  // target may move their last bit). The result is a convex combination of V rows:
+  // bounded by V's bound.
+  void attention() {
+    CachePair c;
+    if (!caches_.empty() && rng_.chance(0.5)) {
+      c = rng_.chance(0.7) ? caches_.back() : caches_[static_cast<std::size_t>(rng_.below(static_cast<int>(caches_.size())))];
+    } else {
+      const int r = rng_.below(10);
+      const ElemKind kind = r < 6 ? ElemKind::F32 : r < 8 ? ElemKind::F16 : ElemKind::BF16;
+      std::int64_t l = rng_.range(1, 3), cap = rng_.range(1, 9), hkv = rng_.range(1, 2), d = rng_.range(1, 8);
+      while (l * cap * hkv * d > sh_.opt.max_elements) cap = std::max<std::int64_t>(1, cap / 2), d = std::max<std::int64_t>(1, d - 1);
+      const Type ct = static_type(kind, {l, cap, hkv, d});
+      c.k = f_.add_block_arg(entry_, ct);
+      c.v = rng_.chance(0.1) ? c.k : f_.add_block_arg(entry_, ct);  // one buffer as both caches
+      caches_.push_back(c);
+    }
+    const Type ct = type(c.k);
+    const ElemKind kind = ct.elem;
+    const std::int64_t l = ct.shape[0].extent, cap = ct.shape[1].extent, hkv = ct.shape[2].extent,
+                       d = ct.shape[3].extent;
+    const std::int64_t m = rng_.range(1, static_cast<int>(std::min<std::int64_t>(3, cap)));
+    const ValueId pos = pos_arg(cap - m);
+    const std::int64_t layer = rng_.below(static_cast<int>(l));
+    const std::int64_t hq = hkv * rng_.range(1, 3);
+    const bool write = rng_.chance(0.8);
+    const bool attend = !write || rng_.chance(0.85);
+    const bool rotate = d % 2 == 0 && rng_.chance(0.6);
+    const ir::RopeAttrs ra = random_rope();
+    const bool narrow = kind != ElemKind::F32;
+    CachePair next = c;
+    if (write) {
+      const std::int64_t wlayer = rng_.chance(0.85) ? layer : rng_.below(static_cast<int>(l));
+      const bool write_v = c.v != c.k && rng_.chance(0.85);
+      for (bool is_k : {true, false}) {
+        if (!is_k && !write_v) continue;
+        Val rows = tame(shaped({m, hkv, d}, narrow), 4);
+        if (is_k && rotate && (!narrow || quant_ok(Val{rows.id, rows.bound, rows.depth + 1, 0})))
+          rows = rope_of(rows, pos, ra);
+        ValueId rid = rows.id;
+        if (narrow && rng_.chance(0.3)) rid = make1(Op::Cast, {rid}, ir::CastAttrs{kind});  // rows of the cache's kind
+        ValueId& cache = is_k ? next.k : next.v;
+        ValueId w = make1(Op::KvWrite, {cache, rid, pos}, ir::LayerAttrs{wlayer});
+        const bool twice = rng_.chance(0.1);  // the same write again, returned: CSE shares it
+        ValueId w2 = twice ? make1(Op::KvWrite, {cache, rid, pos}, ir::LayerAttrs{wlayer}) : w;
+        double& b = is_k ? next.kb : next.vb;
+        int& dp = is_k ? next.kd : next.vd;
+        b = std::max(b, rows.bound) * (narrow ? 1.01 : 1);
+        dp = std::max(dp, rows.depth);
+        cache = w;
+        written_.push_back(Val{w, b, dp, 0});
+        if (twice) written_.push_back(Val{w2, b, dp, 0});
+      }
+      if (c.v == c.k) next.v = next.k, next.vb = next.kb, next.vd = next.kd;  // one buffer as both caches
+      caches_.push_back(next);
+    }
+    if (!attend) return;
+    Val q = tame(shaped({m, hq, d}, false), 4);
+    if (rotate) q = rope_of(q, pos, ra);
+    const double scale = rng_.pick({1 / std::sqrt(static_cast<double>(d)), 0.5, 1.0, 0.125});
+    // Reads the written caches (the decoder), or sometimes those before the write (then
+    // the write may not update its operand in place).
+    const CachePair& read = write && rng_.chance(0.15) ? c : next;
+    ValueId att = make1(Op::Attention, {q.id, read.k, read.v, pos}, ir::AttentionAttrs{layer, scale});
+    push(att, read.vb, std::max({q.depth, read.kd, read.vd}) + 1);
+  }
+
   // ------------------------------------------------------------------ structure
 
   // cond_br to two blocks that each compute a value of one type, joined by a block
@@ -1326,7 +1663,8 @@ class FuncGen {
     double bound = 0;
     int depth = 0;
     for (auto [blk, arg, in] : {std::tuple{then_b, then_arg, a}, std::tuple{else_b, else_arg, other}}) {
-      std::size_t keep = pool_.size(), keep_visible = visible_.size();
+      std::size_t keep = pool_.size(), keep_visible = visible_.size(), keep_caches = caches_.size(),
+                  keep_written = written_.size();
       b_.set_block(blk);
       push(arg, in.bound, in.depth);
       visible_.push_back(arg);
@@ -1342,6 +1680,8 @@ class FuncGen {
       make(Op::Br, {}, ir::NoAttrs{}, {}, {ir::BlockCall{join_b, {out.id}}});
       pool_.resize(keep);
       visible_.resize(keep_visible);
+      caches_.resize(keep_caches);
+      written_.resize(keep_written);
     }
     b_.set_block(join_b);
     push(join_arg, bound, depth);
@@ -1385,6 +1725,15 @@ class FuncGen {
     if (rng_.chance(0.1)) outs.push_back(outs[0]);
     if (rng_.chance(0.05)) outs.push_back(pool_[0]);
     if (rng_.chance(0.05)) outs.push_back(Val{param(static_type(ElemKind::F32, {2})), 1, 0, 1});
+    // The caches kv_write made that nothing reads: a decoder step returns them.
+    if (!written_.empty()) {
+      std::vector<bool> read(f_.num_values(), false);
+      for (ir::BlockId b : f_.blocks())
+        for (ir::InstId i : f_.insts(b))
+          for (ValueId o : f_.inst(i).operands) read[o.index] = true;
+      for (const Val& w : written_)
+        if (!read[w.id.index]) outs.push_back(w);
+    }
     std::vector<ValueId> ids;
     std::vector<Type> types;
     std::string bounds;
@@ -1406,7 +1755,22 @@ class FuncGen {
   ir::Builder b_;
   bool symbolic_;
   const HelperInfo* helper_;
+  bool main_ = false;  // building @main (the only function with ranged arguments)
   ir::BlockId entry_;
+  // A ranged argument: pos (i32[], values in [0, hi]) or gather ids (values in [0, hi]).
+  struct Ranged {
+    ValueId id;
+    std::int64_t hi = 0;
+  };
+  // One version of a pair of KV caches: arguments, or what kv_write made of them.
+  struct CachePair {
+    ValueId k, v;
+    double kb = 1, vb = 1;  // magnitude bounds
+    int kd = 0, vd = 0;     // rounding depths
+  };
+  std::vector<Ranged> pos_args_, ids_args_;
+  std::vector<CachePair> caches_;  // every version, oldest first (not in pool_: f16/bf16 kinds)
+  std::vector<Val> written_;       // kv_write results; finish returns those nobody reads
   std::vector<Val> pool_;         // values operands are picked from
   std::vector<ValueId> visible_;  // every value defined so far that dominates the insertion point
 };
@@ -1418,6 +1782,8 @@ ir::Module generate_program(std::uint64_t seed, const GenOptions& options) {
   ir::Module m;
   m.metadata()[std::string(kSeedKey)] = std::to_string(seed);
   Shared sh{rng, m, options};
+  // Apart from `rng`, so that a program without the decoder ops does not depend on it.
+  sh.decoder = static_cast<double>(mix(seed, kDecoderStream) >> 11) * 0x1p-53 < options.decoder_share;
   std::optional<HelperInfo> helper;
   if (rng.chance(0.2)) {
     ir::Function h("helper");
@@ -1431,6 +1797,12 @@ ir::Module generate_program(std::uint64_t seed, const GenOptions& options) {
     g.build_main();
   }
   m.functions().insert(m.functions().begin(), std::move(main));
+  if (!sh.ranges.empty()) {
+    std::string text;
+    for (const IntRange& r : sh.ranges)
+      text += (text.empty() ? "" : ",") + r.name + ":" + std::to_string(r.lo) + ":" + std::to_string(r.hi);
+    m.metadata()[std::string(kRangesKey)] = text;
+  }
   auto diags = ir::verify_module(m);
   std::string msg;
   for (const Diagnostic& d : diags) msg += render(d);
@@ -1438,6 +1810,35 @@ ir::Module generate_program(std::uint64_t seed, const GenOptions& options) {
                                    msg + ir::print_module(m));
   return m;
 }
+
+namespace {
+
+// The ranges stored under kRangesKey by argument name; malformed items (a module read
+// from a file may carry anything) and empty ranges are left out.
+std::map<std::string, std::pair<std::int64_t, std::int64_t>> arg_ranges(const ir::Module& m) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> out;
+  auto it = m.metadata().find(std::string(kRangesKey));
+  if (it == m.metadata().end()) return out;
+  std::string_view text = it->second;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const std::size_t c1 = item.find(':');
+    const std::size_t c2 = c1 == std::string_view::npos ? c1 : item.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    std::int64_t lo = 0, hi = 0;
+    const char* end = item.data() + item.size();
+    auto r1 = std::from_chars(item.data() + c1 + 1, item.data() + c2, lo);
+    auto r2 = std::from_chars(item.data() + c2 + 1, end, hi);
+    if (r1.ec != std::errc{} || r1.ptr != item.data() + c2 || r2.ec != std::errc{} || r2.ptr != end) continue;
+    if (lo > hi || lo < -1000000 || hi > 1000000) continue;  // keeps hi - lo + 1 small and positive
+    out[std::string(item.substr(0, c1))] = {lo, hi};
+  }
+  return out;
+}
+
+}  // namespace
 
 Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
   const ir::Function* f = m.find_function(kMainFunction);
@@ -1453,8 +1854,18 @@ Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
   // Argument i draws from mix(seed, i) and a parameter from a hash of its name, so
   // removing parameters or appending arguments (minimize) keeps the other values.
   Inputs in;
+  const std::map<std::string, std::pair<std::int64_t, std::int64_t>> ranges = arg_ranges(m);
   std::uint64_t i = 0;
-  for (ValueId a : f->args()) in.args.push_back(ir::HostTensor::random(f->type_of(a).elem, dims(f->type_of(a)), mix(seed, i++)));
+  for (ValueId a : f->args()) {
+    const Type& t = f->type_of(a);
+    ir::HostTensor r = ir::HostTensor::random(t.elem, dims(t), mix(seed, i++));
+    auto it = ranges.find(f->value(a).name);
+    if (it != ranges.end() && t.elem == ElemKind::I32) {
+      const auto [lo, hi] = it->second;  // r's values are integers in [-1000, 1000]
+      for (double& v : r.data) v = static_cast<double>(lo + (static_cast<std::int64_t>(v) + 1000) % (hi - lo + 1));
+    }
+    in.args.push_back(std::move(r));
+  }
   for (const ir::ParamDecl& p : m.params()) {
     std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
     for (char c : p.name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;

@@ -9,6 +9,14 @@
 // (simplify), calls (inlining), and the BitLinear chain rmsnorm -> quantize_int8 ->
 // matmul(t2) -> scale -> activation that the fusion passes rewrite.
 //
+// A share of the programs (GenOptions::decoder_share) also uses the decoder ops: gather,
+// slice, concat, layernorm, rope, causal_softmax, kv_write and attention, the last two on
+// KV caches [L, C, HKV, D] passed as arguments of @main, in the decoder's pattern (rope on
+// q and k, kv_write of the new rows at pos, attention over the written caches, chains of
+// writes to several layers) and standalone. Their i32 operands that must lie in a range
+// (gather's ids, every op's pos) are named arguments of @main whose ranges are stored in
+// the module metadata (kRangesKey); make_inputs draws their values inside them.
+//
 // Numerics are kept tame so that the reference interpreter never fails and never meets
 // NaN or infinity: tensors have at most 512 elements, divisors are bounded away from 0,
 // exp sees bounded values, log/sqrt/rsqrt see abs(x)+1, and magnitudes are tracked and
@@ -49,6 +57,12 @@ struct GenOptions {
   /// Whether functions may branch (diamonds of blocks). Off for the compiled targets,
   /// which take single-block functions only (the engine's pipeline keeps a cond_br).
   bool control_flow = true;
+  /// The share of programs, in [0, 1], that use the decoder ops (gather, slice, concat,
+  /// layernorm, rope, causal_softmax, kv_write, attention). Whether program `seed` does is
+  /// decided by a hash of the seed apart from the generator's random stream, so a program
+  /// that does not is the same module as with decoder_share = 0. Programs that do are
+  /// refused by the targets without kernels for these ops (spirv, the SIMT targets).
+  double decoder_share = 0.25;
 };
 
 /// The options of the differential test across targets (exact_quant on, control_flow off).
@@ -65,6 +79,12 @@ inline constexpr std::string_view kMainFunction = "main";
 inline constexpr std::string_view kBoundsKey = "difftest.bounds";
 /// Metadata key holding the program seed (decimal).
 inline constexpr std::string_view kSeedKey = "difftest.seed";
+/// Metadata key holding the value ranges of named i32 arguments of @main, as
+/// comma-separated `name:lo:hi` items (`pos0:0:3,ids1:0:6`): gather's ids must lie in
+/// [0, V) and the decoder ops' pos must keep pos + M <= C, so make_inputs draws those
+/// arguments inside their range. Keyed by argument name, so removing other arguments
+/// (minimize) keeps it valid. Absent when @main has no such argument.
+inline constexpr std::string_view kRangesKey = "difftest.ranges";
 
 /// Generates one program; the same seed and options always give the same module
 /// (print_module-identical), on every platform. The result passes ir::verify_module;
@@ -78,10 +98,12 @@ struct Inputs {
 };
 
 /// Random inputs for `m` from HostTensor::random: floats in [-1, 1), i8 in [-127, 127],
-/// i32 in [-1000, 1000], t2 in {-1, 0, 1}. Argument i uses a seed derived from `seed`
-/// and i, a parameter one derived from `seed` and its name (so dropping parameters or
-/// appending arguments keeps the other values). Precondition: `m` has a function @main;
-/// its argument types and the parameter types are static.
+/// i32 in [-1000, 1000], t2 in {-1, 0, 1}; an integer argument named in kRangesKey in its
+/// range [lo, hi] instead (each value lo + (r + 1000) mod (hi - lo + 1) of the random
+/// i32 r). Argument i uses a seed derived from `seed` and i, a parameter one derived from
+/// `seed` and its name (so dropping parameters or appending arguments keeps the other
+/// values). Precondition: `m` has a function @main; its argument types and the parameter
+/// types are static.
 Inputs make_inputs(const ir::Module& m, std::uint64_t seed);
 
 /// The magnitude bounds stored under kBoundsKey, one per result of @main; missing or

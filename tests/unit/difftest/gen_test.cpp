@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -18,11 +19,9 @@ namespace {
 
 // Ops the generator never emits. Every other op of ops.def must appear in 500 programs,
 // so a new op fails this test until the generator learns it or it is listed here with
-// the reason it cannot be generated.
-// The decoder ops are not generated yet: their semantics are checked by
-// tests/unit/interp/decoder_ops_test.cpp and each target's own tests against the reference.
-const std::set<ir::Op> kNotGenerated = {ir::Op::Gather, ir::Op::Slice, ir::Op::Concat, ir::Op::LayerNorm,
-                                        ir::Op::Rope, ir::Op::CausalSoftmax, ir::Op::KvWrite, ir::Op::Attention};
+// the reason it cannot be generated. None is listed now: every op of ops.def, the eight
+// decoder ops included, is generated.
+const std::set<ir::Op> kNotGenerated = {};
 
 std::string render_all(const std::vector<Diagnostic>& diags) {
   std::string s;
@@ -147,6 +146,153 @@ TEST_CASE("the op histogram over 500 programs covers ops.def, counting live inst
   CHECK(bitlinear >= 100);
   CHECK(helper >= 50);
   CHECK(branches >= 30);
+}
+
+// The decoder ops' uses in the live code of @main.
+struct DecoderUses {
+  bool attention_of_written = false;  // attention reads a kv_write result (the decoder step)
+  bool attention_of_arg = false;      // attention reads caches as they were passed
+  bool write_chain = false;           // kv_write of a kv_write result (several layers)
+  bool narrow_cache = false;          // an f16 or bf16 cache
+  bool gqa = false;                   // attention with HQ > HKV
+  bool rope_norm = false, rope_neox = false;
+  std::set<std::int64_t> slice_axes, concat_axes;
+};
+
+DecoderUses decoder_uses(const ir::Module& m) {
+  DecoderUses u;
+  const ir::Function& f = *m.find_function(kMainFunction);
+  std::vector<bool> live = live_insts(f);
+  auto def_op = [&](ir::ValueId v) -> std::optional<ir::Op> {
+    const ir::ValueData& d = f.value(v);
+    if (d.def != ir::ValueDef::InstResult) return std::nullopt;
+    return f.inst(d.inst).op;
+  };
+  for (ir::BlockId b : f.blocks())
+    for (ir::InstId i : f.insts(b)) {
+      if (!live[i.index]) continue;
+      const ir::InstData& in = f.inst(i);
+      switch (in.op) {
+        case ir::Op::Attention: {
+          for (std::size_t c : {1, 2}) {
+            if (def_op(in.operands[c]) == ir::Op::KvWrite) u.attention_of_written = true;
+            if (f.value(in.operands[c]).def == ir::ValueDef::BlockArg) u.attention_of_arg = true;
+          }
+          u.gqa = u.gqa || f.type_of(in.operands[0]).shape[1].extent > f.type_of(in.operands[1]).shape[2].extent;
+          break;
+        }
+        case ir::Op::KvWrite:
+          u.write_chain = u.write_chain || def_op(in.operands[0]) == ir::Op::KvWrite;
+          u.narrow_cache = u.narrow_cache || f.type_of(in.operands[0]).elem != ElemKind::F32;
+          break;
+        case ir::Op::Rope:
+          (std::get<ir::RopeAttrs>(in.attrs).mode == ir::RopeMode::Neox ? u.rope_neox : u.rope_norm) = true;
+          break;
+        case ir::Op::Slice: u.slice_axes.insert(std::get<ir::SliceAttrs>(in.attrs).axis); break;
+        case ir::Op::Concat: u.concat_axes.insert(std::get<ir::AxisAttrs>(in.attrs).axis); break;
+        default: break;
+      }
+    }
+  return u;
+}
+
+TEST_CASE("the decoder ops come in the decoder's pattern and standalone, in every form") {
+  GenOptions o = target_gen_options();
+  o.decoder_share = 1;
+  DecoderUses all;
+  int programs_with_attention = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    DecoderUses u = decoder_uses(generate_program(seed, o));
+    all.attention_of_written = all.attention_of_written || u.attention_of_written;
+    all.attention_of_arg = all.attention_of_arg || u.attention_of_arg;
+    all.write_chain = all.write_chain || u.write_chain;
+    all.narrow_cache = all.narrow_cache || u.narrow_cache;
+    all.gqa = all.gqa || u.gqa;
+    all.rope_norm = all.rope_norm || u.rope_norm;
+    all.rope_neox = all.rope_neox || u.rope_neox;
+    all.slice_axes.insert(u.slice_axes.begin(), u.slice_axes.end());
+    all.concat_axes.insert(u.concat_axes.begin(), u.concat_axes.end());
+    programs_with_attention += u.attention_of_written || u.attention_of_arg ? 1 : 0;
+  }
+  CHECK(all.attention_of_written);
+  CHECK(all.attention_of_arg);
+  CHECK(all.write_chain);
+  CHECK(all.narrow_cache);
+  CHECK(all.gqa);
+  CHECK(all.rope_norm);
+  CHECK(all.rope_neox);
+  CHECK(all.slice_axes.size() >= 3);
+  CHECK(all.concat_axes.size() >= 3);
+  CHECK(programs_with_attention >= 50);
+}
+
+TEST_CASE("decoder_share picks programs by seed; the others are the programs without the decoder ops") {
+  GenOptions none, some, every;
+  none.decoder_share = 0;
+  every.decoder_share = 1;
+  int decoder = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const std::string with = ir::print_module(generate_program(seed, some));
+    const bool uses = with.find("difftest.ranges") != std::string::npos || with.find("kv_write") != std::string::npos ||
+                      with.find("slice") != std::string::npos || with.find("concat") != std::string::npos ||
+                      with.find("layernorm") != std::string::npos;
+    const std::string without = ir::print_module(generate_program(seed, none));
+    INFO("seed " << seed);
+    CHECK(without.find("slice") == std::string::npos);
+    if (with != without) {
+      ++decoder;
+      CHECK(ir::print_module(generate_program(seed, every)) == with);  // the same draw of the same program
+    } else {
+      CHECK_FALSE(uses);
+    }
+  }
+  // About a quarter (GenOptions::decoder_share = 0.25) of 200 programs.
+  CHECK(decoder >= 30);
+  CHECK(decoder <= 70);
+}
+
+TEST_CASE("make_inputs draws ranged arguments (ids, pos) inside their range; bad ranges are ignored") {
+  GenOptions o;
+  o.decoder_share = 1;
+  int ranged = 0;
+  for (std::uint64_t seed = 0; seed < 100; ++seed) {
+    ir::Module m = generate_program(seed, o);
+    auto it = m.metadata().find(std::string(kRangesKey));
+    if (it == m.metadata().end()) continue;
+    const ir::Function& f = *m.find_function(kMainFunction);
+    for (std::uint64_t in : {1ULL, 2ULL, 3ULL}) {
+      Inputs inputs = make_inputs(m, in);
+      for (std::size_t a = 0; a < f.args().size(); ++a) {
+        const std::string& name = f.value(f.args()[a]).name;
+        if (name.empty()) continue;
+        // "name:lo:hi" in the metadata
+        const std::size_t at = it->second.find(name + ":");
+        REQUIRE(at != std::string::npos);
+        const std::string item = it->second.substr(at + name.size() + 1, it->second.find(',', at) - at - name.size() - 1);
+        const double lo = std::stod(item.substr(0, item.find(':'))), hi = std::stod(item.substr(item.find(':') + 1));
+        INFO("seed " << seed << ", argument %" << name << " in [" << lo << ", " << hi << "]");
+        for (double v : inputs.args[a].data) {
+          CHECK(v >= lo);
+          CHECK(v <= hi);
+        }
+        ++ranged;
+      }
+    }
+  }
+  CHECK(ranged >= 100);
+  // Malformed items are left out: the argument is drawn as any i32 (in [-1000, 1000]).
+  auto m = ir::parse_module("meta \"difftest.ranges\" = \"a:0:3,b:5:2,c:1,d:x:4,:0:1,e:0:2junk\"\n"
+                            "func @main(%a: i32[64], %b: i32[64], %c: i32[64], %e: i32[64]) -> i32[64] {\n"
+                            "^entry:\n  ret %a\n}\n",
+                            "ranges.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? std::string() : render(m.error())));
+  Inputs in = make_inputs(*m, 7);
+  for (double v : in.args[0].data) CHECK((v >= 0 && v <= 3));
+  for (std::size_t a = 1; a < 4; ++a) {
+    bool outside = false;
+    for (double v : in.args[a].data) outside = outside || v < 0 || v > 5;
+    CHECK(outside);
+  }
 }
 
 TEST_CASE("output bounds are read from the metadata") {
