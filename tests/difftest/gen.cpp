@@ -327,6 +327,9 @@ class FuncGen {
   // ------------------------------------------------------------------ shapes
 
   std::int64_t random_dim() { return rng_.chance(0.2) ? 1 : rng_.range(2, static_cast<int>(kMaxDim)); }
+  // An inner extent for the decoder ops: mostly as random_dim, sometimes 9 to 40 (so that
+  // vector kernels run full 8- and 16-lane bodies, not only their tails).
+  std::int64_t wide_dim() { return rng_.chance(0.3) ? rng_.range(9, 40) : random_dim(); }
   std::vector<std::int64_t> random_dims(int rank) {
     std::vector<std::int64_t> d;
     for (int i = 0; i < rank; ++i) d.push_back(random_dim());
@@ -1379,7 +1382,7 @@ class FuncGen {
       Val v = use(*idx);
       table = v.id, tb = v.bound, td = v.depth;
     } else {
-      const std::vector<std::int64_t> dims = {rng_.range(1, 11), random_dim()};
+      const std::vector<std::int64_t> dims = {rng_.range(1, 11), wide_dim()};
       if (r < 8) {
         table = param(static_type(rng_.weighted({6, 2, 2}) == 0 ? ElemKind::F32 : rng_.pick({ElemKind::F16, ElemKind::BF16}), dims));
       } else {
@@ -1500,7 +1503,7 @@ class FuncGen {
   // error of x into one up to 1/sqrt(eps) times larger where a row is nearly constant, so
   // x is tamed to |x| <= 4 and a small eps only normalizes exact values (depth 0).
   void layernorm() {
-    Val x = tame(need_float(1, false, true), 4);
+    Val x = tame(rng_.chance(0.3) ? shaped({rng_.range(1, 4), wide_dim()}, false) : need_float(1, false, true), 4);
     const std::int64_t d = type(x).shape.back().extent;
     auto [g, gb] = gamma(d);
     ValueId beta;
@@ -1535,12 +1538,19 @@ class FuncGen {
       return t.elem == ElemKind::F32 && t.rank() == 3 && t.is_static() && t.shape[2].extent % 2 == 0;
     }) : std::nullopt;
     Val x = idx ? use(*idx)
-                : shaped({rng_.range(1, 4), rng_.range(1, 3), 2 * rng_.range(1, 4)}, false);
-    rope_of(x, pos_arg(kPosMax), random_rope());
+                : shaped({rng_.range(1, 4), rng_.range(1, 3), 2 * rng_.range(1, rng_.chance(0.3) ? 16 : 4)}, false);
+    const ValueId pos = pos_arg(kPosMax);
+    const ir::RopeAttrs a = random_rope();
+    rope_of(x, pos, a);
+    if (rng_.chance(0.15)) {  // the same operands in the other mode: no CSE candidate
+      ir::RopeAttrs b = a;
+      b.mode = a.mode == ir::RopeMode::Norm ? ir::RopeMode::Neox : ir::RopeMode::Norm;
+      rope_of(x, pos, b);
+    }
   }
 
   void causal_softmax() {
-    Val x = tame(need_float(2), kGrowLimit);
+    Val x = tame(rng_.chance(0.3) ? shaped({rng_.range(1, 3), rng_.range(1, 4), wide_dim()}, false) : need_float(2), kGrowLimit);
     push(make1(Op::CausalSoftmax, {x.id, pos_arg(kPosMax)}), 1, x.depth + 1);
   }
 
@@ -1559,7 +1569,7 @@ class FuncGen {
     } else {
       const int r = rng_.below(10);
       const ElemKind kind = r < 6 ? ElemKind::F32 : r < 8 ? ElemKind::F16 : ElemKind::BF16;
-      std::int64_t l = rng_.range(1, 3), cap = rng_.range(1, 9), hkv = rng_.range(1, 2), d = rng_.range(1, 8);
+      std::int64_t l = rng_.range(1, 3), cap = rng_.range(1, 9), hkv = rng_.range(1, 2), d = std::min<std::int64_t>(wide_dim(), 24);
       while (l * cap * hkv * d > sh_.opt.max_elements) cap = std::max<std::int64_t>(1, cap / 2), d = std::max<std::int64_t>(1, d - 1);
       const Type ct = static_type(kind, {l, cap, hkv, d});
       c.k = f_.add_block_arg(entry_, ct);
@@ -1592,8 +1602,9 @@ class FuncGen {
         if (narrow && rng_.chance(0.3)) rid = make1(Op::Cast, {rid}, ir::CastAttrs{kind});  // rows of the cache's kind
         ValueId& cache = is_k ? next.k : next.v;
         ValueId w = make1(Op::KvWrite, {cache, rid, pos}, ir::LayerAttrs{wlayer});
-        const bool twice = rng_.chance(0.1);  // the same write again, returned: CSE shares it
-        ValueId w2 = twice ? make1(Op::KvWrite, {cache, rid, pos}, ir::LayerAttrs{wlayer}) : w;
+        // The same write again, returned: CSE shares it, unless it writes another layer.
+        const bool twice = rng_.chance(0.12);
+        ValueId w2 = twice ? make1(Op::KvWrite, {cache, rid, pos}, ir::LayerAttrs{rng_.chance(0.5) ? wlayer : rng_.below(static_cast<int>(l))}) : w;
         double& b = is_k ? next.kb : next.vb;
         int& dp = is_k ? next.kd : next.vd;
         b = std::max(b, rows.bound) * (narrow ? 1.01 : 1);
@@ -1614,6 +1625,12 @@ class FuncGen {
     const CachePair& read = write && rng_.chance(0.15) ? c : next;
     ValueId att = make1(Op::Attention, {q.id, read.k, read.v, pos}, ir::AttentionAttrs{layer, scale});
     push(att, read.vb, std::max({q.depth, read.kd, read.vd}) + 1);
+    if (rng_.chance(0.1)) {  // the same operands with another layer or scale: no CSE candidate
+      ir::AttentionAttrs other{layer, scale};
+      if (l > 1 && rng_.chance(0.5)) other.layer = (layer + 1) % l;
+      else other.scale = scale * 0.5;
+      push(make1(Op::Attention, {q.id, read.k, read.v, pos}, other), read.vb, std::max({q.depth, read.kd, read.vd}) + 1);
+    }
   }
 
   // ------------------------------------------------------------------ structure
