@@ -17,6 +17,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -103,6 +104,7 @@ struct Shared {
   const GenOptions& opt;
   bool decoder = false;          // this program uses the decoder ops (GenOptions::decoder_share)
   std::vector<IntRange> ranges;  // of @main's ranged arguments, in creation order
+  std::vector<IntRange> unread;  // cache arguments of @main: `lo` is the first row no attention reads (kUnreadKey)
   int next_param = 0;
 };
 
@@ -1338,6 +1340,12 @@ class FuncGen {
     return p;
   }
 
+  std::int64_t pos_hi(ValueId pos) const {
+    for (const Ranged& p : pos_args_)
+      if (p.id == pos) return p.hi;
+    TERNJIT_UNREACHABLE("difftest: not a pos argument");
+  }
+
   // An f32 value of static shape `dims`: a pool value of that many elements or more (the
   // first ones, through a slice) reshaped, or a new argument. With `quant` only a value
   // a quantizer may read (an f16/bf16 cache stores a rounding of it).
@@ -1572,8 +1580,14 @@ class FuncGen {
       std::int64_t l = rng_.range(1, 3), cap = rng_.range(1, 9), hkv = rng_.range(1, 2), d = std::min<std::int64_t>(wide_dim(), 24);
       while (l * cap * hkv * d > sh_.opt.max_elements) cap = std::max<std::int64_t>(1, cap / 2), d = std::max<std::int64_t>(1, d - 1);
       const Type ct = static_type(kind, {l, cap, hkv, d});
-      c.k = f_.add_block_arg(entry_, ct);
-      c.v = rng_.chance(0.1) ? c.k : f_.add_block_arg(entry_, ct);  // one buffer as both caches
+      auto cache_arg = [&](std::size_t& root) {
+        root = sh_.unread.size();
+        sh_.unread.push_back(IntRange{"cache" + std::to_string(root), 0, 0});
+        return f_.add_block_arg(entry_, ct, sh_.unread.back().name);
+      };
+      c.k = cache_arg(c.root_k);
+      if (rng_.chance(0.1)) c.v = c.k, c.root_v = c.root_k;  // one buffer as both caches
+      else c.v = cache_arg(c.root_v);
       caches_.push_back(c);
     }
     const Type ct = type(c.k);
@@ -1623,6 +1637,10 @@ class FuncGen {
     // Reads the written caches (the decoder), or sometimes those before the write (then
     // the write may not update its operand in place).
     const CachePair& read = write && rng_.chance(0.15) ? c : next;
+    // Rows [0, pos + m] are read, pos <= its range's hi: later rows of the arguments the
+    // caches come from may be NaN (make_inputs, kUnreadKey).
+    const std::int64_t reads = pos_hi(pos) + m;
+    for (std::size_t root : {read.root_k, read.root_v}) sh_.unread[root].lo = std::max(sh_.unread[root].lo, reads);
     ValueId att = make1(Op::Attention, {q.id, read.k, read.v, pos}, ir::AttentionAttrs{layer, scale});
     push(att, read.vb, std::max({q.depth, read.kd, read.vd}) + 1);
     if (rng_.chance(0.1)) {  // the same operands with another layer or scale: no CSE candidate
@@ -1782,6 +1800,7 @@ class FuncGen {
   // One version of a pair of KV caches: arguments, or what kv_write made of them.
   struct CachePair {
     ValueId k, v;
+    std::size_t root_k = 0, root_v = 0;  // the arguments they come from (indices into Shared::unread)
     double kb = 1, vb = 1;  // magnitude bounds
     int kd = 0, vd = 0;     // rounding depths
   };
@@ -1820,6 +1839,11 @@ ir::Module generate_program(std::uint64_t seed, const GenOptions& options) {
       text += (text.empty() ? "" : ",") + r.name + ":" + std::to_string(r.lo) + ":" + std::to_string(r.hi);
     m.metadata()[std::string(kRangesKey)] = text;
   }
+  if (!sh.unread.empty()) {
+    std::string text;
+    for (const IntRange& r : sh.unread) text += (text.empty() ? "" : ",") + r.name + ":" + std::to_string(r.lo);
+    m.metadata()[std::string(kUnreadKey)] = text;
+  }
   auto diags = ir::verify_module(m);
   std::string msg;
   for (const Diagnostic& d : diags) msg += render(d);
@@ -1855,6 +1879,28 @@ std::map<std::string, std::pair<std::int64_t, std::int64_t>> arg_ranges(const ir
   return out;
 }
 
+// The first unread rows stored under kUnreadKey by argument name; malformed items and
+// negative rows are left out.
+std::map<std::string, std::int64_t> unread_rows(const ir::Module& m) {
+  std::map<std::string, std::int64_t> out;
+  auto it = m.metadata().find(std::string(kUnreadKey));
+  if (it == m.metadata().end()) return out;
+  std::string_view text = it->second;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::int64_t row = 0;
+    const char* end = item.data() + item.size();
+    auto r = std::from_chars(item.data() + colon + 1, end, row);
+    if (r.ec != std::errc{} || r.ptr != end || row < 0) continue;
+    out[std::string(item.substr(0, colon))] = row;
+  }
+  return out;
+}
+
 }  // namespace
 
 Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
@@ -1872,6 +1918,7 @@ Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
   // removing parameters or appending arguments (minimize) keeps the other values.
   Inputs in;
   const std::map<std::string, std::pair<std::int64_t, std::int64_t>> ranges = arg_ranges(m);
+  const std::map<std::string, std::int64_t> unread = unread_rows(m);
   std::uint64_t i = 0;
   for (ValueId a : f->args()) {
     const Type& t = f->type_of(a);
@@ -1880,6 +1927,13 @@ Inputs make_inputs(const ir::Module& m, std::uint64_t seed) {
     if (it != ranges.end() && t.elem == ElemKind::I32) {
       const auto [lo, hi] = it->second;  // r's values are integers in [-1000, 1000]
       for (double& v : r.data) v = static_cast<double>(lo + (static_cast<std::int64_t>(v) + 1000) % (hi - lo + 1));
+    }
+    auto un = unread.find(f->value(a).name);
+    if (un != unread.end() && is_float(t.elem) && t.rank() == 4) {  // rows [row, C) of every layer
+      const std::int64_t c = r.shape[1], row_size = r.shape[2] * r.shape[3];
+      for (std::int64_t l = 0; l < r.shape[0]; ++l)
+        for (std::int64_t row = std::max<std::int64_t>(un->second, 0); row < c; ++row)
+          std::fill_n(r.data.begin() + (l * c + row) * row_size, row_size, std::numeric_limits<double>::quiet_NaN());
     }
     in.args.push_back(std::move(r));
   }

@@ -85,6 +85,12 @@ inline constexpr std::string_view kSeedKey = "difftest.seed";
 /// arguments inside their range. Keyed by argument name, so removing other arguments
 /// (minimize) keeps it valid. Absent when @main has no such argument.
 inline constexpr std::string_view kRangesKey = "difftest.ranges";
+/// Metadata key holding, for the KV cache arguments [L, C, H, D] of @main, the first row
+/// no attention reads, as comma-separated `name:row` items (`cache0:4,cache1:4`):
+/// attention reads rows [0, pos + m] only (ir/README.md), so make_inputs sets rows
+/// [row, C) of every layer to NaN, which must reach no result but the caches kv_write
+/// copies. Absent when @main has no cache argument.
+inline constexpr std::string_view kUnreadKey = "difftest.unread";
 
 /// Generates one program; the same seed and options always give the same module
 /// (print_module-identical), on every platform. The result passes ir::verify_module;
@@ -100,7 +106,8 @@ struct Inputs {
 /// Random inputs for `m` from HostTensor::random: floats in [-1, 1), i8 in [-127, 127],
 /// i32 in [-1000, 1000], t2 in {-1, 0, 1}; an integer argument named in kRangesKey in its
 /// range [lo, hi] instead (each value lo + (r + 1000) mod (hi - lo + 1) of the random
-/// i32 r). Argument i uses a seed derived from `seed` and i, a parameter one derived from
+/// i32 r); a float argument of rank 4 named in kUnreadKey has NaN in its unread rows.
+/// Argument i uses a seed derived from `seed` and i, a parameter one derived from
 /// `seed` and its name (so dropping parameters or appending arguments keeps the other
 /// values). Precondition: `m` has a function @main; its argument types and the parameter
 /// types are static.
