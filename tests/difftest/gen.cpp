@@ -1577,7 +1577,8 @@ class FuncGen {
     } else {
       const int r = rng_.below(10);
       const ElemKind kind = r < 6 ? ElemKind::F32 : r < 8 ? ElemKind::F16 : ElemKind::BF16;
-      std::int64_t l = rng_.range(1, 3), cap = rng_.range(1, 9), hkv = rng_.range(1, 2), d = std::min<std::int64_t>(wide_dim(), 24);
+      std::int64_t l = rng_.range(1, 3), cap = rng_.chance(0.25) ? rng_.range(10, 24) : rng_.range(1, 9),
+                   hkv = rng_.range(1, 2), d = std::min<std::int64_t>(wide_dim(), 24);
       while (l * cap * hkv * d > sh_.opt.max_elements) cap = std::max<std::int64_t>(1, cap / 2), d = std::max<std::int64_t>(1, d - 1);
       const Type ct = static_type(kind, {l, cap, hkv, d});
       auto cache_arg = [&](std::size_t& root) {
@@ -1594,10 +1595,11 @@ class FuncGen {
     const ElemKind kind = ct.elem;
     const std::int64_t l = ct.shape[0].extent, cap = ct.shape[1].extent, hkv = ct.shape[2].extent,
                        d = ct.shape[3].extent;
-    const std::int64_t m = rng_.range(1, static_cast<int>(std::min<std::int64_t>(3, cap)));
+    const std::int64_t m = rng_.range(1, static_cast<int>(std::min<std::int64_t>(rng_.chance(0.2) ? 6 : 3, cap)));
     const ValueId pos = pos_arg(cap - m);
     const std::int64_t layer = rng_.below(static_cast<int>(l));
-    const std::int64_t hq = hkv * rng_.range(1, 3);
+    std::int64_t hq = hkv * rng_.range(1, 3);
+    while (hq > hkv && m * hq * d > sh_.opt.max_elements) hq -= hkv;
     const bool write = rng_.chance(0.8);
     const bool attend = !write || rng_.chance(0.85);
     const bool rotate = d % 2 == 0 && rng_.chance(0.6);
