@@ -1318,6 +1318,12 @@ class FuncGen {
 
   // ------------------------------------------------------------------ decoder ops
 
+  // A pos operand or gather ids, and the largest value they take (the smallest is 0).
+  struct Ranged {
+    ValueId id;
+    std::int64_t hi = 0;
+  };
+
   // A named i32 argument of @main that make_inputs draws from [lo, hi] (kRangesKey).
   ValueId ranged_arg(Type t, const char* prefix, std::int64_t lo, std::int64_t hi) {
     std::string name = prefix + std::to_string(sh_.ranges.size());
@@ -1327,23 +1333,29 @@ class FuncGen {
     return a;
   }
 
-  // A pos argument (i32 scalar) whose values lie in [0, hi] with hi <= max_hi: mostly one
-  // made before (ops of one program share pos, as a decoder step does), else a new one.
-  ValueId pos_arg(std::int64_t max_hi) {
+  // A pos operand (i32 scalar) whose values lie in [0, hi] with hi <= max_hi, and that hi:
+  // mostly a pos argument made before (ops of one program share pos, as a decoder step
+  // does), else a new one; sometimes a constant, or an argument plus a constant (the next
+  // step's position).
+  Ranged pos_arg(std::int64_t max_hi) {
     std::vector<std::size_t> fit;
     for (std::size_t i = 0; i < pos_args_.size(); ++i)
       if (pos_args_[i].hi <= max_hi) fit.push_back(i);
-    if (!fit.empty() && rng_.chance(0.75)) return pos_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]].id;
+    const int r = rng_.below(20);
+    if (r == 0) {
+      const std::int64_t v = rng_.range(0, static_cast<int>(max_hi));
+      return Ranged{constant(Type{ElemKind::I32, {}}, {static_cast<double>(v)}), v};
+    }
+    if (r == 1 && !fit.empty()) {
+      const Ranged p = pos_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]];
+      const std::int64_t k = rng_.range(0, static_cast<int>(max_hi - p.hi));
+      return Ranged{make1(Op::Add, {p.id, constant(Type{ElemKind::I32, {}}, {static_cast<double>(k)})}), p.hi + k};
+    }
+    if (!fit.empty() && rng_.chance(0.75)) return pos_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]];
     std::int64_t hi = rng_.range(0, static_cast<int>(max_hi));
     ValueId p = ranged_arg(Type{ElemKind::I32, {}}, "pos", 0, hi);
     pos_args_.push_back(Ranged{p, hi});
-    return p;
-  }
-
-  std::int64_t pos_hi(ValueId pos) const {
-    for (const Ranged& p : pos_args_)
-      if (p.id == pos) return p.hi;
-    TERNJIT_UNREACHABLE("difftest: not a pos argument");
+    return pos_args_.back();
   }
 
   // An f32 value of static shape `dims`: a pool value of that many elements or more (the
@@ -1407,6 +1419,16 @@ class FuncGen {
       if (ids_args_[i].hi < v && numel_bound(type(ids_args_[i].id)) * d <= sh_.opt.max_elements) fit.push_back(i);
     if (!fit.empty() && rng_.chance(0.3)) {
       ids = ids_args_[fit[static_cast<std::size_t>(rng_.below(static_cast<int>(fit.size())))]].id;
+      const Type it = type(ids);
+      if (it.rank() >= 1 && rng_.chance(0.4)) {  // part of it, or flattened: the values stay in range
+        if (rng_.chance(0.5)) {
+          const auto e = static_cast<int>(it.shape[0].extent);
+          const int start = rng_.range(0, e - 1);
+          ids = make1(Op::Slice, {ids}, ir::SliceAttrs{0, start, rng_.range(1, e - start)});
+        } else {
+          ids = make1(Op::Reshape, {ids}, ir::NoAttrs{}, {static_type(ElemKind::I32, {*it.static_numel()})});
+        }
+      }
     } else {
       std::vector<std::int64_t> shape = random_dims(rng_.below(3));
       while (!shape.empty() && numel_bound(static_type(ElemKind::I32, shape)) * d > sh_.opt.max_elements) shape.pop_back();
@@ -1547,7 +1569,7 @@ class FuncGen {
     }) : std::nullopt;
     Val x = idx ? use(*idx)
                 : shaped({rng_.range(1, 4), rng_.range(1, 3), 2 * rng_.range(1, rng_.chance(0.3) ? 16 : 4)}, false);
-    const ValueId pos = pos_arg(kPosMax);
+    const ValueId pos = pos_arg(kPosMax).id;
     const ir::RopeAttrs a = random_rope();
     rope_of(x, pos, a);
     if (rng_.chance(0.15)) {  // the same operands in the other mode: no CSE candidate
@@ -1559,7 +1581,7 @@ class FuncGen {
 
   void causal_softmax() {
     Val x = tame(rng_.chance(0.3) ? shaped({rng_.range(1, 3), rng_.range(1, 4), wide_dim()}, false) : need_float(2), kGrowLimit);
-    push(make1(Op::CausalSoftmax, {x.id, pos_arg(kPosMax)}), 1, x.depth + 1);
+    push(make1(Op::CausalSoftmax, {x.id, pos_arg(kPosMax).id}), 1, x.depth + 1);
   }
 
   // One decoder attention step on a pair of KV caches [L, C, HKV, D] (arguments of
@@ -1596,7 +1618,8 @@ class FuncGen {
     const std::int64_t l = ct.shape[0].extent, cap = ct.shape[1].extent, hkv = ct.shape[2].extent,
                        d = ct.shape[3].extent;
     const std::int64_t m = rng_.range(1, static_cast<int>(std::min<std::int64_t>(rng_.chance(0.2) ? 6 : 3, cap)));
-    const ValueId pos = pos_arg(cap - m);
+    const Ranged pos_range = pos_arg(cap - m);
+    const ValueId pos = pos_range.id;
     const std::int64_t layer = rng_.below(static_cast<int>(l));
     std::int64_t hq = hkv * rng_.range(1, 3);
     while (hq > hkv && m * hq * d > sh_.opt.max_elements) hq -= hkv;
@@ -1641,7 +1664,7 @@ class FuncGen {
     const CachePair& read = write && rng_.chance(0.15) ? c : next;
     // Rows [0, pos + m] are read, pos <= its range's hi: later rows of the arguments the
     // caches come from may be NaN (make_inputs, kUnreadKey).
-    const std::int64_t reads = pos_hi(pos) + m;
+    const std::int64_t reads = pos_range.hi + m;
     for (std::size_t root : {read.root_k, read.root_v}) sh_.unread[root].lo = std::max(sh_.unread[root].lo, reads);
     ValueId att = make1(Op::Attention, {q.id, read.k, read.v, pos}, ir::AttentionAttrs{layer, scale});
     push(att, read.vb, std::max({q.depth, read.kd, read.vd}) + 1);
@@ -1794,11 +1817,6 @@ class FuncGen {
   const HelperInfo* helper_;
   bool main_ = false;  // building @main (the only function with ranged arguments)
   ir::BlockId entry_;
-  // A ranged argument: pos (i32[], values in [0, hi]) or gather ids (values in [0, hi]).
-  struct Ranged {
-    ValueId id;
-    std::int64_t hi = 0;
-  };
   // One version of a pair of KV caches: arguments, or what kv_write made of them.
   struct CachePair {
     ValueId k, v;
