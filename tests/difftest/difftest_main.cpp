@@ -3,7 +3,7 @@
 //
 //   difftest [--programs N] [--seed S] [--inputs K] [--levels O1,O2] [--passes a,b]
 //            [--target T[,T...]|all] [--except T[,T...]] [--threads N] [--min-checked C] [--file F.tir]...
-//            [--minimize] [--free-quant] [--decoder-share P]
+//            [--minimize] [--free-quant] [--decoder-share P] [--max-elements E]
 //            [--max-reports R] [--print] [--verbose]
 //
 // Program i has seed S + i and is checked on input seeds 1..K against each level's
@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   bool minimize = false;
   bool free_quant = false;
   double decoder_share = -1;  // the default of the mode's GenOptions
+  std::int64_t max_elements = difftest::GenOptions{}.max_elements;
   int max_reports = 3;
   bool verbose = false;
   bool print = false;
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
                  "share of the programs using the decoder ops, 0 to 1 (default 0.25, with --target 0.15; 1: every "
                  "program)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-elements", max_elements,
+                 "largest element count of a generated tensor (default 512; the tolerances are argued for 512)")
+      ->check(CLI::Range(16, 1 << 20));
   app.add_option("--max-reports", max_reports, "print the IR of at most this many failing programs (default 3)");
   app.add_flag("--print", print, "print every program and its optimization by each level");
   app.add_flag("--verbose", verbose, "print each program's seed before checking it (to find a crashing one)");
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
   difftest::GenOptions gen = target_text.empty() ? difftest::GenOptions{} : difftest::target_gen_options();
   gen.strict_quant = !free_quant;
   if (decoder_share >= 0) gen.decoder_share = decoder_share;
+  gen.max_elements = max_elements;
   int passed = 0, failed = 0, reports = 0;
   // Per target: programs it refused as Unsupported, by reason.
   std::map<std::string, std::map<std::string, int>> refused;
