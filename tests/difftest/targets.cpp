@@ -2,6 +2,7 @@
 // targets.cpp - the differential test across targets: engines against the reference interpreter.
 #include "tests/difftest/targets.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -92,8 +93,68 @@ Result<std::vector<TargetConfig>> select_targets(std::span<const TargetConfig> a
   return out;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> kv_in_place_pairs(const ir::Module& m) {
+  std::vector<std::pair<std::size_t, std::size_t>> pairs;
+  const ir::Function* f = m.find_function(kMainFunction);
+  if (f == nullptr || f->blocks().size() != 1) return pairs;
+  const std::vector<ir::InstId> order(f->insts(f->entry()).begin(), f->insts(f->entry()).end());
+  if (order.empty() || f->inst(order.back()).op != ir::Op::Ret) return pairs;
+  // The positions of the instructions reading each value (once per operand slot).
+  std::vector<std::vector<std::size_t>> readers(f->num_values());
+  for (std::size_t p = 0; p < order.size(); ++p)
+    for (ir::ValueId o : f->inst(order[p]).operands) readers[o.index].push_back(p);
+  auto is_kv_write = [&](std::size_t p) { return f->inst(order[p]).op == ir::Op::KvWrite; };
+  auto position = [&](ir::InstId i) {
+    return static_cast<std::size_t>(std::find(order.begin(), order.end(), i) - order.begin());
+  };
+  const std::span<const ir::ValueId> args = f->args();
+  const std::vector<ir::ValueId>& rets = f->inst(order.back()).operands;
+  std::vector<bool> arg_taken(args.size(), false);
+  for (std::size_t j = 0; j < rets.size(); ++j) {
+    const ir::ValueId last = rets[j];
+    // Returned once, read by no other kv_write.
+    std::size_t ret_reads = 0;
+    bool ok = true;
+    for (std::size_t p : readers[last.index]) {
+      if (p == order.size() - 1) ++ret_reads;
+      else ok = ok && !is_kv_write(p);
+    }
+    ok = ok && ret_reads == 1;
+    ir::ValueId cur = last;
+    bool any_write = false;
+    while (ok) {
+      const ir::ValueData& d = f->value(cur);
+      if (d.def == ir::ValueDef::BlockArg) break;
+      if (f->inst(d.inst).op != ir::Op::KvWrite) {
+        ok = false;
+        break;
+      }
+      any_write = true;
+      const std::size_t w = position(d.inst);
+      const ir::ValueId prev = f->inst(d.inst).operands[0];
+      if (f->value(prev).def == ir::ValueDef::BlockArg) {
+        ok = readers[prev.index].size() == 1;  // only this write reads the argument
+      } else {
+        std::size_t next_writes = 0;
+        for (std::size_t p : readers[prev.index]) {
+          if (p == w) ++next_writes;
+          else ok = ok && p < w && !is_kv_write(p);
+        }
+        ok = ok && next_writes == 1;
+      }
+      cur = prev;
+    }
+    if (!ok || !any_write) continue;
+    const std::size_t i = f->value(cur).index;
+    if (arg_taken[i]) continue;
+    arg_taken[i] = true;
+    pairs.emplace_back(i, j);
+  }
+  return pairs;
+}
+
 Result<std::vector<ir::HostTensor>> run_on_target(const TargetConfig& config, const ir::Module& m,
-                                                  const Inputs& inputs) {
+                                                  const Inputs& inputs, bool in_place) {
   EngineOptions o;
   o.target = config.target;
   o.target_options = config.target_options;
@@ -122,10 +183,18 @@ Result<std::vector<ir::HostTensor>> run_on_target(const TargetConfig& config, co
   }
   for (std::size_t i = 0; i < out_bytes.size(); ++i)
     outs.push_back(TensorView{out_bytes[i].data(), kernel->outputs()[i].kind, kernel->outputs()[i].shape});
+  // One buffer as argument i and result j: the result is read back from the argument's bytes.
+  std::vector<std::vector<std::uint8_t>*> result_bytes;
+  for (auto& b : out_bytes) result_bytes.push_back(&b);
+  if (in_place)
+    for (auto [i, j] : kv_in_place_pairs(m)) {
+      outs[j].data = arg_bytes[i].data();
+      result_bytes[j] = &arg_bytes[i];
+    }
   TERNJIT_TRY_VOID(kernel->run(args, outs));
   std::vector<ir::HostTensor> result;
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(outs[i].kind, outs[i].shape, out_bytes[i]));
+    TERNJIT_TRY(ir::HostTensor t, ir::HostTensor::from_bytes(outs[i].kind, outs[i].shape, *result_bytes[i]));
     result.push_back(std::move(t));
   }
   return result;
@@ -140,6 +209,7 @@ CheckReport check_targets(const ir::Module& m, std::span<const TargetConfig> tar
     rep.original_error = ref.error;
     return rep;
   }
+  const bool in_place = !kv_in_place_pairs(m).empty();
   for (const TargetConfig& t : targets) {
     for (std::size_t s = 0; s < input_seeds.size(); ++s) {
       auto r = run_on_target(t, m, ref.inputs[s]);
@@ -154,6 +224,13 @@ CheckReport check_targets(const ir::Module& m, std::span<const TargetConfig> tar
       std::optional<std::string> verdict =
           r.ok() ? compare_target_results(ref.expected[s], *r, bounds, tol) : "target failed: " + one_line(render(r.error()));
       if (verdict) rep.failures.push_back(Failure{t.name, input_seeds[s], *verdict, {}});
+      if (in_place) {  // the same with the caches updated in place
+        ++rep.runs;
+        auto p = run_on_target(t, m, ref.inputs[s], true);
+        std::optional<std::string> v = p.ok() ? compare_target_results(ref.expected[s], *p, bounds, tol)
+                                              : "target failed: " + one_line(render(p.error()));
+        if (v) rep.failures.push_back(Failure{t.name + " in place", input_seeds[s], *v, {}});
+      }
     }
   }
   return rep;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.h"
@@ -41,11 +42,21 @@ std::vector<TargetConfig> available_targets(std::vector<std::string>* skipped = 
 /// comma-separated `names` ("x86" selects every ISA cap); an unknown name is an error.
 Result<std::vector<TargetConfig>> select_targets(std::span<const TargetConfig> all, const std::string& names);
 
+/// The (argument i, result j) pairs of @main that the KV cache convention (docs/bitnet.md)
+/// lets a caller pass as one buffer, updated in place: result j is the last of a chain of
+/// kv_write that starts at argument i, argument i is read by the chain's first kv_write
+/// only, each cache between two writes is read by nothing but earlier non-kv_write
+/// instructions and the next write, and result j is returned once and read by no other
+/// kv_write. Single-block @main only; each argument and result in one pair at most.
+std::vector<std::pair<std::size_t, std::size_t>> kv_in_place_pairs(const ir::Module& m);
+
 /// Runs @main of `m` on `config` with the inputs: compile (cache off), bind every
-/// parameter, specialize on the inputs, run into outputs poisoned with NaN first. Errors
-/// are the engine's.
+/// parameter, specialize on the inputs, run into outputs poisoned with NaN first. With
+/// `in_place`, result j of each kv_in_place_pairs pair (i, j) is written into a copy of
+/// argument i's buffer passed as both (the decoder's in-place cache update) instead.
+/// Errors are the engine's.
 Result<std::vector<ir::HostTensor>> run_on_target(const TargetConfig& config, const ir::Module& m,
-                                                  const Inputs& inputs);
+                                                  const Inputs& inputs, bool in_place = false);
 
 /// The float tolerance of the target comparison. An element agrees when
 /// |actual - expected| <= atol * max(1, bound) + rtol * |expected| (bound: the
@@ -93,7 +104,9 @@ std::optional<std::string> compare_target_results(const std::vector<ir::HostTens
                                                   const std::vector<double>& bounds, const TargetTolerance& tol = {});
 
 /// Compares every target with the interpreter on each input seed. Failure::level names
-/// the target configuration. An interpreter error on `m` is CheckReport::original_error.
+/// the target configuration. A program with kv_in_place_pairs runs a second time per
+/// target and seed with those caches in place (Failure::level "<target> in place"). An
+/// interpreter error on `m` is CheckReport::original_error.
 /// A target whose engine answers Unsupported (check_supported refused an op of the
 /// optimized program) is listed in CheckReport::unsupported instead: not its program,
 /// neither a run nor a failure.

@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "ir/interpret.h"
+#include "ir/parse.h"
 #include "ir/print.h"
 #include "tests/difftest/targets.h"
 
@@ -54,7 +58,7 @@ TEST_CASE("check_targets runs programs through an engine and reports its errors 
     ir::Module m = generate_program(seed, target_gen_options());
     CheckReport r = check_targets(m, std::span(&reference, 1), kSeeds);
     CHECK(r.original_error.empty());
-    CHECK(r.runs == 2);
+    CHECK(r.runs == (kv_in_place_pairs(m).empty() ? 2 : 4));  // a cache in place: a second run per seed
     CHECK_MESSAGE(r.failures.empty(), (r.failures.empty() ? "" : r.failures[0].message));
   }
   const TargetConfig bogus{"bogus", "no-such-target", "", 1};
@@ -62,6 +66,74 @@ TEST_CASE("check_targets runs programs through an engine and reports its errors 
   REQUIRE(r.failures.size() == 2);
   CHECK(r.failures[0].level == "bogus");
   CHECK(r.failures[0].message.find("target failed") == 0);
+}
+
+// A decoder step of two layers (tests/unit/engine/kv_in_place_test.cpp): the cache argument
+// %kc is written at layer 0, read, written at layer 1 and returned as result 0.
+constexpr const char* kChain = R"(meta "difftest.ranges" = "pos:0:4"
+func @main(%x: f32[2, 1, 4], %pos: i32[], %kc: f32[2, 6, 1, 4]) -> (f32[2, 6, 1, 4], f32[2, 1, 4]) {
+^entry:
+  %k0 = kv_write %kc, %x, %pos {layer = 0} : f32[2, 6, 1, 4]
+  %a0 = attention %x, %k0, %k0, %pos {layer = 0, scale = 0.5} : f32[2, 1, 4]
+  %k1 = kv_write %k0, %a0, %pos {layer = 1} : f32[2, 6, 1, 4]
+  %a1 = attention %a0, %k1, %k1, %pos {layer = 1, scale = 0.5} : f32[2, 1, 4]
+  ret %k1, %a1
+}
+)";
+
+ir::Module parse(const std::string& text) {
+  auto m = ir::parse_module(text, "kv.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? std::string() : render(m.error())));
+  return std::move(m.value());
+}
+
+TEST_CASE("kv_in_place_pairs: the caches the KV convention lets a caller pass as one buffer") {
+  using Pairs = std::vector<std::pair<std::size_t, std::size_t>>;
+  CHECK(kv_in_place_pairs(parse(kChain)) == Pairs{{2, 0}});
+  const std::string head = "func @main(%x: f32[2, 1, 4], %pos: i32[], %kc: f32[2, 6, 1, 4]) -> ";
+  // The argument is read by an attention too: never written.
+  CHECK(kv_in_place_pairs(parse(head + "(f32[2, 6, 1, 4], f32[2, 1, 4]) {\n^entry:\n"
+                                       "  %s = attention %x, %kc, %kc, %pos {layer = 1, scale = 0.5} : f32[2, 1, 4]\n"
+                                       "  %k0 = kv_write %kc, %s, %pos {layer = 0} : f32[2, 6, 1, 4]\n"
+                                       "  ret %k0, %s\n}\n"))
+            .empty());
+  // Two writes of one argument (a fork), and the cache before the second write read after it.
+  CHECK(kv_in_place_pairs(parse(head + "(f32[2, 6, 1, 4], f32[2, 6, 1, 4]) {\n^entry:\n"
+                                       "  %k0 = kv_write %kc, %x, %pos {layer = 0} : f32[2, 6, 1, 4]\n"
+                                       "  %k1 = kv_write %kc, %x, %pos {layer = 1} : f32[2, 6, 1, 4]\n"
+                                       "  ret %k0, %k1\n}\n"))
+            .empty());
+  CHECK(kv_in_place_pairs(parse(head + "(f32[2, 6, 1, 4], f32[2, 1, 4]) {\n^entry:\n"
+                                       "  %k0 = kv_write %kc, %x, %pos {layer = 0} : f32[2, 6, 1, 4]\n"
+                                       "  %k1 = kv_write %k0, %x, %pos {layer = 1} : f32[2, 6, 1, 4]\n"
+                                       "  %a = attention %x, %k0, %k0, %pos {layer = 0, scale = 0.5} : f32[2, 1, 4]\n"
+                                       "  ret %k1, %a\n}\n"))
+            .empty());
+  // Returned twice: one buffer cannot be two results.
+  CHECK(kv_in_place_pairs(parse(head + "(f32[2, 6, 1, 4], f32[2, 6, 1, 4]) {\n^entry:\n"
+                                       "  %k0 = kv_write %kc, %x, %pos {layer = 0} : f32[2, 6, 1, 4]\n"
+                                       "  ret %k0, %k0\n}\n"))
+            .empty());
+}
+
+TEST_CASE("check_targets runs a program with a cache to update in place twice: distinct buffers and one buffer") {
+  const ir::Module m = parse(kChain);
+  std::vector<TargetConfig> targets = {TargetConfig{"reference", "reference", "", 1}};
+  for (const TargetConfig& t : available_targets())
+    if (t.name == "llvm" || t.name == "x86/avx2") targets.push_back(t);
+  for (const TargetConfig& t : targets) {
+    CAPTURE(t.name);
+    CheckReport r = check_targets(m, std::span(&t, 1), kSeeds);
+    CHECK(r.original_error.empty());
+    CHECK(r.runs == 4);
+    CHECK_MESSAGE(r.failures.empty(), (r.failures.empty() ? "" : r.failures[0].level + ": " + r.failures[0].message));
+    // The in-place run gives the interpreter's cache: the rows written and the rows kept.
+    auto got = run_on_target(t, m, make_inputs(m, 1), true);
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? std::string() : got.error().message));
+    auto want = ir::interpret(m, "main", make_inputs(m, 1).args, {});
+    REQUIRE(want.ok());
+    CHECK_FALSE(compare_target_results(*want, *got, {}).has_value());
+  }
 }
 
 TEST_CASE("available_targets: x86 at each ISA cap this CPU runs, then the other targets; select by name") {
