@@ -1785,14 +1785,16 @@ class FuncGen {
     if (rng_.chance(0.1)) outs.push_back(outs[0]);
     if (rng_.chance(0.05)) outs.push_back(pool_[0]);
     if (rng_.chance(0.05)) outs.push_back(Val{param(static_type(ElemKind::F32, {2})), 1, 0, 1});
-    // The caches kv_write made that nothing reads: a decoder step returns them.
+    // The caches kv_write made that no later kv_write writes on (attention may have read
+    // them): a decoder step returns its caches, which the caller may update in place.
     if (!written_.empty()) {
-      std::vector<bool> read(f_.num_values(), false);
+      std::vector<bool> rewritten(f_.num_values(), false);
       for (ir::BlockId b : f_.blocks())
         for (ir::InstId i : f_.insts(b))
-          for (ValueId o : f_.inst(i).operands) read[o.index] = true;
+          if (f_.inst(i).op == Op::KvWrite) rewritten[f_.inst(i).operands[0].index] = true;
       for (const Val& w : written_)
-        if (!read[w.id.index]) outs.push_back(w);
+        if (!rewritten[w.id.index] && std::none_of(outs.begin(), outs.end(), [&](const Val& o) { return o.id == w.id; }))
+          outs.push_back(w);
     }
     std::vector<ValueId> ids;
     std::vector<Type> types;
