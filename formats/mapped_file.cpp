@@ -99,19 +99,25 @@ Error write_error(const std::string& what, const std::string& path, int err) {
 
 }  // namespace
 
-Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+Result<ExclusiveTemp> create_temp_beside(const std::string& path) {
   // O_EXCL makes the temporary ours alone; the pid separates processes and the attempt
   // number separates concurrent writers of the same path within one process.
-  std::string temp;
-  int fd = -1;
+  ExclusiveTemp t;
   int open_err = 0;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    open_err = fd < 0 ? errno : 0;
-    if (fd < 0 && open_err != EEXIST) break;
+  for (int attempt = 0; attempt < 100 && t.fd < 0; ++attempt) {
+    t.path = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    open_err = t.fd < 0 ? errno : 0;
+    if (t.fd < 0 && open_err != EEXIST) break;
   }
-  if (fd < 0) return write_error("create a temporary file for", path, open_err);
+  if (t.fd < 0) return write_error("create a temporary file for", path, open_err);
+  return t;
+}
+
+Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+  TERNJIT_TRY(const ExclusiveTemp tf, create_temp_beside(path));
+  const int fd = tf.fd;
+  const std::string& temp = tf.path;
   int err = write_all(fd, bytes);
   // fsync before rename: otherwise a crash can leave the new name pointing at an
   // empty or partial file on some file systems.

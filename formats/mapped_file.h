@@ -28,4 +28,12 @@ Result<ir::SharedBytes> map_file(const std::string& path);
 /// failure. Errors: IoError naming the path and the system's reason.
 Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes);
 
+/// The temporary file write_file_atomic writes through, for a writer that streams: created
+/// exclusively beside `path` ("<path>.tmp.<pid>.<n>"), open for writing (fd, close-on-exec).
+struct ExclusiveTemp {
+  int fd = -1;
+  std::string path;
+};
+Result<ExclusiveTemp> create_temp_beside(const std::string& path);
+
 }  // namespace ternjit::formats

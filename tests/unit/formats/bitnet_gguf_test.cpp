@@ -193,6 +193,28 @@ TEST_CASE("bitnet config: what cannot be written or read is refused by name") {
   CHECK(formats::check_bitnet_config(BitNetConfig::b2b4t()).ok());
 }
 
+TEST_CASE("write_gguf_streamed: a tensor whose bytes cannot be made leaves no file and no temporary behind") {
+  TempFile file("fails.gguf");
+  formats::GgufTensorSource ok{"a", formats::GgufTensorType::F32, {4}, [](std::span<std::uint8_t> b) -> Result<void> {
+                                 std::fill(b.begin(), b.end(), 0);
+                                 return success();
+                               }};
+  formats::GgufTensorSource bad{"b", formats::GgufTensorType::F32, {4}, [](std::span<std::uint8_t>) -> Result<void> {
+                                  return make_error(ErrorCode::InvalidArgument, "no bytes for b");
+                                }};
+  const formats::GgufTensorSource ts[] = {ok, bad};
+  auto r = formats::write_gguf_streamed(file.path, {}, ts);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("no bytes for b") != std::string::npos);
+  CHECK(!std::filesystem::exists(file.path));
+  const std::string stem = std::filesystem::path(file.path).filename().string();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file.path).parent_path()))
+    CHECK_MESSAGE(e.path().filename().string().rfind(stem, 0) != 0, "left behind: " << e.path());
+  const formats::GgufTensorSource good[] = {ok};
+  REQUIRE(formats::write_gguf_streamed(file.path, {}, good).ok());
+  CHECK(formats::read_gguf(file.path).ok());
+}
+
 TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, absent is relu2, others are refused") {
   BitNetConfig c = BitNetConfig::tiny();
   c.silu = true;
