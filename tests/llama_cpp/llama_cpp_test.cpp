@@ -52,15 +52,9 @@ struct TempDir {
 constexpr std::int64_t kContext = 64;
 const std::vector<std::int32_t> kIds = {1, 7, 13, 2, 45, 33, 8, 21, 3};
 
+// 2 blocks, E 256, 4/2 heads of 64, F 512, V 50.
 BitNetConfig tiny(BitNetActivation act) {
-  BitNetConfig c;
-  c.blocks = 2;
-  c.hidden = 256;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn = 512;
-  c.vocab = 50;
-  c.context = kContext;
+  BitNetConfig c{2, 256, 4, 2, 512, 50, kContext};
   c.ffn_activation = act;
   return c;
 }
