@@ -22,6 +22,13 @@ namespace ternjit::formats {
 /// examined or read ("cannot read 'w.st': Is a directory").
 Result<ir::SharedBytes> map_file(const std::string& path);
 
+/// Drops this process's resident pages of `bytes` when they lie inside a live map_file
+/// mapping (the whole pages inside the span; madvise MADV_DONTNEED): for a caller that has
+/// converted or copied them and will rarely read them again. Reading them later is correct
+/// (they fault in again from the file); bytes not from map_file (heap, a read() fallback)
+/// are left alone. Returns the number of bytes released.
+std::size_t release_mapped_pages(std::span<const std::uint8_t> bytes);
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it (created exclusively:
 /// "<path>.tmp.<pid>.<n>"), fsync, then rename over `path`, so readers (and mappings of
 /// the old file) see either the old or the whole new file. The temporary is removed on
