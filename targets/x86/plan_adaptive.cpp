@@ -58,8 +58,18 @@ void SplitChooser::end(const Call& c, std::int64_t ns, bool forked, std::int64_t
       // older window is not trusted against today's parallel one) and a small step.
       want_serial = c.probe && c.serial && p > 0 && p < max_parallel_ns && s > 0 && s < p;
     }
+    // The next window: the period doubles while the choice holds, up to what keeps the
+    // probes' cost (kProbeCalls calls the slower way, |p - s| each) at kProbeCostPercent
+    // of the calls in between; close estimates (a probe costs ~nothing, and the choice
+    // is the least certain) keep the windows frequent, so a pool whose speed changes
+    // (its second core taken or freed by other work) is followed within tens of calls.
+    std::uint32_t cap = kMaxPeriod;
+    if (p > 0 && s > 0) {
+      const std::int64_t need = kProbeCalls * 100 / kProbeCostPercent * (p > s ? p - s : s - p) / std::min(p, s);
+      cap = static_cast<std::uint32_t>(std::clamp<std::int64_t>(need, kMinPeriod, kMaxPeriod));
+    }
     const std::uint32_t period = period_.load(kRelaxed);
-    const std::uint32_t next_period = want_serial == was_serial ? std::min(period * 2, kMaxPeriod) : kMinPeriod;
+    const std::uint32_t next_period = want_serial == was_serial ? std::min(period * 2, cap) : kMinPeriod;
     std::uint64_t expected = c.window;
     if (next_window_.compare_exchange_strong(expected, c.n + 1 + next_period, kRelaxed)) {
       period_.store(next_period, kRelaxed);

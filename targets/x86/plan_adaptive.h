@@ -13,8 +13,12 @@
 //     step is never run serially to find out), parallel probes while serial is;
 //   - at the end of each window the lower of the two estimates (median of the last
 //     kWindow samples of each way) wins; the next window comes `period` calls later, the
-//     period doubling from kMinPeriod to kMaxPeriod while the choice holds and falling
-//     back to kMinPeriod when it flips, so a pool that changes behaviour is followed.
+//     period doubling from kMinPeriod while the choice holds and falling back to
+//     kMinPeriod when it flips, so a pool that changes behaviour is followed. It grows
+//     at most to what keeps the probes' cost under kProbeCostPercent of the step's time
+//     (kProbeCalls x |parallel - serial| per window), and never past kMaxPeriod: two
+//     ways that measure alike are re-checked every kMinPeriod calls at no cost, a step
+//     that halves on 2 threads every ~300 calls.
 // The parallel probes run back to back, so a pool whose threads sleep between calls (a
 // serial stretch) but stay awake between parallel calls shows its awake cost in the
 // median, and one that sleeps every time shows that.
@@ -36,6 +40,7 @@ class SplitChooser {
   static constexpr int kProbeCalls = 3;         ///< calls per probe window
   static constexpr std::uint64_t kFirstProbe = 4;  ///< the first window's first call
   static constexpr std::uint32_t kMinPeriod = 16, kMaxPeriod = 1024;
+  static constexpr std::int64_t kProbeCostPercent = 1;  ///< the probes' share of the time, at most
 
   /// How one call runs.
   struct Call {

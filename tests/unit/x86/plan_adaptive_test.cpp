@@ -52,30 +52,53 @@ Counts drive(SplitChooser& ch, int calls, std::int64_t par_ns, std::int64_t ser_
   return n;
 }
 
-TEST_CASE("adaptive split: a step faster inline goes serial after the first probe window, parallel probes stay rare") {
+TEST_CASE("adaptive split: a step faster inline goes serial after the first probe window, parallel probes cost <= 1%") {
   SplitChooser ch;
   CHECK(!ch.prefers_serial());
   const Counts first = drive(ch, static_cast<int>(SplitChooser::kFirstProbe) + SplitChooser::kProbeCalls, 100'000, 30'000);
   CHECK(ch.prefers_serial());
   CHECK(first.serial == SplitChooser::kProbeCalls);  // the probes; the calls before them ran on the pool
-  // 4000 calls more: parallel probe windows only (periods 32, 64, ... 1024): 3 calls each.
-  const Counts later = drive(ch, 4000, 100'000, 30'000);
+  drive(ch, 4000, 100'000, 30'000);
   CHECK(ch.prefers_serial());
-  CHECK(later.parallel <= 10 * SplitChooser::kProbeCalls);
-  CHECK(later.serial >= 4000 - 10 * SplitChooser::kProbeCalls);
-  CHECK(ch.period() == SplitChooser::kMaxPeriod);
+  // Settled: windows of 3 parallel probes (70 us more each) every 300 * 70 / 30 = 700 calls.
+  CHECK(ch.period() == 700);
+  const Counts later = drive(ch, 10000, 100'000, 30'000);
+  CHECK(ch.prefers_serial());
+  const double extra = later.parallel * 70'000.0, chosen = 10000 * 30'000.0;
+  CHECK(later.parallel >= SplitChooser::kProbeCalls);  // it keeps checking
+  CHECK(extra <= 0.011 * chosen);
   CHECK(ch.serial_estimate() == 30'000);
   CHECK(ch.parallel_estimate() == 100'000);
 }
 
-TEST_CASE("adaptive split: a step faster on the pool stays parallel, serial probes every period up to 1024 calls") {
+TEST_CASE("adaptive split: a step faster on the pool stays parallel, serial probes cost <= 1%") {
   SplitChooser ch;
-  const Counts c = drive(ch, 6000, 30'000, 60'000, 1000);
+  drive(ch, 4000, 30'000, 60'000);
+  CHECK(ch.period() == 300);  // 300 * (60 - 30) / 30
+  const Counts c = drive(ch, 10000, 30'000, 60'000);
   CHECK(!ch.prefers_serial());
-  CHECK(ch.period() == SplitChooser::kMaxPeriod);
-  // Calls 1000..5999: a window of 3 serial probes at most every 1024 calls (5 windows + 1).
-  CHECK(c.serial <= 6 * SplitChooser::kProbeCalls);
-  CHECK(c.serial >= SplitChooser::kProbeCalls);  // it keeps checking
+  CHECK(c.serial >= SplitChooser::kProbeCalls);
+  CHECK(c.serial * 30'000.0 <= 0.011 * 10000 * 30'000.0);
+  // A large gap caps the period at kMaxPeriod.
+  SplitChooser wide;
+  drive(wide, 6000, 10'000, 100'000);
+  CHECK(!wide.prefers_serial());
+  CHECK(wide.period() == SplitChooser::kMaxPeriod);
+}
+
+TEST_CASE("adaptive split: ways that measure alike are re-checked every kMinPeriod calls, so a change shows fast") {
+  SplitChooser ch;
+  drive(ch, 2000, 50'000, 51'000);
+  CHECK(!ch.prefers_serial());
+  CHECK(ch.period() == SplitChooser::kMinPeriod);
+  // The pool's second core gets taken: the pool is now slower than inline.
+  int calls = 0;
+  while (!ch.prefers_serial() && calls < 1000) {
+    drive(ch, 1, 90'000, 51'000);
+    ++calls;
+  }
+  CHECK(ch.prefers_serial());
+  CHECK(calls <= 2 * static_cast<int>(SplitChooser::kMinPeriod) + 2 * SplitChooser::kProbeCalls);
 }
 
 TEST_CASE("adaptive split: a pool that changes behaviour is followed both ways") {
