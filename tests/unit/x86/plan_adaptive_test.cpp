@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // plan_adaptive_test.cpp - a step's parallel work runs inline where its parallel runs measure slower
-// (PlanOptions::adaptive_parallel, EngineOptions::adaptive_parallel, plan_adaptive.h).
+// (PlanOptions::adaptive_parallel, plan_adaptive.h); the engine's option: tests/unit/engine/adaptive_parallel_test.cpp.
 //
-// SplitChooser is driven with synthetic times (deterministic). The plan and engine cases use a
+// SplitChooser is driven with synthetic times (deterministic). The plan cases use a
 // deliberately slow host pool: its parallel_for sleeps 500 us before running the tasks, so a
 // step of a few microseconds is 100x slower on it than inline - robust under any machine load
 // (no assertion on real speed beyond that). Every output is compared bit for bit: serial and
@@ -26,7 +26,7 @@
 #include "targets/x86/isa.h"
 #include "targets/x86/plan.h"
 #include "targets/x86/plan_adaptive.h"
-#include "tests/unit/engine/engine_testing.h"
+#include "tests/unit/engine/engine_testing.h"  // random_f32
 #include "tests/unit/x86/plan_check.h"
 #include "tests/unit/x86/x86_testing.h"
 
@@ -426,74 +426,3 @@ TEST_CASE("adaptive plan: every step kind computes the same bits inline and on 2
 
 }  // namespace
 }  // namespace ternjit::targets::x86
-
-namespace ternjit {
-namespace {
-
-// The engine's host-pool path (EngineOptions::parallel_for): a slow pool's invocations.
-std::atomic<int> g_slow_calls{0};
-void slow_parallel_for(void*, void (*task)(void*, std::int64_t), void* context, std::int64_t n) {
-  g_slow_calls.fetch_add(1);
-  std::this_thread::sleep_for(std::chrono::microseconds(500));
-  for (std::int64_t i = 0; i < n; ++i) task(context, i);
-}
-
-TEST_CASE("adaptive engine: EngineOptions::adaptive_parallel on (default) stops forking a small layer on a slow "
-          "host pool; off keeps every fork; same bits") {
-  if (!targets::x86::host_isas().avx2) {
-    MESSAGE("skipped: host lacks AVX2");
-    return;
-  }
-  std::vector<std::vector<float>> outs;
-  std::vector<int> late_forks;
-  for (bool adaptive : {true, false}) {
-    EngineOptions o;
-    o.target = "x86";
-    o.threads = 2;
-    o.cache_dir = "off";
-    o.parallel_for = &slow_parallel_for;
-    o.adaptive_parallel = adaptive;
-    auto e = Engine::create(o);
-    REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
-    Program p = testing::bitlinear(e.value());
-    testing::BitLinearWeights w(256, 512, 3);
-    w.bind(p);
-    std::vector<float> x = testing::random_f32(256, 9);
-    std::vector<float> y(512);
-    TensorView in[] = {testing::view(x, {1, 256})};
-    TensorView out[] = {testing::view(y, {1, 512})};
-    int warm = 0;
-    for (int i = 0; i < 120; ++i) {
-      if (i == 60) warm = g_slow_calls.load();
-      std::fill(y.begin(), y.end(), std::nanf(""));
-      REQUIRE(p.run("BitLinear.forward", in, out).ok());
-    }
-    late_forks.push_back(g_slow_calls.load() - warm);
-    g_slow_calls = 0;
-    outs.push_back(y);
-  }
-  MESSAGE("forks in calls 60..119: adaptive " << late_forks[0] << ", off " << late_forks[1]);
-  CHECK(late_forks[0] <= 8 * 2);  // probe windows only (a second step may fork too)
-  CHECK(late_forks[1] >= 60);
-  CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4) == 0);
-}
-
-TEST_CASE("adaptive engine: TERNJIT_ADAPTIVE_PARALLEL turns it off; other values are errors") {
-  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "0", 1);
-  auto off = EngineOptions::from_env();
-  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "1", 1);
-  auto on = EngineOptions::from_env();
-  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "yes", 1);
-  auto bad = EngineOptions::from_env();
-  ::unsetenv("TERNJIT_ADAPTIVE_PARALLEL");
-  REQUIRE(off.ok());
-  REQUIRE(on.ok());
-  CHECK(!off.value().adaptive_parallel);
-  CHECK(on.value().adaptive_parallel);
-  CHECK(EngineOptions{}.adaptive_parallel);
-  REQUIRE(!bad.ok());
-  CHECK(bad.error().message.find("TERNJIT_ADAPTIVE_PARALLEL") != std::string::npos);
-}
-
-}  // namespace
-}  // namespace ternjit
