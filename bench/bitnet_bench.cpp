@@ -13,6 +13,13 @@
 //   decode/M1/t<threads>     the whole decoder (ternjit::bitnet_tri_source, KV capacity 256): one
 //                            token at pos 128, the f16 caches updated in place
 //   prefill/M128/t<threads>  the same, 128 tokens at pos 0
+//   llama.cpp/decode/M1/t<threads>, llama.cpp/prefill/M128/t<threads>   llama.cpp (this build has
+//                            it when tools/fetch-llama-cpp ran before configuring) on the same file
+//                            and the same steps: 128 positions in its cache then one token; 128
+//                            tokens at pos 0, logits of every row as ternjit's step returns them;
+//                            vs_ternjit = llama.cpp's time / ternjit's of that step in this run.
+//                            Its FFN gate is silu whatever the file says (docs/bitnet.md): the
+//                            same cost as relu^2.
 //   head/M<m>/t<threads>     rmsnorm + the tied head `h @ transpose(token_embd)` (f16 [V, E] read as
 //                            stored, bound from the file without a copy)
 // Counters: ms per call, tok/s (M / time), GB/s of the bytes the case reads once, vs_stream =
@@ -40,6 +47,7 @@
 #include "targets/x86/ceilings.h"
 #include "ternjit/bitnet.h"
 #include "ternjit/engine.h"
+#include "tools/llama_cpp/llama_cpp_runner.h"
 
 namespace {
 
@@ -50,6 +58,7 @@ std::string g_path;
 BitNetConfig g_cfg;
 std::uint64_t g_ternary_bytes = 0, g_head_bytes = 0;
 std::map<int, double> g_stream_ms;
+std::map<std::pair<int, std::int64_t>, double> g_model_ms;  // ternjit's decode / prefill, by (threads, M)
 
 double rss_gb() {
   std::ifstream in("/proc/self/status");
@@ -179,6 +188,41 @@ void bm_model(benchmark::State& s, std::int64_t M, std::int32_t pos, int threads
   s.counters["tok/s"] = static_cast<double>(M) / ms * 1e3;
   s.counters["rss_gb"] = rss_gb();
   if (M == 1 && g_stream_ms.count(threads)) s.counters["vs_stream"] = g_stream_ms[threads] / ms;
+  g_model_ms[{threads, M}] = ms;
+}
+
+// llama.cpp on the same file (tools/llama_cpp): the same step as bm_model - M tokens at pos
+// with positions < pos in its KV cache, logits of every row (as ternjit's step returns).
+// vs_ternjit = this time / ternjit's time of the same step in this run (> 1: ternjit faster).
+void bm_llama(benchmark::State& s, std::int64_t M, std::int32_t pos, int threads) {
+  static std::map<int, llama_cpp::Model> models;
+  auto it = models.find(threads);
+  if (it == models.end()) {
+    auto m = llama_cpp::Model::load(g_path, threads, static_cast<int>(kContext));
+    if (!m.ok()) return s.SkipWithError(m.error().message.c_str());
+    it = models.emplace(threads, std::move(m.value())).first;
+  }
+  llama_cpp::Model& m = it->second;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(M)), before(static_cast<std::size_t>(pos));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(g_cfg.vocab));
+  for (std::size_t i = 0; i < before.size(); ++i) before[i] = static_cast<std::int32_t>((i * 104729) % static_cast<std::size_t>(g_cfg.vocab));
+  m.truncate(0);
+  if (pos > 0)
+    if (auto r = m.decode(before, 0, false); !r.ok()) return s.SkipWithError(r.error().message.c_str());
+  double ms = 0;
+  for (auto _ : s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = m.decode(ids, pos, true);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.ok()) return s.SkipWithError(r.error().message.c_str());
+    s.SetIterationTime(ms / 1e3);
+    m.truncate(pos);
+  }
+  s.counters["ms"] = ms;
+  s.counters["tok/s"] = static_cast<double>(M) / ms * 1e3;
+  s.counters["rss_gb"] = rss_gb();
+  if (g_model_ms.count({threads, M})) s.counters["vs_ternjit"] = ms / g_model_ms[{threads, M}];
+  if (M == 1 && g_stream_ms.count(threads)) s.counters["vs_stream"] = g_stream_ms[threads] / ms;
 }
 
 // One engine and program per thread count (x86, cache off), bound once.
@@ -259,6 +303,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (!prepare()) return 1;
+  if (llama_cpp::available()) benchmark::AddCustomContext("llama.cpp", llama_cpp::version());
+  else std::fprintf(stderr, "no llama.cpp rows: %s\n", llama_cpp::unavailable_reason().c_str());
   for (int threads : {1, 2}) {
     benchmark::RegisterBenchmark(("stream/t" + std::to_string(threads)).c_str(),
                                  [threads](benchmark::State& s) { bm_stream(s, threads); })
@@ -272,6 +318,16 @@ int main(int argc, char** argv) {
                                  [threads](benchmark::State& s) { bm_model(s, 128, 0, threads); })
         ->UseManualTime()
         ->Iterations(1);
+    if (llama_cpp::available()) {
+      benchmark::RegisterBenchmark(("llama.cpp/decode/M1/t" + std::to_string(threads)).c_str(),
+                                   [threads](benchmark::State& s) { bm_llama(s, 1, 128, threads); })
+          ->UseManualTime()
+          ->Iterations(5);
+      benchmark::RegisterBenchmark(("llama.cpp/prefill/M128/t" + std::to_string(threads)).c_str(),
+                                   [threads](benchmark::State& s) { bm_llama(s, 128, 0, threads); })
+          ->UseManualTime()
+          ->Iterations(1);
+    }
     for (std::int64_t M : {1, 128}) {
       benchmark::RegisterBenchmark(("blocks/M" + std::to_string(M) + "/t" + std::to_string(threads)).c_str(),
                                    [M, threads](benchmark::State& s) { bm_fn(s, "BitNet.blocks", M, threads); })

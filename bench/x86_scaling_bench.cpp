@@ -12,9 +12,16 @@
 //   tern_t2_host          the same 2-thread kernel on a host's pool: an OpenMP parallel
 //                         for (what EngineOptions::parallel_pool hands a kernel when the
 //                         host app owns its threads, e.g. a framework on OpenMP)
+//   plan_t2_tbb, plan_t2_host          (hot cases) the same layer as an x86 Plan of one
+//                         tmatmul step (what a Program runs), 2 threads, on the arena /
+//                         the host pool, with PlanOptions::adaptive_parallel (the engine's
+//                         default: a step whose parallel runs measure slower runs inline)
+//   plan_t2_tbb_off, plan_t2_host_off  the same plans with adaptive_parallel off (every
+//                         call forks, the behaviour before it)
 // `cold` rotates through >= 512 MiB of weight copies (DRAM), `hot` reuses one.
 // Counters (medians over the interleaved calls, us; `_min` the fastest):
 //   scaling_tbb / scaling_host = tern_t1 / tern_t2_*      (goal >= 1.85 at M >= 8)
+//   plan_tbb / plan_host (_off) = tern_t1 / plan_t2_* (_off)  (goal >= 1 everywhere)
 //   vs_probe2 = probe_t2 / tern_t2_tbb                     (goal >= 0.95 at M = 1 cold)
 //   probe_scaling = probe_t1 / probe_t2                    (how much a second core reads)
 //   vs_dot1 / vs_dot2 = the case's operations at the int8-dot ceiling of 1 / 2 threads
@@ -37,9 +44,12 @@
 #include <vector>
 
 #include "bench/tbb_parallel.h"
+#include "ir/interpret.h"
+#include "ir/parse.h"
 #include "targets/x86/ceilings.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/parallel.h"
+#include "targets/x86/plan.h"
 #include "targets/x86/tmatmul.h"
 
 namespace {
@@ -107,7 +117,47 @@ struct Data {
   std::size_t probe_bytes = 0, probe_stride = 0, probe_copies = 0;
   double dot1_ns = 0, dot2_ns = 0;  // the case's MACs at the int8-dot ceiling
   std::string config1, config2;
+  // Hot cases: the layer as plans of 2 threads, adaptive on / off (one pack shared).
+  std::unique_ptr<PackCache> packs = std::make_unique<PackCache>();
+  // One adaptive plan per pool (a plan's choice follows the pool it runs on, as a
+  // Program's does); the plan without it keeps no state and serves both.
+  std::unique_ptr<Plan> plan_tbb, plan_host, plan_off;
 };
+
+// The case's layer as IR: int8 x and its row scale in, the tmatmul with the per-column
+// weight scale (the kernel rows' problem), one plan step.
+std::string layer_ir(const Case& c) {
+  const std::string m = std::to_string(c.M), k = std::to_string(c.K), n = std::to_string(c.N);
+  return "param @w : t2[" + k + ", " + n + "]\nparam @ws : f32[" + n + "]\nfunc @f(%x: i8[" + m + ", " + k +
+         "], %xs: f32[" + m + ", 1]) -> f32[" + m + ", " + n + "] {\n^entry:\n  %w = param @w : t2[" + k + ", " + n +
+         "]\n  %ws = param @ws : f32[" + n + "]\n  %y = tmatmul %x, %w, %xs, %ws {x_scale = true, w_scale = true, " +
+         "bias = false, residual = false, act = none} : f32[" + m + ", " + n + "]\n  ret %y\n}\n";
+}
+
+// Builds plan_tbb / plan_host / plan_off of a hot case; an error message or "".
+std::string build_plans(const Case& c, Isa isa, const std::vector<std::int8_t>& w, const std::vector<float>& ws,
+                        Data& d) {
+  auto m = ir::parse_module(layer_ir(c), "layer.tir");
+  if (!m.ok()) return "layer ir: " + m.error().message;
+  ir::ParamValues params;
+  auto wt = ir::StoredTensor::from_ternary({c.K, c.N}, w);
+  if (!wt.ok()) return "weights: " + wt.error().message;
+  params.values.emplace("w", std::move(wt).value());
+  const auto* wsb = reinterpret_cast<const std::uint8_t*>(ws.data());
+  auto st = ir::StoredTensor::view(ElemKind::F32, {c.N}, ir::SharedBytes::copy_of({wsb, ws.size() * 4}));
+  if (!st.ok()) return "scales: " + st.error().message;
+  params.values.emplace("ws", std::move(st).value());
+  for (std::unique_ptr<Plan>* slot : {&d.plan_tbb, &d.plan_host, &d.plan_off}) {
+    PlanOptions o;
+    o.isa = isa;
+    o.threads = 2;
+    o.adaptive_parallel = slot != &d.plan_off;
+    auto plan = Plan::build(m.value(), "f", params, o, d.packs.get());
+    if (!plan.ok()) return "plan: " + plan.error().message;
+    *slot = std::move(plan).value();
+  }
+  return "";
+}
 
 Result<Kernel> make_kernel(const Case& c, Isa isa, int threads, const std::vector<std::int8_t>& w) {
   TMatMulProblem p;
@@ -156,6 +206,10 @@ Data build(const Case& c) {
   d.x_scale.assign(static_cast<std::size_t>(c.M), 0.01f);
   d.w_scale.assign(static_cast<std::size_t>(c.N), 1.0f);
   d.y.assign(static_cast<std::size_t>(c.M * c.N), 0.0f);
+  if (!c.cold) {
+    d.error = build_plans(c, *isa, w, d.w_scale, d);
+    if (!d.error.empty()) return d;
+  }
   // The probe reads the 2-bit bytes of the case (K*N/4), rotating like the kernel.
   d.probe_bytes = static_cast<std::size_t>(c.K * c.N / 4);
   d.probe_stride = (d.probe_bytes + 4095) / 4096 * 4096;
@@ -211,7 +265,7 @@ void BM_Scaling(benchmark::State& state, Case c) {
   }
   const Parallel tbb2 = bench::parallel_for_threads(2);
   const Parallel host2 = omp_parallel();
-  enum { kProbe1, kProbe2, kT1, kT2Tbb, kT2Host, kRows };
+  enum { kProbe1, kProbe2, kT1, kT2Tbb, kT2Host, kPlanTbbOff, kPlanTbb, kPlanHostOff, kPlanHost, kRows };
   std::vector<double> us[kRows];
   TMatMulArgs args;
   args.x = d.x.data();
@@ -242,19 +296,39 @@ void BM_Scaling(benchmark::State& state, Case c) {
       args.w = &d.t2.weights[(2 * it + 1) % d.t2.weights.size()];
       d.t2.kernel->run(args, host2);
     });
+    if (d.plan_off) {
+      void* bufs[] = {d.x.data(), d.x_scale.data(), d.y.data()};
+      auto plan_row = [&](int row, const Plan& plan, const Parallel& par) {
+        timed(row, [&] {
+          if (!plan.run(bufs, par).ok()) state.SkipWithError("plan run failed");
+        });
+      };
+      plan_row(kPlanTbbOff, *d.plan_off, tbb2);
+      plan_row(kPlanTbb, *d.plan_tbb, tbb2);
+      plan_row(kPlanHostOff, *d.plan_off, host2);
+      plan_row(kPlanHost, *d.plan_host, host2);
+    }
     benchmark::ClobberMemory();
     ++it;
   }
   benchmark::DoNotOptimize(sink);
-  const char* names[kRows] = {"probe_t1", "probe_t2", "tern_t1", "tern_t2_tbb", "tern_t2_host"};
+  const char* names[kRows] = {"probe_t1",        "probe_t2",    "tern_t1",          "tern_t2_tbb", "tern_t2_host",
+                              "plan_t2_tbb_off", "plan_t2_tbb", "plan_t2_host_off", "plan_t2_host"};
   double med[kRows];
   for (int r = 0; r < kRows; ++r) {
     med[r] = median(us[r]);
+    if (us[r].empty()) continue;  // the plan rows of a cold case
     state.counters[std::string(names[r]) + "_us"] = med[r];
     state.counters[std::string(names[r]) + "_min"] = minimum(us[r]);
   }
   state.counters["scaling_tbb"] = med[kT1] / med[kT2Tbb];
   state.counters["scaling_host"] = med[kT1] / med[kT2Host];
+  if (d.plan_off) {
+    state.counters["plan_tbb"] = med[kT1] / med[kPlanTbb];
+    state.counters["plan_tbb_off"] = med[kT1] / med[kPlanTbbOff];
+    state.counters["plan_host"] = med[kT1] / med[kPlanHost];
+    state.counters["plan_host_off"] = med[kT1] / med[kPlanHostOff];
+  }
   state.counters["probe_scaling"] = med[kProbe1] / med[kProbe2];
   state.counters["vs_probe2"] = med[kProbe2] / med[kT2Tbb];
   if (d.dot1_ns > 0) state.counters["vs_dot1"] = d.dot1_ns / 1e3 / med[kT1];

@@ -156,6 +156,13 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
   }
   if (auto theta = file.get_float("bitnet.rope.freq_base"); theta.ok()) c.rope_theta = theta.value();
   if (auto eps = file.get_float("bitnet.attention.layer_norm_rms_epsilon"); eps.ok()) c.rms_eps = eps.value();
+  if (file.find("bitnet.hidden_activation")) {
+    auto act = file.get_string("bitnet.hidden_activation");
+    if (!act.ok()) return invalid(act.error().message);
+    if (act.value() != "relu2" && act.value() != "silu")
+      return invalid("bitnet.hidden_activation is '" + act.value() + "': ternjit runs 'relu2' and 'silu'");
+    c.silu = act.value() == "silu";
+  }
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != GgufValueType::Array) return invalid("no tokenizer.ggml.tokens array (the vocabulary)");
   c.vocab = static_cast<std::int64_t>(tokens->array.size());
@@ -178,6 +185,7 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
   md.push_back(kv_f32("bitnet.rope.freq_base", c.rope_theta));
   md.push_back(kv_f32("bitnet.attention.layer_norm_rms_epsilon", c.rms_eps));
   md.push_back(kv_u32("bitnet.vocab_size", static_cast<std::uint64_t>(c.vocab)));
+  md.push_back(kv_str("bitnet.hidden_activation", c.silu ? "silu" : "relu2"));
   md.push_back(kv_str("tokenizer.ggml.model", "gpt2"));
   GgufValue tokens, types, merges;
   tokens.type = types.type = merges.type = GgufValueType::Array;

@@ -32,6 +32,9 @@ struct BitNetConfig {
   std::int64_t context = 4096;     ///< bitnet.context_length
   double rope_theta = 500000.0;    ///< bitnet.rope.freq_base
   double rms_eps = 1e-5;           ///< bitnet.attention.layer_norm_rms_epsilon
+  /// bitnet.hidden_activation: true "silu" (llama.cpp's `bitnet` graph), false "relu2" (the
+  /// published 2B4T, and what a file without the key means here).
+  bool silu = false;
   /// The head dimension D = E / HQ.
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
   /// The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T): the defaults.
@@ -47,15 +50,16 @@ struct BitNetConfig {
 Result<void> check_bitnet_config(const BitNetConfig& c);
 
 /// The configuration of a `bitnet` GGUF file. Errors (InvalidInput): another
-/// general.architecture, a missing or non-integer key (named), no tokenizer.ggml.tokens
-/// array, a configuration check_bitnet_config refuses.
+/// general.architecture, a missing or non-integer key (named), a bitnet.hidden_activation
+/// other than "relu2" / "silu", no tokenizer.ggml.tokens array, a configuration
+/// check_bitnet_config refuses.
 Result<BitNetConfig> bitnet_config(const GgufFile& file);
 
 /// Writes a synthetic `bitnet` model of configuration `c` to `path` (streamed: one tensor
 /// in memory at a time): ternary projections as TQ2_0 with values drawn uniformly from
 /// {-1, 0, 1} and one scale d per tensor in [0.5, 1.5) / sqrt(K), norms in [0.9, 1.1),
 /// an F16 token_embd in [-1, 1), tokens "<t0>" .. "<tV-1>" (tokenizer.ggml.model
-/// "gpt2", no merges), all from `seed`: the same seed writes the same bytes.
+/// "gpt2", no merges), bitnet.hidden_activation "relu2" or "silu" (c.silu), all from `seed`: the same seed writes the same bytes.
 /// Errors: check_bitnet_config's; IoError.
 Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& c, std::uint64_t seed);
 

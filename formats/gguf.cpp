@@ -2,6 +2,8 @@
 // gguf.cpp - the GGUF reader (every length checked against the image), writer and ggml dequantizers.
 #include "formats/gguf.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -602,9 +604,14 @@ Result<void> write_gguf_streamed(const std::string& path, std::span<const GgufKv
   std::vector<std::uint64_t> sizes;
   std::uint64_t alignment = 32;
   TERNJIT_TRY(const std::vector<std::uint8_t> header, serialize_header(metadata, infos, sizes, alignment));
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return make_error(ErrorCode::IoError, "cannot create " + quoted(tmp));
+  TERNJIT_TRY(const ExclusiveTemp tf, create_temp_beside(path));
+  const std::string& tmp = tf.path;
+  std::FILE* f = ::fdopen(tf.fd, "wb");
+  if (!f) {
+    ::close(tf.fd);
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::IoError, "cannot open " + quoted(tmp) + " for writing");
+  }
   auto fail = [&](const std::string& why) -> Result<void> {
     std::fclose(f);
     std::remove(tmp.c_str());
@@ -615,11 +622,17 @@ Result<void> write_gguf_streamed(const std::string& path, std::span<const GgufKv
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const auto size = static_cast<std::size_t>(sizes[k]);
     bytes.assign(static_cast<std::size_t>(align_up(sizes[k], alignment)), 0);
-    TERNJIT_TRY_VOID(tensors[k].fill(std::span<std::uint8_t>(bytes.data(), size)));
+    if (auto filled = tensors[k].fill(std::span<std::uint8_t>(bytes.data(), size)); !filled.ok()) {
+      std::fclose(f);
+      std::remove(tmp.c_str());
+      return filled;
+    }
     if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size())
       return fail("writing tensor " + quoted(tensors[k].name) + " failed");
   }
-  if (std::fflush(f) != 0 || std::fclose(f) != 0) {
+  // On disk before the rename makes it visible: a crash leaves the old file or the whole new one.
+  if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0) return fail("flushing the file to disk failed");
+  if (std::fclose(f) != 0) {
     std::remove(tmp.c_str());
     return make_error(ErrorCode::IoError, path + ": closing the file failed");
   }

@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <system_error>
 #include <vector>
 
@@ -22,13 +24,27 @@ Error io_error(const std::string& what, const std::string& path, int err) {
                     "cannot " + what + " '" + path + "': " + std::generic_category().message(err));
 }
 
+// The live read-only file mappings [begin, end): release_mapped_pages acts on these only
+// (madvise(MADV_DONTNEED) would zero anonymous memory).
+std::mutex g_maps_mutex;
+std::map<std::uintptr_t, std::uintptr_t> g_maps;
+
 // Owns one mapping; the SharedBytes aliasing it keep it alive.
 class Mapping {
  public:
-  Mapping(void* addr, std::size_t size) : addr_(addr), size_(size) {}
+  Mapping(void* addr, std::size_t size) : addr_(addr), size_(size) {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    g_maps[reinterpret_cast<std::uintptr_t>(addr)] = reinterpret_cast<std::uintptr_t>(addr) + size;
+  }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { ::munmap(addr_, size_); }
+  ~Mapping() {
+    {
+      std::lock_guard<std::mutex> lock(g_maps_mutex);
+      g_maps.erase(reinterpret_cast<std::uintptr_t>(addr_));
+    }
+    ::munmap(addr_, size_);
+  }
   [[nodiscard]] std::span<const std::uint8_t> bytes() const { return {static_cast<const std::uint8_t*>(addr_), size_}; }
 
  private:
@@ -78,6 +94,23 @@ Result<ir::SharedBytes> map_file(const std::string& path) {
   return ir::SharedBytes::adopt(std::move(data));
 }
 
+std::size_t release_mapped_pages(std::span<const std::uint8_t> bytes) {
+  if (bytes.empty()) return 0;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<std::uintptr_t>(bytes.data()), e = b + bytes.size();
+  const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;  // whole pages inside
+  if (lo >= hi) return 0;
+  std::lock_guard<std::mutex> lock(g_maps_mutex);  // held: the mapping cannot go away meanwhile
+  auto it = g_maps.upper_bound(b);
+  if (it == g_maps.begin()) return 0;
+  --it;
+  if (b < it->first || e > it->second) return 0;  // not inside one file mapping
+  // A read-only private file mapping never written: dropping its pages loses nothing, the
+  // next read faults them in again from the file.
+  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
+  return hi - lo;
+}
+
 namespace {
 
 // write(2) all of `bytes`, retrying short writes and EINTR. Returns 0 or an errno.
@@ -99,19 +132,25 @@ Error write_error(const std::string& what, const std::string& path, int err) {
 
 }  // namespace
 
-Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+Result<ExclusiveTemp> create_temp_beside(const std::string& path) {
   // O_EXCL makes the temporary ours alone; the pid separates processes and the attempt
   // number separates concurrent writers of the same path within one process.
-  std::string temp;
-  int fd = -1;
+  ExclusiveTemp t;
   int open_err = 0;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    open_err = fd < 0 ? errno : 0;
-    if (fd < 0 && open_err != EEXIST) break;
+  for (int attempt = 0; attempt < 100 && t.fd < 0; ++attempt) {
+    t.path = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    open_err = t.fd < 0 ? errno : 0;
+    if (t.fd < 0 && open_err != EEXIST) break;
   }
-  if (fd < 0) return write_error("create a temporary file for", path, open_err);
+  if (t.fd < 0) return write_error("create a temporary file for", path, open_err);
+  return t;
+}
+
+Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+  TERNJIT_TRY(const ExclusiveTemp tf, create_temp_beside(path));
+  const int fd = tf.fd;
+  const std::string& temp = tf.path;
   int err = write_all(fd, bytes);
   // fsync before rename: otherwise a crash can leave the new name pointing at an
   // empty or partial file on some file systems.

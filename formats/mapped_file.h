@@ -22,10 +22,25 @@ namespace ternjit::formats {
 /// examined or read ("cannot read 'w.st': Is a directory").
 Result<ir::SharedBytes> map_file(const std::string& path);
 
+/// Drops this process's resident pages of `bytes` when they lie inside a live map_file
+/// mapping (the whole pages inside the span; madvise MADV_DONTNEED): for a caller that has
+/// converted or copied them and will rarely read them again. Reading them later is correct
+/// (they fault in again from the file); bytes not from map_file (heap, a read() fallback)
+/// are left alone. Returns the number of bytes released.
+std::size_t release_mapped_pages(std::span<const std::uint8_t> bytes);
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it (created exclusively:
 /// "<path>.tmp.<pid>.<n>"), fsync, then rename over `path`, so readers (and mappings of
 /// the old file) see either the old or the whole new file. The temporary is removed on
 /// failure. Errors: IoError naming the path and the system's reason.
 Result<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes);
+
+/// The temporary file write_file_atomic writes through, for a writer that streams: created
+/// exclusively beside `path` ("<path>.tmp.<pid>.<n>"), open for writing (fd, close-on-exec).
+struct ExclusiveTemp {
+  int fd = -1;
+  std::string path;
+};
+Result<ExclusiveTemp> create_temp_beside(const std::string& path);
 
 }  // namespace ternjit::formats

@@ -689,7 +689,11 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
     case OfferKind::GgufTernary: {
       const GgufTensor& t = gguf_->tensors[o.tensor];
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
-      return gguf_ternary_transposed(t, d, what);
+      auto r = gguf_ternary_transposed(t, d, what);
+      // The blocks now live as tern2 codes: the file's pages of them need not stay resident
+      // (issue 14: 0.52 GB of the 2B4T model). Its scales' offer reads them again, then drops them too.
+      if (r.ok()) release_mapped_pages(t.bytes.span());
+      return r;
     }
     case OfferKind::GgufScale: {
       const GgufTensor& t = gguf_->tensors[o.tensor];
@@ -703,6 +707,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
         for (std::size_t n = 0; n < d.n; ++n)
           for (std::size_t b = 0; b < g; ++b) values[b * d.n + n] = block_scale(t, n * g + b);
       }
+      release_mapped_pages(t.bytes.span());  // read once (above): as the GgufTernary offer
       return encode_floats(declared, std::move(shape), values);
     }
     case OfferKind::HfPacked: {

@@ -21,6 +21,7 @@ formats::BitNetConfig to_formats(const BitNetConfig& c) {
   f.context = c.context;
   f.rope_theta = c.rope_theta;
   f.rms_eps = c.rms_eps;
+  f.silu = c.ffn_activation == BitNetActivation::Silu;
   return f;
 }
 
@@ -40,6 +41,7 @@ Result<BitNetConfig> read_bitnet_config(const std::string& path) {
   out.context = c->context;
   out.rope_theta = c->rope_theta;
   out.rms_eps = c->rms_eps;
+  out.ffn_activation = c->silu ? BitNetActivation::Silu : BitNetActivation::Relu2;
   return out;
 }
 
@@ -59,6 +61,7 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   const std::string cache = "Tensor<f16>[" + s(c.blocks) + ", " + s(capacity) + ", " + s(c.kv_heads) + ", " + s(d) + "]";
   std::string t = "// The llama.cpp `bitnet` decoder (ternjit::bitnet_tri_source): " + s(c.blocks) + " blocks, E " +
                   s(c.hidden) + ", " + s(c.heads) + "/" + s(c.kv_heads) + " heads of " + s(d) + ", FFN " + s(c.ffn) +
+                  (c.ffn_activation == BitNetActivation::Silu ? " (silu gate)" : " (relu^2 gate)") +
                   ", V " + s(c.vocab) + ", KV capacity " + s(capacity) + ".\n";
   t += "layer Block {\n    param attn_norm: Tensor[" + s(c.hidden) + "]\n";
   auto proj = [&](const char* name, std::int64_t k, std::int64_t n) {
@@ -93,7 +96,9 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   t += "            let h = h + quantize_int8(rmsnorm(a, blk[i].attn_sub_norm, " + std::string(eps) +
        ")) @ blk[i].attn_output * blk[i].attn_output_scale\n";
   t += "            let x = quantize_int8(rmsnorm(h, blk[i].ffn_norm, " + std::string(eps) + "))\n";
-  t += "            let f = square(relu(x @ blk[i].ffn_gate * blk[i].ffn_gate_scale)) * (x @ blk[i].ffn_up * "
+  const bool silu = c.ffn_activation == BitNetActivation::Silu;
+  t += std::string("            let f = ") + (silu ? "silu(" : "square(relu(") +
+       "x @ blk[i].ffn_gate * blk[i].ffn_gate_scale" + (silu ? ")" : "))") + " * (x @ blk[i].ffn_up * " +
        "blk[i].ffn_up_scale)\n";
   t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + std::string(eps) +
        ")) @ blk[i].ffn_down * blk[i].ffn_down_scale\n";

@@ -296,6 +296,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "autodiff-int8-dw",  // ternjit_compile_grad with TERNJIT_GRAD_INT8_DW
     "random-weights",  // ternjit_bind_random
     "bitnet-gguf",     // ternjit_read_bitnet_config / ternjit_write_synthetic_bitnet
+    "bitnet-activation",  // ternjit_bitnet_config.ffn_activation (relu^2 / silu)
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
     "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
@@ -532,19 +533,49 @@ ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed) {
   });
 }
 
+// A caller's ternjit_bitnet_config: at least up to rms_eps (ABI 2); ffn_activation when
+// struct_size covers it (feature "bitnet-activation"), else relu^2.
+namespace {
+constexpr std::size_t kBitnetConfigV1 = offsetof(ternjit_bitnet_config, ffn_activation);
+
+ternjit_status check_bitnet_struct(const char* fn, const ternjit_bitnet_config* config) {
+  if (config->struct_size < kBitnetConfigV1)
+    return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
+                          std::to_string(sizeof(ternjit_bitnet_config)));
+  return TERNJIT_OK;
+}
+
+ternjit::Result<ternjit::BitNetConfig> from_c(const ternjit_bitnet_config* config) {
+  ternjit::BitNetConfig c{config->blocks, config->hidden,  config->heads,      config->kv_heads, config->ffn,
+                          config->vocab,  config->context, config->rope_theta, config->rms_eps};
+  if (config->struct_size >= sizeof(ternjit_bitnet_config)) {
+    if (config->ffn_activation != 0 && config->ffn_activation != 1)
+      return ternjit::make_error(ternjit::ErrorCode::InvalidArgument,
+                                 "config->ffn_activation is " + std::to_string(config->ffn_activation) +
+                                     " (0: relu^2, 1: silu)");
+    if (config->ffn_activation == 1) c.ffn_activation = ternjit::BitNetActivation::Silu;
+  }
+  return c;
+}
+}  // namespace
+
 ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config) {
   constexpr const char* fn = "ternjit_read_bitnet_config";
   return guarded(fn, [&] {
     if (path == nullptr) return misuse(fn, "path is null");
     if (config == nullptr) return misuse(fn, "config is null");
-    if (config->struct_size < sizeof(ternjit_bitnet_config))
-      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
-                            std::to_string(sizeof(ternjit_bitnet_config)));
+    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
     auto r = ternjit::read_bitnet_config(path);
     if (!r.ok()) return fail(r.error());
     const ternjit::BitNetConfig& c = r.value();
-    *config = {sizeof(ternjit_bitnet_config), c.blocks, c.hidden, c.heads, c.kv_heads, c.ffn, c.vocab, c.context,
-               c.rope_theta, c.rms_eps};
+    ternjit_bitnet_config full = {config->struct_size, c.blocks,     c.hidden,     c.heads,
+                                  c.kv_heads,          c.ffn,        c.vocab,      c.context,
+                                  c.rope_theta,        c.rms_eps,
+                                  c.ffn_activation == ternjit::BitNetActivation::Silu ? 1 : 0};
+    if (config->struct_size < sizeof(ternjit_bitnet_config) && full.ffn_activation != 0)
+      return misuse(fn, std::string(path) + " uses bitnet.hidden_activation silu, which a config of struct_size " +
+                            std::to_string(config->struct_size) + " (without ffn_activation) cannot say");
+    std::memcpy(config, &full, std::min(config->struct_size, sizeof full));
     return TERNJIT_OK;
   });
 }
@@ -554,11 +585,10 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
   return guarded(fn, [&] {
     if (path == nullptr) return misuse(fn, "path is null");
     if (config == nullptr) return misuse(fn, "config is null");
-    if (config->struct_size < sizeof(ternjit_bitnet_config))
-      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
-                            std::to_string(sizeof(ternjit_bitnet_config)));
-    const ternjit::BitNetConfig c{config->blocks, config->hidden, config->heads,  config->kv_heads,  config->ffn,
-                                  config->vocab,  config->context, config->rope_theta, config->rms_eps};
+    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
+    auto cr = from_c(config);
+    if (!cr.ok()) return misuse(fn, cr.error().message);
+    const ternjit::BitNetConfig& c = cr.value();
     if (auto r = ternjit::write_synthetic_bitnet(path, c, seed); !r.ok()) return fail(r.error());
     return TERNJIT_OK;
   });
@@ -569,12 +599,11 @@ ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, in
   return guarded(fn, [&] {
     if (config == nullptr) return misuse(fn, "config is null");
     if (len == nullptr) return misuse(fn, "len is null");
-    if (config->struct_size < sizeof(ternjit_bitnet_config))
-      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
-                            std::to_string(sizeof(ternjit_bitnet_config)));
+    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
     if (capacity <= 0) return misuse(fn, "capacity " + std::to_string(capacity) + " is not positive");
-    const ternjit::BitNetConfig c{config->blocks, config->hidden, config->heads,  config->kv_heads,  config->ffn,
-                                  config->vocab,  config->context, config->rope_theta, config->rms_eps};
+    auto cr = from_c(config);
+    if (!cr.ok()) return misuse(fn, cr.error().message);
+    const ternjit::BitNetConfig& c = cr.value();
     const std::string text = ternjit::bitnet_tri_source(c, capacity);
     if (buf == nullptr || *len < text.size() + 1) {
       *len = text.size() + 1;

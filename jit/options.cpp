@@ -68,6 +68,10 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (v != "0" && v != "1") return env_error("TERNJIT_RUNTIME_ROWS", v, "0 or 1");
     o.runtime_rows = v == "1";
   }
+  if (auto v = get("TERNJIT_ADAPTIVE_PARALLEL"); !v.empty()) {
+    if (v != "0" && v != "1") return env_error("TERNJIT_ADAPTIVE_PARALLEL", v, "0 or 1");
+    o.adaptive_parallel = v == "1";
+  }
   if (auto v = get("TERNJIT_TUNING"); !v.empty()) {
     if (!targets::parse_tuning_mode(v)) return env_error("TERNJIT_TUNING", v, kTuningList);
     o.tuning = std::string(v);

@@ -412,6 +412,7 @@ Result<targets::LoadedKernel> Program::Impl::load_kernel(const jit::Compiled& c)
   targets::LoadContext ctx;
   ctx.params = &weights.values();  // frozen: immutable while kernels live
   ctx.parallel = engine->parallel;
+  ctx.adaptive_parallel = engine->options.adaptive_parallel;
   ctx.state = primary ? target_state.get() : fallback_state.get();
   ctx.options = engine->compile_options(*c.target).target;
   ctx.tuning = engine->typed.tuning;

@@ -96,6 +96,9 @@ class ProgramState {
 struct LoadContext {
   const ir::ParamValues* params = nullptr;  ///< the program's weights (frozen once kernels exist)
   Parallel parallel;                        ///< how CPU kernels run on several threads
+  /// CPU targets: per step, run its parallel work inline while its parallel runs measure
+  /// slower than its serial ones (EngineOptions::adaptive_parallel; x86: plan_adaptive.h).
+  bool adaptive_parallel = false;
   ProgramState* state = nullptr;            ///< this target's state of the Program (may be null)
   TargetOptions options;                    ///< this target's options
   TuningMode tuning = TuningMode::Cached;   ///< how `tuning_source` is consulted

@@ -12,6 +12,11 @@
 
 namespace ternjit {
 
+/// The FFN's gate activation: relu(g)^2 * u (BitNet b1.58 2B4T as published: its
+/// config.json says hidden_act "relu2") or silu(g) * u (what llama.cpp's `bitnet` graph
+/// computes for every file; docs/bitnet.md).
+enum class BitNetActivation { Relu2, Silu };
+
 /// A BitNet b1.58 decoder's shape, as llama.cpp's `bitnet` metadata gives it. The
 /// defaults are the 2B4T model (microsoft/bitnet-b1.58-2B-4T).
 struct BitNetConfig {
@@ -24,15 +29,19 @@ struct BitNetConfig {
   std::int64_t context = 4096;   ///< bitnet.context_length
   double rope_theta = 500000.0;  ///< bitnet.rope.freq_base
   double rms_eps = 1e-5;         ///< bitnet.attention.layer_norm_rms_epsilon
+  /// bitnet.hidden_activation ("relu2" or "silu"); a file without the key: Relu2.
+  BitNetActivation ffn_activation = BitNetActivation::Relu2;
 };
 
 /// The configuration of the `bitnet` GGUF file at `path`. Errors: NotFound/IoError for
-/// the file; InvalidInput for another architecture, a missing key (named), or a shape
+/// the file; InvalidInput for another architecture, a missing key (named), a
+/// bitnet.hidden_activation other than "relu2" / "silu", or a shape
 /// ternjit cannot run (E, HQ*D, F multiples of 256; HQ % HKV == 0; D = E / HQ even).
 Result<BitNetConfig> read_bitnet_config(const std::string& path);
 
 /// Writes a synthetic `bitnet` model of `config` to `path` (TQ2_0 projections, one scale
-/// per tensor; F16 token_embd tied as the head; F32 norms; tokens "<tN>"), every byte drawn
+/// per tensor; F16 token_embd tied as the head; F32 norms; tokens "<tN>";
+/// bitnet.hidden_activation from config.ffn_activation), every byte drawn
 /// from `seed`. It is written one tensor at a time (the 2B4T file is about 1.3 GB).
 /// Errors: InvalidArgument for a configuration as above; IoError.
 Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& config, std::uint64_t seed);
@@ -48,7 +57,8 @@ std::vector<std::string> bitnet_name_map(const std::string& layer);
 /// head), `output_norm`, and
 /// `fn forward(ids: Tensor<i32>[M], pos: Tensor<i32>[], k_cache, v_cache: Tensor<f16>[blocks,
 /// C, HKV, D]) -> (logits Tensor[M, V], k_cache', v_cache')` with C = `capacity` (the host's
-/// KV cache rows; docs/bitnet.md). RoPE is `neox` (llama.cpp's rope type for `bitnet`).
+/// KV cache rows; docs/bitnet.md). RoPE is `neox` (llama.cpp's rope type for `bitnet`); the
+/// FFN gate is config.ffn_activation.
 std::string bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
 
 }  // namespace ternjit

@@ -50,6 +50,12 @@ struct EngineOptions {
   /// run-time rows (docs/caching.md), where the function and the target allow it;
   /// false: specialize every M (the kernels of both ways compute the same bits).
   bool runtime_rows = true;
+  /// Per step of a compiled kernel, run its parallel work on the calling thread while its
+  /// parallel runs measure slower than its serial ones (a small layer on a pool whose
+  /// threads take longer to wake than the layer takes), re-checked now and then; the
+  /// results are the same bits either way. CPU targets with 2+ threads (x86); false: every
+  /// step's work goes to the pool (docs/threading.md).
+  bool adaptive_parallel = true;
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
   /// whichever thread compiles or looks up, possibly concurrently.
@@ -57,7 +63,7 @@ struct EngineOptions {
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
-  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_TUNING and
+  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_ADAPTIVE_PARALLEL (0/1), TERNJIT_TUNING and
   /// TERNJIT_VERBOSE. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();

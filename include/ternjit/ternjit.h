@@ -248,11 +248,14 @@ ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream,
 
 /** A BitNet b1.58 decoder's shape, as llama.cpp's `bitnet` GGUF metadata gives it (the C++
  *  ternjit::BitNetConfig of ternjit/bitnet.h; fill struct_size with sizeof). (Added in ABI 2;
- *  feature "bitnet-gguf".) */
+ *  feature "bitnet-gguf".) ffn_activation (feature "bitnet-activation"): 0 relu(g)^2 (the
+ *  published 2B4T; a file without bitnet.hidden_activation), 1 silu(g) (llama.cpp's graph);
+ *  a caller built before it (struct_size ending at rms_eps) reads and writes relu^2 models. */
 typedef struct ternjit_bitnet_config {
   size_t struct_size;
   int64_t blocks, hidden, heads, kv_heads, ffn, vocab, context;
   double rope_theta, rms_eps;
+  int32_t ffn_activation;
 } ternjit_bitnet_config;
 /** Reads the configuration of the `bitnet` GGUF file at `path` into *config. */
 ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config);

@@ -62,7 +62,7 @@ INTERNAL = _capi.INTERNAL
 KNOWN_FEATURES = (
     "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
     "safetensors", "gguf", "hf-bitnet", "bind-sized", "name-map", "random-weights", "kernel-entry", "builder",
-    "bitnet-gguf",
+    "bitnet-gguf", "bitnet-activation",
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 )
 
@@ -301,8 +301,18 @@ def from_bf16(array):
 # ------------------------------------------------------------------------ bitnet files
 
 #: The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T), as :func:`read_bitnet_config` returns one.
+#: ``ffn_activation`` is ``"relu2"`` (the published 2B4T) or ``"silu"`` (llama.cpp's `bitnet` graph).
 BITNET_2B4T = {"blocks": 30, "hidden": 2560, "heads": 20, "kv_heads": 5, "ffn": 6912, "vocab": 128256,
-               "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5}
+               "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5, "ffn_activation": "relu2"}
+_BITNET_ACTIVATIONS = ("relu2", "silu")
+
+
+def _bitnet_struct(full):
+    act = full["ffn_activation"]
+    if act not in _BITNET_ACTIVATIONS:
+        raise _misuse("bitnet config: ffn_activation %r is not one of %s" % (act, ", ".join(_BITNET_ACTIVATIONS)))
+    values = [full[k] for k in BITNET_2B4T if k != "ffn_activation"]
+    return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act))
 
 
 def read_bitnet_config(path):
@@ -312,7 +322,9 @@ def read_bitnet_config(path):
     c = _capi.BitNetConfig()
     c.struct_size = ctypes.sizeof(_capi.BitNetConfig)
     _check(lib, lib.ternjit_read_bitnet_config(str(path).encode(), ctypes.byref(c)))
-    return {k: getattr(c, k) for k in BITNET_2B4T}
+    out = {k: getattr(c, k) for k in BITNET_2B4T if k != "ffn_activation"}
+    out["ffn_activation"] = _BITNET_ACTIVATIONS[c.ffn_activation]
+    return out
 
 
 def write_synthetic_bitnet(path, config=None, seed=0):
@@ -325,7 +337,7 @@ def write_synthetic_bitnet(path, config=None, seed=0):
             raise _misuse("write_synthetic_bitnet: unknown config key %r (it takes %s)" % (k, ", ".join(full)))
         full[k] = v
     lib = _lib()
-    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
+    c = _bitnet_struct(full)
     _check(lib, lib.ternjit_write_synthetic_bitnet(str(path).encode(), ctypes.byref(c), int(seed) & 0xFFFFFFFFFFFFFFFF))
 
 
@@ -336,7 +348,7 @@ def bitnet_tri_source(config, capacity):
     full = dict(BITNET_2B4T)
     full.update(config)
     lib = _lib()
-    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *[full[k] for k in BITNET_2B4T])
+    c = _bitnet_struct(full)
     n = ctypes.c_size_t(0)
     lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), None, ctypes.byref(n))
     buf = ctypes.create_string_buffer(n.value)

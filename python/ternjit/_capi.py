@@ -75,6 +75,7 @@ class BitNetConfig(ctypes.Structure):
         ("context", ctypes.c_int64),
         ("rope_theta", ctypes.c_double),
         ("rms_eps", ctypes.c_double),
+        ("ffn_activation", ctypes.c_int32),
     ]
 
 

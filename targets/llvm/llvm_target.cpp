@@ -359,7 +359,15 @@ std::string header_of(const ir::Function& f, const Program& p, const std::string
   h += " * scratch: at least " + sym + "_SCRATCH_BYTES bytes, 64-byte aligned, private to the call.\n";
   h += " * Returns 0, or 1 + the index of the step that found a run-time error (a position or\n";
   h += " * an id out of range): its record, 4 int64 {kind, values...}, is at scratch + " + sym + "_ERROR_OFFSET.\n";
-  h += " * Outputs must not overlap inputs. Weights are baked into the object. */\n";
+  if (p.in_place.empty()) {
+    h += " * Outputs must not overlap inputs. Weights are baked into the object. */\n";
+  } else {
+    h += " * Outputs must not overlap inputs, except that these may be the same buffer (same address,\n";
+    h += " * same size: updated in place, only the rows the call writes):";
+    for (const auto& sb : p.in_place)
+      h += " buffers[" + std::to_string(sb.input) + "] and buffers[" + std::to_string(p.n_in + sb.output) + "];";
+    h += "\n * distinct buffers are correct too (the input copied first). Weights are baked into the object. */\n";
+  }
   h += "#define " + sym + "_ERROR_OFFSET " + std::to_string(p.err_offset) + "\n";
   h += "#define " + sym + "_NUM_BUFFERS " + std::to_string(slot) + "\n";
   h += "#define " + sym + "_NUM_INPUTS " + std::to_string(p.n_in) + "\n";

@@ -10,7 +10,8 @@
 //   - attention (GQA) is f32: a task is a query row m and a group of cache heads (all of them,
 //     or with fewer rows than threads the heads split over the threads); it reads its heads'
 //     contiguous part of each key and value row once, in order (an f16/bf16 one widened
-//     exactly), and serves every query head h of its cache heads (h / g, g = HQ / HKV). Rows
+//     exactly; on AVX-512 in registers, by the blocked kernels scores512 / values512), and
+//     serves every query head h of its cache heads (h / g, g = HQ / HKV). Rows
 //     t <= pos + m only are read. Two passes over t: the scores s_t = scale * (q . k_t) as f32
 //     FMA dot products, then the softmax weights w_t = exp(s_t - max) (NaN if any score is;
 //     a vector expf within 2 ulp) and out = sum_t w_t v_t / sum_t w_t. Within the bound stated in
@@ -327,6 +328,119 @@ __attribute__((target("avx2,fma"))) float exp_sum256(float* s, std::int64_t n, f
   return total;
 }
 
+// ---------------------------------------------------------------- 512-bit blocked attention
+// The AVX-512 path reads the cache in its own kind and widens in registers (no row buffer),
+// and keeps every partial sum in registers:
+//   scores: 4 query heads x 4 cache rows = 16 accumulators over D (16 lanes each), reduced
+//     together by one transposing add tree (reduce16) into the 16 dot products;
+//   values: 4 query heads x 64 values of D = 16 accumulators over t, each the same FMA chain
+//     out[i][d] += w_t v_t[d] in t order as the 256-bit path's axpy (the same bits).
+#define TJ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
+
+template <ElemKind K>
+TJ_AVX512 inline __m512 load16(const std::uint8_t* p, __mmask16 m) {
+  if constexpr (K == ElemKind::F32) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if constexpr (K == ElemKind::F16) return _mm512_cvtph_ps(h);
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+inline __mmask16 lanes(std::int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<std::int64_t>(n, 0)) - 1);
+}
+
+// Lane j of the result is the sum of the 16 lanes of a[j]: pairs of lanes added within
+// 128-bit blocks (unpack, then shuffle), then the four blocks (shuffle_f32x4).
+TJ_AVX512 inline __m512 reduce16(const __m512* a) {
+  __m512 u[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a[4 * k], a[4 * k + 1]), _mm512_unpackhi_ps(a[4 * k], a[4 * k + 1]));
+    const __m512 s23 =
+        _mm512_add_ps(_mm512_unpacklo_ps(a[4 * k + 2], a[4 * k + 3]), _mm512_unpackhi_ps(a[4 * k + 2], a[4 * k + 3]));
+    u[k] = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, 0x44), _mm512_shuffle_ps(s01, s23, 0xEE));
+  }
+  const __m512 w01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
+  const __m512 w23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, 0x88), _mm512_shuffle_f32x4(w01, w23, 0xDD));
+}
+
+// scores[i * len + t] = scale * (q_i . k_t) for the g query heads q_i = q + i * D of one cache
+// head, rows t < len of it at k0 + t * kstride bytes.
+template <ElemKind K>
+TJ_AVX512 void scores512(const float* q, std::int64_t g, const std::uint8_t* k0, std::int64_t kstride, std::int64_t D,
+                         std::int64_t len, float scale, float* scores) {
+  constexpr std::int64_t eb = K == ElemKind::F32 ? 4 : 2;
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (std::int64_t i0 = 0; i0 < g; i0 += 4) {
+    const std::int64_t nh = std::min<std::int64_t>(4, g - i0);
+    const float* qp[4];
+    for (int i = 0; i < 4; ++i) qp[i] = q + (i0 + std::min<std::int64_t>(i, nh - 1)) * D;
+    for (std::int64_t t0 = 0; t0 < len; t0 += 4) {
+      const std::int64_t nr = std::min<std::int64_t>(4, len - t0);
+      const std::uint8_t* kp[4];
+      for (int r = 0; r < 4; ++r) kp[r] = k0 + (t0 + std::min<std::int64_t>(r, nr - 1)) * kstride;
+      __m512 acc[16];
+      _Pragma("GCC unroll 16") for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+      for (std::int64_t d0 = 0; d0 < D; d0 += 16) {
+        const __mmask16 m = lanes(D - d0);
+        __m512 kv[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) kv[r] = load16<K>(kp[r] + d0 * eb, m);
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
+          const __m512 qv = _mm512_maskz_loadu_ps(m, qp[i] + d0);
+          _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) acc[4 * i + r] = _mm512_fmadd_ps(qv, kv[r], acc[4 * i + r]);
+        }
+      }
+      alignas(64) float s[16];
+      _mm512_store_ps(s, _mm512_mul_ps(reduce16(acc), sc));
+      for (std::int64_t i = 0; i < nh; ++i)
+        for (std::int64_t r = 0; r < nr; ++r) scores[(i0 + i) * len + t0 + r] = s[4 * i + r];
+    }
+  }
+}
+
+// out_i[d] = (sum_t w_i[t] v_t[d]) / sums[i] for the g query heads of one cache head (weights
+// w_i = scores + i * len, rows v_t at v0 + t * vstride bytes), out_i = out + i * D.
+template <ElemKind K>
+TJ_AVX512 void values512(const float* scores, const float* sums, std::int64_t g, const std::uint8_t* v0,
+                         std::int64_t vstride, std::int64_t D, std::int64_t len, float* out) {
+  constexpr std::int64_t eb = K == ElemKind::F32 ? 4 : 2;
+  for (std::int64_t i0 = 0; i0 < g; i0 += 4) {
+    const std::int64_t nh = std::min<std::int64_t>(4, g - i0);
+    const float* w[4];
+    for (int i = 0; i < 4; ++i) w[i] = scores + (i0 + std::min<std::int64_t>(i, nh - 1)) * len;
+    for (std::int64_t d0 = 0; d0 < D; d0 += 64) {
+      __mmask16 m[4];
+      for (int j = 0; j < 4; ++j) m[j] = lanes(D - d0 - 16 * j);
+      __m512 acc[4][4];
+      _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+      const std::uint8_t* vp = v0 + d0 * eb;
+      for (std::int64_t t = 0; t < len; ++t, vp += vstride) {
+        __m512 vv[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) vv[j] = load16<K>(vp + 16 * j * eb, m[j]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
+          const __m512 wi = _mm512_set1_ps(w[i][t]);
+          _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(wi, vv[j], acc[i][j]);
+        }
+      }
+      for (std::int64_t i = 0; i < nh; ++i) {
+        const __m512 sum = _mm512_set1_ps(sums[i0 + i]);
+        for (int j = 0; j < 4; ++j)
+          _mm512_mask_storeu_ps(out + (i0 + i) * D + d0 + 16 * j, m[j], _mm512_div_ps(acc[i][j], sum));
+      }
+    }
+  }
+}
+
+using ScoresFn = void (*)(const float*, std::int64_t, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t,
+                          float, float*);
+using ValuesFn = void (*)(const float*, const float*, std::int64_t, const std::uint8_t*, std::int64_t, std::int64_t,
+                          std::int64_t, float*);
+#undef TJ_AVX512
+
 // A cache row widened to f32 (exact): f16 with F16C, bf16 by a 16-bit shift.
 __attribute__((target("avx2,f16c,fma"))) void widen(ElemKind k, const std::uint8_t* s, float* d, std::int64_t n) {
   if (k == ElemKind::F16) {
@@ -349,7 +463,11 @@ class AttentionStep final : public Step {
   AttentionStep(ElemKind ck, std::int64_t M, std::int64_t HQ, std::int64_t D, std::int64_t C, std::int64_t HKV,
                 std::int64_t layer, double scale, bool wide, std::vector<Loc> in, Loc out, std::string summary)
       : ck_(ck), m_(M), hq_(HQ), d_(D), c_(C), hkv_(HKV), layer_(layer), scale_(static_cast<float>(scale)),
-        wide_(wide), in_(std::move(in)), out_(out), summary_(std::move(summary)) {}
+        wide_(wide), in_(std::move(in)), out_(out), summary_(std::move(summary)) {
+    if (ck == ElemKind::F16) scores_ = &scores512<ElemKind::F16>, values_ = &values512<ElemKind::F16>;
+    else if (ck == ElemKind::BF16) scores_ = &scores512<ElemKind::BF16>, values_ = &values512<ElemKind::BF16>;
+    else scores_ = &scores512<ElemKind::F32>, values_ = &values512<ElemKind::F32>;
+  }
   Result<void> run(const Frame& fr) const override {
     const std::int64_t p0 = pos_value(fr, in_[3]);
     if (p0 < 0) return negative_pos("attention", p0);
@@ -390,6 +508,23 @@ class AttentionStep final : public Step {
         return row;
       };
       const float* qm = q + (m * hq_ + hk0 * g) * d_;  // query heads hk0 * g .. hk1 * g of row m
+      if (wide_) {  // the blocked 512-bit kernels, one cache head at a time, reading the cache as stored
+        const auto rstride = static_cast<std::int64_t>(static_cast<std::size_t>(hkv_ * d_) * eb);
+        for (std::int64_t hh = 0; hh < nh; ++hh) {
+          const std::size_t head = static_cast<std::size_t>((layer_ * c_ * hkv_ + hk0 + hh) * d_) * eb;
+          float* sc = scores + hh * g * len;
+          scores_(qm + hh * g * d_, g, kc + head, rstride, d_, len, scale_, sc);
+          for (std::int64_t i = 0; i < g; ++i) {
+            float* s = sc + i * len;
+            float mx = -std::numeric_limits<float>::infinity();
+            for (std::int64_t t = 0; t < len; ++t)
+              mx = (std::isnan(s[t]) || std::isnan(mx)) ? std::numeric_limits<float>::quiet_NaN() : std::max(mx, s[t]);
+            sums[hh * g + i] = exp_sum(s, len, mx);
+          }
+          values_(sc, sums + hh * g, g, vc + head, rstride, d_, len, out + (m * hq_ + (hk0 + hh) * g) * d_);
+        }
+        return;
+      }
       for (std::int64_t t = 0; t < len; ++t) {
         const float* k = cache_row(kc, t);
         for (std::int64_t hh = 0; hh < nh; ++hh) {  // the g query heads of cache head hk0 + hh
@@ -421,7 +556,7 @@ class AttentionStep final : public Step {
                     "attention M=" + std::to_string(m_) + " HQ=" + std::to_string(hq_) + " HKV=" +
                         std::to_string(hkv_) + " D=" + std::to_string(d_) + " C=" + std::to_string(c_) + " cache " +
                         std::string(elem_name(ck_)) + " two-pass f32, tasks=(row, kv head group), vec=" +
-                        (wide_ ? "512" : "256"),
+                        (wide_ ? "512 blocked (4 heads x 4 rows scores, 4 heads x 64 values in registers)" : "256"),
                     {}};
   }
 
@@ -433,6 +568,8 @@ class AttentionStep final : public Step {
   std::vector<Loc> in_;
   Loc out_;
   std::string summary_;
+  ScoresFn scores_ = nullptr;  // the 512-bit path (wide_) for the cache's kind
+  ValuesFn values_ = nullptr;
 };
 
 }  // namespace

@@ -19,8 +19,15 @@
 //   - cast, broadcast and transpose of any rank are copy/convert steps (data_ops.cpp);
 //   - any other op (rank-1 or integer matmul, ...) runs through the
 //     reference implementation of that one op - shown as "reference" in describe().
-// run() is thread-safe: the plan is immutable; per-call intermediates live in a
-// thread-local scratch arena.
+// run() is thread-safe: the plan is immutable but for each step's adaptive choice (atomics,
+// plan_adaptive.h); per-call intermediates live in a thread-local scratch arena.
+// With PlanOptions::adaptive_parallel a step runs its parallel work either on the pool or
+// inline, and both compute the same bits: inline, a step sees Parallel{} (1 thread), which
+// changes only how its kernel partitions independent work (output panels and row blocks
+// of tmatmul/matmul/dense, rows or blocks of eltwise, chunks of copies, rows and head groups
+// of attention); no reduction is split by the thread count (tmatmul's split-K count is the
+// configuration's, its partials summed in the same order; matmul's K blocks do not depend
+// on it), and tests/unit/x86/plan_adaptive_test.cpp checks every step kind bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +90,15 @@ struct PlanOptions {
   /// first rows of axis 0 of the values it reads and writes. A function with a step that
   /// cannot (a reference step, a float tmatmul, a batched or transposed-A matmul) is Unsupported.
   std::int64_t rows_max = 0;
+  /// Per step, run the step's parallel work inline (Parallel{}) while its parallel runs
+  /// measure slower than its serial ones (plan_adaptive.h: a small step on a pool whose
+  /// fork/join costs more than the split saves). Only with a `parallel` of 2+ threads and
+  /// a pool. False: every step runs on the `parallel` given to run(), as before.
+  bool adaptive_parallel = false;
+  /// A step whose parallel estimate is this many ns or more is never run serially to find
+  /// out: at 2 ms, a pool whose fork/join costs up to ~1 ms is still caught (the probes of
+  /// a step under it cost at most ~1% of its time once settled: plan_adaptive.h).
+  std::int64_t adaptive_max_parallel_ns = 2'000'000;
 };
 
 /// One compiled function.
@@ -112,6 +128,9 @@ class Plan {
   [[nodiscard]] std::size_t load_time_evaluated() const;
   /// The configuration chosen for each tmatmul ("tmatmul.0" -> config text).
   [[nodiscard]] const std::map<std::string, std::string>& configs() const;
+  /// Per step, whether it runs its parallel work inline now (PlanOptions::adaptive_parallel;
+  /// all false without it). For tests and diagnostics: it changes as calls are measured.
+  [[nodiscard]] std::vector<bool> steps_run_serially() const;
 
   struct Impl;
 

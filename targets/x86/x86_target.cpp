@@ -197,6 +197,7 @@ class X86Target final : public Target {
     x86::PlanOptions o;
     o.isa = *isa;
     o.threads = std::max(1, context.parallel.threads);
+    o.adaptive_parallel = context.adaptive_parallel;
     if (context.tuning != TuningMode::Off) o.tuning = context.tuning_source;
     if (auto rows_it = a.metadata.find("rows_max"); rows_it != a.metadata.end()) {
       // Read from the disk cache too: validated before it is trusted.

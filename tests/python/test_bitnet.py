@@ -120,8 +120,43 @@ def main():
             check(False, "hidden 64 refused")
         except ternjit.Error as e:
             check("multiples of 256" in str(e), "the refusal says why: %s" % e)
+        activation(tmp)
     kv_in_place()
     print("ok")
+
+
+def activation(tmp):
+    """The FFN gate through the C ABI: written and read back as bitnet.hidden_activation; a
+    caller's struct without the field (ABI 2's size) reads relu^2 files and is refused a silu
+    one rather than told relu^2; an unknown value is refused by name."""
+    import ctypes
+    from ternjit import _capi
+    check(ternjit.has_feature("bitnet-activation"), "the library has the bitnet-activation feature")
+    silu = os.path.join(tmp, "silu.gguf")
+    ternjit.write_synthetic_bitnet(silu, dict(TINY, ffn_activation="silu"), seed=2)
+    check(ternjit.read_bitnet_config(silu)["ffn_activation"] == "silu", "silu read back")
+    check(read_gguf(silu)[0]["bitnet.hidden_activation"] == "silu", "the key in the file")
+    relu = os.path.join(tmp, "tiny.gguf")
+    check(ternjit.read_bitnet_config(relu)["ffn_activation"] == "relu2", "relu2 by default")
+    check("silu(" in ternjit.bitnet_tri_source(dict(TINY, ffn_activation="silu"), 8), "silu gate in the source")
+    check("square(relu(" in ternjit.bitnet_tri_source(TINY, 8), "relu^2 gate in the source")
+    lib = ternjit._lib()
+    old_size = _capi.BitNetConfig.ffn_activation.offset  # ABI 2's struct ended at rms_eps
+    c = _capi.BitNetConfig()
+    c.struct_size = old_size
+    c.ffn_activation = 7  # past an old caller's struct: never read nor written
+    check(lib.ternjit_read_bitnet_config(relu.encode(), ctypes.byref(c)) == 0 and c.ffn_activation == 7,
+          "an old-size struct reads a relu^2 file and nothing past its size")
+    check(lib.ternjit_read_bitnet_config(silu.encode(), ctypes.byref(c)) == ternjit.INVALID_ARGUMENT,
+          "an old-size struct cannot say silu: refused")
+    try:
+        ternjit.write_synthetic_bitnet(os.path.join(tmp, "bad.gguf"), dict(TINY, ffn_activation="gelu"))
+        check(False, "gelu refused")
+    except ternjit.Error as e:
+        check("ffn_activation" in str(e), "the refusal names the key: %s" % e)
+    c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), 2, 256, 4, 2, 512, 50, 64, 500000.0, 1e-5, 2)
+    check(lib.ternjit_write_synthetic_bitnet(os.path.join(tmp, "bad2.gguf").encode(), ctypes.byref(c), 1)
+          == ternjit.INVALID_ARGUMENT, "ffn_activation 2 refused by the C ABI")
 
 
 KV = """

@@ -63,8 +63,9 @@ def rope_neox(x, pos):
     return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
 
 
-def reference(w, ids):
-    """float64 numpy: llama.cpp's bitnet block order, as bitnet_tri_source writes it."""
+def reference(w, ids, act):
+    """float64 numpy: llama.cpp's bitnet block order, as bitnet_tri_source writes it; the FFN
+    gate relu(g)^2 (act "relu2", the published 2B4T) or silu(g) = g / (1 + exp(-g)) ("silu")."""
     g = {k: v.astype(np.float64) for k, v in w.items()}
     h = g["BitNet.token_embd"][ids]
     m = len(ids)
@@ -85,7 +86,9 @@ def reference(w, ids):
                 a[t, hh] = (pr / pr.sum()) @ vc[i, : t + 1, hh // (HQ // HKV)]
         h = h + quant(rmsnorm(a.reshape(m, E), p("attn_sub_norm"))) @ p("attn_output") * p("attn_output_scale")
         x = quant(rmsnorm(h, p("ffn_norm")))
-        f = np.maximum(x @ p("ffn_gate") * p("ffn_gate_scale"), 0) ** 2 * (x @ p("ffn_up") * p("ffn_up_scale"))
+        gate = x @ p("ffn_gate") * p("ffn_gate_scale")
+        gate = np.maximum(gate, 0) ** 2 if act == "relu2" else gate / (1 + np.exp(-gate))
+        f = gate * (x @ p("ffn_up") * p("ffn_up_scale"))
         h = h + quant(rmsnorm(f, p("ffn_sub_norm"))) @ p("ffn_down") * p("ffn_down_scale")
     return rmsnorm(h, g["BitNet.output_norm"]) @ g["BitNet.token_embd"].T
 
@@ -98,9 +101,16 @@ def run(program, ids, pos, kc, vc):
 
 
 def main():
-    w = weights(21)  # a seed whose codes all lie > 6e-4 code units from a tie (see below)
+    # Seeds whose codes all lie > 6e-4 code units from a tie (see below), one per FFN gate.
     ids = [3, 17, 42, 8, 25, 49]
-    want = reference(w, ids)
+    for act, seed in (("relu2", 21), ("silu", 82)):
+        check_model(weights(seed), ids, act)
+    print("ok")
+
+
+def check_model(w, ids, act):
+    MARGINS.clear()
+    want = reference(w, ids, act)
     # Tolerance. ternjit computes in f32 (norms, softmax and RoPE in double in the reference
     # interpreter, rounded once); the int8 codes are the same as numpy's when no h/s lies
     # within the f32 error of a rounding tie. That error: h carries ~1e-6 relative error
@@ -111,7 +121,8 @@ def main():
     # covers it with margin (measured: ~1e-7 of it on every target).
     check(min(MARGINS) > 6e-4, "no int8 code within 6e-4 of a rounding tie (min margin %g)" % min(MARGINS))
     scale = np.max(np.abs(want), axis=1, keepdims=True)
-    src = ternjit.bitnet_tri_source(CFG, C)
+    src = ternjit.bitnet_tri_source(dict(CFG, ffn_activation=act), C)
+    check(("silu(" in src) == (act == "silu"), "%s: the source's FFN gate" % act)
     for target in ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)]:
         engine = ternjit.Engine(target=target, cache_dir="off")
         program = engine.compile(src, "bitnet_tiny.tri")
@@ -121,8 +132,9 @@ def main():
         vc = kc.copy()
         full = run(program, ids, 0, kc, vc)
         err = np.abs(full.astype(np.float64) - want)
-        check(np.all(err <= 1e-5 * scale), "%s: logits vs numpy float64 (max err %g of %g)" % (target, err.max(), scale.max()))
-        print("%s: max |logit - numpy| = %.3g (largest |logit| %.3g)" % (target, err.max(), scale.max()))
+        check(np.all(err <= 1e-5 * scale),
+              "%s %s: logits vs numpy float64 (max err %g of %g)" % (act, target, err.max(), scale.max()))
+        print("%s %s: max |logit - numpy| = %.3g (largest |logit| %.3g)" % (act, target, err.max(), scale.max()))
         # Prefill 3, decode 3 one at a time, the caches updated in place: the same bits.
         kc2 = np.full_like(kc, np.nan)
         vc2 = kc2.copy()
@@ -133,7 +145,6 @@ def main():
         check(np.array_equal(got.view(np.uint32), full.view(np.uint32)), "%s: decode steps == whole sequence, bitwise" % target)
         check(np.array_equal(kc2[:, :6].view(np.uint16), kc[:, :6].view(np.uint16)), "%s: the same k cache rows" % target)
         check(np.all(np.isnan(kc2[:, 6:].astype(np.float32))), "%s: rows past pos + M untouched" % target)
-    print("ok")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 #include "tests/unit/formats/tq_testing.h"
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +74,8 @@ TEST_CASE("synthetic bitnet: llama.cpp's names, shapes, types and metadata, read
   CHECK(back->vocab == 50);
   CHECK(back->rope_theta == 500000.0);
   CHECK(back->rms_eps == doctest::Approx(1e-5));
+  CHECK(!back->silu);
+  CHECK(g->get_string("bitnet.hidden_activation").value() == "relu2");
   CHECK(g->get_string("general.architecture").value() == "bitnet");
   REQUIRE(g->tensors.size() == 2 + 11 * 2);
   auto dims = [&](const std::string& name) {
@@ -186,6 +190,56 @@ TEST_CASE("bitnet config: what cannot be written or read is refused by name") {
   REQUIRE(!m.ok());
   CHECK(m.error().message.find("bitnet.block_count") != std::string::npos);
   CHECK(BitNetConfig::b2b4t().head_dim() == 128);
+  CHECK(formats::check_bitnet_config(BitNetConfig::b2b4t()).ok());
+}
+
+TEST_CASE("write_gguf_streamed: a tensor whose bytes cannot be made leaves no file and no temporary behind") {
+  TempFile file("fails.gguf");
+  formats::GgufTensorSource ok{"a", formats::GgufTensorType::F32, {4}, [](std::span<std::uint8_t> b) -> Result<void> {
+                                 std::fill(b.begin(), b.end(), 0);
+                                 return success();
+                               }};
+  formats::GgufTensorSource bad{"b", formats::GgufTensorType::F32, {4}, [](std::span<std::uint8_t>) -> Result<void> {
+                                  return make_error(ErrorCode::InvalidArgument, "no bytes for b");
+                                }};
+  const formats::GgufTensorSource ts[] = {ok, bad};
+  auto r = formats::write_gguf_streamed(file.path, {}, ts);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("no bytes for b") != std::string::npos);
+  CHECK(!std::filesystem::exists(file.path));
+  const std::string stem = std::filesystem::path(file.path).filename().string();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file.path).parent_path()))
+    CHECK_MESSAGE(e.path().filename().string().rfind(stem, 0) != 0, "left behind: " << e.path());
+  const formats::GgufTensorSource good[] = {ok};
+  REQUIRE(formats::write_gguf_streamed(file.path, {}, good).ok());
+  CHECK(formats::read_gguf(file.path).ok());
+}
+
+TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, absent is relu2, others are refused") {
+  BitNetConfig c = BitNetConfig::tiny();
+  c.silu = true;
+  TempFile file("silu.gguf");
+  REQUIRE(formats::write_synthetic_bitnet(file.path, c, 3).ok());
+  auto g = formats::read_gguf(file.path);
+  REQUIRE(g.ok());
+  CHECK(g->get_string("bitnet.hidden_activation").value() == "silu");
+  auto back = formats::bitnet_config(g.value());
+  REQUIRE(back.ok());
+  CHECK(back->silu);
+  formats::GgufFile f = std::move(g.value());
+  auto at = std::find_if(f.metadata.begin(), f.metadata.end(),
+                         [](const formats::GgufKv& kv) { return kv.key == "bitnet.hidden_activation"; });
+  REQUIRE(at != f.metadata.end());
+  at->value.str = "gelu";
+  auto gelu = formats::bitnet_config(f);
+  REQUIRE(!gelu.ok());
+  CHECK(gelu.error().message.find("bitnet.hidden_activation is 'gelu'") != std::string::npos);
+  at->value.type = formats::GgufValueType::U32;
+  CHECK(!formats::bitnet_config(f).ok());  // not a string
+  f.metadata.erase(at);                     // a file converted without the key (llama.cpp's converter)
+  auto absent = formats::bitnet_config(f);
+  REQUIRE(absent.ok());
+  CHECK(!absent->silu);
   CHECK(formats::check_bitnet_config(BitNetConfig::b2b4t()).ok());
 }
 

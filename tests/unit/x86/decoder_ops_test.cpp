@@ -308,7 +308,10 @@ TEST_CASE("decoder ops: attention (GQA) over f32/f16/bf16 caches reads only rows
   struct Case {
     std::int64_t M, HQ, HKV, D, C;
   };
-  const Case cases[] = {{1, 1, 1, 1, 1}, {1, 4, 2, 16, 9}, {3, 6, 2, 7, 12}, {2, 3, 3, 33, 40}, {1, 20, 5, 16, 70}};
+  // g = HQ / HKV of 1 to 5 (the 512-bit path blocks 4 query heads), D below, at and past the
+  // 64 values a 512-bit value block holds (D = 80, 130), rows not a multiple of 4.
+  const Case cases[] = {{1, 1, 1, 1, 1},    {1, 4, 2, 16, 9},  {3, 6, 2, 7, 12}, {2, 3, 3, 33, 40},
+                        {1, 20, 5, 16, 70}, {1, 8, 2, 80, 19}, {2, 10, 2, 130, 9}};
   std::uint64_t seed = 200;
   for (Isa isa : testing::step_isas()) {
     for (const Case& c : cases) {

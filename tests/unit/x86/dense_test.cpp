@@ -98,6 +98,40 @@ TEST_CASE("dense head: matmul(a, transpose(p)) reads p [N, K] as stored, f16/bf1
   }
 }
 
+TEST_CASE("dense head: M = 1 gives each row of a 2..15-row call bit for bit (decode equals prefill) [avx2] "
+          "[avx512]") {
+  // The decoder's guarantee (docs/bitnet.md): a decode step's logits are the same bits as
+  // the same row of a prefill of fewer than 16 rows, so the M = 1 kernel must sum every
+  // result in the order of the larger tiles.
+  std::uint64_t seed = 900;
+  for (Isa isa : testing::step_isas()) {
+    for (ElemKind pk : {ElemKind::F16, ElemKind::BF16}) {
+      for (const Shape& s : {Shape{0, 5, 2573, 45}, Shape{0, 15, 300, 37}, Shape{0, 2, 67, 9}}) {
+        const ir::HostTensor a = ir::HostTensor::random(ElemKind::F32, {s.M, s.K}, seed++);
+        const ir::HostTensor p = ir::HostTensor::random(pk, {s.N, s.K}, seed++);
+        ir::ParamValues params;
+        params.set("P.w", p);
+        const std::string what = std::string(isa_name(isa)) + " " + std::string(elem_name(pk)) + " M=" +
+                                 std::to_string(s.M) + " K=" + std::to_string(s.K);
+        const auto all = testing::run_plan(head_text(s, pk, false), {a}, params, isa, 2, what);
+        REQUIRE_MESSAGE(all.run_status.ok(), what);
+        for (std::int64_t m = 0; m < s.M; ++m) {
+          ir::HostTensor row = ir::HostTensor::random(ElemKind::F32, {1, s.K}, 1);
+          for (std::int64_t k = 0; k < s.K; ++k)
+            row.data[static_cast<std::size_t>(k)] = a.data[static_cast<std::size_t>(m * s.K + k)];
+          const auto one = testing::run_plan(head_text(Shape{0, 1, s.K, s.N}, pk, false), {row}, params, isa, 1, what);
+          REQUIRE_MESSAGE(one.run_status.ok(), what);
+          for (std::int64_t n = 0; n < s.N; ++n) {
+            const double x = all.got[0].data[static_cast<std::size_t>(m * s.N + n)];
+            const double y = one.got[0].data[static_cast<std::size_t>(n)];
+            REQUIRE_MESSAGE(x == y, what << " row " << m << " column " << n << ": " << x << " vs " << y);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("dense head: a transpose of p also returned is evaluated once and both results are right [avx2] [avx512]") {
   const Shape s{0, 2, 19, 11};
   for (Isa isa : testing::step_isas()) {

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// adaptive_parallel_test.cpp - EngineOptions::adaptive_parallel / TERNJIT_ADAPTIVE_PARALLEL through a Program on a host pool.
+//
+// The host pool is deliberately slow: its parallel_for sleeps 500 us before running the tasks
+// inline, so the BitLinear layer (K = 256, N = 512, M = 1: microseconds inline) is 100x slower
+// on it - robust under any machine load. With the option on (the default) the layer stops
+// forking after its first probe window; off, every call forks as before; the results are the
+// same bits. The concurrent case runs one Program from two threads (the TSan stage runs this
+// file: the per-step choice is shared atomics).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/engine/engine_testing.h"
+
+namespace ternjit {
+namespace {
+
+std::atomic<int> g_slow_calls{0};
+void slow_parallel_for(void*, void (*task)(void*, std::int64_t), void* context, std::int64_t n) {
+  g_slow_calls.fetch_add(1);
+  std::this_thread::sleep_for(std::chrono::microseconds(500));
+  for (std::int64_t i = 0; i < n; ++i) task(context, i);
+}
+
+// An x86 engine of 2 threads on the slow pool; nullopt (test skipped) without the x86 target.
+std::optional<Engine> slow_pool_engine(bool adaptive) {
+  EngineOptions o;
+  o.target = "x86";
+  o.threads = 2;
+  o.cache_dir = "off";
+  o.parallel_for = &slow_parallel_for;
+  o.adaptive_parallel = adaptive;
+  auto e = Engine::create(o);
+  if (!e.ok()) {
+    MESSAGE("skipped: " << e.error().message);
+    return std::nullopt;
+  }
+  return std::move(e).value();
+}
+
+// Runs BitLinear.forward once on x into y (poisoned first).
+void run_once(Program& p, std::vector<float>& x, std::vector<float>& y) {
+  std::fill(y.begin(), y.end(), std::nanf(""));
+  TensorView in[] = {testing::view(x, {1, 256})};
+  TensorView out[] = {testing::view(y, {1, 512})};
+  auto r = p.run("BitLinear.forward", in, out);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+}
+
+TEST_CASE("adaptive parallel: on (the default), a small layer on a slow host pool stops forking; off, every call "
+          "forks; the same bits") {
+  std::vector<std::vector<float>> outs;
+  std::vector<int> late_forks;
+  testing::BitLinearWeights w(256, 512, 3);
+  std::vector<float> x = testing::random_f32(256, 9);
+  for (bool adaptive : {true, false}) {
+    std::optional<Engine> e = slow_pool_engine(adaptive);
+    if (!e) return;
+    Program p = testing::bitlinear(*e);
+    w.bind(p);
+    std::vector<float> y(512);
+    g_slow_calls = 0;
+    int warm = 0;
+    for (int i = 0; i < 120; ++i) {
+      if (i == 60) warm = g_slow_calls.load();
+      run_once(p, x, y);
+    }
+    late_forks.push_back(g_slow_calls.load() - warm);
+    outs.push_back(y);
+  }
+  MESSAGE("forks in calls 60..119: adaptive " << late_forks[0] << ", off " << late_forks[1]);
+  CHECK(late_forks[0] <= 16);  // probe windows only (3 calls, 64+ calls apart; a second step may fork too)
+  CHECK(late_forks[1] >= 60);  // off: at least one fork per call, as before
+  CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4) == 0);
+}
+
+TEST_CASE("adaptive parallel: one Program run from two threads on the slow pool gives the same bits every call") {
+  std::optional<Engine> off = slow_pool_engine(false);
+  if (!off) return;
+  testing::BitLinearWeights w(256, 512, 4);
+  std::vector<float> x = testing::random_f32(256, 10);
+  std::vector<float> want(512);
+  {
+    Program p = testing::bitlinear(*off);
+    w.bind(p);
+    run_once(p, x, want);
+  }
+  std::optional<Engine> on = slow_pool_engine(true);
+  REQUIRE(on);
+  Program p = testing::bitlinear(*on);
+  w.bind(p);
+  // The kernel exists before the threads start (specialization is tested elsewhere).
+  std::vector<float> y0(512);
+  run_once(p, x, y0);
+  g_slow_calls = 0;
+  std::atomic<int> wrong{0};
+  auto worker = [&] {
+    std::vector<float> xin = x, y(512);
+    for (int i = 0; i < 60; ++i) {
+      std::fill(y.begin(), y.end(), std::nanf(""));
+      TensorView in[] = {testing::view(xin, {1, 256})};
+      TensorView out[] = {testing::view(y, {1, 512})};
+      if (!p.run("BitLinear.forward", in, out).ok() || std::memcmp(y.data(), want.data(), want.size() * 4) != 0)
+        wrong.fetch_add(1);
+    }
+  };
+  std::thread t(worker);
+  worker();
+  t.join();
+  CHECK(wrong.load() == 0);
+  MESSAGE("forks in 120 concurrent calls: " << g_slow_calls.load());
+  CHECK(g_slow_calls.load() <= 40);  // it went inline: the two threads share the step's choice
+}
+
+TEST_CASE("adaptive parallel: TERNJIT_ADAPTIVE_PARALLEL turns it off; other values are errors") {
+  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "0", 1);
+  auto off = EngineOptions::from_env();
+  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "1", 1);
+  auto on = EngineOptions::from_env();
+  ::setenv("TERNJIT_ADAPTIVE_PARALLEL", "yes", 1);
+  auto bad = EngineOptions::from_env();
+  ::unsetenv("TERNJIT_ADAPTIVE_PARALLEL");
+  REQUIRE(off.ok());
+  REQUIRE(on.ok());
+  CHECK(!off.value().adaptive_parallel);
+  CHECK(on.value().adaptive_parallel);
+  CHECK(EngineOptions{}.adaptive_parallel);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.find("TERNJIT_ADAPTIVE_PARALLEL") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ternjit
