@@ -1599,9 +1599,15 @@ class FuncGen {
     } else {
       const int r = rng_.below(10);
       const ElemKind kind = r < 6 ? ElemKind::F32 : r < 8 ? ElemKind::F16 : ElemKind::BF16;
+      // D sometimes 40 to 80: vector kernels blocked by 64 values run a full block and a tail.
       std::int64_t l = rng_.range(1, 3), cap = rng_.chance(0.25) ? rng_.range(10, 24) : rng_.range(1, 9),
-                   hkv = rng_.range(1, 2), d = std::min<std::int64_t>(wide_dim(), 24);
-      while (l * cap * hkv * d > sh_.opt.max_elements) cap = std::max<std::int64_t>(1, cap / 2), d = std::max<std::int64_t>(1, d - 1);
+                   hkv = rng_.range(1, 2), d = rng_.chance(0.15) ? rng_.range(40, 80) : std::min<std::int64_t>(wide_dim(), 24);
+      while (l * cap * hkv * d > sh_.opt.max_elements) {
+        if (l > 1) --l;
+        else if (hkv > 1) --hkv;
+        else if (cap > 2) --cap;
+        else d = std::max<std::int64_t>(1, d - 1);
+      }
       const Type ct = static_type(kind, {l, cap, hkv, d});
       auto cache_arg = [&](std::size_t& root) {
         root = sh_.unread.size();
@@ -1621,7 +1627,8 @@ class FuncGen {
     const Ranged pos_range = pos_arg(cap - m);
     const ValueId pos = pos_range.id;
     const std::int64_t layer = rng_.below(static_cast<int>(l));
-    std::int64_t hq = hkv * rng_.range(1, 3);
+    // g = HQ / HKV up to 5: kernels blocked by 4 query heads run a full block and a tail.
+    std::int64_t hq = hkv * rng_.range(1, 5);
     while (hq > hkv && m * hq * d > sh_.opt.max_elements) hq -= hkv;
     const bool write = rng_.chance(0.8);
     const bool attend = !write || rng_.chance(0.85);
@@ -1662,6 +1669,10 @@ class FuncGen {
     // Reads the written caches (the decoder), or sometimes those before the write (then
     // the write may not update its operand in place).
     const CachePair& read = write && rng_.chance(0.15) ? c : next;
+    // A score scale * q . k sums D products in f32: its error is up to D 2^-24 times
+    // scale * sum |q_i k_i| <= scale D |q| |k|, which q is tamed to keep <= 8 (the error
+    // of the result is then <= 2 * 8 D 2^-24 |V|, 8e-5 |V| at D = 80: targets.h).
+    q = tame(q, 8 / (scale * static_cast<double>(d) * read.kb));
     // Rows [0, pos + m] are read, pos <= its range's hi: later rows of the arguments the
     // caches come from may be NaN (make_inputs, kUnreadKey).
     const std::int64_t reads = pos_range.hi + m;

@@ -83,9 +83,10 @@ Result<std::vector<ir::HostTensor>> run_on_target(const TargetConfig& config, co
 ///     or target rounds differently: the generator stores only exact values in narrow
 ///     caches), so exact. layernorm rope causal_softmax: the interpreter's double
 ///     arithmetic (x86 and llvm follow it), at most an f32 rounding apart. attention: f32
-///     dots of D <= 24 terms scaled, an f32 softmax over <= 24 rows and a weighted sum: a
-///     score error e moves the result by <= 2 e |V|, e ~ D 2^-24 |scale q . k| <= 1e-5
-///     with |q|, |k| <= 4 (the generator tames them), and the result's bound is |V|'s.
+///     dots of D <= 80 terms scaled, an f32 softmax over <= 24 rows and a weighted sum: a
+///     score error e moves the result by <= 2 e |V|, and e <= D 2^-24 scale sum |q_i k_i|
+///     <= 8 D 2^-24 <= 4e-5, because the generator tames q to scale D |q| |k| <= 8; the
+///     result's bound is |V|'s.
 /// Chains of up to ~40 ops add these; with cancellation they become absolute, hence the
 /// atol scaled by the bound. 2e-4 leaves a margin of ~6x over the matmul bound, and a
 /// real miscompile (wrong op, operand, axis, tail or epilogue) is off by far more.
