@@ -118,7 +118,10 @@ TEST_CASE("adaptive parallel: one Program run from two threads on the slow pool 
   t.join();
   CHECK(wrong.load() == 0);
   MESSAGE("forks in 120 concurrent calls: " << g_slow_calls.load());
-  CHECK(g_slow_calls.load() <= 40);  // it went inline: the two threads share the step's choice
+  // It went inline, the two threads sharing the step's choice: off, all 120 calls fork. The
+  // count varies with timing (9 in a plain build, 45 under TSan's slower serial runs and the
+  // two threads' interleaved probe windows), so the bound only tells the two apart.
+  CHECK(g_slow_calls.load() <= 90);
 }
 
 TEST_CASE("adaptive parallel: TERNJIT_ADAPTIVE_PARALLEL turns it off; other values are errors") {
