@@ -40,7 +40,11 @@ SplitChooser::Call SplitChooser::begin(std::int64_t max_parallel_ns) noexcept {
 
 void SplitChooser::end(const Call& c, std::int64_t ns, bool forked, std::int64_t max_parallel_ns) noexcept {
   if (!c.serial && forks_.load(kRelaxed) != forked) forks_.store(forked, kRelaxed);
-  if (c.timed) {
+  // A parallel probe window's first call (the step runs inline meanwhile) wakes a pool that
+  // has slept since the last window: it is not what a step kept on the pool pays, so it is
+  // not a sample (timing it kept a spread-out pool's steps inline for too long).
+  const bool waking = c.probe && !c.serial && c.n == c.window;
+  if (c.timed && !waking) {
     if (c.serial) record(ser_, ser_next_, ns);
     else if (forked) record(par_, par_next_, ns);
   }
@@ -56,7 +60,9 @@ void SplitChooser::end(const Call& c, std::int64_t ns, bool forked, std::int64_t
     } else {
       // Go serial only on this window's serial probes (a serial estimate left from an
       // older window is not trusted against today's parallel one) and a small step.
-      want_serial = c.probe && c.serial && p > 0 && p < max_parallel_ns && s > 0 && s < p;
+      // Inline must win by 1/8: a spread-out pool's median of 5 crosses a serial time a bit
+      // below it now and then, and each such flip costs a stretch inline.
+      want_serial = c.probe && c.serial && p > 0 && p < max_parallel_ns && s > 0 && 8 * s < 7 * p;
     }
     // The next window: the period doubles while the choice holds, up to what keeps the
     // probes' cost (kProbeCalls calls the slower way, |p - s| each) at kProbeCostPercent

@@ -12,7 +12,9 @@
 //     is preferred (only when the parallel estimate is below `max_parallel_ns`: a large
 //     step is never run serially to find out), parallel probes while serial is;
 //   - at the end of each window the lower of the two estimates (median of the last
-//     kWindow samples of each way) wins; the next window comes `period` calls later, the
+//     kWindow samples of each way) wins - going serial needs serial faster by 1/8, and
+//     the first call of a parallel probe window (it wakes a pool that slept since the
+//     last window) is not a sample; the next window comes `period` calls later, the
 //     period doubling from kMinPeriod while the choice holds and falling back to
 //     kMinPeriod when it flips, so a pool that changes behaviour is followed. It grows
 //     at most to what keeps the probes' cost under kProbeCostPercent of the step's time
