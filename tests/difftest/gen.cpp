@@ -1887,17 +1887,25 @@ ir::Module generate_program(std::uint64_t seed, const GenOptions& options) {
 
 namespace {
 
+// The comma-separated items of metadata entry `key` (none when absent).
+std::vector<std::string_view> metadata_items(const ir::Module& m, std::string_view key) {
+  std::vector<std::string_view> items;
+  auto it = m.metadata().find(std::string(key));
+  if (it == m.metadata().end()) return items;
+  std::string_view text = it->second;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    items.push_back(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  return items;
+}
+
 // The ranges stored under kRangesKey by argument name; malformed items (a module read
 // from a file may carry anything) and empty ranges are left out.
 std::map<std::string, std::pair<std::int64_t, std::int64_t>> arg_ranges(const ir::Module& m) {
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> out;
-  auto it = m.metadata().find(std::string(kRangesKey));
-  if (it == m.metadata().end()) return out;
-  std::string_view text = it->second;
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  for (const std::string_view item : metadata_items(m, kRangesKey)) {
     const std::size_t c1 = item.find(':');
     const std::size_t c2 = c1 == std::string_view::npos ? c1 : item.find(':', c1 + 1);
     if (c2 == std::string_view::npos) continue;
@@ -1916,13 +1924,7 @@ std::map<std::string, std::pair<std::int64_t, std::int64_t>> arg_ranges(const ir
 // negative rows are left out.
 std::map<std::string, std::int64_t> unread_rows(const ir::Module& m) {
   std::map<std::string, std::int64_t> out;
-  auto it = m.metadata().find(std::string(kUnreadKey));
-  if (it == m.metadata().end()) return out;
-  std::string_view text = it->second;
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  for (const std::string_view item : metadata_items(m, kUnreadKey)) {
     const std::size_t colon = item.find(':');
     if (colon == std::string_view::npos) continue;
     std::int64_t row = 0;
