@@ -62,6 +62,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 step "pkg-config consumer"
 if ! command -v pkg-config >/dev/null; then
   echo "SKIPPED: pkg-config is not installed (the CMake consumer passed)"
+  rm -rf "$work"
   exit 77
 fi
 export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -91,4 +92,7 @@ if objdump -p "$work/consumer_pc_static" | grep -q 'NEEDED.*libternjit'; then
   echo "FAILED: the pkg-config --static consumer needs libternjit.so"; exit 1
 fi
 "$work/consumer_pc_static"
+# The prefix, the consumers and the static links are ~1 GB: a passing run leaves nothing
+# behind (a failing one keeps $work to look at).
+rm -rf "$work"
 echo "PASSED"
