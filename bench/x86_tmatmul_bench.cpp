@@ -29,7 +29,9 @@
 // (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
 // weights come from DRAM; the probe rotates the same way.
 // Counters: ms (per call), GBps (the impl's own weight bytes per second), GOPS
-// (2*M*K*N per second / 1e9); on every non-probe row vs_probe = t_probe / t (the
+// (2*M*K*N per second / 1e9), vs_int8_roof (GOPS / (threads x the 1-thread int8-dot
+// tight loop's GOPS, context int8_dot_ceiling): at M = 1, 2-bit weights and one
+// vpdpbusd per 64 weights, the roof is int8_dot_ceiling / 8 GB/s); on every non-probe row vs_probe = t_probe / t (the
 // fraction of the bandwidth ceiling reached for the same K*N), and on ternjit and
 // reference rows vs_onednn_s8 = t_onednn_s8 / t (> 1: faster than oneDNN int8). The
 // ratios need the baselines of the same case in the same run (filters keep them when
@@ -102,6 +104,13 @@ std::size_t copies_for(std::size_t bytes, Mode mode) {
 std::map<std::string, std::map<std::string, double>>& times_ms() {
   static std::map<std::string, std::map<std::string, double>> times;
   return times;
+}
+
+// The int8 compute ceiling of one thread (GOPS, measure_int8_dot's best rate), measured
+// once in main before the benchmarks; 0 when the host has no dot path.
+double& int8_roof_gops() {
+  static double roof = 0;
+  return roof;
 }
 
 // The data of one benchmark, kept while consecutive runs of the same benchmark ask for
@@ -187,6 +196,10 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
   state.counters["ms"] = ms;
   state.counters["GBps"] = weight_bytes / per / 1e9;
   state.counters["GOPS"] = c.ops() / per / 1e9;
+  // The fraction of the int8-dot roof (threads x the 1-thread tight loop): a kernel that
+  // issues one vpdpbusd per 64 multiply-adds (dot, mask_dot) cannot pass 1, whatever M.
+  if (impl != "probe" && int8_roof_gops() > 0)
+    state.counters["vs_int8_roof"] = c.ops() / per / 1e9 / (int8_roof_gops() * c.threads);
   auto& row = times_ms()[c.name()];
   row[impl] = ms;
   if (impl != "probe" && row.count("probe")) state.counters["vs_probe"] = row["probe"] / ms;
@@ -727,6 +740,7 @@ int main(int argc, char** argv) {
   // counters approach at large M; `ternjit bench` measures the same).
   if (auto dot_isa = isa ? dot_ceiling_isa(*isa) : std::nullopt) {
     auto dot = measure_int8_dot(Parallel{}, *dot_isa, CeilingOptions{});
+    if (dot.ok()) int8_roof_gops() = dot->best_rate();
     benchmark::AddCustomContext("int8_dot_ceiling", dot.ok() ? std::to_string(static_cast<int>(dot->best_rate())) +
                                                                    " GOPS, 1 thread, " + std::string(isa_name(*dot_isa))
                                                              : dot.error().message);

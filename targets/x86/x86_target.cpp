@@ -116,6 +116,9 @@ class X86Target final : public Target {
     d.device = cpu_.model;
     d.memory_bytes = cpu_.memory_bytes;
     d.features = "code paths: " + (s.avx2 ? isa_list(s) : std::string("none"));
+    // VBMI is not a code path of its own but gates one variant (base3, the 1.6-bit
+    // weights), so a reader of `ternjit info` can tell why a host picks it or not.
+    if (s.avx512_vbmi) d.features += "; avx512_vbmi (tmatmul base3)";
     if (!s.amx_note.empty()) d.features += " (" + s.amx_note + ")";
     return d;
   }
