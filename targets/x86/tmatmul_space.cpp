@@ -36,7 +36,10 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
   if (p.x_kind == ElemKind::I8) {
     variants.push_back(TMatMulVariant::Dot);
     if (p.K <= kMaxMaskDotK) variants.push_back(TMatMulVariant::MaskDot);
-    if (isa == Isa::Amx && p.M >= 16) variants.push_back(TMatMulVariant::Amx);
+    // Amx at every M: rows below a tile's 16 are zero padding, so at M < 16 the tile unit
+    // runs mostly on padding, yet its int8 rate is ~10x vpdpbusd's: whether that wins at
+    // M = 1-15 is the tuner's measurement to make (default_config keeps amx for M >= 64).
+    if (isa == Isa::Amx) variants.push_back(TMatMulVariant::Amx);
     // Base3 (1.6-bit): zmm on avx512_vnni/amx hosts with VBMI; not per K group (a group's
     // K is too short for the smaller stream to pay off; the grouped kernel is untested on it).
     if ((isa == Isa::Avx512Vnni || isa == Isa::Amx) && host_isas().avx512_vbmi && p.K <= kMaxMaskDotK &&
@@ -62,7 +65,8 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
                                                     : 4 * lanes;
       for (int nmul = 1; nmul <= 4; ++nmul)
         for (int mb : kMBlocks) {
-          if (mb > p.M) continue;
+          // One 16-row tile is the smallest amx block, whatever M (padding, see above).
+          if (mb > p.M && !(v == TMatMulVariant::Amx && mb == 16)) continue;
           for (int ku : kKUnrolls)
             for (int pf : kPrefetches)
               for (int t : thread_counts(max_threads)) {
@@ -91,7 +95,7 @@ std::vector<TMatMulConfig> search_space(const TMatMulProblem& p, Isa isa, int ma
 }
 
 std::string describe_space() {
-  return "variant: dot, mask_dot (K <= 131071), amx (isa amx, M >= 16), base3 (K <= 131071, avx512_vnni + VBMI,\n"
+  return "variant: dot, mask_dot (K <= 131071), amx (isa amx; mb 16 also when M < 16), base3 (K <= 131071, avx512_vnni + VBMI,\n"
          "         vec=512, no K groups) for i8 x; float for float x\n"
          "vec: 256, and 512 on avx512 ISAs\n"
          "nb: 1..4 x (4 x int32 lanes) for i8 (base3: 5 x lanes); 1..4 x 16 for float\n"

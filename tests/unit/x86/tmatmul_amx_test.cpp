@@ -21,6 +21,7 @@
 #include "ir/tensor.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/tmatmul_internal.h"
+#include "targets/x86/tmatmul_space.h"
 #include "tests/unit/x86/x86_testing.h"
 
 namespace {
@@ -224,6 +225,27 @@ TEST_CASE("tmatmul amx: emulated tiles match the reference bit for bit [avx512_v
       REQUIRE_MESSAGE(k.ok(), describe(config, c.p) << ": " << (k.ok() ? "" : k.error().message));
       const bool two = rep == 1;
       check_bits(c, run_kernel(*k.value(), c, two ? kTwoThreads : Parallel{}), describe(config, c.p) + (two ? " (2 threads)" : ""));
+    }
+  }
+}
+
+TEST_CASE("tmatmul amx: the tuner's space offers amx below 16 rows, and those candidates are exact [avx512_vnni]") {
+  std::uint64_t seed = 900;
+  for (std::int64_t M : {1, 3, 8, 15, 16}) {
+    const Case c = make_case(M, 300, 70, static_cast<int>(M % 64), seed++);
+    std::vector<TMatMulConfig> amx;
+    for (const TMatMulConfig& config : search_space(c.p, Isa::Amx, 2))
+      if (config.variant == TMatMulVariant::Amx) amx.push_back(config);
+    REQUIRE_MESSAGE(!amx.empty(), "M = " << M);
+    for (const TMatMulConfig& config : amx) {
+      CHECK(config.m_block == 16);  // one tile of rows (the padded block below 16 rows)
+      CHECK(detail::validate_amx(c.p, config).ok());
+    }
+    if (!host_isas().avx512_vnni) continue;  // the tile emulation needs VNNI
+    for (const TMatMulConfig& config : {amx.front(), amx.back()}) {
+      auto k = detail::create_amx_emulated(c.p, config);
+      REQUIRE_MESSAGE(k.ok(), describe(config, c.p) << ": " << (k.ok() ? "" : k.error().message));
+      check_bits(c, run_kernel(*k.value(), c, config.threads > 1 ? kTwoThreads : Parallel{}), describe(config, c.p));
     }
   }
 }
