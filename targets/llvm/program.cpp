@@ -3,12 +3,12 @@
 #include "targets/llvm/program.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <span>
 #include <map>
 
 #include "ir/print.h"
+#include "targets/common/tern2_pack.h"
 #include "targets/load_value.h"
 
 namespace ternjit::targets::llvmjit {
@@ -324,54 +324,50 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
     const auto K = static_cast<std::size_t>(t.shape()[0]), N = static_cast<std::size_t>(t.shape()[1]);
     const std::int64_t Kp = padded_k(t.shape()[0]);
     if (c.form == ConstSlot::Form::Packed) {
-      // Row k fills byte kk = k % 4 of every 4-byte lane of step k / 4: in group g of
-      // panel p, lane l's byte holds the codes of columns p*NB + g*G + f*L + l, f = 0..3
-      // (PackedLayout). Each byte is written once, from 4 codes of the row; rows k >= K
-      // keep the fill, code 1 in every field (weight 0), as do columns j >= N.
+      // Four rows (one step) at a time: their codes (w + 1) across the padded columns,
+      // then each group's 4 x G bytes with the x86 i8 panels' interleave (the same
+      // layout; targets/common/tern2_pack.h): in group g of panel p, lane l's byte of row
+      // k holds the codes of columns p*NB + g*G + f*L + l, f = 0..3 (PackedLayout), at
+      // byte 4 l + k % 4. A bound t2 weight's codes come straight from its 2-bit fields
+      // (never widened through a value per weight), else from its values. Rows k >= K and
+      // columns j >= N hold code 1 (weight 0), the fill of steps past K.
       const PackedLayout& pl = c.packed;
       const std::int64_t n64 = t.shape()[1], G = pl.group(), NB = pl.nb(), L = pl.lanes;
       const std::int64_t npad = padded_n(n64, static_cast<int>(G));
       std::vector<std::uint8_t> b(static_cast<std::size_t>(packed_bytes(t.shape()[0], n64, pl)), 0x55);
-      // The codes (w + 1) of row k: straight from a bound t2 weight's 2-bit codes (4 at
-      // a time through a table), else from its values; 1 past N.
-      std::vector<std::uint8_t> code(static_cast<std::size_t>(npad), 1);
+      std::vector<std::uint8_t> code(static_cast<std::size_t>(4 * npad), 1);
       const bool t2 = t.stored && t.stored->kind() == ElemKind::T2;
-      std::vector<std::uint8_t> unpacked(t2 ? N + 8 : 0);
       std::vector<std::int8_t> row(t2 ? 0 : N);
-      static const std::array<std::array<std::uint8_t, 4>, 256> kCodes = [] {
-        std::array<std::array<std::uint8_t, 4>, 256> a{};
-        for (unsigned v = 0; v < 256; ++v)
-          for (unsigned f = 0; f < 4; ++f) a[v][f] = static_cast<std::uint8_t>((v >> (2 * f)) & 3u);
-        return a;
-      }();
-      for (std::size_t k = 0; k < K; ++k) {
-        std::size_t bad = N;  // the first non-ternary column, if any
-        if (t2) {
-          const std::span<const std::uint8_t> src = t.stored->bytes().span();
-          const std::size_t first = k * N, off = first % 4, nbytes = (off + N + 3) / 4;
-          for (std::size_t i = 0; i < nbytes; ++i) std::memcpy(&unpacked[4 * i], kCodes[src[first / 4 + i]].data(), 4);
-          std::memcpy(code.data(), unpacked.data() + off, N);
-          for (std::size_t n = 0; n < N && bad == N; ++n)
-            if (code[n] > 2) bad = n;
-        } else {
-          t.read_int8(k * N, row);
-          for (std::size_t n = 0; n < N; ++n) {
-            code[n] = static_cast<std::uint8_t>(row[n] + 1);
-            if (bad == N && (row[n] < -1 || row[n] > 1)) bad = n;
+      const std::int64_t steps = (static_cast<std::int64_t>(K) + 3) / 4;
+      for (std::int64_t step = 0; step < steps; ++step) {
+        for (std::size_t kk = 0; kk < 4; ++kk) {
+          const std::size_t k = 4 * static_cast<std::size_t>(step) + kk;
+          std::uint8_t* rc = code.data() + kk * static_cast<std::size_t>(npad);
+          if (k >= K) {
+            std::memset(rc, 1, N);  // columns past N already hold 1
+            continue;
           }
+          std::size_t bad = N;  // the first non-ternary column, if any
+          if (t2) {
+            const std::uint8_t* src = t.stored->bytes().span().data();
+            bad = tern2_first_invalid(src, k * N, N);
+            tern2_fields(src, k * N, N, rc);
+          } else {
+            t.read_int8(k * N, row);
+            for (std::size_t n = 0; n < N; ++n) {
+              rc[n] = static_cast<std::uint8_t>(row[n] + 1);
+              if (bad == N && (row[n] < -1 || row[n] > 1)) bad = n;
+            }
+          }
+          if (bad != N)
+            return make_error(ErrorCode::InvalidInput, "llvm: weight [" + std::to_string(k) + ", " +
+                                                           std::to_string(bad) + "] is not -1, 0 or 1");
         }
-        if (bad != N)
-          return make_error(ErrorCode::InvalidInput, "llvm: weight [" + std::to_string(k) + ", " + std::to_string(bad) +
-                                                         "] is not -1, 0 or 1");
-        const auto step = static_cast<std::int64_t>(k / 4), kk = static_cast<std::int64_t>(k % 4);
         for (std::int64_t p0 = 0; p0 < npad; p0 += NB) {
           const std::int64_t width = std::min(NB, npad - p0);
-          std::uint8_t* dst = b.data() + p0 * (Kp / 4) + step * width + kk;
-          for (std::int64_t g0 = 0; g0 < width; g0 += G) {
-            const std::uint8_t* c4 = code.data() + p0 + g0;
-            for (std::int64_t l = 0; l < L; ++l)
-              dst[g0 + 4 * l] = static_cast<std::uint8_t>(c4[l] | c4[l + L] << 2 | c4[l + 2 * L] << 4 | c4[l + 3 * L] << 6);
-          }
+          std::uint8_t* dst = b.data() + p0 * (Kp / 4) + step * width;
+          for (std::int64_t g0 = 0; g0 < width; g0 += G)
+            interleave_codes4(code.data() + p0 + g0, npad, static_cast<int>(L), dst + g0);
         }
       }
       out.push_back(std::move(b));

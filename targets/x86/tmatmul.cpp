@@ -2,10 +2,7 @@
 // tmatmul.cpp - the ternary matmul's config text form, common validation, heuristic and factory.
 #include "targets/x86/tmatmul.h"
 
-#include <emmintrin.h>
-
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <cstring>
 #include <optional>
@@ -13,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "targets/common/tern2_pack.h"
 #include "targets/x86/tmatmul_internal.h"
 
 namespace ternjit::targets::x86 {
@@ -289,18 +287,6 @@ Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& 
   return pw;
 }
 
-namespace {
-
-// Byte -> its four tern2 fields as four bytes (little-endian uint32).
-constexpr std::array<std::uint32_t, 256> kFields = [] {
-  std::array<std::uint32_t, 256> t{};
-  for (unsigned b = 0; b < 256; ++b)
-    t[b] = (b & 3u) | ((b >> 2) & 3u) << 8 | ((b >> 4) & 3u) << 16 | ((b >> 6) & 3u) << 24;
-  return t;
-}();
-
-}  // namespace
-
 void weight_codes(const TernaryWeights& w, std::int64_t K, std::int64_t N, std::int64_t k0, int rows, std::int64_t c0,
                   std::int64_t cols, std::uint8_t* out) {
   const std::uint8_t* codes = w.tern2_codes();
@@ -314,61 +300,12 @@ void weight_codes(const TernaryWeights& w, std::int64_t K, std::int64_t N, std::
     }
     const std::int64_t in = std::clamp<std::int64_t>(N - c0, 0, cols);  // columns inside N
     const std::size_t i0 = static_cast<std::size_t>(k * N + c0);
-    std::int64_t c = 0;
     if (codes != nullptr) {
-      if (i0 % 4 == 0) {  // byte-aligned: 64 codes from 16 bytes with SSE2, then a table
-        const __m128i m3 = _mm_set1_epi8(3);
-        for (; c + 64 <= in; c += 64) {
-          const __m128i b =
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (i0 + static_cast<std::size_t>(c)) / 4));
-          // Field f of every byte (16-bit shifts; the mask drops what crossed a byte).
-          const __m128i f0 = _mm_and_si128(b, m3), f1 = _mm_and_si128(_mm_srli_epi16(b, 2), m3);
-          const __m128i f2 = _mm_and_si128(_mm_srli_epi16(b, 4), m3), f3 = _mm_and_si128(_mm_srli_epi16(b, 6), m3);
-          const __m128i lo01 = _mm_unpacklo_epi8(f0, f1), lo23 = _mm_unpacklo_epi8(f2, f3);
-          const __m128i hi01 = _mm_unpackhi_epi8(f0, f1), hi23 = _mm_unpackhi_epi8(f2, f3);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c), _mm_unpacklo_epi16(lo01, lo23));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c + 16), _mm_unpackhi_epi16(lo01, lo23));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c + 32), _mm_unpacklo_epi16(hi01, hi23));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c + 48), _mm_unpackhi_epi16(hi01, hi23));
-        }
-        for (; c + 4 <= in; c += 4) std::memcpy(o + c, &kFields[codes[(i0 + static_cast<std::size_t>(c)) / 4]], 4);
-      }
-      for (; c < in; ++c) o[c] = static_cast<std::uint8_t>(ir::tern2_at(codes, i0 + static_cast<std::size_t>(c)) + 1);
+      tern2_fields(codes, i0, static_cast<std::size_t>(in), o);
     } else {
-      for (; c < in; ++c) o[c] = static_cast<std::uint8_t>(values[i0 + static_cast<std::size_t>(c)] + 1);
+      for (std::int64_t c = 0; c < in; ++c) o[c] = static_cast<std::uint8_t>(values[i0 + static_cast<std::size_t>(c)] + 1);
     }
     if (in < cols) std::memset(o + in, 1, static_cast<std::size_t>(cols - in));
-  }
-}
-
-void interleave_group(const std::uint8_t* codes, std::int64_t stride, int L, std::uint8_t* out) {
-  if (L == 8 || L == 16) {
-    // Each row's L bytes (codes <= 2, so a 16-bit shift by <= 6 never carries into the
-    // next byte), then a 4 x L byte transpose with SSE2 unpacks.
-    auto load = [L](const std::uint8_t* p) {
-      return L == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                     : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    };
-    __m128i v[4];
-    for (int r = 0; r < 4; ++r) {
-      const std::uint8_t* c = codes + r * stride;
-      v[r] = _mm_or_si128(_mm_or_si128(load(c), _mm_slli_epi16(load(c + L), 2)),
-                          _mm_or_si128(_mm_slli_epi16(load(c + 2 * L), 4), _mm_slli_epi16(load(c + 3 * L), 6)));
-    }
-    const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
-    if (L == 16) {
-      const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
-    }
-    return;
-  }
-  for (int r = 0; r < 4; ++r) {
-    const std::uint8_t* c = codes + r * stride;
-    for (int j = 0; j < L; ++j)
-      out[4 * j + r] = static_cast<std::uint8_t>(c[j] | c[L + j] << 2 | c[2 * L + j] << 4 | c[3 * L + j] << 6);
   }
 }
 

@@ -58,6 +58,7 @@
 #include <string>
 #include <vector>
 
+#include "targets/common/tern2_pack.h"
 #include "targets/x86/jit_code.h"
 
 namespace ternjit::targets::x86::detail {
@@ -484,36 +485,14 @@ class Int8Kernel final : public TMatMulKernel {
     TERNJIT_TRY(PackedWeights pw, detail::start_pack(w, p_, pack_signature(),
                                                      panel_bytes_ * static_cast<std::size_t>(panels_)));
     std::uint8_t* out = pw.storage.data() + pw.offset;
-    const int G = s_.group, L = s_.lanes, nb = s_.n_block;
-    auto code = [&](std::int64_t k, std::int64_t n) -> unsigned {
-      if (k >= K) return 0;  // padded rows: code 0 multiplies the padded x bytes by 0
-      if (n >= N) return 1;
-      return static_cast<unsigned>(w[static_cast<std::size_t>(k * N + n)] + 1);
-    };
-    if (s_.base3) {
-      const int GB = s_.group_bytes;
-      for (std::int64_t pnl = 0; pnl < panels_; ++pnl) {
-        std::uint8_t* panel = out + static_cast<std::size_t>(pnl) * panel_bytes_;
-        for (std::int64_t st = 0; st < steps_; ++st) {
-          std::uint8_t* row = panel + static_cast<std::size_t>(st * s_.step_bytes);
-          for (int gi = 0; gi < s_.groups; ++gi)
-            for (int b = 0; b < GB; ++b) {
-              const std::int64_t k = 4 * st + b % 4;
-              const std::int64_t n0 = pnl * nb + gi * G + b / 4;
-              unsigned byte = 0;
-              for (int f = 4; f >= 0; --f) byte = 3 * byte + code(k, n0 + f * L);
-              row[gi * GB + b] = static_cast<std::uint8_t>(byte);
-            }
-        }
-      }
-      return pw;
-    }
+    const int G = s_.group, L = s_.lanes, nb = s_.n_block, GB = s_.group_bytes;
     // Byte b of group gi of step st holds the codes of (k = 4 st + b % 4, n = n0 + f L),
-    // n0 = the group's column + b / 4, f = 0..3. The codes of the step's four rows and
-    // the panel's columns are fetched first (rows past K: code 0, which multiplies the
-    // padded x bytes by 0; columns past N: code 1, value 0), then interleaved.
+    // n0 = the group's column + b / 4, f = 0..3 (2-bit fields) or 0..4 (base 3). The
+    // codes of the step's four rows and the panel's columns are fetched first (rows past
+    // K: code 0, which multiplies the padded x bytes by 0; columns past N: code 1, value
+    // 0), then interleaved (targets/common/tern2_pack.h).
     // kSteps steps at a time (their weight rows read in order: page-friendly), then each
-    // panel's kSteps * nb contiguous bytes (fewer visits to each far-apart panel).
+    // panel's kSteps steps of contiguous bytes (fewer visits to each far-apart panel).
     constexpr std::int64_t kSteps = 4;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * kSteps * np_));
     for (std::int64_t st0 = 0; st0 < steps_; st0 += kSteps) {
@@ -521,10 +500,15 @@ class Int8Kernel final : public TMatMulKernel {
       detail::weight_codes(w, K, N, 4 * st0, static_cast<int>(4 * ns), 0, np_, codes.data());
       for (std::int64_t pnl = 0; pnl < panels_; ++pnl)
         for (std::int64_t si = 0; si < ns; ++si) {
-          std::uint8_t* row =
-              out + static_cast<std::size_t>(pnl) * panel_bytes_ + static_cast<std::size_t>((st0 + si) * nb);
-          for (int gi = 0; gi < s_.groups; ++gi)
-            detail::interleave_group(codes.data() + 4 * si * np_ + pnl * nb + gi * G, np_, L, row + gi * G);
+          std::uint8_t* row = out + static_cast<std::size_t>(pnl) * panel_bytes_ +
+                              static_cast<std::size_t>((st0 + si) * s_.step_bytes);
+          const std::uint8_t* c = codes.data() + 4 * si * np_ + pnl * nb;
+          for (int gi = 0; gi < s_.groups; ++gi) {
+            if (s_.base3)
+              interleave_base3_codes4(c + gi * G, np_, L, row + gi * GB);
+            else
+              interleave_codes4(c + gi * G, np_, L, row + gi * GB);
+          }
         }
     }
     return pw;

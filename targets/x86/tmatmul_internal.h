@@ -26,10 +26,6 @@ Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& 
 void weight_codes(const TernaryWeights& w, std::int64_t K, std::int64_t N, std::int64_t k0, int rows, std::int64_t c0,
                   std::int64_t cols, std::uint8_t* out);
 
-/// One packed group of the i8 kernels: out[4 j + r] = c[j] | c[L + j] << 2 |
-/// c[2L + j] << 4 | c[3L + j] << 6 with c = codes + r * stride (r < 4, j < L): the four
-/// codes of weight row r at columns j, L + j, 2L + j, 3L + j in one byte.
-void interleave_group(const std::uint8_t* codes, std::int64_t stride, int L, std::uint8_t* out);
 
 // tmatmul_int8.cpp: variants Dot and MaskDot (i8 x) on Avx2, AvxVnni, Avx512, Avx512Vnni, Amx (as Avx512Vnni),
 // and Base3 (1.6-bit weights) on Avx512Vnni and Amx with AVX512-VBMI.

@@ -24,7 +24,7 @@ TEST_CASE("tmatmul i8 pack: tern2 codes and int8 values give the same bytes, odd
     auto codes = ir::pack_tern2(values);
     REQUIRE(codes.ok());
     for (Isa isa : {Isa::Avx2, Isa::Avx512Vnni})
-      for (TMatMulVariant v : {TMatMulVariant::Dot, TMatMulVariant::MaskDot})
+      for (TMatMulVariant v : {TMatMulVariant::Dot, TMatMulVariant::MaskDot, TMatMulVariant::Base3})
         for (std::int64_t M : {1, 8}) {
           CAPTURE(s.K);
           CAPTURE(s.N);
@@ -36,7 +36,8 @@ TEST_CASE("tmatmul i8 pack: tern2 codes and int8 values give the same bytes, odd
           p.N = s.N;
           TMatMulConfig c = default_config(p, isa, 1);
           c.variant = v;
-          if (!validate(p, c).ok()) continue;
+          if (v == TMatMulVariant::Base3) c.n_block = 160;  // base3 panels are whole 80-column groups
+          if (!validate(p, c).ok()) continue;  // base3: avx512_vnni with VBMI, K <= 131071
           auto k = TMatMulKernel::create(p, c, /*allow_foreign_isa=*/true);
           REQUIRE(k.ok());
           auto a = (*k)->pack(values);

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// tern2_pack.cpp - tern2 fields, their check and the 4-row interleave (tern2_pack.h).
+#include "targets/common/tern2_pack.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace ternjit::targets {
+namespace {
+
+// Byte -> its four fields as four bytes (little-endian uint32).
+constexpr std::array<std::uint32_t, 256> kFields = [] {
+  std::array<std::uint32_t, 256> t{};
+  for (unsigned b = 0; b < 256; ++b)
+    t[b] = (b & 3u) | ((b >> 2) & 3u) << 8 | ((b >> 4) & 3u) << 16 | ((b >> 6) & 3u) << 24;
+  return t;
+}();
+
+unsigned field_at(const std::uint8_t* codes, std::size_t i) { return (codes[i / 4] >> (2 * (i % 4))) & 3u; }
+
+}  // namespace
+
+void tern2_fields(const std::uint8_t* codes, std::size_t i0, std::size_t n, std::uint8_t* out) {
+  std::size_t c = 0;
+  for (; c < n && (i0 + c) % 4 != 0; ++c) out[c] = static_cast<std::uint8_t>(field_at(codes, i0 + c));
+  const std::uint8_t* src = codes + (i0 + c) / 4;  // byte-aligned from here
+#if defined(__SSE2__)
+  const __m128i m3 = _mm_set1_epi8(3);
+  for (; c + 64 <= n; c += 64, src += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    // Field f of every byte (16-bit shifts; the mask drops what crossed a byte), then
+    // the four field vectors interleaved back into column order.
+    const __m128i f0 = _mm_and_si128(b, m3), f1 = _mm_and_si128(_mm_srli_epi16(b, 2), m3);
+    const __m128i f2 = _mm_and_si128(_mm_srli_epi16(b, 4), m3), f3 = _mm_and_si128(_mm_srli_epi16(b, 6), m3);
+    const __m128i lo01 = _mm_unpacklo_epi8(f0, f1), lo23 = _mm_unpacklo_epi8(f2, f3);
+    const __m128i hi01 = _mm_unpackhi_epi8(f0, f1), hi23 = _mm_unpackhi_epi8(f2, f3);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c), _mm_unpacklo_epi16(lo01, lo23));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c + 16), _mm_unpackhi_epi16(lo01, lo23));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c + 32), _mm_unpacklo_epi16(hi01, hi23));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c + 48), _mm_unpackhi_epi16(hi01, hi23));
+  }
+#endif
+  for (; c + 4 <= n; c += 4, ++src) std::memcpy(out + c, &kFields[*src], 4);
+  for (; c < n; ++c) out[c] = static_cast<std::uint8_t>(field_at(codes, i0 + c));
+}
+
+std::size_t tern2_first_invalid(const std::uint8_t* codes, std::size_t i0, std::size_t n) {
+  std::size_t c = 0;
+  for (; c < n && (i0 + c) % 4 != 0; ++c)
+    if (field_at(codes, i0 + c) == 3) return c;
+  const std::uint8_t* src = codes + (i0 + c) / 4;
+  // A field is 3 exactly where both its bits are set: w & (w >> 1) on the low bit of
+  // every field (0x55 per byte).
+  constexpr std::uint64_t kLow = 0x5555555555555555ull;
+  for (; c + 32 <= n; c += 32, src += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, src, 8);
+    if ((w & (w >> 1) & kLow) != 0) break;  // the per-field loop below finds which
+  }
+  for (; c < n; ++c)
+    if (field_at(codes, i0 + c) == 3) return c;
+  return n;
+}
+
+void interleave_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, std::uint8_t* out) {
+#if defined(__SSE2__)
+  if (L == 8 || L == 16) {
+    // Each row's L bytes (codes <= 3, so a 16-bit shift by <= 6 never carries into the
+    // next byte), then a 4 x L byte transpose with SSE2 unpacks.
+    auto load = [L](const std::uint8_t* p) {
+      return L == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                     : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    };
+    __m128i v[4];
+    for (int r = 0; r < 4; ++r) {
+      const std::uint8_t* c = codes + r * stride;
+      v[r] = _mm_or_si128(_mm_or_si128(load(c), _mm_slli_epi16(load(c + L), 2)),
+                          _mm_or_si128(_mm_slli_epi16(load(c + 2 * L), 4), _mm_slli_epi16(load(c + 3 * L), 6)));
+    }
+    const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
+    if (L == 16) {
+      const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
+    }
+    return;
+  }
+#endif
+  for (int r = 0; r < 4; ++r) {
+    const std::uint8_t* c = codes + r * stride;
+    for (int j = 0; j < L; ++j)
+      out[4 * j + r] = static_cast<std::uint8_t>(c[j] | c[L + j] << 2 | c[2 * L + j] << 4 | c[3 * L + j] << 6);
+  }
+}
+
+void interleave_base3_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, std::uint8_t* out) {
+#if defined(__SSE2__)
+  if (L == 16) {
+    // Horner from the fifth code down, x 3 as three byte adds: every partial sum stays
+    // <= 242, so the byte adds never wrap. Then the 4 x 16 byte transpose.
+    __m128i v[4];
+    for (int r = 0; r < 4; ++r) {
+      const std::uint8_t* c = codes + r * stride;
+      __m128i acc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 4 * L));
+      for (int f = 3; f >= 0; --f)
+        acc = _mm_add_epi8(_mm_add_epi8(acc, _mm_add_epi8(acc, acc)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + f * L)));
+      v[r] = acc;
+    }
+    const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
+    const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
+    return;
+  }
+#endif
+  for (int r = 0; r < 4; ++r) {
+    const std::uint8_t* c = codes + r * stride;
+    for (int j = 0; j < L; ++j) {
+      unsigned byte = 0;
+      for (int f = 4; f >= 0; --f) byte = 3 * byte + c[f * L + j];
+      out[4 * j + r] = static_cast<std::uint8_t>(byte);
+    }
+  }
+}
+
+}  // namespace ternjit::targets
