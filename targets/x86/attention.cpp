@@ -367,6 +367,24 @@ TJ_AVX512 inline __m512 reduce16(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, 0x88), _mm512_shuffle_f32x4(w01, w23, 0xDD));
 }
 
+// Sixteen accumulators as separate members (the compiler keeps them in registers).
+struct Acc16 {
+  __m512 v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15;
+};
+TJ_AVX512 inline void zero(Acc16& a) {
+  a.v0 = a.v1 = a.v2 = a.v3 = a.v4 = a.v5 = a.v6 = a.v7 = _mm512_setzero_ps();
+  a.v8 = a.v9 = a.v10 = a.v11 = a.v12 = a.v13 = a.v14 = a.v15 = _mm512_setzero_ps();
+}
+
+// a_r = x * b_r + a_r for r < 4 (one FMA each, in that order).
+TJ_AVX512 inline void fma4(__m512 x, __m512 b0, __m512 b1, __m512 b2, __m512 b3, __m512& a0, __m512& a1, __m512& a2,
+                           __m512& a3) {
+  a0 = _mm512_fmadd_ps(x, b0, a0);
+  a1 = _mm512_fmadd_ps(x, b1, a1);
+  a2 = _mm512_fmadd_ps(x, b2, a2);
+  a3 = _mm512_fmadd_ps(x, b3, a3);
+}
+
 // scores[i * len + t] = scale * (q_i . k_t) for the g query heads q_i = q + i * D of one cache
 // head, rows t < len of it at k0 + t * kstride bytes.
 template <ElemKind K>
@@ -382,17 +400,21 @@ TJ_AVX512 void scores512(const float* q, std::int64_t g, const std::uint8_t* k0,
       const std::int64_t nr = std::min<std::int64_t>(4, len - t0);
       const std::uint8_t* kp[4];
       for (int r = 0; r < 4; ++r) kp[r] = k0 + (t0 + std::min<std::int64_t>(r, nr - 1)) * kstride;
-      __m512 acc[16];
-      _Pragma("GCC unroll 16") for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+      // The 16 accumulators as named values, not an array: GCC keeps a 1 KB array of
+      // vectors in memory and stored all 16 on every iteration (store-bound; measured).
+      Acc16 a;
+      zero(a);
       for (std::int64_t d0 = 0; d0 < D; d0 += 16) {
         const __mmask16 m = lanes(D - d0);
-        __m512 kv[4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) kv[r] = load16<K>(kp[r] + d0 * eb, m);
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
-          const __m512 qv = _mm512_maskz_loadu_ps(m, qp[i] + d0);
-          _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) acc[4 * i + r] = _mm512_fmadd_ps(qv, kv[r], acc[4 * i + r]);
-        }
+        const __m512 k0 = load16<K>(kp[0] + d0 * eb, m), k1 = load16<K>(kp[1] + d0 * eb, m);
+        const __m512 k2 = load16<K>(kp[2] + d0 * eb, m), k3 = load16<K>(kp[3] + d0 * eb, m);
+        fma4(_mm512_maskz_loadu_ps(m, qp[0] + d0), k0, k1, k2, k3, a.v0, a.v1, a.v2, a.v3);
+        fma4(_mm512_maskz_loadu_ps(m, qp[1] + d0), k0, k1, k2, k3, a.v4, a.v5, a.v6, a.v7);
+        fma4(_mm512_maskz_loadu_ps(m, qp[2] + d0), k0, k1, k2, k3, a.v8, a.v9, a.v10, a.v11);
+        fma4(_mm512_maskz_loadu_ps(m, qp[3] + d0), k0, k1, k2, k3, a.v12, a.v13, a.v14, a.v15);
       }
+      const __m512 acc[16] = {a.v0, a.v1, a.v2,  a.v3,  a.v4,  a.v5,  a.v6,  a.v7,
+                              a.v8, a.v9, a.v10, a.v11, a.v12, a.v13, a.v14, a.v15};
       alignas(64) float s[16];
       _mm512_store_ps(s, _mm512_mul_ps(reduce16(acc), sc));
       for (std::int64_t i = 0; i < nh; ++i)
@@ -414,18 +436,21 @@ TJ_AVX512 void values512(const float* scores, const float* sums, std::int64_t g,
     for (std::int64_t d0 = 0; d0 < D; d0 += 64) {
       __mmask16 m[4];
       for (int j = 0; j < 4; ++j) m[j] = lanes(D - d0 - 16 * j);
-      __m512 acc[4][4];
-      _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+      Acc16 a;  // named accumulators (see scores512): head i, values 16 j.. at v(4 i + j)
+      zero(a);
       const std::uint8_t* vp = v0 + d0 * eb;
       for (std::int64_t t = 0; t < len; ++t, vp += vstride) {
-        __m512 vv[4];
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) vv[j] = load16<K>(vp + 16 * j * eb, m[j]);
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
-          const __m512 wi = _mm512_set1_ps(w[i][t]);
-          _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(wi, vv[j], acc[i][j]);
-        }
+        const __m512 u0 = load16<K>(vp, m[0]), u1 = load16<K>(vp + 16 * eb, m[1]);
+        const __m512 u2 = load16<K>(vp + 32 * eb, m[2]), u3 = load16<K>(vp + 48 * eb, m[3]);
+        fma4(_mm512_set1_ps(w[0][t]), u0, u1, u2, u3, a.v0, a.v1, a.v2, a.v3);
+        fma4(_mm512_set1_ps(w[1][t]), u0, u1, u2, u3, a.v4, a.v5, a.v6, a.v7);
+        fma4(_mm512_set1_ps(w[2][t]), u0, u1, u2, u3, a.v8, a.v9, a.v10, a.v11);
+        fma4(_mm512_set1_ps(w[3][t]), u0, u1, u2, u3, a.v12, a.v13, a.v14, a.v15);
       }
+      const __m512 acc[4][4] = {{a.v0, a.v1, a.v2, a.v3},
+                                {a.v4, a.v5, a.v6, a.v7},
+                                {a.v8, a.v9, a.v10, a.v11},
+                                {a.v12, a.v13, a.v14, a.v15}};
       for (std::int64_t i = 0; i < nh; ++i) {
         const __m512 sum = _mm512_set1_ps(sums[i0 + i]);
         for (int j = 0; j < 4; ++j)
