@@ -8,6 +8,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <tmmintrin.h>
+#endif
 
 namespace ternjit::targets {
 namespace {
@@ -98,6 +101,52 @@ void interleave_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, 
       out[4 * j + r] = static_cast<std::uint8_t>(c[j] | c[L + j] << 2 | c[2 * L + j] << 4 | c[3 * L + j] << 6);
   }
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+
+// Row r's L panel bytes (byte j: the codes of columns j, L + j, 2L + j, 3L + j in fields
+// 0..3) from its L tern2 bytes. Source byte q + f L/4 holds the codes of columns
+// 4 q + f L + i (field i), so after gathering bytes (q, q + L/4, q + L/2, q + 3L/4) into
+// 32-bit lane q (byte f), element (f, i) sits at bit 8 f + 2 i and belongs at 8 i + 2 f:
+// a 4 x 4 transpose of 2-bit fields, the off-diagonal 2 x 2 blocks swapped (distance 12
+// bits), then the off-diagonal fields of each block (distance 6).
+__attribute__((target("ssse3"))) __m128i tern2_row_bytes(const std::uint8_t* src, int L) {
+  const __m128i gather = L == 16 ? _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+                                 : _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+  __m128i x = L == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src))
+                      : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+  x = _mm_shuffle_epi8(x, gather);
+  __m128i t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi32(x, 12)), _mm_set1_epi32(0x0000F0F0));
+  x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi32(t, 12)));
+  t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi32(x, 6)), _mm_set1_epi32(0x00CC00CC));
+  return _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi32(t, 6)));
+}
+
+}  // namespace
+
+bool tern2_direct_interleave(int L) {
+  static const bool ssse3 = __builtin_cpu_supports("ssse3");
+  return ssse3 && (L == 8 || L == 16);
+}
+
+__attribute__((target("ssse3"))) void interleave_tern2_group(const std::uint8_t* const rows[4], int L,
+                                                              std::uint8_t* out) {
+  __m128i v[4];
+  for (int r = 0; r < 4; ++r) v[r] = tern2_row_bytes(rows[r], L);
+  const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
+  if (L == 16) {
+    const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
+  }
+}
+#else
+bool tern2_direct_interleave(int) { return false; }
+void interleave_tern2_group(const std::uint8_t* const*, int, std::uint8_t*) {}
+#endif
 
 void interleave_base3_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, std::uint8_t* out) {
 #if defined(__SSE2__)

@@ -29,6 +29,19 @@ std::size_t tern2_first_invalid(const std::uint8_t* codes, std::size_t i0, std::
 /// bytes. 4 L bytes written.
 void interleave_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, std::uint8_t* out);
 
+/// Whether interleave_tern2_group runs on this host for L lanes: L = 8 or 16 on an x86
+/// host with SSSE3 (every x86 target host: AVX2 implies it).
+bool tern2_direct_interleave(int L);
+
+/// interleave_codes4's bytes for one group straight from tern2 bytes, without the codes
+/// in between: row r's 4 L codes are the fields of the L bytes at rows[r] (its first
+/// column in field 0 of rows[r][0]; every field a code <= 2 or the caller's check found
+/// the 3). Per row a byte shuffle gathers, for each 4 output bytes, the 4 source bytes
+/// L / 4 apart, and a 4 x 4 transpose of their 2-bit fields (two mask-and-shift swaps in
+/// each 32-bit lane) gives the row's L bytes; then the 4-row byte transpose. Only where
+/// tern2_direct_interleave(L).
+void interleave_tern2_group(const std::uint8_t* const rows[4], int L, std::uint8_t* out);
+
 /// One packed group of the 1.6-bit (base3) panels: out[4 j + r] = sum over f < 5 of
 /// 3^f * c[f L + j] with c = codes + r * stride (r < 4, j < L) and every code <= 2 (the
 /// byte is then <= 242): five codes of weight row r, columns L apart, in one base-3

@@ -339,7 +339,12 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
       const bool t2 = t.stored && t.stored->kind() == ElemKind::T2;
       std::vector<std::int8_t> row(t2 ? 0 : N);
       const std::int64_t steps = (static_cast<std::int64_t>(K) + 3) / 4;
+      // Where every row starts on a tern2 byte, the groups inside N of steps inside K are
+      // interleaved straight from the tern2 bytes; the codes are made only from `lo` on.
+      const std::uint8_t* src = t2 ? t.stored->bytes().span().data() : nullptr;
+      const std::int64_t nfull = t2 && N % 4 == 0 && tern2_direct_interleave(static_cast<int>(L)) ? n64 / G * G : 0;
       for (std::int64_t step = 0; step < steps; ++step) {
+        const std::int64_t lo = 4 * step + 4 <= static_cast<std::int64_t>(K) ? nfull : 0;
         for (std::size_t kk = 0; kk < 4; ++kk) {
           const std::size_t k = 4 * static_cast<std::size_t>(step) + kk;
           std::uint8_t* rc = code.data() + kk * static_cast<std::size_t>(npad);
@@ -349,9 +354,9 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
           }
           std::size_t bad = N;  // the first non-ternary column, if any
           if (t2) {
-            const std::uint8_t* src = t.stored->bytes().span().data();
             bad = tern2_first_invalid(src, k * N, N);
-            tern2_fields(src, k * N, N, rc);
+            const auto from = static_cast<std::size_t>(lo);
+            tern2_fields(src, k * N + from, N - from, rc + from);
           } else {
             t.read_int8(k * N, row);
             for (std::size_t n = 0; n < N; ++n) {
@@ -366,8 +371,16 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
         for (std::int64_t p0 = 0; p0 < npad; p0 += NB) {
           const std::int64_t width = std::min(NB, npad - p0);
           std::uint8_t* dst = b.data() + p0 * (Kp / 4) + step * width;
-          for (std::int64_t g0 = 0; g0 < width; g0 += G)
-            interleave_codes4(code.data() + p0 + g0, npad, static_cast<int>(L), dst + g0);
+          for (std::int64_t g0 = 0; g0 < width; g0 += G) {
+            const std::int64_t c0 = p0 + g0;
+            if (c0 + G <= lo) {
+              const std::uint8_t* rows[4];
+              for (std::int64_t r = 0; r < 4; ++r) rows[r] = src + static_cast<std::size_t>((4 * step + r) * n64 + c0) / 4;
+              interleave_tern2_group(rows, static_cast<int>(L), dst + g0);
+            } else {
+              interleave_codes4(code.data() + c0, npad, static_cast<int>(L), dst + g0);
+            }
+          }
         }
       }
       out.push_back(std::move(b));

@@ -492,22 +492,37 @@ class Int8Kernel final : public TMatMulKernel {
     // K: code 0, which multiplies the padded x bytes by 0; columns past N: code 1, value
     // 0), then interleaved (targets/common/tern2_pack.h).
     // kSteps steps at a time (their weight rows read in order: page-friendly), then each
-    // panel's kSteps steps of contiguous bytes (fewer visits to each far-apart panel).
+    // panel's kSteps steps of contiguous bytes (fewer visits to each far-apart panel;
+    // 8 or 16 steps measured slower for the dot layout than 4).
     constexpr std::int64_t kSteps = 4;
+    // Where every row starts on a tern2 byte (N % 4 == 0), the groups inside N of steps
+    // inside K are interleaved straight from the tern2 bytes (interleave_tern2_group);
+    // only the columns from `lo` on (the last partial group and the padding) and steps
+    // with rows past K go through the codes.
+    const std::uint8_t* t2 = w.tern2_codes();
+    const bool direct = !s_.base3 && t2 != nullptr && N % 4 == 0 && tern2_direct_interleave(L);
+    const std::int64_t nfull = direct ? N / G * G : 0;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * kSteps * np_));
     for (std::int64_t st0 = 0; st0 < steps_; st0 += kSteps) {
       const std::int64_t ns = std::min(kSteps, steps_ - st0);
-      detail::weight_codes(w, K, N, 4 * st0, static_cast<int>(4 * ns), 0, np_, codes.data());
+      const std::int64_t lo = 4 * (st0 + ns) <= K ? nfull : 0, cols = np_ - lo;
+      if (cols > 0) detail::weight_codes(w, K, N, 4 * st0, static_cast<int>(4 * ns), lo, cols, codes.data());
       for (std::int64_t pnl = 0; pnl < panels_; ++pnl)
         for (std::int64_t si = 0; si < ns; ++si) {
           std::uint8_t* row = out + static_cast<std::size_t>(pnl) * panel_bytes_ +
                               static_cast<std::size_t>((st0 + si) * s_.step_bytes);
-          const std::uint8_t* c = codes.data() + 4 * si * np_ + pnl * nb;
           for (int gi = 0; gi < s_.groups; ++gi) {
-            if (s_.base3)
-              interleave_base3_codes4(c + gi * G, np_, L, row + gi * GB);
-            else
-              interleave_codes4(c + gi * G, np_, L, row + gi * GB);
+            const std::int64_t c0 = pnl * nb + gi * G;
+            if (c0 + G <= lo) {
+              const std::uint8_t* rows[4];
+              for (std::int64_t r = 0; r < 4; ++r)
+                rows[r] = t2 + static_cast<std::size_t>((4 * (st0 + si) + r) * N + c0) / 4;
+              interleave_tern2_group(rows, L, row + gi * GB);
+            } else if (s_.base3) {
+              interleave_base3_codes4(codes.data() + 4 * si * cols + (c0 - lo), cols, L, row + gi * GB);
+            } else {
+              interleave_codes4(codes.data() + 4 * si * cols + (c0 - lo), cols, L, row + gi * GB);
+            }
           }
         }
     }

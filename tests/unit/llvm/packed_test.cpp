@@ -258,7 +258,11 @@ TEST_CASE("llvm packed: the portable decode (no dot product instruction) in host
 }
 
 TEST_CASE("llvm packed: the layout puts every weight where packed_index says, code w + 1, padding code 1") {
-  const std::int64_t K = 70, N = 90;
+  // N = 90: rows start mid-byte (the codes path); N = 136 and 256: every row on a byte, the
+  // groups inside N straight from the tern2 bytes (K = 70: the last step through the codes).
+  for (const std::int64_t N : {90, 136, 256}) {
+  CAPTURE(N);
+  const std::int64_t K = 70;
   const targets::llvmjit::PackedLayout l{16, 4};
   const std::string tir = tir_of(Case{1, K, N, false, false, false, false, false, "none"});
   auto m = ir::parse_module(tir, "packed.tir");
@@ -277,11 +281,12 @@ TEST_CASE("llvm packed: the layout puts every weight where packed_index says, co
   const std::vector<std::uint8_t>& b = (*bytes)[1];
   const std::int64_t Kp = targets::llvmjit::padded_k(K);
   REQUIRE(static_cast<std::int64_t>(b.size()) == targets::llvmjit::packed_bytes(K, N, l));
-  CHECK(b.size() == static_cast<std::size_t>(Kp / 4 * 128));          // N = 90 padded to 2 groups of 64
+  const std::int64_t npad = (N + 63) / 64 * 64;
+  CHECK(b.size() == static_cast<std::size_t>(Kp / 4 * npad));         // N padded to whole groups of 64
   const HostTensor w = HostTensor::random(ElemKind::T2, {K, N}, 77);  // what inputs_of drew
   std::vector<int> seen(b.size() * 4, 0);
   for (std::int64_t k = 0; k < Kp; ++k)
-    for (std::int64_t j = 0; j < 128; ++j) {
+    for (std::int64_t j = 0; j < npad; ++j) {
       const auto at = targets::llvmjit::packed_index(k, j, Kp, N, l);
       REQUIRE(at.byte < static_cast<std::int64_t>(b.size()));
       ++seen[static_cast<std::size_t>(at.byte * 4 + at.shift / 2)];
@@ -290,6 +295,7 @@ TEST_CASE("llvm packed: the layout puts every weight where packed_index says, co
       if (code != want) FAIL("w[" << k << ", " << j << "] has code " << code << ", want " << want);
     }
   for (int s : seen) REQUIRE(s == 1);  // a bijection onto the fields
+  }
 }
 
 }  // namespace

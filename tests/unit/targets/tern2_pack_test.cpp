@@ -70,6 +70,34 @@ TEST_CASE("interleave_codes4: byte 4 j + r holds row r's codes at columns j, L +
   }
 }
 
+TEST_CASE("interleave_tern2_group: the bytes interleave_codes4 makes from the same rows' codes, L = 8 and 16") {
+  std::mt19937 rng(5);
+  for (int L : {8, 16}) {
+    if (!targets::tern2_direct_interleave(L)) {
+      MESSAGE("no direct tern2 interleave for L = " << L << " on this host");
+      continue;
+    }
+    for (int rep = 0; rep < 50; ++rep) {
+      // Four rows of L tern2 bytes at unrelated places; every field value, 3 included (a
+      // pure permutation of fields either way).
+      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(4 * (L + 7)));
+      for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+      const std::uint8_t* rows[4];
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * 4 * L));
+      for (int r = 0; r < 4; ++r) {
+        rows[r] = bytes.data() + r * (L + 7) + rep % 7;
+        targets::tern2_fields(rows[r], 0, static_cast<std::size_t>(4 * L), codes.data() + r * 4 * L);
+      }
+      std::vector<std::uint8_t> want(static_cast<std::size_t>(4 * L)), got(static_cast<std::size_t>(4 * L + 1), 0xee);
+      targets::interleave_codes4(codes.data(), 4 * L, L, want.data());
+      targets::interleave_tern2_group(rows, L, got.data());
+      CHECK(got[static_cast<std::size_t>(4 * L)] == 0xee);
+      got.pop_back();
+      CHECK_MESSAGE(got == want, "L " << L << " rep " << rep);
+    }
+  }
+}
+
 TEST_CASE("interleave_base3_codes4: byte 4 j + r is row r's five codes L apart in base 3") {
   std::mt19937 rng(4);
   for (int L : {16, 8, 4}) {
