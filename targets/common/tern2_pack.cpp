@@ -25,6 +25,20 @@ constexpr std::array<std::uint32_t, 256> kFields = [] {
 
 unsigned field_at(const std::uint8_t* codes, std::size_t i) { return (codes[i / 4] >> (2 * (i % 4))) & 3u; }
 
+#if defined(__SSE2__)
+// out[4 j + r] = byte j of v[r] for j < L (8 or 16), r < 4: the 4 x L byte transpose.
+inline void store_rows4(const __m128i* v, int L, std::uint8_t* out) {
+  const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
+  if (L == 16) {
+    const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
+  }
+}
+#endif
+
 }  // namespace
 
 void tern2_fields(const std::uint8_t* codes, std::size_t i0, std::size_t n, std::uint8_t* out) {
@@ -84,14 +98,7 @@ void interleave_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, 
       v[r] = _mm_or_si128(_mm_or_si128(load(c), _mm_slli_epi16(load(c + L), 2)),
                           _mm_or_si128(_mm_slli_epi16(load(c + 2 * L), 4), _mm_slli_epi16(load(c + 3 * L), 6)));
     }
-    const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
-    if (L == 16) {
-      const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
-    }
+    store_rows4(v, L, out);
     return;
   }
 #endif
@@ -134,14 +141,7 @@ __attribute__((target("ssse3"))) void interleave_tern2_group(const std::uint8_t*
                                                               std::uint8_t* out) {
   __m128i v[4];
   for (int r = 0; r < 4; ++r) v[r] = tern2_row_bytes(rows[r], L);
-  const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
-  if (L == 16) {
-    const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
-  }
+  store_rows4(v, L, out);
 }
 #else
 bool tern2_direct_interleave(int) { return false; }
@@ -162,12 +162,7 @@ void interleave_base3_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, i
                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + f * L)));
       v[r] = acc;
     }
-    const __m128i a_lo = _mm_unpacklo_epi8(v[0], v[1]), b_lo = _mm_unpacklo_epi8(v[2], v[3]);
-    const __m128i a_hi = _mm_unpackhi_epi8(v[0], v[1]), b_hi = _mm_unpackhi_epi8(v[2], v[3]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(a_lo, b_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(a_lo, b_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_unpacklo_epi16(a_hi, b_hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 48), _mm_unpackhi_epi16(a_hi, b_hi));
+    store_rows4(v, 16, out);
     return;
   }
 #endif

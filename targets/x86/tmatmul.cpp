@@ -255,21 +255,10 @@ Result<PackedWeights> start_pack(const TernaryWeights& w, const TMatMulProblem& 
   if (static_cast<std::int64_t>(w.size()) != K * N)
     return make_error(ErrorCode::InvalidArgument, "tmatmul pack: expected " + std::to_string(K * N) +
                                                       " weights (K*N), got " + std::to_string(w.size()));
-  // tern2 codes: a byte is valid when none of its fields is 0b11 (checked 8 bytes at a
-  // time); only a byte with an invalid code is looked at value by value below.
+  // tern2 codes: checked 8 bytes at a time (tern2_first_invalid); only from the first
+  // field 0b11 on are the weights looked at value by value below.
   std::size_t first = 0;
-  if (const std::uint8_t* codes = w.tern2_codes()) {
-    const std::size_t full = w.size() / 4;  // bytes whose four fields are all values
-    std::size_t b = 0;
-    for (; b + 8 <= full; b += 8) {
-      std::uint64_t v;
-      std::memcpy(&v, codes + b, 8);
-      if ((v & (v >> 1) & 0x5555555555555555ull) != 0) break;
-    }
-    for (; b < full && (codes[b] & (codes[b] >> 1) & 0x55) == 0; ++b) {
-    }
-    first = b * 4;
-  }
+  if (const std::uint8_t* codes = w.tern2_codes()) first = tern2_first_invalid(codes, 0, w.size());
   for (std::size_t i = first; i < w.size(); ++i)
     if (w[i] < -1 || w[i] > 1)
       return make_error(ErrorCode::InvalidArgument,
