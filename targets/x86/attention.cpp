@@ -519,13 +519,15 @@ class AttentionStep final : public Step {
       const std::int64_t hk0 = gi * hkv_ / groups, hk1 = (gi + 1) * hkv_ / groups;
       const std::int64_t nh = hk1 - hk0, nq = nh * g;  // cache heads, query heads of this task
       const std::int64_t len = p0 + m + 1;
+      // The scores and sums; the 256-bit path also keeps its accumulators, a widened row and
+      // one row's scores in the buffer (the 512-bit kernels keep theirs in registers).
       thread_local std::vector<float> buf;
-      buf.resize(static_cast<std::size_t>(nq * len + nq * d_ + nh * d_ + nq + g));
+      buf.resize(static_cast<std::size_t>(nq * len + nq + (wide_ ? 0 : nq * d_ + nh * d_ + g)));
       float* scores = buf.data();        // [nq][len]
-      float* acc = scores + nq * len;    // [nq][D]
-      float* row = acc + nq * d_;        // the task's heads of one cache row, widened
-      float* sums = row + nh * d_;       // [nq]
-      float* part = sums + nq;           // [g]: one row's scores of a cache head's query heads
+      float* sums = scores + nq * len;   // [nq]
+      float* acc = wide_ ? nullptr : sums + nq;          // [nq][D]
+      float* row = wide_ ? nullptr : acc + nq * d_;      // the task's heads of one cache row, widened
+      float* part = wide_ ? nullptr : row + nh * d_;     // [g]: one row's scores of a cache head's query heads
       auto cache_row = [&](const std::uint8_t* cache, std::int64_t t) -> const float* {
         const std::uint8_t* p = cache + static_cast<std::size_t>(((layer_ * c_ + t) * hkv_ + hk0) * d_) * eb;
         if (ck_ == ElemKind::F32) return reinterpret_cast<const float*>(p);
