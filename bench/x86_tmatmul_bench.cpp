@@ -18,7 +18,9 @@
 //                   byte; avx512_vnni hosts with VBMI; nb=160 at M = 1, else 80)
 //   lut_probe/...   (M = 1 hot) a T-MAC style lookup-table GEMV probe (below), int32 out
 //   ternjit_i8_dot/..., ternjit_i8_maskdot/... (M = 2..8) the 2-bit default's blocking on
-//                   variant dot, and on variant mask_dot
+//                   variant dot, and on variant mask_dot, without software prefetch
+//   ternjit_i8_dot_pf4k/..., ternjit_i8_maskdot_pf4k/... (M <= 8) the same with a 4 KiB
+//                   prefetch ahead in the panel (what the M = 2..8 default has on AVX-512)
 //   ternjit_i8/...  (after the rows above) default_config: whichever it picks
 //   ternjit_i8_g256/... the same with a grouped w_scale[K/256, N] (GGUF TQ1_0/TQ2_0
 //                   block scales; targets/x86/tmatmul_grouped.cpp); vs_uniform =
@@ -26,7 +28,7 @@
 // On ternjit_i8_base3, _dot, _maskdot, lut_probe and ternjit_i8 rows vs_2bit = t_ternjit_i8_2bit / t (> 1: faster
 // than the 2-bit kernel in the same run).
 // Names are IMPL/K<k>_N<n>/M<m>/t<threads>/<hot|cold>. "hot" reads one weight copy
-// (it may stay in cache); "cold" (M = 1 only) rotates through >= 512 MiB of copies so
+// (it may stay in cache); "cold" (M <= 8) rotates through >= 512 MiB of copies so
 // weights come from DRAM; the probe rotates the same way.
 // Counters: ms (per call), GBps (the impl's own weight bytes per second), GOPS
 // (2*M*K*N per second / 1e9), vs_int8_roof (GOPS / (threads x the 1-thread int8-dot
@@ -207,8 +209,8 @@ double time_loop(benchmark::State& state, const Case& c, const std::string& impl
     state.counters["vs_onednn_s8"] = row["onednn_s8"] / ms;
   // Grouped scales against the uniform w_scale[N] kernel of the same case (> 1: faster).
   if (impl.rfind("ternjit_i8_g", 0) == 0 && row.count("ternjit_i8")) state.counters["vs_uniform"] = row["ternjit_i8"] / ms;
-  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl == "ternjit_i8_maskdot" || impl == "ternjit_i8_dot" ||
-       impl == "lut_probe") &&
+  if ((impl == "ternjit_i8" || impl == "ternjit_i8_base3" || impl.rfind("ternjit_i8_maskdot", 0) == 0 ||
+       impl.rfind("ternjit_i8_dot", 0) == 0 || impl == "lut_probe") &&
       row.count("ternjit_i8_2bit"))
     state.counters["vs_2bit"] = row["ternjit_i8_2bit"] / ms;
   return ms;
@@ -363,7 +365,7 @@ TMatMulProblem bitlinear_problem(const Case& c, std::int64_t group) {
 }
 
 // Which configuration a ternjit row runs.
-enum class Flavor { Default, TwoBit, Base3, MaskDot, Dot };
+enum class Flavor { Default, TwoBit, Base3, MaskDot, Dot, MaskDotPf, DotPf };
 
 std::string flavor_suffix(Flavor f) {
   switch (f) {
@@ -372,6 +374,8 @@ std::string flavor_suffix(Flavor f) {
     case Flavor::Base3: return "_base3";
     case Flavor::MaskDot: return "_maskdot";
     case Flavor::Dot: return "_dot";
+    case Flavor::MaskDotPf: return "_maskdot_pf4k";
+    case Flavor::DotPf: return "_dot_pf4k";
   }
   return "";
 }
@@ -384,7 +388,9 @@ TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
     return d;
   }
   TMatMulProblem p = bitlinear_problem(c, group);
-  TMatMulConfig config = default_config(p, *isa, c.threads, flavor != Flavor::TwoBit);
+  const bool two_bit = flavor == Flavor::TwoBit || flavor == Flavor::MaskDot || flavor == Flavor::Dot ||
+                       flavor == Flavor::MaskDotPf || flavor == Flavor::DotPf;
+  TMatMulConfig config = default_config(p, *isa, c.threads, !two_bit);
   if (flavor == Flavor::Base3) {
     if (!host_isas().avx512_vbmi || (*isa != Isa::Avx512Vnni && *isa != Isa::Amx)) {
       d.error = "base3 needs avx512_vnni with AVX512-VBMI";
@@ -396,10 +402,14 @@ TernjitData build_ternjit(const Case& c, std::int64_t group, Flavor flavor) {
     config.m_block = static_cast<int>(std::min<std::int64_t>(c.M, 4));
     config.k_unroll = 2;
   }
-  if (flavor == Flavor::MaskDot || flavor == Flavor::Dot) {
+  if (flavor == Flavor::MaskDot || flavor == Flavor::Dot || flavor == Flavor::MaskDotPf || flavor == Flavor::DotPf) {
     // The 2-bit default's blocking on variant mask_dot (in place fields: 3 ANDs per 4
-    // dots) or dot (shift + AND per field).
-    config.variant = flavor == Flavor::Dot ? TMatMulVariant::Dot : TMatMulVariant::MaskDot;
+    // dots) or dot (shift + AND per field), without software prefetch (the M = 2-8
+    // default before it got one); the _pf4k rows with a 4 KiB prefetch ahead in the panel
+    // (the M = 2-8 default on AVX-512 since).
+    const bool dot = flavor == Flavor::Dot || flavor == Flavor::DotPf;
+    config.variant = dot ? TMatMulVariant::Dot : TMatMulVariant::MaskDot;
+    config.prefetch_bytes = flavor == Flavor::MaskDotPf || flavor == Flavor::DotPf ? 4096 : 0;
     if (!validate(p, config).ok()) config.m_block = std::min(config.m_block, 2);
   }
   auto kernel = TMatMulKernel::create(p, config);
@@ -662,9 +672,14 @@ void register_case(const Case& c) {
   reg("ternjit_i8_2bit", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::TwoBit); });
   reg("ternjit_i8_base3", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Base3); });
   if (c.M == 1 && c.mode == Mode::Hot) reg("lut_probe", [c](benchmark::State& s) { bm_lut(s, c); });
+  if (c.M <= 8) {
+    reg("ternjit_i8_dot_pf4k", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::DotPf); });
+    reg("ternjit_i8_maskdot_pf4k", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDotPf); });
+  }
   if (c.M > 1 && c.M <= 8) {
     reg("ternjit_i8_dot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::Dot); });
     reg("ternjit_i8_maskdot", [c](benchmark::State& s) { bm_ternjit(s, c, 0, Flavor::MaskDot); });
+
   }
   reg("ternjit_i8", [c](benchmark::State& s) { bm_ternjit(s, c, 0); });
   reg("ternjit_i8_g256", [c](benchmark::State& s) { bm_ternjit(s, c, 256); });
@@ -750,7 +765,7 @@ int main(int argc, char** argv) {
     for (std::int64_t m : kMs)
       for (int t : kThreadCounts) {
         register_case(Case{s.K, s.N, m, t, Mode::Hot});
-        if (m == 1) register_case(Case{s.K, s.N, m, t, Mode::Cold});
+        if (m <= 8) register_case(Case{s.K, s.N, m, t, Mode::Cold});
       }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -205,6 +205,12 @@ TMatMulConfig default_config(const TMatMulProblem& p, Isa isa, int threads, bool
     c.m_block = static_cast<int>(std::min<std::int64_t>(p.M, wide ? 4 : 2));
     c.n_block = group;
     c.k_unroll = 2;
+    // A 4 KiB software prefetch ahead in the panel at M = 2-8 on AVX-512: the nb = 64
+    // panels stream one cache line per step, and from DRAM the hardware prefetcher alone
+    // keeps too few lines in flight. Measured (bench/README.md, same process, Zen 4):
+    // M = 2 cold 1.34-1.40x, M = 8 cold 1.10-1.15x and hot 1.10x on one thread, 2-4 hot
+    // within noise; at M = 1 (mask_dot nb = 128, base3) it measured slower, so not there.
+    if (wide && p.M <= 8) c.prefetch_bytes = 4096;
   }
   // Split K when there are fewer column panels than threads (small N, one row).
   const std::int64_t panels = (p.N + c.n_block - 1) / c.n_block;
