@@ -132,20 +132,23 @@ __attribute__((target("ssse3"))) __m128i tern2_row_bytes(const std::uint8_t* src
 
 }  // namespace
 
-bool tern2_direct_interleave(int L) {
+std::size_t tern2_direct_columns(std::size_t N, int L) {
   static const bool ssse3 = __builtin_cpu_supports("ssse3");
-  return ssse3 && (L == 8 || L == 16);
+  if (!ssse3 || (L != 8 && L != 16) || N % 4 != 0) return 0;
+  const auto G = static_cast<std::size_t>(4 * L);
+  return N / G * G;
 }
 
-__attribute__((target("ssse3"))) void interleave_tern2_group(const std::uint8_t* const rows[4], int L,
+__attribute__((target("ssse3"))) void interleave_tern2_group(const std::uint8_t* codes, std::size_t N,
+                                                              std::size_t k0, std::size_t c0, int L,
                                                               std::uint8_t* out) {
   __m128i v[4];
-  for (int r = 0; r < 4; ++r) v[r] = tern2_row_bytes(rows[r], L);
+  for (std::size_t r = 0; r < 4; ++r) v[r] = tern2_row_bytes(codes + ((k0 + r) * N + c0) / 4, L);
   store_rows4(v, L, out);
 }
 #else
-bool tern2_direct_interleave(int) { return false; }
-void interleave_tern2_group(const std::uint8_t* const*, int, std::uint8_t*) {}
+std::size_t tern2_direct_columns(std::size_t, int) { return 0; }
+void interleave_tern2_group(const std::uint8_t*, std::size_t, std::size_t, std::size_t, int, std::uint8_t*) {}
 #endif
 
 void interleave_base3_codes4(const std::uint8_t* codes, std::ptrdiff_t stride, int L, std::uint8_t* out) {

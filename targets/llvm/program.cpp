@@ -342,7 +342,7 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
       // Where every row starts on a tern2 byte, the groups inside N of steps inside K are
       // interleaved straight from the tern2 bytes; the codes are made only from `lo` on.
       const std::uint8_t* src = t2 ? t.stored->bytes().span().data() : nullptr;
-      const std::int64_t nfull = t2 && N % 4 == 0 && tern2_direct_interleave(static_cast<int>(L)) ? n64 / G * G : 0;
+      const auto nfull = static_cast<std::int64_t>(t2 ? tern2_direct_columns(N, static_cast<int>(L)) : 0);
       for (std::int64_t step = 0; step < steps; ++step) {
         const std::int64_t lo = 4 * step + 4 <= static_cast<std::int64_t>(K) ? nfull : 0;
         for (std::size_t kk = 0; kk < 4; ++kk) {
@@ -374,9 +374,8 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
           for (std::int64_t g0 = 0; g0 < width; g0 += G) {
             const std::int64_t c0 = p0 + g0;
             if (c0 + G <= lo) {
-              const std::uint8_t* rows[4];
-              for (std::int64_t r = 0; r < 4; ++r) rows[r] = src + static_cast<std::size_t>((4 * step + r) * n64 + c0) / 4;
-              interleave_tern2_group(rows, static_cast<int>(L), dst + g0);
+              interleave_tern2_group(src, N, static_cast<std::size_t>(4 * step), static_cast<std::size_t>(c0),
+                                     static_cast<int>(L), dst + g0);
             } else {
               interleave_codes4(code.data() + c0, npad, static_cast<int>(L), dst + g0);
             }

@@ -500,8 +500,8 @@ class Int8Kernel final : public TMatMulKernel {
     // only the columns from `lo` on (the last partial group and the padding) and steps
     // with rows past K go through the codes.
     const std::uint8_t* t2 = w.tern2_codes();
-    const bool direct = !s_.base3 && t2 != nullptr && N % 4 == 0 && tern2_direct_interleave(L);
-    const std::int64_t nfull = direct ? N / G * G : 0;
+    const auto nfull =
+        static_cast<std::int64_t>(!s_.base3 && t2 != nullptr ? tern2_direct_columns(static_cast<std::size_t>(N), L) : 0);
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * kSteps * np_));
     for (std::int64_t st0 = 0; st0 < steps_; st0 += kSteps) {
       const std::int64_t ns = std::min(kSteps, steps_ - st0);
@@ -514,10 +514,8 @@ class Int8Kernel final : public TMatMulKernel {
           for (int gi = 0; gi < s_.groups; ++gi) {
             const std::int64_t c0 = pnl * nb + gi * G;
             if (c0 + G <= lo) {
-              const std::uint8_t* rows[4];
-              for (std::int64_t r = 0; r < 4; ++r)
-                rows[r] = t2 + static_cast<std::size_t>((4 * (st0 + si) + r) * N + c0) / 4;
-              interleave_tern2_group(rows, L, row + gi * GB);
+              interleave_tern2_group(t2, static_cast<std::size_t>(N), static_cast<std::size_t>(4 * (st0 + si)),
+                                     static_cast<std::size_t>(c0), L, row + gi * GB);
             } else if (s_.base3) {
               interleave_base3_codes4(codes.data() + 4 * si * cols + (c0 - lo), cols, L, row + gi * GB);
             } else {

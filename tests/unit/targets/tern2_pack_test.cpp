@@ -72,28 +72,31 @@ TEST_CASE("interleave_codes4: byte 4 j + r holds row r's codes at columns j, L +
 
 TEST_CASE("interleave_tern2_group: the bytes interleave_codes4 makes from the same rows' codes, L = 8 and 16") {
   std::mt19937 rng(5);
+  CHECK(targets::tern2_direct_columns(130, 16) == 0);  // rows not on whole bytes: never direct
   for (int L : {8, 16}) {
-    if (!targets::tern2_direct_interleave(L)) {
+    const std::size_t G = static_cast<std::size_t>(4 * L), N = 3 * G + 8, K = 9;
+    const std::size_t direct = targets::tern2_direct_columns(N, L);
+    if (direct == 0) {
       MESSAGE("no direct tern2 interleave for L = " << L << " on this host");
       continue;
     }
-    for (int rep = 0; rep < 50; ++rep) {
-      // Four rows of L tern2 bytes at unrelated places; every field value, 3 included (a
-      // pure permutation of fields either way).
-      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(4 * (L + 7)));
+    CHECK(direct == 3 * G);  // whole groups only: the last 8 columns go through the codes
+    for (int rep = 0; rep < 20; ++rep) {
+      // A K x N matrix of random bytes: every field value, 3 included (a pure permutation
+      // of fields either way).
+      std::vector<std::uint8_t> bytes(K * N / 4);
       for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-      const std::uint8_t* rows[4];
-      std::vector<std::uint8_t> codes(static_cast<std::size_t>(4 * 4 * L));
-      for (int r = 0; r < 4; ++r) {
-        rows[r] = bytes.data() + r * (L + 7) + rep % 7;
-        targets::tern2_fields(rows[r], 0, static_cast<std::size_t>(4 * L), codes.data() + r * 4 * L);
-      }
-      std::vector<std::uint8_t> want(static_cast<std::size_t>(4 * L)), got(static_cast<std::size_t>(4 * L + 1), 0xee);
-      targets::interleave_codes4(codes.data(), 4 * L, L, want.data());
-      targets::interleave_tern2_group(rows, L, got.data());
-      CHECK(got[static_cast<std::size_t>(4 * L)] == 0xee);
-      got.pop_back();
-      CHECK_MESSAGE(got == want, "L " << L << " rep " << rep);
+      for (std::size_t k0 : {std::size_t{0}, std::size_t{5}})
+        for (std::size_t c0 = 0; c0 + G <= direct; c0 += G) {
+          std::vector<std::uint8_t> codes(4 * G);
+          for (std::size_t r = 0; r < 4; ++r) targets::tern2_fields(bytes.data(), (k0 + r) * N + c0, G, codes.data() + r * G);
+          std::vector<std::uint8_t> want(G), got(G + 1, 0xee);
+          targets::interleave_codes4(codes.data(), static_cast<std::ptrdiff_t>(G), L, want.data());
+          targets::interleave_tern2_group(bytes.data(), N, k0, c0, L, got.data());
+          CHECK(got[G] == 0xee);
+          got.pop_back();
+          CHECK_MESSAGE(got == want, "L " << L << " rep " << rep << " k0 " << k0 << " c0 " << c0);
+        }
     }
   }
 }
