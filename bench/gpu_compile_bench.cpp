@@ -118,18 +118,17 @@ void BM_CudaCacheHit(benchmark::State& state) {
   if (!::mkdtemp(tmpl)) return state.SkipWithError("mkdtemp failed");
   jit::KernelCacheConfig cfg;
   cfg.disk.dir = tmpl;
-  cfg.compile_options = targets::compile_options_key("cuda", {});
   {
-    jit::KernelCache kc(cfg, *t);
+    jit::KernelCache kc(cfg, {t.get(), nullptr});
     auto compile = [&] { return t->compile(*m, "f", {}); };
-    auto first = kc.get_or_compile(*m, "f", compile);
+    auto first = kc.get_or_compile(*m, "f", {}, compile);
     if (!first.ok()) {
       std::filesystem::remove_all(tmpl);
       return state.SkipWithError(first.error().message.c_str());
     }
     jit::DiskState how = jit::DiskState::Off;
     for (auto _ : state) {
-      auto hit = kc.get_or_compile(*m, "f", compile, &how);
+      auto hit = kc.get_or_compile(*m, "f", {}, compile, &how);
       if (!hit.ok() || how != jit::DiskState::Hit) {
         std::filesystem::remove_all(tmpl);
         return state.SkipWithError("not a disk-cache hit");

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// tbb_parallel.h - the x86 benches' Parallel (targets/common/parallel.h) over a oneTBB arena, as the engine's default pool.
+// tbb_parallel.h - the x86 benches' Parallel (targets/parallel.h) over a oneTBB arena, as the engine's default pool.
 #pragma once
 
 #include <tbb/blocked_range.h>
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 
 namespace ternjit::bench {
 

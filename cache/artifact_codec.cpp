@@ -56,7 +56,8 @@ Error bad(const std::string& what) { return make_error(ErrorCode::InvalidInput, 
 std::string encode_artifact(const targets::Artifact& a) {
   std::string out(kMagic, sizeof kMagic);
   put_u(out, kArtifactCodecVersion, 4);
-  put_u(out, static_cast<std::uint32_t>(a.kind), 4);
+  put_str(out, a.kind);
+  put_u(out, a.code_is_ir ? 1 : 0, 1);
   put_str(out, std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size()));
   put_str(out, a.entry);
   put_u(out, a.metadata.size(), 8);
@@ -70,15 +71,17 @@ std::string encode_artifact(const targets::Artifact& a) {
 Result<targets::Artifact> decode_artifact(std::string_view bytes) {
   Reader r(bytes);
   if (!r.magic()) return bad("bad magic");
-  std::uint64_t version = 0, kind = 0, count = 0;
+  std::uint64_t version = 0, code_is_ir = 0, count = 0;
   if (!r.u(version, 4)) return bad("truncated");
   if (version != kArtifactCodecVersion)
     return bad("codec version " + std::to_string(version) + ", expected " + std::to_string(kArtifactCodecVersion));
-  if (!r.u(kind, 4)) return bad("truncated");
-  if (kind > static_cast<std::uint32_t>(targets::ArtifactKind::Spirv)) return bad("unknown kind " + std::to_string(kind));
+  std::string_view kind, code, entry;
+  if (!r.str(kind) || !r.u(code_is_ir, 1)) return bad("truncated");
+  if (!targets::valid_artifact_kind(kind)) return bad("invalid kind (" + std::to_string(kind.size()) + " bytes)");
+  if (code_is_ir > 1) return bad("code_is_ir byte " + std::to_string(code_is_ir));
   targets::Artifact a;
-  a.kind = static_cast<targets::ArtifactKind>(kind);
-  std::string_view code, entry;
+  a.kind = std::string(kind);
+  a.code_is_ir = code_is_ir == 1;
   if (!r.str(code) || !r.str(entry) || !r.u(count, 8)) return bad("truncated");
   a.bytes.assign(code.begin(), code.end());
   a.entry = std::string(entry);
@@ -131,7 +134,7 @@ Result<void> check_artifact_signature(const targets::Artifact& artifact, const i
     if (targets::bytes_digest(artifact.bytes) != it->second)
       return bad("its code bytes do not match their digest (" + it->second + "): the binary is damaged");
   std::string_view text;
-  if (artifact.kind == targets::ArtifactKind::Interpreted || artifact.kind == targets::ArtifactKind::Plan) {
+  if (artifact.code_is_ir) {
     text = std::string_view(reinterpret_cast<const char*>(artifact.bytes.data()), artifact.bytes.size());
   } else if (auto it = artifact.metadata.find("ir"); it != artifact.metadata.end()) {
     text = it->second;

@@ -223,12 +223,8 @@ std::string_view Key::field(std::string_view name) const {
 Key artifact_key(const ArtifactKeyInputs& in) {
   return Key("artifact", {{"function", in.function},
                           {"target", in.target},
-                          {"features", in.features},
-                          {"device", in.device},
-                          {"toolchain", in.toolchain},
-                          {"opt_level", in.opt_level},
+                          {"machine", in.machine},
                           {"compile_options", in.compile_options},
-                          {"tuning", in.tuning},
                           {"version", in.version},
                           {"build_id", in.build_id},
                           {"ir", in.ir}});

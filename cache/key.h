@@ -77,13 +77,13 @@ class Key {
 struct ArtifactKeyInputs {
   std::string ir;               ///< canonical text of the specialized module, before the pass pipeline
   std::string function;         ///< the entry function compiled
-  std::string target;           ///< target registry name ("reference", "x86", ...)
-  std::string features;         ///< Target::describe().features: ISA features or compute capability
-  std::string device;           ///< Target::describe().device: the CPU model or GPU name
-  std::string toolchain;        ///< driver / compiler versions the target reports ("" when none)
-  std::string opt_level;        ///< "O0".."O3"
-  std::string compile_options;  ///< threads, max_isa, ... as "name=value;" text
-  std::string tuning;           ///< the tuning configuration ("" = the target's default)
+  /// The engine's targets (targets::TargetChoice::key(): "x86", or "x86>reference" when
+  /// functions x86 refuses go to the reference target)
+  std::string target;
+  std::string machine;          ///< Target::cache_key_text(): device, ISA features, toolchain versions
+  /// targets::CompileOptions::key(): opt level, threads, tuning mode, the target's
+  /// options, compile-time tuning decisions, the run-time-rows bound
+  std::string compile_options;
   std::string version;          ///< the ternjit version string
   std::string build_id;         ///< build_id() of the code that compiles and loads
 };

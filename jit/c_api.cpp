@@ -340,6 +340,19 @@ int ternjit_has_feature(const char* name) {
   return s == TERNJIT_OK ? present : 0;
 }
 
+const char* ternjit_feature_names(void) {
+  // Built once: the registry's table is fixed for a build (availability is not, which is
+  // why ternjit_has_feature probes every time).
+  static const std::string names = [] {
+    std::string s;
+    for (std::string_view f : kStaticFeatures) s += (s.empty() ? "" : ",") + std::string(f);
+    const auto registry = ternjit::targets::TargetRegistry::create();
+    for (const auto& t : registry.all()) s += ",target:" + std::string(t->name());
+    return s;
+  }();
+  return names.c_str();
+}
+
 const char* ternjit_last_error(void) { return ternjit::jit::last_error().c_str(); }
 
 void ternjit_engine_options_init(ternjit_engine_options* options) {

@@ -20,6 +20,7 @@
 #include "formats/safetensors.h"
 #include "ir/dsl/dsl.h"
 #include "ir/module_impl.h"
+#include "ir/print.h"
 #include "jit/engine_internal.h"
 
 namespace ternjit {
@@ -44,40 +45,6 @@ auto guarded(F&& body) -> decltype(body()) {
   }
 }
 
-// The cache key of a call: the function name, then per input its kind, rank and
-// extents as raw bytes. Built in a stack buffer (no allocation) unless very long.
-class KeyBuilder {
- public:
-  KeyBuilder(std::string_view function, std::span<const TensorView> inputs) {
-    append(function.data(), function.size());
-    const char sep = 0;
-    append(&sep, 1);
-    for (const TensorView& v : inputs) {
-      const char head[2] = {static_cast<char>(v.kind), static_cast<char>(v.shape.size())};
-      append(head, 2);
-      append(v.shape.data(), v.shape.size() * sizeof(std::int64_t));
-    }
-  }
-  [[nodiscard]] std::string_view view() const {
-    return heap_.empty() ? std::string_view(stack_.data(), size_) : std::string_view(heap_);
-  }
-
- private:
-  void append(const void* p, std::size_t n) {
-    if (n == 0) return;  // a scalar's empty shape: p may be null, which memcpy must not see
-    if (heap_.empty() && size_ + n <= stack_.size()) {
-      std::memcpy(stack_.data() + size_, p, n);
-      size_ += n;
-      return;
-    }
-    if (heap_.empty()) heap_.assign(stack_.data(), size_);
-    heap_.append(static_cast<const char*>(p), n);
-  }
-  std::array<char, 192> stack_;  // only [0, size_) is read
-  std::size_t size_ = 0;
-  std::string heap_;
-};
-
 }  // namespace
 
 namespace jit {
@@ -100,6 +67,42 @@ void EngineShared::trace(const std::string& line) const {
     std::string l = line + "\n";
     std::fputs(l.c_str(), stderr);
   }
+}
+
+void EngineShared::after_stage(std::string_view stage, const std::string& function, const ir::Module& module) const {
+  if (typed.print_after.empty()) return;
+  if (std::find(typed.print_after.begin(), typed.print_after.end(), "all") == typed.print_after.end() &&
+      std::find(typed.print_after.begin(), typed.print_after.end(), stage) == typed.print_after.end())
+    return;
+  trace("ternjit_verbose,after_stage,stage=" + std::string(stage) + ",fn=" + function + "\n" +
+        ir::print_module(module));
+}
+
+CallKey::CallKey(std::string_view function, std::span<const TensorView> inputs, std::int64_t row_bucket) {
+  append(function.data(), function.size());
+  const char sep = 0;
+  append(&sep, 1);
+  for (const TensorView& v : inputs) {
+    const char head[2] = {static_cast<char>(v.kind), static_cast<char>(v.shape.size())};
+    append(head, 2);
+    if (row_bucket > 0 && !v.shape.empty()) {
+      append(&row_bucket, sizeof row_bucket);
+      append(v.shape.data() + 1, (v.shape.size() - 1) * sizeof(std::int64_t));
+    } else {
+      append(v.shape.data(), v.shape.size() * sizeof(std::int64_t));
+    }
+  }
+}
+
+void CallKey::append(const void* p, std::size_t n) {
+  if (n == 0) return;  // a scalar's empty shape: p may be null, which memcpy must not see
+  if (heap_.empty() && size_ + n <= stack_.size()) {
+    std::memcpy(stack_.data() + size_, p, n);
+    size_ += n;
+    return;
+  }
+  if (heap_.empty()) heap_.assign(stack_.data(), size_);
+  heap_.append(static_cast<const char*>(p), n);
 }
 
 targets::CompileOptions EngineShared::compile_options(const targets::Target& t) const {
@@ -164,8 +167,8 @@ Result<void> KernelImpl::check(const std::string& what, const TensorView& got, c
 
 Program::Impl::Impl(std::shared_ptr<const jit::EngineShared> e, ir::Module m)
     : engine(std::move(e)), module(std::move(m)), weights(module) {
-  target_state = engine->target->new_program_state();
-  if (engine->fallback) fallback_state = engine->fallback->new_program_state();
+  target_state = engine->choice.target->new_program_state();
+  if (engine->choice.fallback) fallback_state = engine->choice.fallback->new_program_state();
 }
 
 Result<void> Program::Impl::check_not_frozen(std::string_view what) const {
@@ -251,7 +254,7 @@ std::vector<ParamInfo> Program::params() const {
 
 Result<const Kernel*> Program::kernel(std::string_view function, std::span<const TensorView> inputs) {
   const jit::EngineShared& engine = *impl_->engine;
-  KeyBuilder key(function, inputs);
+  const jit::CallKey key(function, inputs);
   if (!engine.verbose()) {
     // The hot path: one shared lock and one lookup.
     if (const jit::KernelImpl* k = impl_->cache.find(key.view())) return k;
@@ -278,7 +281,7 @@ Result<const Kernel*> Program::kernel(std::string_view function, std::span<const
       } else {
         std::string msg = r.error().message;
         for (char& c : msg) c = c == ',' || c == '\n' ? ';' : c;
-        engine.trace("ternjit_verbose,specialize,error,target=" + std::string(engine.target->name()) +
+        engine.trace("ternjit_verbose,specialize,error,target=" + std::string(engine.choice.target->name()) +
                      ",fn=" + std::string(function) + ",ms=" + msbuf + ",error=" + msg);
       }
     }
@@ -304,13 +307,8 @@ Result<Engine> Engine::create(const EngineOptions& options) {
   return guarded([&]() -> Result<Engine> {
     auto shared = std::make_shared<jit::EngineShared>(jit::EngineShared{options, targets::TargetRegistry::create()});
     TERNJIT_TRY(shared->typed, jit::validate_options(options, shared->registry));
-    TERNJIT_TRY(shared->target,
-                shared->registry.resolve(options.target.empty() ? std::string_view("auto") : options.target));
-    const targets::Target* target = shared->target;
-    if ((options.target.empty() || options.target == "auto") && target->name() != "reference") {
-      auto ref = shared->registry.find("reference");
-      if (ref.ok()) shared->fallback = ref.value();
-    }
+    TERNJIT_TRY(shared->choice, shared->registry.choose(options.target));
+    const targets::Target* target = shared->choice.target;
     if (options.parallel_for != nullptr) {
       shared->parallel.threads = options.threads > 0 ? options.threads : jit::ThreadPool::default_threads();
       shared->parallel.run = options.parallel_for;
@@ -321,11 +319,10 @@ Result<Engine> Engine::create(const EngineOptions& options) {
     }
     // Opened on first use; its warnings go where trace lines go (the engine outlives it).
     const jit::EngineShared* sp = shared.get();
-    jit::KernelCacheConfig cache_config = jit::kernel_cache_config(
-        options, target->name(), shared->compile_options(*target),
-        [sp](std::string_view line) { sp->trace(std::string(line)); });
+    jit::KernelCacheConfig cache_config =
+        jit::kernel_cache_config(options, [sp](std::string_view line) { sp->trace(std::string(line)); });
     shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
-    shared->disk_cache = std::make_unique<jit::KernelCache>(std::move(cache_config), *target);
+    shared->disk_cache = std::make_unique<jit::KernelCache>(std::move(cache_config), shared->choice);
     // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
     autotune::DispatchOptions dopts;
     dopts.mode = shared->typed.tuning;
@@ -371,7 +368,7 @@ Program make_program(const std::shared_ptr<jit::EngineShared>& shared, ir::Modul
   if (shared->verbose()) {
     char msbuf[32];
     std::snprintf(msbuf, sizeof msbuf, "%.4g", ms_since(t0));
-    shared->trace("ternjit_verbose,compile,target=" + std::string(shared->target->name()) +
+    shared->trace("ternjit_verbose,compile,target=" + std::string(shared->choice.target->name()) +
                   ",src=" + std::string(source_name) + ",functions=" + std::to_string(m.functions().size()) +
                   ",params=" + std::to_string(m.params().size()) +
                   ",config=" + std::string(passes::opt_level_name(shared->typed.level)) + ",ms=" + msbuf);

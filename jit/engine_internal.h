@@ -2,6 +2,7 @@
 // engine_internal.h - what Engine, Program and the specialization flow share inside jit/.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,10 +30,9 @@ struct EngineShared {
   EngineOptions options;
   targets::TargetRegistry registry;
   TypedOptions typed;
-  const targets::Target* target = nullptr;
-  /// The reference target, for functions an `auto`-chosen target cannot compile (null
-  /// when the target was named explicitly: then such a function is an error).
-  const targets::Target* fallback = nullptr;
+  /// The engine's target and, under `auto`, the reference target for the functions it
+  /// cannot compile (TargetRegistry::choose).
+  targets::TargetChoice choice;
   std::unique_ptr<ThreadPool> pool;              ///< the default pool (null with a host parallel_for)
   targets::Parallel parallel;                    ///< what CPU kernels run their work on
   std::unique_ptr<KernelCache> disk_cache;       ///< the on-disk kernel cache (kernel_cache.h)
@@ -42,8 +42,29 @@ struct EngineShared {
   [[nodiscard]] bool verbose() const { return options.verbose > 0; }
   /// One trace line to the sink (stderr by default, written with one call).
   void trace(const std::string& line) const;
-  /// The options `target` compiles and loads with.
+  /// The options `target` compiles and loads with (no decisions, no rows bound).
   [[nodiscard]] targets::CompileOptions compile_options(const targets::Target& target) const;
+  /// The stage hook: when EngineOptions::print_after names `stage` (or "all"), the
+  /// module as that stage left it, as one trace line per IR line block.
+  void after_stage(std::string_view stage, const std::string& function, const ir::Module& module) const;
+};
+
+/// The key of a call in a Program's kernel cache: the function name, then per input its
+/// kind, rank and extents as raw bytes; with `row_bucket` > 0, axis 0 of every input is
+/// that bucket's bound instead of its extent (the M bucket's key). Built in a stack
+/// buffer (no allocation) unless very long: the hot path of Program::kernel.
+class CallKey {
+ public:
+  CallKey(std::string_view function, std::span<const TensorView> inputs, std::int64_t row_bucket = 0);
+  [[nodiscard]] std::string_view view() const {
+    return heap_.empty() ? std::string_view(stack_.data(), size_) : std::string_view(heap_);
+  }
+
+ private:
+  void append(const void* p, std::size_t n);
+  std::array<char, 192> stack_;  // only [0, size_) is read
+  std::size_t size_ = 0;
+  std::string heap_;
 };
 
 /// One specialization: its signature, the loaded entry, and its trace description.
@@ -80,10 +101,6 @@ struct RowsKernel {
   std::vector<std::string> arg_names;  ///< the function's argument labels
 };
 
-/// The key of the M bucket `bucket` of a call of `function` on `inputs` (each with the
-/// row axis at axis 0): as the exact key, with axis 0 at the bucket's bound.
-std::string bucket_key(std::string_view function, std::span<const TensorView> inputs, std::int64_t bucket);
-
 /// The M bucket of `rows` >= 1: 1, then 4 (2-4), then the next power of two (5-8,
 /// 9-16, ...): the row counts one run-time-rows kernel serves, compiled for the bound.
 std::int64_t row_bucket(std::int64_t rows);
@@ -94,6 +111,56 @@ struct Compiled {
   const targets::Target* target = nullptr;
   DiskState disk = DiskState::Off;
 };
+
+// ---------------------------------------------------------------- the stages
+// The compile flow of one (function, input shapes), jit/specialize.cpp, one function a
+// stage; Program::Impl::specialize calls them in this order. Each is callable alone
+// (tests do); EngineOptions::print_after prints the module after the ones that change it.
+
+/// Stage 1: the function called `function`, taking `n_inputs` inputs. Errors: NotFound
+/// listing the functions, InvalidArgument for another input count.
+Result<const ir::Function*> find_entry(const ir::Module& module, std::string_view function, std::size_t n_inputs);
+
+/// The parameters `f` reads, directly or through the functions it calls.
+std::vector<std::string> params_used(const ir::Module& module, const ir::Function& f);
+
+/// Stage 2: every symbol's extent ("Layer.N" -> 64), from the bound parameters'
+/// `weight_symbols` and the inputs, which must agree with each other and with the
+/// declarations (InvalidArgument naming the input, its shape and the declaration).
+Result<std::map<std::string, std::int64_t>> bind_symbols(const ir::Function& f, std::span<const TensorView> inputs,
+                                                         const Weights::SymbolMap& weight_symbols);
+
+/// Stage 3: `function` alone with the symbols of `bindings` fixed (every symbol when
+/// `rows_symbol` is empty; all but that one otherwise) and its tensor sizes checked.
+/// Hook stage "specialize".
+Result<ir::Module> specialize_module(const EngineShared& engine, const ir::Module& module, const std::string& function,
+                                     std::map<std::string, std::int64_t> bindings, const std::string& rows_symbol);
+
+/// Stage 4: the pass pipeline at the engine's level (target-independent: a fallback
+/// target compiles the same optimized module). Hook stage "optimize".
+Result<void> optimize(const EngineShared& engine, ir::Module& module, const std::string& function);
+
+/// Stage 5: which target compiles `optimized`: the engine's when it supports it,
+/// otherwise its fallback (the reference target under `auto`, said in the verbose trace
+/// and recorded in the artifact as metadata "fallback"); a named target's refusal is the
+/// error (Unsupported).
+Result<const targets::Target*> choose_target(const EngineShared& engine, const ir::Function& optimized,
+                                             std::string* fallback_why);
+
+/// Stage 6: a target's compile-time tuning decisions for `optimized` (its traits say
+/// decides_at_compile): one configuration per tuning space, from the tuning source
+/// (defaults with tuning off). None for other targets.
+Result<std::vector<std::string>> decide(const EngineShared& engine, const targets::Target& target,
+                                        const ir::Module& optimized, const std::string& function);
+
+/// Stage 7: the artifact of `function` of `module` from the disk cache, else optimized
+/// (unless `optimized`), given a target (stages 4-6) and compiled by it, and stored. The
+/// key is the module as given plus the compile options (CompileOptions::key(), with the
+/// decisions when made first): a hit skips the pipeline and the target's compile. With
+/// `rows_max` > 0 (the module has its rows bound to it, already optimized) only the
+/// engine's own target may compile it (Unsupported otherwise).
+Result<Compiled> compile_cached(const EngineShared& engine, ir::Module& module, const std::string& function,
+                                bool optimized, std::int64_t rows_max);
 
 /// "[2, 3]".
 std::string shape_str(std::span<const std::int64_t> shape);
@@ -133,10 +200,12 @@ struct Program::Impl {
   /// the bucket's first use), or null when `f` or the bucket does not take run-time rows.
   Result<std::unique_ptr<jit::KernelImpl>> specialize_rows(const ir::Function& f, std::span<const TensorView> inputs,
                                                            const std::map<std::string, std::int64_t>& bindings);
-  /// Compiles and loads the bucket's kernel: jit/specialize.cpp.
-  std::unique_ptr<jit::RowsKernel> build_rows_kernel(const ir::Function& f, const std::string& row_symbol,
-                                                     std::map<std::string, std::int64_t> bindings,
-                                                     std::int64_t rows_max);
+  /// The bucket's kernel through the same stages, with the rows bound to `rows_max`:
+  /// jit/specialize.cpp. A stage that declines for the bound gives an Unsupported error,
+  /// which becomes the bucket's refusal; other errors are errors.
+  Result<std::unique_ptr<jit::RowsKernel>> compile_rows(const ir::Function& f, const std::string& row_symbol,
+                                                        std::map<std::string, std::int64_t> bindings,
+                                                        std::int64_t rows_max);
   /// Checks every parameter `f` reads is bound, fixes every symbol from the weights and
   /// `inputs`, and freezes the weights.
   Result<std::map<std::string, std::int64_t>> bind_and_freeze(const ir::Function& f, std::span<const TensorView> inputs);

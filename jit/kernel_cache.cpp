@@ -19,27 +19,19 @@ std::string_view disk_state_name(DiskState state) {
   return "?";
 }
 
-KernelCacheConfig kernel_cache_config(const EngineOptions& o, std::string_view target,
-                                      const targets::CompileOptions& compile, cache::LogFn log) {
+KernelCacheConfig kernel_cache_config(const EngineOptions& o, cache::LogFn log) {
   KernelCacheConfig c;
   c.enabled = o.cache_dir != "off";
   c.disk.dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
   c.disk.max_bytes = o.cache_max_bytes == 0 ? cache::kDefaultMaxBytes : o.cache_max_bytes;
   c.disk.shared_group = o.cache_shared_group;
   c.disk.log = std::move(log);
-  c.opt_level = std::string(passes::opt_level_name(compile.opt_level));
-  // Every typed option that can change the artifact (one function derives the text). An
-  // `auto` engine may give a function its target cannot compile to the reference
-  // interpreter (jit/specialize.cpp), a named target refuses it: the two must not share
-  // that entry.
-  const bool fallback = o.target.empty() || o.target == "auto";
-  c.compile_options = targets::compile_options_key(target, compile) + ";fallback=" + (fallback ? "reference" : "none");
   c.version = std::string(cache::ternjit_version());
   return c;
 }
 
-KernelCache::KernelCache(KernelCacheConfig config, const targets::Target& target)
-    : config_(std::move(config)), target_(target) {}
+KernelCache::KernelCache(KernelCacheConfig config, targets::TargetChoice targets)
+    : config_(std::move(config)), targets_(targets) {}
 
 cache::DiskCache* KernelCache::disk() {
   if (!config_.enabled) return nullptr;
@@ -63,36 +55,31 @@ void KernelCache::warn(const std::string& message) const {
   }
 }
 
-cache::Key KernelCache::key_of(const ir::Module& specialized, std::string_view function, std::string_view tuning) {
+cache::Key KernelCache::key_of(const ir::Module& module, std::string_view function,
+                               const targets::CompileOptions& options) {
   std::call_once(described_, [&] {
-    const TargetDescription d = target_.describe();
-    features_ = d.features;
-    device_ = d.device;
-    toolchain_ = target_.toolchain();
+    machine_ = targets_.target->cache_key_text();
     build_id_ = config_.build_id.empty() ? cache::build_id() : config_.build_id;
   });
   cache::ArtifactKeyInputs in;
-  in.ir = ir::print_module(specialized);
+  in.ir = ir::print_module(module);
   in.function = std::string(function);
-  in.target = std::string(target_.name());
-  in.features = features_;
-  in.device = device_;
-  in.toolchain = toolchain_;
-  in.opt_level = config_.opt_level;
-  in.compile_options = config_.compile_options;
-  in.tuning = std::string(tuning);
+  in.target = targets_.key();
+  in.machine = machine_;
+  in.compile_options = options.key();
   in.version = config_.version;
   in.build_id = build_id_;
   return cache::artifact_key(in);
 }
 
-Result<targets::Artifact> KernelCache::get_or_compile(const ir::Module& specialized, std::string_view function,
+Result<targets::Artifact> KernelCache::get_or_compile(const ir::Module& module, std::string_view function,
+                                                      const targets::CompileOptions& options,
                                                       const std::function<Result<targets::Artifact>()>& compile,
-                                                      DiskState* state, std::string_view tuning) {
+                                                      DiskState* state) {
   if (state) *state = DiskState::Off;
   cache::DiskCache* d = disk();
   if (!d) return compile();
-  const cache::Key key = key_of(specialized, function, tuning);
+  const cache::Key key = key_of(module, function, options);
   std::optional<targets::Artifact> compiled;
   cache::Outcome how = cache::Outcome::Miss;
   auto bytes = d->get_or_build(
@@ -113,7 +100,7 @@ Result<targets::Artifact> KernelCache::get_or_compile(const ir::Module& speciali
   // codec bug or change, or an entry written for another signature): else drop it and
   // compile as if it had not been there.
   auto artifact = cache::decode_artifact(*bytes);
-  Result<void> usable = artifact.ok() ? cache::check_artifact_signature(*artifact, specialized, function)
+  Result<void> usable = artifact.ok() ? cache::check_artifact_signature(*artifact, module, function)
                                       : Result<void>(artifact.error());
   if (usable.ok()) {
     if (state) *state = DiskState::Hit;

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // kernel_cache.h - the Engine's on-disk kernel cache: keys from specialized IR, artifacts through DiskCache.
 //
-// The key of a kernel is the canonical text of the specialized module before the pass
-// pipeline, the function, the target's name, features and device, the opt level, the
-// typed compile options (targets::compile_options_key: level, threads, tuning mode, the
-// target's own options), the ternjit version and the build id
-// (cache/key.h). A hit skips the pass pipeline and the target's compile; the loader
-// still runs. Every disk problem is a warning and a compile without the cache, never an
+// The key of a kernel is the canonical text of the specialized module (before the pass
+// pipeline, or after it where compile-time decisions or a rows bound needed it), the
+// function, the engine's targets (TargetChoice::key(): "x86>reference" under auto), the
+// target's machine text (Target::cache_key_text(): device, features, toolchain), the
+// compile options (CompileOptions::key(): level, threads, tuning mode, the target's
+// options, decisions, rows bound), the ternjit version and the build id (cache/key.h).
+// A hit skips the pass pipeline and the target's compile; the loader still runs. Every disk problem is a warning and a compile without the cache, never an
 // error of the kernel (cache/README.md).
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "cache/key.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
@@ -41,51 +43,45 @@ std::string_view disk_state_name(DiskState state);
 struct KernelCacheConfig {
   bool enabled = true;              ///< false: every lookup is DiskState::Off
   cache::CacheOptions disk;         ///< directory, cap, shared-group mode, warning sink
-  std::string opt_level;            ///< "O2"
-  std::string compile_options;      ///< targets::compile_options_key(...) + ";fallback=..."
   std::string version;              ///< key field "version" (cache::ternjit_version() by default)
   std::string build_id;             ///< key field "build_id"; empty: cache::build_id(), computed on first use
 };
 
-/// The configuration of `options` for target `target` compiling with `compile` (as the
-/// engine resolved them): cache_dir "off" disables, "" means default_cache_dir()
-/// (jit/options.h); warnings go to `log`.
-KernelCacheConfig kernel_cache_config(const EngineOptions& options, std::string_view target,
-                                      const targets::CompileOptions& compile, cache::LogFn log);
+/// The disk-cache configuration of `options`: cache_dir "off" disables, "" means
+/// default_cache_dir() (jit/options.h); warnings go to `log`.
+KernelCacheConfig kernel_cache_config(const EngineOptions& options, cache::LogFn log);
 
-/// One engine's view of the disk cache, for one target. Thread-safe. The directory is
+/// One engine's view of the disk cache, for its targets. Thread-safe. The directory is
 /// opened on first use; when that fails the cache warns once and stays off.
 class KernelCache {
  public:
-  /// `target` must outlive the cache.
-  KernelCache(KernelCacheConfig config, const targets::Target& target);
+  /// The targets of `targets` must outlive the cache.
+  KernelCache(KernelCacheConfig config, targets::TargetChoice targets);
 
-  /// The artifact of `function` of `specialized` (shapes bound, pipeline NOT run): from
-  /// the disk when a verified entry exists, else from `compile()` (which may modify
-  /// `specialized`: the key is computed before it runs), stored afterwards. Errors only
-  /// come from `compile`. `state` (optional) says which happened.
-  /// `tuning`: the compile-time tuning decisions (key field "tuning"; "" for targets that
-  /// decide at load).
-  Result<targets::Artifact> get_or_compile(const ir::Module& specialized, std::string_view function,
+  /// The artifact of `function` of `module` (shapes bound) compiled with `options`:
+  /// from the disk when a verified entry exists, else from `compile()` (which may modify
+  /// `module`: the key is computed before it runs), stored afterwards. Errors only come
+  /// from `compile`. `state` (optional) says which happened.
+  Result<targets::Artifact> get_or_compile(const ir::Module& module, std::string_view function,
+                                           const targets::CompileOptions& options,
                                            const std::function<Result<targets::Artifact>()>& compile,
-                                           DiskState* state = nullptr, std::string_view tuning = {});
+                                           DiskState* state = nullptr);
 
-  /// The key get_or_compile uses for `function` of `specialized` with `tuning` decisions.
-  cache::Key key_of(const ir::Module& specialized, std::string_view function, std::string_view tuning = {});
+  /// The key get_or_compile uses.
+  cache::Key key_of(const ir::Module& module, std::string_view function, const targets::CompileOptions& options);
 
   /// The opened store, or null when the cache is off or its directory was refused.
   cache::DiskCache* disk();
 
  private:
   KernelCacheConfig config_;
-  const targets::Target& target_;
+  targets::TargetChoice targets_;
   std::once_flag opened_;
   std::unique_ptr<cache::DiskCache> disk_;
   void warn(const std::string& message) const;
 
   std::once_flag described_;
-  std::string features_, device_, build_id_;
-  std::string toolchain_;  // Target::toolchain(): driver / compiler versions
+  std::string machine_, build_id_;  // Target::cache_key_text() of the engine's target; build_id()
 };
 
 }  // namespace ternjit::jit

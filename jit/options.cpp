@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// options.cpp - EngineOptions::from_env, default_cache_dir (the library's only getenv calls) and option validation.
+// options.cpp - EngineOptions::from_env and default_cache_dir (where the engine reads the environment) and option validation.
 #include "jit/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -31,13 +32,16 @@ std::optional<int> parse_count(std::string_view s) {
 
 constexpr const char* kTuningList = "off, cached or tune";
 
+// The stages EngineOptions::print_after may name (jit/engine_internal.h).
+constexpr std::string_view kStages[] = {"specialize", "optimize", "all"};
+
 }  // namespace
 
 Result<EngineOptions> EngineOptions::from_env() {
   EngineOptions o;
   // An unset or empty variable keeps the default.
   auto get = [](const char* var) -> std::string_view {
-    const char* v = std::getenv(var);  // the one getenv of the library (STYLE section 10)
+    const char* v = std::getenv(var);  // the options are read here only (STYLE section 10)
     return v ? std::string_view(v) : std::string_view();
   };
   if (auto v = get("TERNJIT_TARGET"); !v.empty()) o.target = std::string(v);
@@ -52,7 +56,7 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (!n) return env_error("TERNJIT_THREADS", v, "a non-negative integer (0: the target's default)");
     o.threads = *n;
   }
-  // Validated by the x86 target when an engine is created.
+  // An option alias, resolved and validated when an engine is created.
   if (auto v = get("TERNJIT_MAX_ISA"); !v.empty()) o.max_isa = std::string(v);
   if (auto v = get("TERNJIT_CACHE_DIR"); !v.empty()) o.cache_dir = std::string(v);
   if (auto v = get("TERNJIT_CACHE_MAX_SIZE"); !v.empty()) {
@@ -83,6 +87,8 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (!n) return env_error("TERNJIT_VERBOSE", v, "a non-negative integer (0: quiet, 1: trace)");
     o.verbose = *n;
   }
+  // Stage names, validated when an engine is created.
+  if (auto v = get("TERNJIT_PRINT_AFTER"); !v.empty()) o.print_after = std::string(v);
   return o;
 }
 
@@ -111,12 +117,23 @@ Result<TypedOptions> validate_options(const EngineOptions& o, const targets::Tar
   auto mode = targets::parse_tuning_mode(o.tuning);
   if (!mode) return bad("unknown tuning mode '" + o.tuning + "': expected " + kTuningList);
   t.tuning = *mode;
+  for (std::string_view rest = o.print_after; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    const std::string stage(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (std::find(std::begin(kStages), std::end(kStages), stage) == std::end(kStages))
+      return bad("print_after names an unknown stage '" + stage + "' (stages: specialize, optimize, all)");
+    t.print_after.push_back(stage);
+  }
   TERNJIT_TRY(auto given, targets::split_target_options(o.target_options));
   if (!o.max_isa.empty()) {
-    // The shorthand of the x86 option, kept for callers of the older field.
-    auto [it, fresh] = given["x86"].values.emplace("max_isa", o.max_isa);
+    // The field is an option alias: the target that declares it says which option it sets.
+    const targets::RegistryAlias* alias = registry.find_alias("max_isa");
+    if (alias == nullptr) return bad("max_isa is set but no target of this build takes it");
+    auto [it, fresh] = given[alias->target].values.emplace(alias->option, o.max_isa);
     if (!fresh && it->second != o.max_isa)
-      return bad("max_isa '" + o.max_isa + "' contradicts target option x86.max_isa=" + it->second);
+      return bad("max_isa '" + o.max_isa + "' contradicts target option " + alias->target + "." + alias->option + "=" +
+                 it->second);
   }
   for (const auto& [name, opts] : given)
     if (registry.lookup(name) == nullptr)

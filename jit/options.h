@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "passes/pipeline.h"
 #include "targets/registry.h"
@@ -20,11 +21,14 @@ struct TypedOptions {
   targets::TuningMode tuning = targets::TuningMode::Off;
   /// Each registered target's validated options (every target present, most empty).
   std::map<std::string, targets::TargetOptions, std::less<>> target_options;
+  /// EngineOptions::print_after split: stage names, or "all".
+  std::vector<std::string> print_after;
 };
 
 /// Checks every field of `options` and types it: opt_level in 0..3, threads >= 0,
-/// verbose >= 0, a known tuning mode, target_options entries (plus the max_isa
-/// shorthand, "x86.max_isa") each validated by the target they name in `registry`. The
+/// verbose >= 0, a known tuning mode, print_after stage names, target_options entries
+/// (plus the max_isa field, an alias the registry resolves: TargetRegistry::find_alias)
+/// each validated by the target they name in `registry`. The
 /// target name itself is checked by the registry. Errors (InvalidArgument) name the
 /// field, its value and what is allowed.
 Result<TypedOptions> validate_options(const EngineOptions& options, const targets::TargetRegistry& registry);

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 
 namespace ternjit::jit {
 

@@ -13,9 +13,27 @@
 
 namespace ternjit::targets {
 
-/// The targets of this build, owned, in SPEC section 5 priority order (CUDA, HIP,
-/// Vulkan/SPIR-V, x86, LLVM, reference; only those that exist are registered). An
-/// object, not a global: every Engine makes its own.
+/// A target option's short spelling (Target::option_aliases) with the target it belongs to.
+struct RegistryAlias {
+  std::string name;    ///< "max_isa": EngineOptions::max_isa, `ternjit --max-isa`
+  std::string target;  ///< "x86"
+  std::string option;  ///< "max_isa": the entry it stands for is "x86.max_isa=VALUE"
+  std::string help;    ///< one line for --help
+};
+
+/// What an engine compiles with: its target and, for `auto`, the target that takes a
+/// function the first cannot compile (the reference interpreter).
+struct TargetChoice {
+  const Target* target = nullptr;
+  const Target* fallback = nullptr;  ///< null when the target was named (then a refusal is the error)
+  /// "x86" or "x86>reference": the disk-cache key's target field (the same function may
+  /// compile to different artifacts under `auto` and under a named target).
+  [[nodiscard]] std::string key() const;
+};
+
+/// The targets of this build, owned, in `auto` priority order (CUDA, HIP, Vulkan/SPIR-V,
+/// x86, LLVM, reference; only those that exist are registered). An object, not a
+/// global: every Engine makes its own.
 class TargetRegistry {
  public:
   /// The explicit table of registry.cpp; each target detects its machine here.
@@ -36,10 +54,20 @@ class TargetRegistry {
   [[nodiscard]] Result<const Target*> pick_auto() const;
   /// pick_auto() for "auto", else find(name).
   [[nodiscard]] Result<const Target*> resolve(std::string_view name) const;
+  /// resolve(name) with its fallback: the reference target when `name` is "auto" or
+  /// empty and another target was picked; none for a named target. The one place this
+  /// rule is written.
+  [[nodiscard]] Result<TargetChoice> choose(std::string_view name) const;
+
+  /// Every target's option aliases, in registry order.
+  [[nodiscard]] std::vector<RegistryAlias> option_aliases() const;
+  /// The alias called `name`, or null.
+  [[nodiscard]] const RegistryAlias* find_alias(std::string_view name) const;
 
  private:
-  explicit TargetRegistry(std::vector<std::unique_ptr<Target>> targets) : targets_(std::move(targets)) {}
+  explicit TargetRegistry(std::vector<std::unique_ptr<Target>> targets);
   std::vector<std::unique_ptr<Target>> targets_;
+  std::vector<RegistryAlias> aliases_;
 };
 
 }  // namespace ternjit::targets

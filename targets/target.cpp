@@ -16,16 +16,17 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-std::string_view artifact_kind_name(ArtifactKind kind) {
-  switch (kind) {
-    case ArtifactKind::Interpreted: return "interpreted";
-    case ArtifactKind::Plan: return "plan";
-    case ArtifactKind::Object: return "object";
-    case ArtifactKind::Ptx: return "ptx";
-    case ArtifactKind::Hsaco: return "hsaco";
-    case ArtifactKind::Spirv: return "spirv";
-  }
-  TERNJIT_UNREACHABLE("bad ArtifactKind");
+bool valid_artifact_kind(std::string_view kind) {
+  if (kind.empty() || kind.size() > 32) return false;
+  for (char c : kind)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  return true;
+}
+
+Result<void> check_artifact_kind(const Artifact& artifact, std::string_view kind, std::string_view target) {
+  if (artifact.kind == kind) return success();
+  return make_error(ErrorCode::InvalidInput, "the " + std::string(target) + " target loads '" + std::string(kind) +
+                                                 "' artifacts, not '" + artifact.kind + "'");
 }
 
 std::string_view target_kind_name(TargetKind kind) {
@@ -82,12 +83,21 @@ Result<std::map<std::string, TargetOptions>> split_target_options(std::string_vi
   return out;
 }
 
-std::string compile_options_key(std::string_view target, const CompileOptions& options) {
-  std::string s = "opt=" + std::string(passes::opt_level_name(options.opt_level)) +
-                  ";threads=" + std::to_string(options.threads) +
-                  ";tuning=" + std::string(tuning_mode_name(options.tuning));
-  for (const auto& [name, value] : options.target.values) s += ";" + std::string(target) + "." + name + "=" + value;
+std::string CompileOptions::key() const {
+  std::string s = "opt=" + std::string(passes::opt_level_name(opt_level)) + ";threads=" + std::to_string(threads) +
+                  ";tuning=" + std::string(tuning_mode_name(tuning));
+  for (const auto& [name, value] : target.values) s += ";" + name + "=" + value;
+  if (!decisions.empty()) {
+    s += ";decisions=";
+    for (std::size_t i = 0; i < decisions.size(); ++i) s += (i ? "|" : "") + decisions[i];
+  }
+  if (rows_max > 0) s += ";rows<=" + std::to_string(rows_max);
   return s;
+}
+
+std::string Target::cache_key_text() const {
+  const TargetDescription d = describe();
+  return "device=" + d.device + ";features=" + d.features;
 }
 
 Result<std::vector<std::unique_ptr<TuningSpace>>> Target::tuning_spaces(const ir::Module&, std::string_view,

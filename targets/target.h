@@ -22,33 +22,34 @@
 #include "ir/ir.h"
 #include "passes/pipeline.h"
 #include "passes/target_info.h"
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 #include "targets/tuning.h"
-#include "ternjit/engine.h"
 #include "ternjit/result.h"
+#include "ternjit/target_description.h"
 
 namespace ternjit::targets {
 
-/// What an Artifact's bytes are.
-enum class ArtifactKind : std::uint8_t {
-  Interpreted,  ///< canonical IR text, executed by the reference interpreter
-  Plan,         ///< canonical IR text plus decisions: the x86 target regenerates its code at load
-  Object,       ///< a relocatable object file (LLVM AOT)
-  Ptx,          ///< NVIDIA PTX text
-  Hsaco,        ///< AMD code object
-  Spirv,        ///< SPIR-V binary module
-};
-
-/// "interpreted", "plan", "object", "ptx", "hsaco" or "spirv".
-std::string_view artifact_kind_name(ArtifactKind kind);
-
 /// A compiled kernel as data: what the target's load() needs and what the cache stores.
+/// What the bytes are is the target's business: it names their kind (its
+/// TargetTraits::artifact_kind, e.g. "cubin") and its load() refuses any other.
 struct Artifact {
-  ArtifactKind kind = ArtifactKind::Interpreted;
-  std::vector<std::uint8_t> bytes;              ///< the code (or IR text for Interpreted / Plan)
-  std::string entry;                            ///< entry symbol (Interpreted / Plan: the function name)
+  std::string kind;                             ///< the compiling target's artifact kind
+  std::vector<std::uint8_t> bytes;              ///< the code, or the module's IR text (code_is_ir)
+  /// The bytes are the specialized module's canonical IR text (the reference and x86
+  /// targets regenerate their code from it at load); other targets keep that text in
+  /// metadata "ir" when they keep it at all. The disk cache checks a stored entry's
+  /// signature against it (cache::check_artifact_signature).
+  bool code_is_ir = false;
+  std::string entry;                            ///< entry symbol (IR-text artifacts: the function name)
   std::map<std::string, std::string> metadata;  ///< launch metadata (grid, isa, ...), sorted
 };
+
+/// True when `kind` may name an artifact kind: 1-32 characters of [a-z0-9_-] (what the
+/// disk cache's codec accepts).
+bool valid_artifact_kind(std::string_view kind);
+
+/// InvalidInput unless `artifact` is of `kind` (a target's load() calls it first).
+Result<void> check_artifact_kind(const Artifact& artifact, std::string_view kind, std::string_view target);
 
 /// A target's own options, validated by the target (Target::parse_options): sorted
 /// name/value pairs without the target prefix ("max_isa" -> "avx2").
@@ -64,25 +65,27 @@ struct TargetOptions {
 /// prefix or '=', an empty name, or one named twice.
 Result<std::map<std::string, TargetOptions>> split_target_options(std::string_view text);
 
-/// How a target compiles one specialized function.
+/// How a target compiles one specialized function: everything but the module that
+/// changes the artifact. key() is its one text in the disk cache's key.
 struct CompileOptions {
   passes::OptLevel opt_level = passes::OptLevel::O2;  ///< the level the pipeline ran at
   int threads = 0;                                    ///< 0: the target's default
   TargetOptions target;                               ///< this target's own options (parsed by it)
   TuningMode tuning = TuningMode::Cached;             ///< how tuning sources are consulted
-  /// For a target that decides_at_compile(): the configuration of each of its
-  /// tuning_spaces(), in order, decided by the engine before compile() and part of the
-  /// disk-cache key (a new tuning record gives a new artifact, never a stale hit).
+  /// For a target whose traits say decides_at_compile: the configuration of each of its
+  /// tuning_spaces(), in order, decided by the engine before compile() (a new tuning
+  /// record gives a new key, so a new artifact, never a stale hit).
   std::vector<std::string> decisions;
   /// > 0: compile for run-time rows (Target::runtime_rows said yes): axis 0 of every
   /// argument and result is the row count, bound to this upper bound in the module; the
-  /// loaded kernel has LoadedKernel::run_rows. Part of the disk-cache key (jit/).
+  /// loaded kernel has LoadedKernel::run_rows.
   std::int64_t rows_max = 0;
-};
 
-/// The one text of the options that change a compiled artifact ("opt=O2;threads=2;
-/// tuning=cached;x86.max_isa=avx2"): the cache key's compile-options field.
-std::string compile_options_key(std::string_view target, const CompileOptions& options);
+  /// "opt=O2;threads=2;tuning=cached;max_isa=avx2" plus ";decisions=a|b" and
+  /// ";rows<=16" when set: every field above, in this order, canonical (target options
+  /// sorted by name). The engine's disk-cache key holds it whole (jit/kernel_cache.h).
+  [[nodiscard]] std::string key() const;
+};
 
 /// Per-Program state a target keeps (packed weights, device buffers). Created by
 /// Target::new_program_state, owned by the Program, passed to every load of that Program.
@@ -171,6 +174,35 @@ struct DeviceDescription {
   bool selected = false;             ///< the device the target uses by default
 };
 
+/// What the engine needs to know of a target beyond its methods, as one value, fixed at
+/// construction (from what the target detected about the machine).
+struct TargetTraits {
+  TargetKind kind = TargetKind::Cpu;  ///< interpreter, CPU or GPU
+  /// What compile() produces and load() takes ("ir-text", "x86-plan", "object", "cubin",
+  /// "hsaco", "spirv-modules"): valid_artifact_kind(), unique to the target.
+  std::string_view artifact_kind;
+  /// The target's tuning decisions shape the code compile() emits (GPU tiles): the
+  /// engine runs the pipeline, asks the tuning source for every space of
+  /// tuning_spaces() and hands the answers to compile() in CompileOptions::decisions
+  /// (so they are part of the key). False: the target decides at load.
+  bool decides_at_compile = false;
+  /// runtime_rows() may say yes; false spares the engine the analysis (every M specialized).
+  bool runtime_rows = false;
+  /// GPU targets: this machine may have a hardware device for the target, decided
+  /// cheaply without loading a driver; `auto` passes over a target without one without
+  /// probing it (available() and describe() still probe when asked). False for the rest.
+  bool may_have_gpu = false;
+};
+
+/// A short spelling of one of a target's options where options are given: an
+/// EngineOptions / C options field of the same name, a `ternjit` flag (`--` + name with
+/// '_' as '-'). `max_isa=avx2` means the entry `x86.max_isa=avx2`.
+struct OptionAlias {
+  std::string_view name;    ///< "max_isa"
+  std::string_view option;  ///< the target's option it sets ("max_isa")
+  std::string_view help;    ///< one line for --help
+};
+
 /// One code generator. Implementations are stateless after construction apart from
 /// what they detected about the machine, and every method is safe to call from several
 /// threads at once. Inheritance depth is one: `FooTarget : Target`.
@@ -180,8 +212,10 @@ class Target {
 
   /// The registry name ("reference", "x86", "cuda", ...).
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// Interpreter, CPU or GPU.
-  [[nodiscard]] virtual TargetKind kind() const = 0;
+  /// Its kind, artifact kind and what the engine plans around (fixed at construction).
+  [[nodiscard]] virtual TargetTraits traits() const = 0;
+  /// traits().kind.
+  [[nodiscard]] TargetKind kind() const { return traits().kind; }
   /// Success when the target can compile and run here; otherwise an Unavailable error
   /// saying why (no libnvrtc found, no device, CPU lacks AVX2, ...).
   [[nodiscard]] virtual Result<void> available() const = 0;
@@ -192,12 +226,10 @@ class Target {
   /// `device` option indexes them; empty for CPU targets and where the API is
   /// unavailable (available() says why). Probes the driver like describe().
   [[nodiscard]] virtual std::vector<DeviceDescription> devices() const { return {}; }
-  /// GPU targets: false when this machine cannot have a hardware device for the target,
-  /// decided cheaply without loading a driver; `auto` then passes the target over
-  /// without probing it (available() and describe() still probe when asked).
-  [[nodiscard]] virtual bool may_have_gpu() const { return kind() == TargetKind::Gpu; }
-  /// What the pass pipeline may know about this target (weight layout, int8 dot).
+  /// What the pass pipeline may know about this target.
   [[nodiscard]] virtual passes::TargetInfo info() const = 0;
+  /// The target's options that have a short spelling (OptionAlias). Default: none.
+  [[nodiscard]] virtual std::vector<OptionAlias> option_aliases() const { return {}; }
   /// Validates this target's options (the entries of its prefix in the options string).
   /// Errors (InvalidArgument): an unknown name or a bad value, listing what is accepted.
   [[nodiscard]] virtual Result<TargetOptions> parse_options(const TargetOptions& given) const = 0;
@@ -213,15 +245,13 @@ class Target {
   /// (pipeline run; every symbol static but `rows`, which passes::check_row_batch
   /// accepted) once for an upper bound of rows (CompileOptions::rows_max) and run it on
   /// fewer (LoadedKernel::run_rows). A target may still refuse in compile() or load()
-  /// with Unsupported (then the engine specializes every row count). Default: false.
+  /// with Unsupported (then the engine specializes every row count). Asked only when
+  /// traits().runtime_rows. Default: false.
   [[nodiscard]] virtual bool runtime_rows(const ir::Function& optimized, ir::SymbolId rows) const {
     (void)optimized;
     (void)rows;
     return false;
   }
-  /// False when runtime_rows() never says yes (the default): the engine then does not
-  /// even run the analysis, and specializes every M.
-  [[nodiscard]] virtual bool has_runtime_rows() const { return false; }
   /// A fresh state for one Program's kernels (null when the target keeps none).
   [[nodiscard]] virtual std::unique_ptr<ProgramState> new_program_state() const { return nullptr; }
   /// Loads an artifact this target compiled. Errors: InvalidInput for an artifact that
@@ -229,11 +259,6 @@ class Target {
   /// for a parameter missing from context.params; Unavailable when this machine cannot
   /// run it (another CPU's ISA, no device).
   [[nodiscard]] virtual Result<LoadedKernel> load(const Artifact& artifact, const LoadContext& context) const = 0;
-  /// True when this target's tuning decisions shape the code compile() emits (GPU
-  /// tiles): the engine then runs the pipeline, asks the tuning source for every space
-  /// of tuning_spaces() and hands the answers to compile() in CompileOptions::decisions,
-  /// keying the disk cache by them. False (default): decisions are made at load.
-  [[nodiscard]] virtual bool decides_at_compile() const { return false; }
   /// The tunable kernel calls of `function` of `specialized` (pipeline already run), as
   /// load() or compile() would ask about them, in the same order. Default: none.
   [[nodiscard]] virtual Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
@@ -247,10 +272,11 @@ class Target {
   [[nodiscard]] virtual Result<Emitted> emit(const ir::Module& specialized, std::string_view function,
                                              std::string_view what, const CompileOptions& options,
                                              const ir::ParamValues* params) const = 0;
-  /// The driver and compiler versions that change what compile() produces ("nvrtc 13.0;
-  /// cuda driver 12.4"): the disk-cache key's `toolchain` field. "" (default) for targets
-  /// whose code depends on nothing outside this build.
-  [[nodiscard]] virtual std::string toolchain() const { return {}; }
+  /// Everything about this machine that changes what compile() produces, as one text:
+  /// the disk-cache key's `machine` field. Default: "device=<describe().device>;
+  /// features=<describe().features>"; GPU targets add their driver and compiler
+  /// versions ("nvrtc 13.0; cuda driver 12.4").
+  [[nodiscard]] virtual std::string cache_key_text() const;
 };
 
 /// A digest of an artifact's code bytes (FNV-1a 64, 16 hex digits). A target that puts

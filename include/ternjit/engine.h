@@ -12,6 +12,7 @@
 
 #include "ternjit/builder.h"
 #include "ternjit/result.h"
+#include "ternjit/target_description.h"
 #include "ternjit/types.h"
 
 namespace ternjit {
@@ -24,11 +25,12 @@ struct EngineOptions {
   int threads = 0;              ///< 0: the target's default (x86: every online core)
   /// Options of individual targets, each parsed and validated by its target:
   /// "TARGET.NAME=VALUE" entries separated by ';' ("x86.max_isa=avx2;llvm.cpu=znver4").
-  /// x86: max_isa (avx2, avx_vnni, avx512, avx512_vnni, amx: the highest code path; lower
-  /// ones stay reachable on newer CPUs for testing). llvm: triple, cpu (for emitted
-  /// objects). An unknown target, option or value is an error of Engine::create.
+  /// Each target documents its own (targets/<name>/README.md; `ternjit info --json`
+  /// lists them). An unknown target, option or value is an error of Engine::create.
   std::string target_options;
-  /// Shorthand for "x86.max_isa=..." in target_options (the older field; "" = none).
+  /// An alias of the target option that declares the short name "max_isa" (x86's:
+  /// "x86.max_isa=..."), kept for callers of this older field; "" = none. Both given:
+  /// they must agree.
   std::string max_isa;
   /// A host-provided parallel loop for kernel work (as XNNPACK takes a pthreadpool):
   /// parallel_for(pool, task, context, n) must call task(context, i) once for every i
@@ -57,27 +59,20 @@ struct EngineOptions {
   /// step's work goes to the pool (docs/threading.md).
   bool adaptive_parallel = true;
   int verbose = 0;              ///< 1: one trace line per compile/specialization/hit on stderr
+  /// Stages of the compile flow after which the module is written to the trace sink
+  /// (comma-separated: "specialize", "optimize", or "all"; "" none), as the pass
+  /// pipeline's --print-after does for passes.
+  std::string print_after;
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
   /// whichever thread compiles or looks up, possibly concurrently.
   std::function<void(std::string_view)> trace;
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
-  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_ADAPTIVE_PARALLEL (0/1), TERNJIT_TUNING and
-  /// TERNJIT_VERBOSE. A malformed
+  /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_ADAPTIVE_PARALLEL (0/1), TERNJIT_TUNING,
+  /// TERNJIT_VERBOSE and TERNJIT_PRINT_AFTER. A malformed
   /// value is an error naming the variable.
   static Result<EngineOptions> from_env();
-};
-
-/// One row of the target table (`ternjit info`).
-struct TargetDescription {
-  std::string name;         ///< "reference", "x86", "llvm", "cuda", ...
-  std::string kind;         ///< "cpu", "gpu", "interpreter"
-  bool available = false;
-  std::string reason;       ///< why not available (empty when available)
-  std::string device;       ///< device name ("Intel Xeon ...", "NVIDIA H100")
-  std::uint64_t memory_bytes = 0;
-  std::string features;     ///< ISA features or compute capability
 };
 
 /// A caller-owned tensor view: row-major, contiguous.

@@ -78,8 +78,9 @@ typedef struct ternjit_engine_options {
   const char* cache_dir; /**< NULL/"": $XDG_CACHE_HOME/ternjit (else ~/.cache/ternjit); "off": no disk cache */
   int32_t verbose;       /**< 1: one trace line per compile/specialization on stderr */
   /* Fields below were added after ABI 1's first struct; struct_size tells which a caller has. */
-  const char* max_isa;   /**< NULL/"": the best x86 path the CPU has; else "avx2", "avx_vnni", "avx512",
-                              "avx512_vnni" or "amx" (the highest the x86 target may use) */
+  const char* max_isa;   /**< NULL/"": none; else the value of the target option whose alias is "max_isa"
+                              (x86.max_isa: "avx2", "avx_vnni", "avx512", "avx512_vnni" or "amx", the
+                              highest x86 code path), kept as a field for callers of ABI 1 */
   /** A host thread pool for kernel work (NULL: the engine's own): must call task(context, i) once
    *  for every i in [0, n), from any threads, and return when all calls returned. */
   void (*parallel_for)(void* pool, void (*task)(void* context, int64_t i), void* context, int64_t n);
@@ -88,7 +89,7 @@ typedef struct ternjit_engine_options {
   int32_t cache_shared_group; /**< 1: accept a cache directory shared by a Unix group (cache/README.md) */
   /** NULL/"": none; else each target's own options, "TARGET.NAME=VALUE;..." ("x86.max_isa=avx2",
    *  "llvm.cpu=znver4"), validated by the targets (an unknown one is TERNJIT_INVALID_ARGUMENT).
-   *  max_isa above is shorthand for x86.max_isa; the two must agree. */
+   *  max_isa above is an alias of x86.max_isa; the two must agree. */
   const char* target_options;
   const char* tuning; /**< NULL/"": "off"; "cached" (use tuning records) or "tune" (tune at first call) */
   /* ABI 2. */
@@ -104,6 +105,10 @@ uint32_t ternjit_abi_version(void);
 const char* ternjit_version(void);
 /** 1 if a feature is present ("target:reference", "target:x86", "safetensors", ...), else 0. */
 int ternjit_has_feature(const char* name);
+/** Every name ternjit_has_feature knows, comma-separated ("safetensors,...,target:cuda,..."):
+ *  the fixed features, then "target:NAME" for each target of this build's registry, present
+ *  here or not. Static storage, valid for the life of the process. */
+const char* ternjit_feature_names(void);
 /** The message of this thread's last call if it failed, else "" (the rule above). Valid until
  *  the thread's next call into the library. */
 const char* ternjit_last_error(void);

@@ -38,7 +38,7 @@ from . import _capi
 
 __all__ = [
     "Error", "Engine", "Program", "Kernel", "TensorSpec",
-    "version", "abi_version", "has_feature", "features", "library_path",
+    "version", "abi_version", "has_feature", "feature_names", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
     "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
 ]
@@ -58,13 +58,6 @@ UNAVAILABLE = _capi.UNAVAILABLE
 IO_ERROR = _capi.IO_ERROR
 INTERNAL = _capi.INTERNAL
 
-#: Feature names probed by :func:`features` (the ABI answers one name at a time).
-KNOWN_FEATURES = (
-    "target:reference", "target:x86", "target:llvm", "target:cuda", "target:hip", "target:spirv",
-    "safetensors", "gguf", "hf-bitnet", "bind-sized", "name-map", "random-weights", "kernel-entry", "builder",
-    "bitnet-gguf", "bitnet-activation",
-    "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
-)
 
 
 class Error(Exception):
@@ -272,10 +265,16 @@ def has_feature(name):
     return bool(_lib().ternjit_has_feature(name.encode()))
 
 
+def feature_names():
+    """Every feature name the library knows (present here or not): its fixed features,
+    then ``target:NAME`` for each target of its registry (``ternjit_feature_names``)."""
+    return _lib().ternjit_feature_names().decode().split(",")
+
+
 def features():
-    """The names of :data:`KNOWN_FEATURES` that this library has."""
+    """The names of :func:`feature_names` that this library has here."""
     lib = _lib()
-    return [f for f in KNOWN_FEATURES if lib.ternjit_has_feature(f.encode())]
+    return [f for f in feature_names() if lib.ternjit_has_feature(f.encode())]
 
 
 def library_path():

@@ -113,6 +113,7 @@ _PROTOTYPES = {
     "ternjit_abi_version": (ctypes.c_uint32, []),
     "ternjit_version": (ctypes.c_char_p, []),
     "ternjit_has_feature": (ctypes.c_int, [ctypes.c_char_p]),
+    "ternjit_feature_names": (ctypes.c_char_p, []),
     "ternjit_last_error": (ctypes.c_char_p, []),
     "ternjit_engine_options_init": (None, [ctypes.POINTER(EngineOptions)]),
     "ternjit_engine_options_init_sized": (None, [ctypes.POINTER(EngineOptions), ctypes.c_size_t]),

@@ -168,7 +168,15 @@ std::string per_kernel_usage(const std::vector<cuda::PtxasUsage>& u) {
 class CudaTarget final : public Target {
  public:
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Gpu; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Gpu;
+    t.artifact_kind = "cubin";
+    t.decides_at_compile = true;
+    t.may_have_gpu = ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/nvidia0", F_OK) == 0 ||
+                     ::access("/dev/dxg", F_OK) == 0;
+    return t;
+  }
 
   [[nodiscard]] Result<void> available() const override {
     auto nvrtc = cuda::nvrtc_info();
@@ -188,11 +196,6 @@ class CudaTarget final : public Target {
       return make_error(ErrorCode::Unavailable, (*device)->name + " is " + (*device)->arch() +
                                                     ": the cuda target generates for sm_80, sm_86, sm_89 and sm_90");
     return success();
-  }
-
-  [[nodiscard]] bool may_have_gpu() const override {
-    return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/nvidia0", F_OK) == 0 ||
-           ::access("/dev/dxg", F_OK) == 0;
   }
 
   [[nodiscard]] TargetDescription describe() const override {
@@ -227,7 +230,13 @@ class CudaTarget final : public Target {
     return out;
   }
 
-  [[nodiscard]] std::string toolchain() const override {
+  // The machine text of the key: the device, its features and the toolchain.
+  [[nodiscard]] std::string cache_key_text() const override {
+    return Target::cache_key_text() + ";toolchain=" + toolchain();
+  }
+
+  // NVRTC's and the driver's versions: what changes the code besides the device.
+  [[nodiscard]] std::string toolchain() const {
     auto nvrtc = cuda::nvrtc_info();
     auto drv = cuda::driver();
     return cuda::toolchain_text(nvrtc.ok() ? (*nvrtc)->major : 0, nvrtc.ok() ? (*nvrtc)->minor : 0,
@@ -270,7 +279,7 @@ class CudaTarget final : public Target {
     TERNJIT_TRY(const std::string arch, resolve_arch(options.target));
     TERNJIT_TRY(cuda::NvrtcOutput out, cuda::nvrtc_compile(p.source, std::string(function), arch, true));
     Artifact a;
-    a.kind = ArtifactKind::Ptx;
+    a.kind = std::string(traits().artifact_kind);
     a.bytes = std::move(out.cubin);
     a.entry = std::string(function);
     a.metadata["ir"] = ir::print_module(specialized);
@@ -309,9 +318,7 @@ class CudaTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    if (a.kind != ArtifactKind::Ptx)
-      return make_error(ErrorCode::InvalidInput,
-                        "the cuda target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
     for (const char* field : {"ir", "arch", "decisions", "source_digest", "bytes_digest"})
       if (!a.metadata.count(field))
         return make_error(ErrorCode::InvalidInput, std::string("cuda artifact lacks its '") + field + "' metadata");
@@ -365,7 +372,6 @@ class CudaTarget final : public Target {
     return k;
   }
 
-  [[nodiscard]] bool decides_at_compile() const override { return true; }
 
   [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
       const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {

@@ -141,7 +141,14 @@ Result<std::vector<CodeObjectEntry>> parse_entries(const Artifact& a) {
 class HipTarget final : public Target {
  public:
   [[nodiscard]] std::string_view name() const override { return "hip"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Gpu; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Gpu;
+    t.artifact_kind = "hsaco";
+    t.decides_at_compile = true;
+    t.may_have_gpu = ::access("/dev/kfd", F_OK) == 0;
+    return t;
+  }
 
   [[nodiscard]] Result<void> available() const override {
     auto rtc = hip::hiprtc_version();
@@ -159,7 +166,6 @@ class HipTarget final : public Target {
     return success();
   }
 
-  [[nodiscard]] bool may_have_gpu() const override { return ::access("/dev/kfd", F_OK) == 0; }
 
   [[nodiscard]] TargetDescription describe() const override {
     TargetDescription t;
@@ -193,7 +199,13 @@ class HipTarget final : public Target {
     return out;
   }
 
-  [[nodiscard]] std::string toolchain() const override {
+  // The machine text of the key: the device, its features and the toolchain.
+  [[nodiscard]] std::string cache_key_text() const override {
+    return Target::cache_key_text() + ";toolchain=" + toolchain();
+  }
+
+  // hiprtc's and the runtime's versions: what changes the code besides the device.
+  [[nodiscard]] std::string toolchain() const {
     auto rtc = hip::hiprtc_version();
     auto rt = hip::runtime();
     return (rtc.ok() ? *rtc : std::string("hiprtc none")) + "; " + (rt.ok() ? (*rt)->version_text() : "hip runtime none");
@@ -231,7 +243,7 @@ class HipTarget final : public Target {
                                          const CompileOptions& options) const override {
     TERNJIT_TRY(std::vector<std::string> archs, resolve_archs(options.target));
     Artifact a;
-    a.kind = ArtifactKind::Hsaco;
+    a.kind = std::string(traits().artifact_kind);
     a.entry = std::string(function);
     std::vector<std::string> table, usage, usage_kernels;
     for (const std::string& arch : archs) {
@@ -275,9 +287,7 @@ class HipTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    if (a.kind != ArtifactKind::Hsaco)
-      return make_error(ErrorCode::InvalidInput,
-                        "the hip target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
     for (const char* field : {"ir", "decisions", "bytes_digest"})
       if (!a.metadata.count(field))
         return make_error(ErrorCode::InvalidInput, std::string("hip artifact lacks its '") + field + "' metadata");
@@ -335,7 +345,6 @@ class HipTarget final : public Target {
     return k;
   }
 
-  [[nodiscard]] bool decides_at_compile() const override { return true; }
 
   [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
       const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {

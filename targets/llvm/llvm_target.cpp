@@ -32,7 +32,12 @@ std::string symbol_of(std::string_view function) {
 class LlvmTarget final : public Target {
  public:
   [[nodiscard]] std::string_view name() const override { return "llvm"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Cpu; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Cpu;
+    t.artifact_kind = llvmjit::kArtifactKind;
+    return t;
+  }
   [[nodiscard]] Result<void> available() const override { return success(); }
   [[nodiscard]] TargetDescription describe() const override {
     TargetDescription d;
@@ -65,7 +70,7 @@ class LlvmTarget final : public Target {
     const std::string sym = symbol_of(function);
     TERNJIT_TRY(std::string obj, llvmjit::generate(*f, p, sym, nullptr, llvmjit::EmitKind::Object, o));
     Artifact a;
-    a.kind = ArtifactKind::Object;
+    a.kind = std::string(llvmjit::kArtifactKind);
     a.bytes.assign(obj.begin(), obj.end());
     a.entry = std::string(function);
     a.metadata["ir"] = ir::print_module(specialized);
@@ -254,7 +259,7 @@ std::size_t PackCache::packs_made() const {
 
 Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params,
                                                   const Parallel& parallel, PackCache* packs) {
-  if (a.kind != ArtifactKind::Object) return make_error(ErrorCode::InvalidInput, "not an llvm object artifact");
+  TERNJIT_TRY_VOID(check_artifact_kind(a, kArtifactKind, "llvm"));
   auto ir_it = a.metadata.find("ir"), sym_it = a.metadata.find("symbol");
   if (ir_it == a.metadata.end() || sym_it == a.metadata.end())
     return make_error(ErrorCode::InvalidInput, "llvm artifact lacks its 'ir' or 'symbol' metadata");

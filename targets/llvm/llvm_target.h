@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "ir/interpret.h"
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 #include "targets/target.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets {
 
 /// The LLVM target ("llvm"): lowers the kernel ops to LLVM IR, optimizes it at the
-/// pipeline's level and emits a host relocatable object (ArtifactKind::Object) that its
+/// pipeline's level and emits a host relocatable object (artifact kind "llvm-object") that its
 /// load() links with its own LLJIT (llvmjit::load_kernel). Options: triple and cpu, for
 /// emit ("asm", "llvm", "obj"; objects come with a C header).
 std::unique_ptr<Target> make_llvm_target();
@@ -26,6 +26,9 @@ std::unique_ptr<Target> make_llvm_target();
 }  // namespace ternjit::targets
 
 namespace ternjit::targets::llvmjit {
+
+/// The llvm target's artifact kind: a relocatable host object with its IR and symbol as metadata.
+inline constexpr std::string_view kArtifactKind = "llvm-object";
 
 /// A loaded host kernel. Thread-safe: run() only reads the kernel.
 class Kernel {

@@ -64,7 +64,12 @@ class ReferenceTarget final : public Target {
   ReferenceTarget() : cpu_(detect_host_cpu()) {}
 
   [[nodiscard]] std::string_view name() const override { return "reference"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Interpreter; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Interpreter;
+    t.artifact_kind = "ir-text";
+    return t;
+  }
   [[nodiscard]] Result<void> available() const override { return success(); }
 
   [[nodiscard]] TargetDescription describe() const override {
@@ -94,7 +99,8 @@ class ReferenceTarget final : public Target {
     TERNJIT_TRY_VOID(check_supported(*f));
     std::string text = ir::print_module(specialized);
     Artifact a;
-    a.kind = ArtifactKind::Interpreted;
+    a.kind = std::string(traits().artifact_kind);
+    a.code_is_ir = true;
     a.bytes.assign(text.begin(), text.end());
     a.entry = std::string(function);
     a.metadata["isa"] = "-";
@@ -110,9 +116,7 @@ class ReferenceTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    if (a.kind != ArtifactKind::Interpreted)
-      return make_error(ErrorCode::InvalidInput, "the reference target cannot load a " +
-                                                     std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
     auto state = std::make_shared<InterpretedState>();
     TERNJIT_TRY(state->module, parse_artifact_module(a));
     state->function = state->module.find_function(a.entry);

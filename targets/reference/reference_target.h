@@ -9,7 +9,7 @@
 namespace ternjit::targets {
 
 /// The reference interpreter as a target. Always available; supports every op. Its
-/// artifact is ArtifactKind::Interpreted: the specialized module's canonical IR text
+/// artifact is of kind "ir-text": the specialized module's canonical IR text
 /// as bytes and the function name as entry; jit/loader.cpp runs it with ir::interpret.
 /// Its description names the host CPU (the interpreter runs there).
 std::unique_ptr<Target> make_reference_target();

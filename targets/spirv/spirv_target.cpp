@@ -73,7 +73,13 @@ Result<void> launch_loaded(const void* state, void* stream, void* const* buffers
 class SpirvTarget final : public Target {
  public:
   [[nodiscard]] std::string_view name() const override { return "spirv"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Gpu; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Gpu;
+    t.artifact_kind = "spirv-modules";
+    t.may_have_gpu = spirv::gpu_device_node_exists();
+    return t;
+  }
 
   [[nodiscard]] Result<void> available() const override {
     TERNJIT_TRY(const DeviceInfo* d, spirv::select_device("auto"));
@@ -81,7 +87,6 @@ class SpirvTarget final : public Target {
     return success();
   }
 
-  [[nodiscard]] bool may_have_gpu() const override { return spirv::gpu_device_node_exists(); }
 
   [[nodiscard]] TargetDescription describe() const override {
     TargetDescription t;
@@ -159,7 +164,7 @@ class SpirvTarget final : public Target {
       modules.push_back(std::move(words));
     }
     Artifact a;
-    a.kind = ArtifactKind::Spirv;
+    a.kind = std::string(traits().artifact_kind);
     a.bytes = pack_modules(modules);
     a.entry = std::string(function);
     a.metadata["ir"] = ir::print_module(specialized);
@@ -174,9 +179,7 @@ class SpirvTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    if (a.kind != ArtifactKind::Spirv)
-      return make_error(ErrorCode::InvalidInput,
-                        "the spirv target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
     auto ir_it = a.metadata.find("ir");
     auto dot_it = a.metadata.find("int_dot");
     if (ir_it == a.metadata.end() || dot_it == a.metadata.end())

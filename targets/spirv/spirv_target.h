@@ -10,7 +10,7 @@
 namespace ternjit::targets {
 
 /// The SPIR-V target ("spirv"): every kernel op as a Vulkan compute shader, validated
-/// and optimized by SPIRV-Tools; artifacts are ArtifactKind::Spirv (the modules, with
+/// and optimized by SPIRV-Tools; artifacts are of kind "spirv-modules" (the modules, with
 /// the optimized IR in metadata "ir"). Options: `device` (auto, an index or part of a
 /// name) and `int_dot` (auto, on, off: OpSDot or scalar multiply-adds). Emits "spirv"
 /// (disassembly) and "glsl". targets/spirv/README.md has the details.

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string_view>
 
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 #include "targets/x86/isa.h"
 #include "ternjit/result.h"
 

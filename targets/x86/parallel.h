@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// parallel.h - the x86 kernels run on the CPU targets' parallel-for (targets/common/parallel.h).
+// parallel.h - the x86 kernels run on the CPU targets' parallel-for (targets/parallel.h).
 #pragma once
 
-#include "targets/common/parallel.h"
+#include "targets/parallel.h"
 
 namespace ternjit::targets::x86 {
 

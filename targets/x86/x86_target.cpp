@@ -100,7 +100,13 @@ class X86Target final : public Target {
   X86Target() : cpu_(detect_host_cpu()) {}
 
   [[nodiscard]] std::string_view name() const override { return "x86"; }
-  [[nodiscard]] TargetKind kind() const override { return TargetKind::Cpu; }
+  [[nodiscard]] TargetTraits traits() const override {
+    TargetTraits t;
+    t.kind = TargetKind::Cpu;
+    t.artifact_kind = "x86-plan";
+    t.runtime_rows = true;
+    return t;
+  }
   [[nodiscard]] Result<void> available() const override {
     if (!x86::host_isas().avx2)
       return make_error(ErrorCode::Unavailable, "this CPU lacks AVX2 + FMA + F16C, the x86 target's baseline");
@@ -134,6 +140,10 @@ class X86Target final : public Target {
     return t;
   }
 
+  [[nodiscard]] std::vector<OptionAlias> option_aliases() const override {
+    return {{"max_isa", "max_isa", "the highest x86 code path: avx2, avx_vnni, avx512, avx512_vnni or amx"}};
+  }
+
   // One option: max_isa (the highest code path: avx2, avx_vnni, avx512, avx512_vnni, amx).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {
@@ -154,7 +164,8 @@ class X86Target final : public Target {
     TERNJIT_TRY(x86::Isa isa, host_isa(options.target));
     const std::string text = ir::print_module(specialized);
     Artifact a;
-    a.kind = ArtifactKind::Plan;
+    a.kind = std::string(traits().artifact_kind);
+    a.code_is_ir = true;
     a.bytes.assign(text.begin(), text.end());
     a.entry = std::string(function);
     a.metadata["isa"] = std::string(x86::isa_name(isa));
@@ -165,7 +176,6 @@ class X86Target final : public Target {
 
   // Per-row values are computed by the steps above; load-time values (no row axis) by
   // anything. Plan::build refuses with Unsupported what this cheap check lets through.
-  [[nodiscard]] bool has_runtime_rows() const override { return true; }
   [[nodiscard]] bool runtime_rows(const ir::Function& optimized, ir::SymbolId rows) const override {
     if (optimized.blocks().size() != 1) return false;
     for (ir::InstId i : optimized.insts(optimized.entry())) {
@@ -189,9 +199,7 @@ class X86Target final : public Target {
   // Program (the PackCache); each tmatmul's configuration is asked of the tuning source.
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    if (a.kind != ArtifactKind::Plan)
-      return make_error(ErrorCode::InvalidInput,
-                        "the x86 target cannot load a " + std::string(artifact_kind_name(a.kind)) + " artifact");
+    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
     TERNJIT_TRY(ir::Module m, parse_artifact_module(a));
     auto isa_it = a.metadata.find("isa");
     if (isa_it == a.metadata.end()) return make_error(ErrorCode::InvalidInput, "x86 artifact has no 'isa'");

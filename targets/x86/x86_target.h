@@ -14,7 +14,7 @@ namespace ternjit::targets {
 
 /// The x86 target: every kernel op of a specialized function as Xbyak machine code,
 /// run by a plan of steps (targets/x86/plan.h). Available when the host runs at least
-/// AVX2. Its artifact (ArtifactKind::Plan) holds the specialized module's IR text and
+/// AVX2. Its artifact (kind "x86-plan") holds the specialized module's IR text and
 /// the chosen ISA and threads in its metadata; load() regenerates the code from them
 /// (microseconds), asks the tuning source for each tmatmul's configuration and packs
 /// weights once per Program (its ProgramState), so no machine code is stored.

@@ -679,6 +679,8 @@ static void check_grad(void) {
   ternjit_tensor in[3], out[2];
   int i;
   CHECK(ternjit_has_feature("autodiff") == 1);
+  CHECK(strstr(ternjit_feature_names(), "autodiff,") != NULL);
+  CHECK(strstr(ternjit_feature_names(), ",target:reference") != NULL);
   ternjit_engine_options_init(&o);
   o.target = "reference";
   o.cache_dir = "off";

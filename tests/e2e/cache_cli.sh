@@ -23,7 +23,7 @@ check "a disk hit gives the same output" $?
 check "the cache root is created 0700" $?
 
 "$bin" cache ls >"$work/ls.txt"
-grep -q "^artifact .*target=reference function=BitLinear.forward opt_level=O2" "$work/ls.txt"
+grep -q "^artifact .*target=reference function=BitLinear.forward compile_options=opt=O2;" "$work/ls.txt"
 check "ls shows the artifact" $?
 [ "$(wc -l <"$work/ls.txt")" -eq 1 ]
 check "ls: one artifact per key" $?

@@ -51,6 +51,11 @@ def test_version_and_features():
     check(not ternjit.has_feature("no-such-feature"), "unknown feature reported present")
     feats = ternjit.features()
     check("target:reference" in feats and "safetensors" in feats, "features %s" % feats)
+    # The list comes from the library: every target of its registry, present here or not.
+    names = ternjit.feature_names()
+    for t in ("reference", "x86", "llvm", "cuda", "hip", "spirv"):
+        check("target:" + t in names, "target:%s missing from feature_names %s" % (t, names))
+    check(set(feats) <= set(names) and len(names) == len(set(names)), "feature_names %s" % names)
 
 
 def test_bitlinear_matches_numpy():

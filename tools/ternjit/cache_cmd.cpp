@@ -69,7 +69,7 @@ std::string describe(const cache::Key& key) {
     return s;
   }
   std::string s;
-  for (const char* f : {"target", "function", "opt_level", "version", "toolchain"})
+  for (const char* f : {"target", "function", "compile_options", "version", "machine"})
     if (!key.field(f).empty()) s += (s.empty() ? "" : " ") + std::string(f) + "=" + std::string(key.field(f));
   return s;
 }
@@ -177,7 +177,7 @@ int cmd_cache(const CacheCommandOptions& o) {
                             {"problem", e.problem}};
         if (e.key) {
           nlohmann::json fields = nlohmann::json::object();
-          for (const char* f : {"target", "function", "opt_level", "version", "toolchain", "config"})
+          for (const char* f : {"target", "function", "compile_options", "version", "machine", "config"})
             if (!e.key->field(f).empty()) fields[f] = std::string(e.key->field(f));
           if (auto kernel = e.key->kind() == "record" ? cache::Key::parse(e.key->field("kernel")) : std::nullopt) {
             fields["kernel"] = kernel->hex();

@@ -339,7 +339,11 @@ class FakeTarget final : public targets::Target {
  public:
   explicit FakeTarget(std::string features) : features_(std::move(features)) {}
   [[nodiscard]] std::string_view name() const override { return "fake"; }
-  [[nodiscard]] targets::TargetKind kind() const override { return targets::TargetKind::Cpu; }
+  [[nodiscard]] targets::TargetTraits traits() const override {
+    targets::TargetTraits t;
+    t.artifact_kind = "fake-object";
+    return t;
+  }
   [[nodiscard]] Result<void> available() const override { return success(); }
   [[nodiscard]] TargetDescription describe() const override {
     TargetDescription d;
@@ -353,7 +357,7 @@ class FakeTarget final : public targets::Target {
                                                   const targets::CompileOptions&) const override {
     // An object without "ir" metadata: there is no IR for the signature check to read.
     targets::Artifact a;
-    a.kind = targets::ArtifactKind::Object;
+    a.kind = "fake-object";
     a.bytes = {0xc3};
     a.entry = std::string(function);
     a.metadata["isa"] = features_;
@@ -384,16 +388,16 @@ TEST_CASE("KernelCache: a different ternjit version or different target features
   auto config = [&](std::string version) {
     EngineOptions o;
     o.cache_dir = tmp.path();
-    targets::CompileOptions co;
-    co.threads = 1;
-    jit::KernelCacheConfig c = jit::kernel_cache_config(o, "fake", co, log.sink());
+    jit::KernelCacheConfig c = jit::kernel_cache_config(o, log.sink());
     c.version = std::move(version);
     return c;
   };
   int compiles = 0;
+  targets::CompileOptions co;
+  co.threads = 1;
   auto lookup = [&](jit::KernelCache& kc, const targets::Target& t) {
     jit::DiskState state = jit::DiskState::Off;
-    auto a = kc.get_or_compile(*module, "BitLinear.forward", [&] {
+    auto a = kc.get_or_compile(*module, "BitLinear.forward", co, [&] {
       ++compiles;
       return t.compile(*module, "BitLinear.forward", {});
     }, &state);
@@ -402,23 +406,37 @@ TEST_CASE("KernelCache: a different ternjit version or different target features
     return state;
   };
   FakeTarget avx2("avx2 fma"), avx512("avx2 fma avx512f");
-  jit::KernelCache base(config("0.1.0"), avx2);
+  jit::KernelCache base(config("0.1.0"), {&avx2, nullptr});
   CHECK(lookup(base, avx2) == jit::DiskState::Miss);
   CHECK(lookup(base, avx2) == jit::DiskState::Hit);
-  jit::KernelCache newer(config("0.2.0"), avx2);
+  jit::KernelCache newer(config("0.2.0"), {&avx2, nullptr});
   CHECK(lookup(newer, avx2) == jit::DiskState::Miss);
-  jit::KernelCache other_cpu(config("0.1.0"), avx512);
+  jit::KernelCache other_cpu(config("0.1.0"), {&avx512, nullptr});
   CHECK(lookup(other_cpu, avx512) == jit::DiskState::Miss);
   CHECK(lookup(base, avx2) == jit::DiskState::Hit);
   CHECK(compiles == 3);
-  CHECK(base.key_of(*module, "BitLinear.forward").hex() != newer.key_of(*module, "BitLinear.forward").hex());
-  // Compile-time tuning decisions are part of the key (targets that decide at compile).
-  CHECK(base.key_of(*module, "BitLinear.forward", "x.op=a;").hex() !=
-        base.key_of(*module, "BitLinear.forward", "x.op=b;").hex());
+  CHECK(base.key_of(*module, "BitLinear.forward", co).hex() != newer.key_of(*module, "BitLinear.forward", co).hex());
+  // Every compile option is part of the key: compile-time tuning decisions (targets that
+  // decide at compile), the run-time-rows bound, the target's own options.
+  auto key_with = [&](auto change) {
+    targets::CompileOptions c = co;
+    change(c);
+    return base.key_of(*module, "BitLinear.forward", c).hex();
+  };
+  const std::string plain = key_with([](targets::CompileOptions&) {});
+  CHECK(key_with([](targets::CompileOptions& c) { c.decisions = {"a"}; }) != plain);
+  CHECK(key_with([](targets::CompileOptions& c) { c.decisions = {"a"}; }) !=
+        key_with([](targets::CompileOptions& c) { c.decisions = {"b"}; }));
+  CHECK(key_with([](targets::CompileOptions& c) { c.rows_max = 16; }) != plain);
+  CHECK(key_with([](targets::CompileOptions& c) { c.target.values["x"] = "1"; }) != plain);
+  CHECK(key_with([](targets::CompileOptions& c) { c.threads = 2; }) != plain);
+  // An engine whose functions may fall back to another target keys apart from one that may not.
+  jit::KernelCache with_fallback(config("0.1.0"), {&avx2, &avx512});
+  CHECK(with_fallback.key_of(*module, "BitLinear.forward", co).hex() != plain);
   CHECK(log.lines.empty());
   // The default version is this build's.
   EngineOptions o;
-  CHECK(jit::kernel_cache_config(o, "fake", targets::CompileOptions{}, {}).version == cache::ternjit_version());
+  CHECK(jit::kernel_cache_config(o, {}).version == cache::ternjit_version());
 }
 
 }  // namespace

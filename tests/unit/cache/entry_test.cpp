@@ -54,7 +54,8 @@ TEST_CASE("entry: truncation and extension are detected, with a message") {
 
 TEST_CASE("artifact codec: round trip and bounds-checked decoding") {
   targets::Artifact a;
-  a.kind = targets::ArtifactKind::Plan;
+  a.kind = "x86-plan";
+  a.code_is_ir = true;
   a.bytes = {1, 2, 3, 0, 255};
   a.entry = "tgemv_f16_m1_k4096__avx512vnni";
   a.metadata = {{"isa", "avx512_vnni"}, {"tile", "m4n16"}};
@@ -62,18 +63,28 @@ TEST_CASE("artifact codec: round trip and bounds-checked decoding") {
   auto b = decode_artifact(bytes);
   REQUIRE(b.ok());
   CHECK(b->kind == a.kind);
+  CHECK(b->code_is_ir);
   CHECK(b->bytes == a.bytes);
   CHECK(b->entry == a.entry);
   CHECK(b->metadata == a.metadata);
   CHECK(encode_artifact(*b) == bytes);
   for (std::size_t n = 0; n < bytes.size(); ++n) CHECK_FALSE(decode_artifact(bytes.substr(0, n)).ok());
   CHECK_FALSE(decode_artifact(bytes + "x").ok());
+  // The kind is the target's name for its bytes: any short [a-z0-9_-] text, nothing else.
+  for (const char* bad : {"", "X86", "a b", "kind\n", "0123456789012345678901234567890123"}) {
+    INFO(bad);
+    a.kind = bad;
+    auto d = decode_artifact(encode_artifact(a));
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().message.find("invalid kind") != std::string::npos);
+  }
 }
 
 // Found by fuzz_cache: two metadata entries with one name decoded to one (the second
 // dropped silently), so decoding then encoding changed the bytes.
 TEST_CASE("artifact codec: metadata names repeated or out of order do not decode") {
   targets::Artifact a;
+  a.kind = "ir-text";
   a.metadata = {{"a", "1"}, {"b", "2"}};
   const std::string bytes = encode_artifact(a);
   const std::string first = std::string("\x01\0\0\0\0\0\0\0a", 9) + std::string("\x01\0\0\0\0\0\0\0" "1", 9);

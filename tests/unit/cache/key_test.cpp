@@ -15,10 +15,8 @@ ArtifactKeyInputs inputs() {
   in.ir = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  ret %x\n}\n";
   in.function = "f";
   in.target = "x86";
-  in.features = "avx2 fma avx512f";
-  in.device = "Some CPU";
-  in.opt_level = "O2";
-  in.compile_options = "threads=4;max_isa=;tuning=off;";
+  in.machine = "device=Some CPU;features=avx2 fma avx512f";
+  in.compile_options = "opt=O2;threads=4;tuning=off";
   in.version = "0.1.0";
   in.build_id = "gcc 12;RelWithDebInfo;abc";
   return in;
@@ -65,15 +63,16 @@ TEST_CASE("every artifact key field changes the key: version, features, IR, targ
     return seen.insert(artifact_key(in).hex()).second;
   };
   CHECK(differs([](ArtifactKeyInputs& in) { in.version = "0.1.1"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.features = "avx2 fma"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.device = "Other CPU"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.machine = "device=Some CPU;features=avx2 fma"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.machine = "device=Other CPU;features=avx2 fma avx512f"; }));
   CHECK(differs([](ArtifactKeyInputs& in) { in.ir += " "; }));
   CHECK(differs([](ArtifactKeyInputs& in) { in.function = "g"; }));
   CHECK(differs([](ArtifactKeyInputs& in) { in.target = "reference"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.toolchain = "nvrtc 12.4"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.opt_level = "O3"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.compile_options = "threads=4;max_isa=avx2;tuning=off;"; }));
-  CHECK(differs([](ArtifactKeyInputs& in) { in.tuning = "tile_m=4"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.target = "x86>reference"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.machine += ";toolchain=nvrtc 12.4"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.compile_options = "opt=O3;threads=4;tuning=off"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.compile_options = "opt=O2;threads=4;tuning=off;max_isa=avx2"; }));
+  CHECK(differs([](ArtifactKeyInputs& in) { in.compile_options = "opt=O2;threads=4;tuning=off;decisions=mt=4"; }));
   CHECK(differs([](ArtifactKeyInputs& in) { in.build_id = "gcc 12;Debug;abc"; }));
   // And the same inputs give the same key (binary-reproducible).
   CHECK(artifact_key(inputs()).bytes() == artifact_key(inputs()).bytes());

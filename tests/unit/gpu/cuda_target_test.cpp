@@ -55,7 +55,8 @@ TEST_CASE("gpu: the registry holds cuda and hip first, in auto's order (CUDA, HI
   const targets::Target* cuda = registry.lookup("cuda");
   REQUIRE(cuda != nullptr);
   CHECK(cuda->kind() == targets::TargetKind::Gpu);
-  CHECK(cuda->decides_at_compile());
+  CHECK(cuda->traits().decides_at_compile);
+  CHECK(cuda->traits().artifact_kind == "cubin");
   // `ternjit compile` reaches a target that cannot run here through lookup().
   auto found = registry.find("cuda");
   if (!cuda->available().ok()) {
@@ -64,7 +65,7 @@ TEST_CASE("gpu: the registry holds cuda and hip first, in auto's order (CUDA, HI
     CHECK(found.error().message.find("target 'cuda' is unavailable: ") == 0);
   }
   // Without a device node, auto never even probes the driver and picks another target.
-  if (!cuda->may_have_gpu()) {
+  if (!cuda->traits().may_have_gpu) {
     auto picked = registry.resolve("auto");
     REQUIRE(picked.ok());
     CHECK((*picked)->name() != "cuda");
@@ -105,10 +106,11 @@ TEST_CASE("cuda: without a driver the target is unavailable with the reason, and
   CHECK(!d.available);
   CHECK(d.reason == ok.error().message);
   CHECK(t->devices().empty());
-  CHECK(t->toolchain().find("cuda driver none") != std::string::npos);
+  CHECK(t->cache_key_text().find("toolchain=nvrtc ") != std::string::npos);
+  CHECK(t->cache_key_text().find("; cuda driver none") != std::string::npos);
   // Loading needs the device: Unavailable, after the artifact itself was checked.
   targets::Artifact a;
-  a.kind = targets::ArtifactKind::Ptx;
+  a.kind = "cubin";
   ir::ParamValues params;
   targets::LoadContext lc;
   lc.params = &params;
@@ -117,7 +119,7 @@ TEST_CASE("cuda: without a driver the target is unavailable with the reason, and
   CHECK(k.error().code == ErrorCode::InvalidInput);  // no metadata: refused before the driver is asked
 }
 
-TEST_CASE("cuda: the cache key's toolchain field changes with the NVRTC and driver versions") {
+TEST_CASE("cuda: the cache key's machine field changes with the NVRTC and driver versions") {
   using targets::cuda::toolchain_text;
   CHECK(toolchain_text(13, 0, 13000) == "nvrtc 13.0; cuda driver 13.0");
   CHECK(toolchain_text(12, 4, 12040) == "nvrtc 12.4; cuda driver 12.4");
@@ -126,16 +128,17 @@ TEST_CASE("cuda: the cache key's toolchain field changes with the NVRTC and driv
   in.ir = "func @f() {}";
   in.function = "f";
   in.target = "cuda";
-  in.toolchain = toolchain_text(13, 0, 13000);
+  in.machine = "toolchain=" + toolchain_text(13, 0, 13000);
   const std::string base = cache::artifact_key(in).hex();
-  in.toolchain = toolchain_text(13, 1, 13000);  // another NVRTC
+  in.machine = "toolchain=" + toolchain_text(13, 1, 13000);  // another NVRTC
   CHECK(cache::artifact_key(in).hex() != base);
-  in.toolchain = toolchain_text(13, 0, 12080);  // another driver
+  in.machine = "toolchain=" + toolchain_text(13, 0, 12080);  // another driver
   CHECK(cache::artifact_key(in).hex() != base);
-  in.toolchain = toolchain_text(13, 0, 13000);
+  in.machine = "toolchain=" + toolchain_text(13, 0, 13000);
   CHECK(cache::artifact_key(in).hex() == base);
 
-  // The engine's key takes the target's toolchain() and, through its options, the arch.
+  // The engine's key takes the target's cache_key_text() (device, features, toolchain)
+  // and, through its options, the arch.
   auto t = targets::make_cuda_target();
   auto m = ir::parse_module(gpu_testing::tmatmul_tir(1, 64, 16, "i8", "none", false), "t.tir");
   REQUIRE(m.ok());
@@ -146,11 +149,10 @@ TEST_CASE("cuda: the cache key's toolchain field changes with the NVRTC and driv
     co.target.values["arch"] = arch;
     jit::KernelCacheConfig cfg;
     cfg.enabled = false;
-    cfg.compile_options = targets::compile_options_key("cuda", co);
-    jit::KernelCache kc(cfg, *t);
-    const cache::Key key = kc.key_of(*m, "f", "");
-    CHECK(key.field("toolchain") == t->toolchain());
-    CHECK(key.field("compile_options").find(std::string("cuda.arch=") + arch) != std::string_view::npos);
+    jit::KernelCache kc(cfg, {t.get(), nullptr});
+    const cache::Key key = kc.key_of(*m, "f", co);
+    CHECK(key.field("machine") == t->cache_key_text());
+    CHECK(key.field("compile_options").find(std::string("arch=") + arch) != std::string_view::npos);
     keys[i++] = key.hex();
   }
   CHECK(keys[0] != keys[1]);
@@ -212,7 +214,7 @@ TEST_CASE("cuda: NVRTC compiles every generated kernel for sm_80 and sm_90 to cu
       co.target.values["arch"] = arch;
       auto a = t->compile(p.module, p.function, co);
       REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-      CHECK(a->kind == targets::ArtifactKind::Ptx);
+      CHECK(a->kind == "cubin");
       CHECK_MESSAGE(targets::cuda::check_cubin(a->bytes).ok(), message(targets::cuda::check_cubin(a->bytes)));
       CHECK(a->metadata.at("arch") == arch);
       CHECK(a->metadata.at("bytes_digest") == targets::bytes_digest(a->bytes));
@@ -315,25 +317,24 @@ TEST_CASE("cuda: a damaged cubin in the disk cache is detected, dropped and reco
   cfg.disk.dir = dir.path.string();
   std::vector<std::string> log;
   cfg.disk.log = [&](std::string_view line) { log.emplace_back(line); };
-  cfg.compile_options = targets::compile_options_key("cuda", {});
-  jit::KernelCache kc(cfg, *t);
+  jit::KernelCache kc(cfg, {t.get(), nullptr});
   int compiles = 0;
   auto compile = [&]() -> Result<targets::Artifact> {
     ++compiles;
     return t->compile(*m, "f", {});
   };
   jit::DiskState state = jit::DiskState::Off;
-  auto first = kc.get_or_compile(*m, "f", compile, &state);
+  auto first = kc.get_or_compile(*m, "f", {}, compile, &state);
   REQUIRE_MESSAGE(first.ok(), (first.ok() ? "" : first.error().message));
   CHECK(state == jit::DiskState::Miss);
-  auto hit = kc.get_or_compile(*m, "f", compile, &state);
+  auto hit = kc.get_or_compile(*m, "f", {}, compile, &state);
   REQUIRE(hit.ok());
   CHECK(state == jit::DiskState::Hit);
   CHECK(compiles == 1);
   CHECK(hit->bytes == first->bytes);
 
   // The entry's file, found by the key's hash.
-  const cache::Key key = kc.key_of(*m, "f", "");
+  const cache::Key key = kc.key_of(*m, "f", {});
   fs::path file;
   for (const auto& e : fs::recursive_directory_iterator(dir.path))
     if (e.path().filename().string().rfind(key.hex(), 0) == 0) file = e.path();
@@ -371,13 +372,13 @@ TEST_CASE("cuda: a damaged cubin in the disk cache is detected, dropped and reco
     bytes[bytes.size() - 100] ^= 0x01;
     write(bytes);
   }
-  auto again = kc.get_or_compile(*m, "f", compile, &state);
+  auto again = kc.get_or_compile(*m, "f", {}, compile, &state);
   REQUIRE(again.ok());
   CHECK(state == jit::DiskState::Miss);
   CHECK(compiles == 2);
   CHECK(again->bytes == first->bytes);
   CHECK(!log.empty());  // the dropped entry is reported
-  auto healed = kc.get_or_compile(*m, "f", compile, &state);
+  auto healed = kc.get_or_compile(*m, "f", {}, compile, &state);
   REQUIRE(healed.ok());
   CHECK(state == jit::DiskState::Hit);
   CHECK(compiles == 2);
@@ -396,7 +397,7 @@ TEST_CASE("cuda: a damaged cubin in the disk cache is detected, dropped and reco
   CHECK(listing.find("usage: kernels=") != std::string::npos);
   CHECK(listing.find("regs<=") != std::string::npos);
   CHECK(listing.find("(ptxas)") != std::string::npos);
-  CHECK(listing.find("toolchain=" + t->toolchain()) != std::string::npos);
+  CHECK(listing.find(t->cache_key_text()) != std::string::npos);
 }
 
 TEST_CASE("cuda: a cubin for another arch or damaged headers are refused at load [nvrtc]") {

@@ -63,7 +63,7 @@ TEST_CASE("hip: options, forms and the offload-arch list") {
   o.values["arch"] = "gfx90a";
   CHECK(t->parse_options(o).error().message.find("hip takes: offload_arch, device") != std::string::npos);
   CHECK(t->emit_forms() == std::vector<std::string_view>{"hip", "hsaco"});
-  CHECK(t->decides_at_compile());
+  CHECK(t->traits().decides_at_compile);
 }
 
 TEST_CASE("hip: without an AMD GPU the target is unavailable with the reason") {
@@ -106,7 +106,7 @@ TEST_CASE("hip: hiprtc produces AMDGPU code objects for gfx90a (and one per offl
     }
     auto a = t->compile(p.module, p.function, {});  // no device: the default gfx90a
     REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-    CHECK(a->kind == targets::ArtifactKind::Hsaco);
+    CHECK(a->kind == "hsaco");
     CHECK_MESSAGE(targets::hip::check_code_object(a->bytes).ok(), p.name);
     CHECK(a->bytes[18] == 224);        // e_machine EM_AMDGPU
     CHECK(amdgpu_mach(a->bytes) == 0x3f);  // EF_AMDGPU_MACH_AMDGCN_GFX90A

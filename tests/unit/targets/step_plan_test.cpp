@@ -368,8 +368,10 @@ TEST_CASE("target options: split by target, and the options' one key text") {
   o.threads = 2;
   o.tuning = targets::TuningMode::Tune;
   o.target = s->at("llvm");
-  CHECK(targets::compile_options_key("llvm", o) ==
-        "opt=O2;threads=2;tuning=tune;llvm.cpu=znver4;llvm.triple=aarch64-linux-gnu");
+  CHECK(o.key() == "opt=O2;threads=2;tuning=tune;cpu=znver4;triple=aarch64-linux-gnu");
+  o.decisions = {"mt=4", "mt=8"};
+  o.rows_max = 16;
+  CHECK(o.key() == "opt=O2;threads=2;tuning=tune;cpu=znver4;triple=aarch64-linux-gnu;decisions=mt=4|mt=8;rows<=16");
   CHECK(targets::parse_tuning_mode("cached") == targets::TuningMode::Cached);
   CHECK(!targets::parse_tuning_mode("sometimes"));
 }
