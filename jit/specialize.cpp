@@ -143,8 +143,7 @@ void trace_fallback(const EngineShared& engine, const std::string& function, con
 
 Result<void> run_pipeline(const EngineShared& engine, ir::Module& spec) {
   passes::PipelineOptions popts;
-  popts.target = engine.target->info();
-  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine.typed.level, popts.target), popts));
+  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(engine.typed.level), popts));
   return success();
 }
 

@@ -21,7 +21,6 @@
 #include "ir/interpret.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
-#include "passes/target_info.h"
 #include "targets/common/parallel.h"
 #include "targets/tuning.h"
 #include "ternjit/engine.h"
@@ -196,16 +195,14 @@ class Target {
   /// decided cheaply without loading a driver; `auto` then passes the target over
   /// without probing it (available() and describe() still probe when asked).
   [[nodiscard]] virtual bool may_have_gpu() const { return kind() == TargetKind::Gpu; }
-  /// What the pass pipeline may know about this target (weight layout, int8 dot).
-  [[nodiscard]] virtual passes::TargetInfo info() const = 0;
   /// Validates this target's options (the entries of its prefix in the options string).
   /// Errors (InvalidArgument): an unknown name or a bad value, listing what is accepted.
   [[nodiscard]] virtual Result<TargetOptions> parse_options(const TargetOptions& given) const = 0;
   /// Success when every op of `f` can be compiled; otherwise an Unsupported error
   /// naming the first op that cannot.
   [[nodiscard]] virtual Result<void> check_supported(const ir::Function& f) const = 0;
-  /// Compiles function `function` of `specialized` (fully static, pipeline already run
-  /// with info()). Errors: NotFound for an unknown function, Unsupported as
+  /// Compiles function `function` of `specialized` (fully static, pipeline already run).
+  /// Errors: NotFound for an unknown function, Unsupported as
   /// check_supported, Unavailable/Internal for toolchain failures (with their log as notes).
   [[nodiscard]] virtual Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
                                                  const CompileOptions& options) const = 0;

@@ -123,17 +123,6 @@ class X86Target final : public Target {
     return d;
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    // The kernels take int8 activations (VNNI/AMX dot products) and repack ternary
-    // weights into their own interleaved panels when a plan is loaded, from the plain
-    // values: no IR-level tpack is needed.
-    passes::TargetInfo t;
-    t.name = "x86";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
-
   // One option: max_isa (the highest code path: avx2, avx_vnni, avx512, avx512_vnni, amx).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {

@@ -65,7 +65,7 @@ int cmd_demo() {
   // What the engine compiles: the layer specialized for these shapes after the O2 pipeline.
   auto spec = passes::specialize_function(*m, "BitLinear.forward", shapes->values, /*require_static=*/true);
   if (!spec.ok()) return report(spec.error());
-  auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, {}), {});
+  auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2), {});
   if (!optimized.ok()) return report(optimized.error());
   std::printf("== specialized for M=3 K=64 N=8 and optimized at O2\n%s\n", ir::print_module(*spec).c_str());
   auto out = run_on_engine("auto", "", *m, "BitLinear.forward", *run);
