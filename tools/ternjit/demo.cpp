@@ -2,7 +2,7 @@
 // demo.cpp - `ternjit demo`: an embedded BitLinear layer compiled, run and checked.
 //
 // The check is independent of the compiler: the same layer is computed again below with
-// plain loops written from the SPEC's definitions (rmsnorm, per-row absmax int8
+// plain loops written from the ops' definitions in ir/README.md (rmsnorm, per-row absmax int8
 // quantization, ternary matmul, per-channel scale, relu), and the two must agree.
 #include <cmath>
 #include <cstdio>
