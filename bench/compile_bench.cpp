@@ -68,7 +68,7 @@ bool compile_once(const std::string& src, const std::string& fn, passes::OptLeve
   }
   passes::PipelineOptions opts;
   opts.verify_each = false;
-  for (const passes::PassInfo* p : passes::default_pipeline(level, passes::TargetInfo{})) {
+  for (const passes::PassInfo* p : passes::default_pipeline(level)) {
     auto t0 = std::chrono::steady_clock::now();
     auto r = passes::run_pipeline(spec.value(), {p}, opts);
     if (pass_seconds) (*pass_seconds)[std::string(p->name)] += seconds_since(t0);

@@ -340,7 +340,7 @@ Result<std::vector<Type>> infer_attention(std::span<const Type> ops, const Atten
 
 // Packed ternary layouts are storage for tmatmul weights: only these ops may read one.
 bool reads_packed_layouts(Op op) {
-  return op == Op::TMatMul || op == Op::TPack || op == Op::Ret || op == Op::Br || op == Op::Call;
+  return op == Op::TMatMul || op == Op::Ret || op == Op::Br || op == Op::Call;
 }
 
 // True when `t` is the declaration type `decl` with each of its symbols (indices below
@@ -441,7 +441,7 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (ops[i].layout != WeightFormat::Plain)
         return fail(q(op) + " cannot read operand " + std::to_string(i + 1) + " of packed layout " +
-                    type_str(ops[i], syms) + " (only 'tmatmul' and 'tpack' read packed weights)");
+                    type_str(ops[i], syms) + " (only 'tmatmul' reads packed weights)");
   for (const Type& t : declared)
     if (t.layout != WeightFormat::Plain && t.elem != ElemKind::T2)
       return fail("type " + type_str(t, syms) + " has a ternary layout but is not t2");
@@ -686,14 +686,6 @@ Result<std::vector<Type>> infer_types(const Module* m, const Function& f, Op op,
     }
     case Op::Attention: {
       TERNJIT_TRY(out, infer_attention(ops, std::get<AttentionAttrs>(attrs), syms));
-      break;
-    }
-    case Op::TPack: {
-      if (ops[0].elem != ElemKind::T2)
-        return fail("'tpack' needs a t2 operand, got " + type_str(ops[0], syms));
-      Type t = ops[0];
-      t.layout = std::get<LayoutAttrs>(attrs).layout;
-      out.push_back(t);
       break;
     }
   }

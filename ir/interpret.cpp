@@ -426,7 +426,6 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
       out.push_back(std::move(r));
       break;
     }
-    case Op::TPack: out.push_back(*ops[0]); break;  // a layout is storage: the values are unchanged
 
     // ---------------------------------------------------------------- decoder ops
     case Op::Gather: {

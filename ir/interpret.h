@@ -44,7 +44,6 @@
 //            (x_scale, w_scale: mul; bias, residual: add) and the activation, each by
 //            the same code as the standalone op at the result kind.
 //   ewise    each step by the same code as the standalone op, on whole tensors.
-//   tpack    the identity (a layout changes storage, not values).
 //   param    the parameter's StoredTensor decoded to a HostTensor (exact, every kind).
 //   gather slice concat  data movement only (values copied exactly). An id outside
 //            [0, V) is an error naming the id, its flat index and V.

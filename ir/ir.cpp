@@ -45,7 +45,7 @@ static_assert(kAttrsKindOf<NoAttrs> == AttrsKind::None && kAttrsKindOf<ConstAttr
               kAttrsKindOf<AxisAttrs> == AttrsKind::Axis && kAttrsKindOf<EpsAttrs> == AttrsKind::Eps &&
               kAttrsKindOf<ThresholdAttrs> == AttrsKind::Threshold &&
               kAttrsKindOf<TMatMulAttrs> == AttrsKind::TMatMul && kAttrsKindOf<EwiseAttrs> == AttrsKind::Ewise &&
-              kAttrsKindOf<LayoutAttrs> == AttrsKind::Layout && kAttrsKindOf<SteAttrs> == AttrsKind::Ste &&
+              kAttrsKindOf<SteAttrs> == AttrsKind::Ste &&
               kAttrsKindOf<SliceAttrs> == AttrsKind::Slice && kAttrsKindOf<RopeAttrs> == AttrsKind::Rope &&
               kAttrsKindOf<LayerAttrs> == AttrsKind::Layer && kAttrsKindOf<AttentionAttrs> == AttrsKind::Attention);
 

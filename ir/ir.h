@@ -53,9 +53,10 @@ struct Dim {
 
 /// A tensor type: element kind, shape and (t2 only) storage layout. Rank 0 is a scalar.
 /// The layout is a WeightFormat (types.h, spelled by weight_format_name): Plain is the
-/// logical row-major layout every op reads; the packed ones only `tpack` produces and
-/// only `tmatmul` (and ret/br/call) consume. It is part of the Type, so a pass cannot mix
-/// layouts silently. Only t2 may be non-Plain.
+/// logical row-major layout every op reads; a packed one is only declared (on arguments,
+/// results and parameters: no op produces one) and only `tmatmul` (and ret/br/call)
+/// consume it. It is part of the Type, so a pass cannot mix layouts silently. Only t2 may
+/// be non-Plain.
 struct Type {
   ElemKind elem = ElemKind::F32;
   std::vector<Dim> shape;
@@ -125,7 +126,7 @@ enum class OpCategory : std::uint8_t {
   Reduction,      ///< reduce_sum, reduce_mean, reduce_max
   Normalization,  ///< softmax, rmsnorm, layernorm
   Quantization,   ///< quantize_int8, ternarize, ternarize_absmean, quantize, tquantize, dequantize
-  Kernel,         ///< tmatmul, ewise, tpack: what fusion and layout selection produce
+  Kernel,         ///< tmatmul, ewise: what fusion produces
   Position,       ///< rope, causal_softmax, kv_write, attention: read a run-time position `pos`
 };
 /// The category from ops.def.
@@ -256,12 +257,6 @@ bool is_ewise_step_op(Op op);
 /// True for the binary ones among is_ewise_step_op (the Binary category).
 bool is_ewise_binary(Op op);
 
-/// `tpack`: the layout the ternary weights are repacked into.
-struct LayoutAttrs {
-  WeightFormat layout = WeightFormat::Plain;
-  friend bool operator==(const LayoutAttrs&, const LayoutAttrs&) = default;
-};
-
 /// `slice`: result dim `axis` is `size` elements of the operand starting at `start`
 /// (0 <= start, start + size <= the operand's extent; checked by infer_types).
 struct SliceAttrs {
@@ -304,13 +299,13 @@ struct AttentionAttrs {
 /// Which attribute struct an instruction holds: one enumerator per alternative of Attrs,
 /// in the same order (NoAttrs, ConstAttrs, ..., SteAttrs, ..., AttentionAttrs).
 enum class AttrsKind : std::uint8_t {
-  None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Layout, Ste,
+  None, Const, Param, Call, Cast, Perm, Axis, Eps, Threshold, TMatMul, Ewise, Ste,
   Slice, Rope, Layer, Attention
 };
 
 /// Op-specific data; which alternative an op uses is fixed per op in ops.def (attrs_kind).
 using Attrs = std::variant<NoAttrs, ConstAttrs, ParamAttrs, CallAttrs, CastAttrs, PermAttrs,
-                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, LayoutAttrs, SteAttrs,
+                           AxisAttrs, EpsAttrs, ThresholdAttrs, TMatMulAttrs, EwiseAttrs, SteAttrs,
                            SliceAttrs, RopeAttrs, LayerAttrs, AttentionAttrs>;
 
 /// The attribute struct every instruction of `op` carries (ops.def).

@@ -85,7 +85,6 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
     case AttrsKind::Ste: fields = {"ste_clip"}; break;
     case AttrsKind::TMatMul: fields = {"x_scale", "w_scale", "group", "bias", "residual", "act"}; break;
     case AttrsKind::Ewise: fields = {"steps"}; break;
-    case AttrsKind::Layout: fields = {"layout"}; break;
     case AttrsKind::Slice: fields = {"axis", "start", "size"}; break;
     case AttrsKind::Rope: fields = {"theta", "mode"}; break;
     case AttrsKind::Layer: fields = {"layer"}; break;
@@ -277,17 +276,6 @@ bool Parser::build_attrs(PInst& inst, const Token& op_tok, const Token* brace, c
         e.steps.push_back(st);
       }
       inst.attrs = std::move(e);
-      return true;
-    }
-    case AttrsKind::Layout: {
-      const PAttr* layout = find("layout");
-      if (!layout) return missing("layout");
-      auto l = layout->value.kind == PAttrValue::Kind::Word ? parse_weight_format(layout->value.tok->text)
-                                                            : std::nullopt;
-      if (!l)
-        return fail(*layout->value.tok, "unknown ternary layout " + describe(*layout->value.tok) +
-                                            " (expected plain, tern2, tern2-sm, tern1.6 or bitplane)");
-      inst.attrs = LayoutAttrs{*l};
       return true;
     }
     case AttrsKind::Slice: {

@@ -133,9 +133,6 @@ std::string attrs_str(const InstData& d, ElemKind const_kind) {
       }
       return s + "]}";
     }
-    std::string operator()(const LayoutAttrs& l) const {
-      return "{layout = " + std::string(weight_format_name(l.layout)) + "}";
-    }
     std::string operator()(const SliceAttrs& sl) const {
       return "{axis = " + std::to_string(sl.axis) + ", start = " + std::to_string(sl.start) +
              ", size = " + std::to_string(sl.size) + "}";

@@ -27,7 +27,7 @@ float absmax_int8_scale(std::span<const float> row);
 /// when that quotient is NaN (x NaN, or the scale NaN, or x and scale both infinite).
 std::int8_t quantize_int8_value(float x, float scale);
 
-/// Per-row absmax int8 quantization (SPEC `quantize_int8`): for each row r,
+/// Per-row absmax int8 quantization (ir/README.md, `quantize_int8`): for each row r,
 /// scales[r] = absmax_int8_scale(row r) and q[i] = quantize_int8_value(x[i], scales[r]).
 /// Errors (InvalidArgument): rows or cols negative, x.size() or q.size() != rows * cols,
 /// scales.size() != rows. Nothing is written on error.
@@ -49,7 +49,7 @@ Result<float> quantize_int8_tensor(std::span<const float> x, std::span<std::int8
 /// `out` may alias `x` exactly. Errors (InvalidArgument): out.size() != x.size().
 Result<void> fake_quantize_int8_tensor(std::span<const float> x, std::span<float> out);
 
-/// SPEC `ternarize(x, threshold)` for one value: sign(x) (+1.0f or -1.0f) when
+/// `ternarize {threshold}` (ir/README.md) for one value: sign(x) (+1.0f or -1.0f) when
 /// |x| > threshold, else +0.0f. NaN (in x or threshold) gives 0.
 float ternarize_threshold(float x, float threshold);
 
@@ -73,7 +73,7 @@ float absmean_scale(std::span<const float> group);
 /// that quotient is NaN.
 std::int8_t ternarize_absmean_value(float x, float gamma);
 
-/// BitNet b1.58 absmean ternarization (SPEC `ternarize_absmean`). Per tensor: one
+/// BitNet b1.58 absmean ternarization (ir/README.md, `ternarize_absmean`). Per tensor: one
 /// gamma = absmean_scale(x); per channel: gamma_r = absmean_scale(row r). Each value is
 /// ternarize_absmean_value(x[i], gamma of its row or tensor).
 /// Precondition (a caller bug, not user input): rows >= 0, cols >= 0 and

@@ -150,7 +150,7 @@ Result<ir::Module> specialize_module(const EngineShared& engine, const ir::Modul
 
 Result<void> optimize(const EngineShared& engine, ir::Module& module, const std::string& function) {
   passes::PipelineOptions popts;
-  TERNJIT_TRY_VOID(passes::run_pipeline(module, passes::default_pipeline(engine.typed.level, popts.target), popts));
+  TERNJIT_TRY_VOID(passes::run_pipeline(module, passes::default_pipeline(engine.typed.level), popts));
   engine.after_stage("optimize", function, module);
   return success();
 }

@@ -17,8 +17,8 @@
 // costly to recompute (it reads a whole row, tensor or contraction per result element:
 // matmul, tmatmul, reductions, softmax, rmsnorm, the per-row/per-tensor quantizers) and
 // which the gradient still needs becomes an argument of `@f.bwd` (saved) and an extra
-// result of `@f.fwd`; everything elementwise, data movement, `const`, `param` and
-// `tpack` is recomputed in the backward, and so is every value that depends on no
+// result of `@f.fwd`; everything elementwise, data movement, `const` and `param` is
+// recomputed in the backward, and so is every value that depends on no
 // argument (a `tquantize` of a parameter): targets evaluate those once at load time,
 // so the backward's `transpose` of a ternary weight is packed once, never per call. Dead code is removed, and common
 // subexpressions of `@f.fwd` shared (so a saved value the forward already computes is
@@ -36,7 +36,7 @@
 // Preconditions: verified IR; the function has one block and no `call` (run
 // inline-calls first). Errors (InvalidInput): unknown function or wrt name, a wrt of an
 // integer kind other than a t2 parameter, control flow, calls, a grouped tmatmul whose
-// operands need a gradient, a gradient that reaches a packed weight not made by `tpack`.
+// operands need a gradient, a gradient that reaches a weight of a packed layout.
 //
 //   func @f(%x: f32[4], %w: f32[4]) -> f32[4] {       func @f.bwd(%x: f32[4], %w: f32[4], %0: f32[4]) -> f32[4] {
 //   ^entry:                                  ->        ^entry:
@@ -226,11 +226,6 @@ class Reverse {
     if (d.def != ir::ValueDef::InstResult || d.index != index || b_.inst(d.inst).op != op) return std::nullopt;
     return d.inst;
   }
-  // Where a packed weight comes from: through `tpack`s to its plain value.
-  ValueId unpacked(ValueId w) const {
-    while (auto p = defined_by(w, Op::TPack, 0)) w = b_.inst(*p).operands[0];
-    return w;
-  }
   // 1 where |x| <= r (r broadcasts), else 0.
   ValueId inside(ValueId x, ValueId r) { return c_sub(1.0, positive(sub(un(Op::Abs, x), r))); }
 
@@ -395,26 +390,25 @@ Result<void> Reverse::tmatmul_rule(const ir::InstData& d, ValueId g) {
   // The activation side: dx = (gz * ws [* xs]) @ W^T, a ternary matmul by the
   // transposed weights. When x and x_scale are one quantizer's values and scale, the
   // straight-through gradient goes to the quantizer's float input: x_scale cancels.
-  const ValueId wplain = unpacked(w);
   const auto qx = defined_by(x, Op::Quantize, 0);
   const bool x_through = qx && xs.valid() && b_.inst(*qx).results[1] == xs;
   const ValueId x_target = x_through ? b_.inst(*qx).operands[0] : x;
   if (active_[x_target.index]) {
-    if (type(wplain).layout != WeightFormat::Plain)
-      return not_differentiable(f_, "the weight of a 'tmatmul' is packed by something other than 'tpack'");
+    if (type(w).layout != WeightFormat::Plain)
+      return not_differentiable(f_, "the weight of a 'tmatmul' has a packed layout");
     // A per-tensor weight scale multiplies dx as an epilogue; a per-channel one (along
     // dx's contraction) and a non-cancelling x_scale multiply the gradient first.
     const bool ws_epilogue = ws.valid() && type(ws).rank() == 0;
     ValueId gx = ws.valid() && !ws_epilogue ? mul(gz, ws) : gz;
     if (xs.valid() && !x_through) gx = mul(gx, xs);
-    const ValueId wt = emit(Op::Transpose, {wplain}, ir::PermAttrs{{1, 0}});
+    const ValueId wt = emit(Op::Transpose, {w}, ir::PermAttrs{{1, 0}});
     accumulate(x_target, ternary_dx(gx, wt, ws_epilogue ? ws : ValueId{}));
   }
 
   // The weight side: dW = x^T (gz * xs [* ws]) in f32, the latent weights' gradient.
-  const auto qw = defined_by(wplain, Op::TQuantize, 0);
+  const auto qw = defined_by(w, Op::TQuantize, 0);
   const bool w_through = qw && ws.valid() && b_.inst(*qw).results[1] == ws;
-  const ValueId w_target = w_through ? b_.inst(*qw).operands[0] : wplain;
+  const ValueId w_target = w_through ? b_.inst(*qw).operands[0] : w;
   if (active_[w_target.index]) {
     ValueId gw = xs.valid() ? mul(gz, xs) : gz;
     if (ws.valid() && !w_through) gw = mul(gw, ws);
@@ -582,7 +576,6 @@ Result<void> Reverse::rule(InstId i) {
     }
     case Op::TMatMul: return tmatmul_rule(d, g);
     case Op::Ewise: TERNJIT_UNREACHABLE("autodiff: ewise is expanded before the reverse sweep");
-    case Op::TPack: accumulate(a, g); return success();
     case Op::Gather:
     case Op::Slice:
     case Op::Concat:

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "ir/ir.h"
-#include "passes/target_info.h"
 
 namespace ternjit::passes {
 
@@ -41,8 +40,6 @@ void fuse_quantization(ir::Function& f);
 void fuse_epilogue(ir::Function& f);
 /// Merges chains (trees) of single-use elementwise ops of one kind into one `ewise` loop.
 void fuse_elementwise(ir::Function& f);
-/// Repacks each load-time tmatmul weight once (`tpack`) to target.weight_layout; Plain: no-op.
-void select_layout(ir::Function& f, const TargetInfo& target);
 
 /// What `autodiff` differentiates: a function of the module and the values to take the
 /// gradient with respect to.
@@ -99,9 +96,7 @@ using FunctionPass = void (*)(ir::Function&);
 using ModulePass = void (*)(ir::Module&);
 /// A module pass that can fail on user input (e.g. a call tree too large to inline).
 using FallibleModulePass = Result<void> (*)(ir::Module&);
-/// A function pass that needs to know the target (e.g. its preferred weight layout).
-using TargetPass = void (*)(ir::Function&, const TargetInfo&);
-using PassFn = std::variant<FunctionPass, ModulePass, FallibleModulePass, TargetPass>;
+using PassFn = std::variant<FunctionPass, ModulePass, FallibleModulePass>;
 
 /// One registered pass: kebab-case name (the file stem), entry point, one-line summary.
 struct PassInfo {

@@ -35,7 +35,6 @@ constexpr std::string_view kO2[] = {
     "fuse-quantization",
     "fuse-epilogue",
     "fuse-elementwise",
-    "select-layout",
     "eliminate-dead-code",
 };
 constexpr std::string_view kO3[] = {
@@ -52,7 +51,6 @@ constexpr std::string_view kO3[] = {
     "fuse-quantization",
     "fuse-epilogue",
     "fuse-elementwise",
-    "select-layout",
     "eliminate-dead-code",
 };
 
@@ -93,13 +91,10 @@ std::string verify_failure(const ir::Module& m, std::string_view pass, const std
   return msg;
 }
 
-Result<void> run_one(ir::Module& m, const PassInfo& pass, const TargetInfo& target) {
+Result<void> run_one(ir::Module& m, const PassInfo& pass) {
   if (const auto* fn = std::get_if<FunctionPass>(&pass.fn)) {
     TERNJIT_CHECK(*fn != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
     for (ir::Function& f : m.functions()) (*fn)(f);
-  } else if (const auto* tp = std::get_if<TargetPass>(&pass.fn)) {
-    TERNJIT_CHECK(*tp != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
-    for (ir::Function& f : m.functions()) (*tp)(f, target);
   } else if (const auto* fp = std::get_if<FallibleModulePass>(&pass.fn)) {
     TERNJIT_CHECK(*fp != nullptr, "pass '" + std::string(pass.name) + "' has no entry point");
     return (*fp)(m);
@@ -149,9 +144,7 @@ std::string_view opt_level_name(OptLevel level) {
   TERNJIT_UNREACHABLE("bad OptLevel");
 }
 
-std::vector<const PassInfo*> default_pipeline(OptLevel level, const TargetInfo& target) {
-  // The lists do not depend on the target yet: select-layout asks it when it runs.
-  static_cast<void>(target);
+std::vector<const PassInfo*> default_pipeline(OptLevel level) {
   std::vector<const PassInfo*> pipeline;
   for (std::string_view name : level_pass_names(level))
     if (const PassInfo* p = find_pass(name)) pipeline.push_back(p);
@@ -165,7 +158,7 @@ Result<PipelineReport> run_pipeline(ir::Module& m, const std::vector<const PassI
   for (std::size_t k = 0; k < pipeline.size(); ++k) {
     const PassInfo& pass = *pipeline[k];
     const auto start = std::chrono::steady_clock::now();
-    TERNJIT_TRY_VOID(run_one(m, pass, options.target));
+    TERNJIT_TRY_VOID(run_one(m, pass));
     ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
     if (options.verify_each) {

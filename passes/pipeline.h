@@ -21,11 +21,10 @@ std::optional<OptLevel> parse_opt_level(std::string_view text);
 std::string_view opt_level_name(OptLevel level);
 
 /// The pass list of a level, as a plain list a reader can scan (pipeline.cpp).
-std::vector<const PassInfo*> default_pipeline(OptLevel level, const TargetInfo& target);
+std::vector<const PassInfo*> default_pipeline(OptLevel level);
 
 /// Options of run_pipeline.
 struct PipelineOptions {
-  TargetInfo target;                    ///< the target the IR is prepared for (target passes)
   bool verify_each = true;              ///< run the verifier after every pass (debug/test)
   bool print_after_all = false;         ///< append the IR after each pass to `log`
   std::vector<std::string> print_after; ///< pass names after which to print the IR

@@ -17,7 +17,6 @@ const PassInfo kPasses[] = {
     {"fuse-epilogue", &fuse_epilogue, "fold scales, bias, residual and activation into the tmatmul before them"},
     {"fuse-elementwise", &fuse_elementwise, "merge chains of single-use elementwise ops into one ewise loop"},
     {"autodiff", static_cast<FallibleModulePass>(&autodiff), "add @f.fwd and @f.bwd: reverse-mode gradients of each float function"},
-    {"select-layout", &select_layout, "repack tmatmul weights once into the layout the target prefers"},
 };
 
 }  // namespace

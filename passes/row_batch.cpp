@@ -115,7 +115,6 @@ class Checker {
       case Op::Param:
         if (touches(inst.results[0])) return bad(inst, "a per-row load-time value");
         return success();
-      case Op::TPack: return all_free(inst);
       case Op::Call: return bad(inst, "calls are not analysed (inline them first)");
       case Op::Br:
       case Op::CondBr: return bad(inst, "control flow");

@@ -21,7 +21,6 @@
 #include "ir/interpret.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
-#include "passes/target_info.h"
 #include "targets/parallel.h"
 #include "targets/tuning.h"
 #include "ternjit/result.h"
@@ -226,8 +225,6 @@ class Target {
   /// `device` option indexes them; empty for CPU targets and where the API is
   /// unavailable (available() says why). Probes the driver like describe().
   [[nodiscard]] virtual std::vector<DeviceDescription> devices() const { return {}; }
-  /// What the pass pipeline may know about this target.
-  [[nodiscard]] virtual passes::TargetInfo info() const = 0;
   /// The target's options that have a short spelling (OptionAlias). Default: none.
   [[nodiscard]] virtual std::vector<OptionAlias> option_aliases() const { return {}; }
   /// Validates this target's options (the entries of its prefix in the options string).
@@ -236,8 +233,8 @@ class Target {
   /// Success when every op of `f` can be compiled; otherwise an Unsupported error
   /// naming the first op that cannot.
   [[nodiscard]] virtual Result<void> check_supported(const ir::Function& f) const = 0;
-  /// Compiles function `function` of `specialized` (fully static, pipeline already run
-  /// with info()). Errors: NotFound for an unknown function, Unsupported as
+  /// Compiles function `function` of `specialized` (fully static, pipeline already run).
+  /// Errors: NotFound for an unknown function, Unsupported as
   /// check_supported, Unavailable/Internal for toolchain failures (with their log as notes).
   [[nodiscard]] virtual Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
                                                  const CompileOptions& options) const = 0;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // dsl.h - the `.tri` front end: parse, check and lower layers to the SSA IR.
 //
-// The language (SPEC section 1):
+// The language (docs/dsl.md):
 //
 //   layer LinearClassifier {
 //       param weights: TernaryTensor[784, 10]

@@ -21,7 +21,7 @@ std::size_t align_up(std::size_t n) { return (n + kScratchAlign - 1) / kScratchA
 std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
 
 // Ops whose result is never computed into an output buffer: load-time values and aliases.
-bool defines_no_bytes(Op op) { return op == Op::Param || op == Op::Const || op == Op::Reshape || op == Op::TPack; }
+bool defines_no_bytes(Op op) { return op == Op::Param || op == Op::Const || op == Op::Reshape; }
 
 }  // namespace
 
@@ -109,7 +109,7 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
   TERNJIT_CHECK(!insts.empty() && f.inst(insts.back()).op == Op::Ret, "plan_steps: the block does not end in ret");
 
   // Liveness: the position of the last instruction reading each value's bytes. An alias
-  // (reshape, tpack) is read through its root, so a read of the alias keeps the root live.
+  // (reshape) is read through its root, so a read of the alias keeps the root live.
   std::vector<std::size_t> position(f.num_insts(), 0);
   std::vector<std::uint32_t> root(f.num_values());
   std::vector<std::size_t> last_read(f.num_values(), 0);
@@ -118,7 +118,7 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
     const ir::InstData& inst = f.inst(insts[k]);
     position[insts[k].index] = k;
     for (ValueId v : inst.operands) last_read[root[v.index]] = std::max(last_read[root[v.index]], k);
-    if (inst.op == Op::Reshape || inst.op == Op::TPack) root[inst.results[0].index] = root[inst.operands[0].index];
+    if (inst.op == Op::Reshape) root[inst.results[0].index] = root[inst.operands[0].index];
     for (ValueId r : inst.results) last_read[r.index] = std::max(last_read[r.index], k);  // dead results: freed at once
   }
   for (const ExtraRead& e : extra_reads) {
@@ -139,7 +139,7 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
   }
 
   // kv_write in place. A value is load-time as the walk below decides (param, or a pure op
-  // of load-time values, tpack included): such bytes are constants, never written.
+  // of load-time values): such bytes are constants, never written.
   std::vector<bool> load_time(f.num_values(), false);
   std::vector<std::size_t> uses(f.num_values(), 0);
   for (InstId i : insts) {
@@ -226,12 +226,6 @@ StepPlan plan_steps(const ir::Function& f, std::span<const ExtraRead> extra_read
       continue;
     }
     for (ValueId v : inst.operands) TERNJIT_CHECK(defined[v.index], "plan_steps: a value is used before it is defined");
-    // tpack is the identity on values (a target packs weights into its own layout): it
-    // aliases its operand, a load-time one included, so a bound weight is never copied.
-    if (inst.op == Op::TPack) {
-      put(inst.results[0], p.slot(inst.operands[0]));
-      continue;
-    }
     const bool all_load_time =
         std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return p.is_load_time(v); });
     if (inst.op == Op::Param || (ir::op_flags(inst.op) == ir::OpFlags::Pure && all_load_time)) {

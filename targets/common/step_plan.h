@@ -8,7 +8,6 @@
 //   - load-time values (param, const, and pure ops whose operands are all load-time) are
 //     const slots, evaluated once when a kernel is loaded (or baked into an AOT object);
 //   - reshape of a computed value aliases its operand (row-major data is unchanged);
-//     tpack always does (the identity on values: a target packs weights itself);
 //   - every other result gets a 64-byte aligned region of the per-call scratch, reused by
 //     liveness: a region is free again after the last step that reads its value (through
 //     any alias), and a step's results never overlap its operands or each other, so a

@@ -243,16 +243,6 @@ class CudaTarget final : public Target {
                                 drv.ok() ? (*drv)->driver_version : 0);
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    // Kernels take int8 activations (dp4a) and pack ternary weights themselves at load
-    // (simt::pack_ternary_weight), from the plain values.
-    passes::TargetInfo t;
-    t.name = "cuda";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
-
   // Options: arch (sm_80 | sm_86 | sm_89 | sm_90 | sm_90a), device (auto | index).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {

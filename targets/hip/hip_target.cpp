@@ -211,14 +211,6 @@ class HipTarget final : public Target {
     return (rtc.ok() ? *rtc : std::string("hiprtc none")) + "; " + (rt.ok() ? (*rt)->version_text() : "hip runtime none");
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    passes::TargetInfo t;
-    t.name = "hip";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
-
   // Options: offload_arch (a comma list of kSupportedArchs), device (auto | index).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {

@@ -48,13 +48,6 @@ class LlvmTarget final : public Target {
     d.features = "LLVM 19 ORC LLJIT, " + llvmjit::host_triple() + " cpu " + llvmjit::host_cpu();
     return d;
   }
-  [[nodiscard]] passes::TargetInfo info() const override {
-    passes::TargetInfo t;
-    t.name = "llvm";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
   [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override {
     return llvmjit::program_supported(f);
   }

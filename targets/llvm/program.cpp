@@ -171,7 +171,7 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
       s.in[1] = Loc{LocKind::Const, it->second};
       s.packed = true;
     } else if (lower && inst.op == Op::TMatMul) {
-      // The weight's load-time value (through a tpack alias, if any).
+      // The weight's load-time value.
       const ValueId w = plan.load_time[plan.slot(inst.operands[1]).index].value;
       auto it = panels.find(w.index);
       if (it == panels.end()) {

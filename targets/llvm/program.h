@@ -12,7 +12,7 @@
 //     G = 1 that is simply the [N, Kp] transpose). A t2 weight of an i8-activation
 //     tmatmul without grouped scale instead gets ONE packed slot: 2-bit codes
 //     (w + 1) in the interleaved layout of PackedLayout (below), decoded in registers;
-//   - reshape and tpack alias their operand;
+//   - reshape aliases its operand;
 //   - matmul(x, transpose(P)) with P a load-time [N, K] reads P as stored (the head of a
 //     model: an f16 [V, E] embedding): the transposed value is then read by no step, and
 //     a load-time value no step needs is neither evaluated nor kept at load;

@@ -83,13 +83,6 @@ class ReferenceTarget final : public Target {
     return d;
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    // The interpreter reads t2 weights as they are and has no fast int8 dot product.
-    passes::TargetInfo t;
-    t.name = "reference";
-    return t;
-  }
-
   [[nodiscard]] Result<void> check_supported(const ir::Function&) const override { return success(); }
 
   [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,

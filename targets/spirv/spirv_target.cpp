@@ -121,16 +121,6 @@ class SpirvTarget final : public Target {
     return out;
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    // Shaders take int8 activations (OpSDot or scalar) and pack ternary weights into
-    // their own 2-bit layout at load, from the plain values.
-    passes::TargetInfo t;
-    t.name = "spirv";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
-
   // Options: device (auto | index | part of a name), int_dot (auto | on | off).
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {

@@ -11,7 +11,7 @@ namespace ternjit::targets::spirv {
 namespace {
 
 Result<VulkanApi> open_vulkan() {
-  // The loader is never linked (SPEC section 5): a missing one is a reason, not a failure.
+  // The loader is never linked (spirv/README.md): a missing one is a reason, not a failure.
   void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();

@@ -280,7 +280,7 @@ class Builder {
     for (InstId i : f_.insts(f_.entry())) {
       const ir::InstData& inst = f_.inst(i);
       if (!inst.results.empty() && is_const(inst.results[0])) continue;  // load-time itself
-      if (inst.op == Op::Reshape || inst.op == Op::TPack) continue;     // aliases: their users decide
+      if (inst.op == Op::Reshape) continue;  // an alias: its users decide
       for (std::size_t k = 0; k < inst.operands.size(); ++k) {
         if (k == 1 && fused_param_transpose(inst)) {
           need(*fused_param_transpose(inst));
@@ -289,12 +289,10 @@ class Builder {
         need(inst.operands[k]);
       }
     }
-    // Aliases of load-time values (reshape, tpack) read by a step: their source.
+    // Aliases of load-time values (reshape) read by a step: their source.
     for (InstId i : f_.insts(f_.entry())) {
       const ir::InstData& inst = f_.inst(i);
-      if ((inst.op == Op::Reshape || inst.op == Op::TPack) && !is_const(inst.results[0]) &&
-          is_const(inst.operands[0]))
-        need(inst.operands[0]);
+      if (inst.op == Op::Reshape && !is_const(inst.results[0]) && is_const(inst.operands[0])) need(inst.operands[0]);
     }
     TERNJIT_TRY(std::vector<LoadValue> values,
                 evaluate_load_time(f_, plan_, params_, o_.allow_foreign_isa, &needed));  // closes `needed`

@@ -129,17 +129,6 @@ class X86Target final : public Target {
     return d;
   }
 
-  [[nodiscard]] passes::TargetInfo info() const override {
-    // The kernels take int8 activations (VNNI/AMX dot products) and repack ternary
-    // weights into their own interleaved panels when a plan is loaded, from the plain
-    // values: no IR-level tpack is needed.
-    passes::TargetInfo t;
-    t.name = "x86";
-    t.int8_dot = true;
-    t.weight_layout = WeightFormat::Plain;
-    return t;
-  }
-
   [[nodiscard]] std::vector<OptionAlias> option_aliases() const override {
     return {{"max_isa", "max_isa", "the highest x86 code path: avx2, avx_vnni, avx512, avx512_vnni or amx"}};
   }

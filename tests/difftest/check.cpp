@@ -183,7 +183,7 @@ std::size_t count_insts(const ir::Module& m) {
 std::vector<Level> default_levels() {
   std::vector<Level> out;
   for (passes::OptLevel l : {passes::OptLevel::O0, passes::OptLevel::O1, passes::OptLevel::O2, passes::OptLevel::O3})
-    out.push_back(Level{std::string(passes::opt_level_name(l)), passes::default_pipeline(l, passes::TargetInfo{})});
+    out.push_back(Level{std::string(passes::opt_level_name(l)), passes::default_pipeline(l)});
   return out;
 }
 

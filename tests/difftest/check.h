@@ -27,7 +27,7 @@ struct Level {
   std::vector<const passes::PassInfo*> passes;  ///< run in order by passes::run_pipeline
 };
 
-/// The O0..O3 pipelines of passes::default_pipeline for the reference target.
+/// The O0..O3 pipelines of passes::default_pipeline.
 std::vector<Level> default_levels();
 
 /// Float tolerance: an element agrees when |actual - expected| <= atol * max(1, bound) +

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       auto l = passes::parse_opt_level(item);
       if (!l) return fail_usage("unknown level '" + item + "'");
       levels.push_back(difftest::Level{std::string(passes::opt_level_name(*l)),
-                                       passes::default_pipeline(*l, passes::TargetInfo{})});
+                                       passes::default_pipeline(*l)});
     }
   }
   if (!target_text.empty() && inputs_opt->count() == 0) inputs = 1;  // a compile per program and input

@@ -1146,8 +1146,7 @@ class FuncGen {
     push(r, a.bound * 1.01, 1);
   }
 
-  // The kernel ops the fusion passes produce, as input: tmatmul (weights sometimes
-  // packed by tpack) and ewise.
+  // The kernel ops the fusion passes produce, as input: tmatmul and ewise.
   void tmatmul() {
     ValueId x;
     double xb = 127;
@@ -1177,13 +1176,8 @@ class FuncGen {
     const Type xt = type(x);
     std::int64_t k = xt.shape.back().extent;
     std::int64_t n = out_width(numel_bound(xt) / std::max<std::int64_t>(k, 1));
-    ValueId w = rng_.chance(0.8) ? param(static_type(ElemKind::T2, {k, n}))
-                                 : make(Op::TQuantize, {param(static_type(ElemKind::F32, {k, n}))})[0];
-    if (rng_.chance(0.4)) {
-      WeightFormat l = rng_.pick({WeightFormat::Plain, WeightFormat::Tern2, WeightFormat::Tern2SM,
-                                       WeightFormat::Tern16, WeightFormat::Bitplane});
-      w = make1(Op::TPack, {w}, ir::LayoutAttrs{l});
-    }
+    const ValueId w = rng_.chance(0.8) ? param(static_type(ElemKind::T2, {k, n}))
+                                       : make(Op::TQuantize, {param(static_type(ElemKind::F32, {k, n}))})[0];
     ir::TMatMulAttrs a;
     std::vector<ValueId> ops = {x, w};
     double bound = static_cast<double>(k) * xb;

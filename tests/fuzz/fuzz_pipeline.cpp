@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const ir::Module before = *parsed;
   ir::Module after = before;
   // A user error (a call tree too large to inline) is a fine outcome; a bug aborts.
-  if (!passes::run_pipeline(after, passes::default_pipeline(passes::OptLevel::O2, {}), {}).ok()) return 0;
+  if (!passes::run_pipeline(after, passes::default_pipeline(passes::OptLevel::O2), {}).ok()) return 0;
   if (!small_module(before)) return 0;
 
   ir::InterpretOptions options;

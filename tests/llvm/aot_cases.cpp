@@ -88,8 +88,7 @@ int main(int argc, char** argv) {
     auto sp = passes::specialize_function(*m, "BitLinear.forward", {{"M", s.M}, {"K", s.K}, {"N", s.N}}, true);
     if (!sp.ok()) return 1;
     passes::PipelineOptions po;
-    po.target = targets::make_llvm_target()->info();
-    if (!passes::run_pipeline(*sp, passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok()) return 1;
+    if (!passes::run_pipeline(*sp, passes::default_pipeline(passes::OptLevel::O2), po).ok()) return 1;
     ir::ParamValues pv;
     pv.set("BitLinear.gamma", rnd(ElemKind::F32, {s.K}, 1));
     pv.set("BitLinear.w", rnd(ElemKind::T2, {s.K, s.N}, 2));

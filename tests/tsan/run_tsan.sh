@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # run_tsan.sh - runs tsan_test once per target; exits 77 (SKIPPED) when TSan cannot start here.
+# (e2e/c_threads runs an uninstrumented tsan_test through it too: only the results count there.)
 # Usage: run_tsan.sh TSAN_TEST BITLINEAR_TRI TARGET...
 # A data race or a wrong result fails. TSan failing to start (an address-space layout
 # it cannot use, e.g. high mmap ASLR entropy) is retried once without ASLR (setarch -R),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tsan_test.c - 8 threads compile and run BitLinear through the C ABI at once (built with TSan). */
+/* tsan_test.c - 8 threads compile and run BitLinear through the C ABI at once (TSan checks it). */
 /*
  * Usage: tsan_test BITLINEAR_TRI [TARGET]   (TARGET defaults to "auto")
  *

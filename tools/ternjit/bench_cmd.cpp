@@ -70,9 +70,9 @@ struct Work {
 };
 
 // Adds the work of function `name` of `m` (and of its callees) to `w`. Parameters count
-// once by name; a t2 parameter at its type's packed layout, else at the target's (tern2,
-// 2 bits, when the target reads t2 as is: the stored form Program::bind keeps).
-void count_work(const ir::Module& m, const std::string& name, WeightFormat target_layout, Work& w,
+// once by name; a t2 parameter at its type's packed layout, else as tern2 (2 bits: the
+// stored form Program::bind keeps).
+void count_work(const ir::Module& m, const std::string& name, Work& w,
                 std::set<std::string>& params, int depth = 0) {
   const ir::Function* f = m.find_function(name);
   if (!f || depth > 64) return;
@@ -90,7 +90,7 @@ void count_work(const ir::Module& m, const std::string& name, WeightFormat targe
           break;
         }
         case ir::Op::Call:
-          count_work(m, std::get<ir::CallAttrs>(inst.attrs).callee, target_layout, w, params, depth + 1);
+          count_work(m, std::get<ir::CallAttrs>(inst.attrs).callee, w, params, depth + 1);
           break;
         case ir::Op::Param: {
           if (!params.insert(std::get<ir::ParamAttrs>(inst.attrs).name).second) break;
@@ -98,9 +98,7 @@ void count_work(const ir::Module& m, const std::string& name, WeightFormat targe
           const auto n = t.static_numel();
           if (!n) break;
           if (t.elem == ElemKind::T2) {
-            const WeightFormat layout = t.layout != WeightFormat::Plain        ? t.layout
-                                        : target_layout != WeightFormat::Plain ? target_layout
-                                                                               : WeightFormat::Tern2;
+            const WeightFormat layout = t.layout != WeightFormat::Plain ? t.layout : WeightFormat::Tern2;
             const auto bytes = formats::packed_size(layout, static_cast<std::size_t>(*n));
             w.weight_bytes += bytes;
             w.ternary_bytes += bytes;
@@ -115,18 +113,13 @@ void count_work(const ir::Module& m, const std::string& name, WeightFormat targe
 }
 
 Result<Work> layer_work(const ir::Module& m, const std::string& fname, const ir::ShapeBindings& shapes,
-                        const std::string& target_name, int opt_level) {
-  const targets::TargetRegistry registry = targets::TargetRegistry::create();
-  const targets::Target* target = registry.lookup(target_name);
-  const passes::TargetInfo info = target ? target->info() : passes::TargetInfo{};
+                        int opt_level) {
   TERNJIT_TRY(ir::Module spec, passes::specialize_function(m, fname, shapes.values, /*require_static=*/true));
-  passes::PipelineOptions popts;
-  popts.target = info;
   const auto level = static_cast<passes::OptLevel>(std::clamp(opt_level, 0, 3));
-  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(level, info), popts));
+  TERNJIT_TRY_VOID(passes::run_pipeline(spec, passes::default_pipeline(level), passes::PipelineOptions{}));
   Work w;
   std::set<std::string> params;
-  count_work(spec, fname, info.weight_layout, w, params);
+  count_work(spec, fname, w, params);
   return w;
 }
 
@@ -339,7 +332,7 @@ int cmd_bench(const BenchCommandOptions& o) {
   auto pk = prepare_kernel(*options, *m, *fname, *prepared);
   if (!pk.ok()) return report(pk.error());
   const std::string target = pk->engine.target_name();
-  auto work = layer_work(*m, *fname, prepared->shapes, target, options->opt_level);
+  auto work = layer_work(*m, *fname, prepared->shapes, options->opt_level);
   if (!work.ok()) return report(work.error());
   const std::uint64_t llc = targets::x86::last_level_cache_bytes();
   nlohmann::json notes = nlohmann::json::array();

@@ -211,14 +211,6 @@ int cmd_ir(const std::string& file) {
 int cmd_opt(const OptOptions& o) {
   if (o.passes_given && !o.level.empty())
     return report(make_error(ErrorCode::InvalidArgument, "give either --passes or -O, not both"));
-  // Until targets land (issue 4 on), the target is described by its weight layout alone.
-  passes::TargetInfo target;
-  auto layout = parse_weight_format(o.weight_layout);
-  if (!layout)
-    return report(make_error(ErrorCode::InvalidArgument,
-                             "unknown weight layout '" + o.weight_layout +
-                                 "' (expected plain, tern2, tern2-sm, tern1.6 or bitplane)"));
-  target.weight_layout = *layout;
   std::vector<const passes::PassInfo*> pipeline;
   if (o.passes_given) {
     auto list = passes::parse_pass_list(o.passes);
@@ -230,7 +222,7 @@ int cmd_opt(const OptOptions& o) {
       return report(make_error(ErrorCode::InvalidArgument,
                                "unknown optimization level '" + o.level +
                                    "' (expected O0..O3, 0..3, none, conservative, balanced or aggressive)"));
-    pipeline = passes::default_pipeline(*level, target);
+    pipeline = passes::default_pipeline(*level);
   }
   for (const std::string& name : o.print_after)
     if (!passes::find_pass(name))
@@ -249,7 +241,6 @@ int cmd_opt(const OptOptions& o) {
   popts.print_after_all = o.print_after_all;
   popts.print_after = o.print_after;
   popts.time_passes = o.time_passes;
-  popts.target = target;
   auto result = passes::run_pipeline(*m, pipeline, popts);
   if (!result.ok()) return report(result.error());
   std::fputs(result->log.c_str(), stderr);

@@ -44,7 +44,6 @@ struct OptOptions {
   std::vector<std::string> print_after;  ///< log the IR after these passes (names)
   bool time_passes = false;              ///< log a per-pass timing table
   std::vector<std::string> shapes;       ///< "N=8", "M=4,K=64"
-  std::string weight_layout = "plain";   ///< the target's preferred ternary weight layout
 };
 
 /// Reads a whole file; errors name the path.

@@ -76,9 +76,8 @@ Result<std::string> compile_to_text(const CompileCommandOptions& o) {
   TERNJIT_TRY(ir::Module specialized, passes::specialize_function(m, function, shapes.values, /*require_static=*/true));
   TERNJIT_TRY_VOID(passes::check_tensor_bytes(specialized, function));  // before prepare_run allocates
 
-  passes::PipelineOptions popts;
-  popts.target = target->info();
-  TERNJIT_TRY(auto report_unused, passes::run_pipeline(specialized, passes::default_pipeline(*level, popts.target), popts));
+  TERNJIT_TRY(auto report_unused,
+              passes::run_pipeline(specialized, passes::default_pipeline(*level), passes::PipelineOptions{}));
   (void)report_unused;
   targets::Emitted e;
   if (o.emit == "ir") {

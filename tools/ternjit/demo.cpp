@@ -2,7 +2,7 @@
 // demo.cpp - `ternjit demo`: an embedded BitLinear layer compiled, run and checked.
 //
 // The check is independent of the compiler: the same layer is computed again below with
-// plain loops written from the SPEC's definitions (rmsnorm, per-row absmax int8
+// plain loops written from the ops' definitions in ir/README.md (rmsnorm, per-row absmax int8
 // quantization, ternary matmul, per-channel scale, relu), and the two must agree.
 #include <cmath>
 #include <cstdio>
@@ -65,7 +65,7 @@ int cmd_demo() {
   // What the engine compiles: the layer specialized for these shapes after the O2 pipeline.
   auto spec = passes::specialize_function(*m, "BitLinear.forward", shapes->values, /*require_static=*/true);
   if (!spec.ok()) return report(spec.error());
-  auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, {}), {});
+  auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2), {});
   if (!optimized.ok()) return report(optimized.error());
   std::printf("== specialized for M=3 K=64 N=8 and optimized at O2\n%s\n", ir::print_module(*spec).c_str());
   auto out = run_on_engine("auto", "", *m, "BitLinear.forward", *run);

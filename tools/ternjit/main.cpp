@@ -49,9 +49,6 @@ int cli_main(int argc, char** argv) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   opt->add_flag("--time-passes", opt_opts.time_passes, "print a table of per-pass times (stderr)");
-  opt->add_option("--weight-layout", opt_opts.weight_layout,
-                  "ternary weight layout the target prefers, for select-layout: plain (default), tern2, "
-                  "tern2-sm, tern1.6, bitplane");
   opt->add_option("--shape", opt_opts.shapes,
                   "bind symbols before the passes run, e.g. N=8 or M=4,K=64 (repeatable; specialize-shapes runs first)")
       ->expected(1)

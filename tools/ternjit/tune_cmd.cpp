@@ -156,7 +156,6 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     std::unique_ptr<targets::TuningSpace> space;
   };
   std::vector<Job> jobs;
-  const passes::TargetInfo info = target->info();
   for (auto& s : *shapes) {
     auto resolved = resolve_shapes(*m, s);
     if (!resolved.ok()) return fail(resolved.error());
@@ -165,9 +164,7 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     if (!spec.ok()) return fail(spec.error());
     // Measuring allocates the kernel's buffers.
     if (auto fits = passes::check_tensor_bytes(*spec, *function); !fits.ok()) return fail(fits.error());
-    passes::PipelineOptions popts;
-    popts.target = info;
-    auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level, info), popts);
+    auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level), passes::PipelineOptions{});
     if (!ran.ok()) return fail(ran.error());
     auto spaces = target->tuning_spaces(*spec, *function, copts);
     if (!spaces.ok()) return fail(spaces.error());

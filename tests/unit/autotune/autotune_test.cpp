@@ -444,8 +444,7 @@ TEST_CASE("dispatch: the x86 target asks the record source for each tmatmul at l
     auto spec = passes::specialize_function(*m, "L.forward", {{"M", M}, {"K", 128}, {"N", 64}}, true);
     REQUIRE(spec.ok());
     passes::PipelineOptions po;
-    po.target = target->info();
-    REQUIRE(passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+    REQUIRE(passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2), po).ok());
     return std::move(*spec);
   };
   // The spaces the target declares are the ones load() asks about.

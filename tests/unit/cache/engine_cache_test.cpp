@@ -351,7 +351,6 @@ class FakeTarget final : public targets::Target {
     d.features = features_;
     return d;
   }
-  [[nodiscard]] passes::TargetInfo info() const override { return {}; }
   [[nodiscard]] Result<void> check_supported(const ir::Function&) const override { return success(); }
   [[nodiscard]] Result<targets::Artifact> compile(const ir::Module&, std::string_view function,
                                                   const targets::CompileOptions&) const override {

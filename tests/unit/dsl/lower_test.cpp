@@ -63,7 +63,7 @@ std::string ty(const ir::Function& f, ir::ValueId v) { return ir::type_str(f.typ
 
 TEST_CASE("lower: the predecessor's LinearClassifier, verbatim") {
   const std::string src = read_tri("linear_classifier.tri");
-  // The file holds the SPEC example as written.
+  // The file holds the predecessor's example as written.
   CHECK(src.find("layer LinearClassifier {\n"
                  "    param weights: TernaryTensor[784, 10]\n"
                  "    param bias: Tensor[10]\n"

@@ -19,7 +19,7 @@ using namespace ternjit::formats;
 
 namespace {
 
-// The predecessor's example, verbatim (SPEC section 1), and a BitLinear layer.
+// The predecessor's example, verbatim (tests/dsl/linear_classifier.tri), and a BitLinear layer.
 const std::string kLinearClassifier = testing::read_file(TERNJIT_SOURCE_DIR "/tests/dsl/linear_classifier.tri");
 const std::string kBitLinear = testing::read_file(TERNJIT_SOURCE_DIR "/tests/dsl/bitlinear.tri");
 

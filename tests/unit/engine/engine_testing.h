@@ -153,8 +153,8 @@ inline std::vector<float> oracle(const ir::ParamValues& params, const std::vecto
     auto s = passes::specialize_function(*m, "BitLinear.forward",
                                          {{"BitLinear.M", M}, {"BitLinear.K", K}, {"BitLinear.N", N}}, true);
     REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
-    passes::PipelineOptions popts;  // the reference target's TargetInfo is the default
-    auto r = passes::run_pipeline(*s, passes::default_pipeline(static_cast<passes::OptLevel>(*level), popts.target), popts);
+    auto r = passes::run_pipeline(*s, passes::default_pipeline(static_cast<passes::OptLevel>(*level)),
+                                  passes::PipelineOptions{});
     REQUIRE(r.ok());
     spec.emplace(std::move(s.value()));
     run_on = &*spec;

@@ -86,7 +86,7 @@ std::vector<float> oracle(const Weights& wt, const std::string& fn, const std::v
                                        true);
   REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
   passes::PipelineOptions popts;
-  REQUIRE(passes::run_pipeline(*s, passes::default_pipeline(passes::OptLevel::O2, popts.target), popts).ok());
+  REQUIRE(passes::run_pipeline(*s, passes::default_pipeline(passes::OptLevel::O2), popts).ok());
   std::vector<ir::HostTensor> args{ir::HostTensor::from_f32({M, wt.K}, x)};
   auto out = ir::interpret(*s, fn, args, wt.params());
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));

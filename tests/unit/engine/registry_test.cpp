@@ -21,7 +21,6 @@ TEST_CASE("registry: the table holds the reference target, available, with a dev
   CHECK(d.kind == "interpreter");
   CHECK(d.available);
   CHECK_FALSE(d.device.empty());
-  CHECK(last.info().weight_layout == WeightFormat::Plain);
   CHECK(reg.names().find("reference") != std::string::npos);
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// kernel_ops_test.cpp - the kernel ops tmatmul, ewise and tpack: type rules, layouts, semantics.
+// kernel_ops_test.cpp - the kernel ops tmatmul and ewise: type rules, layouts, semantics.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -58,10 +58,6 @@ TEST_CASE("layouts: only t2 has one, only kernels read one, and types compare it
         std::string::npos);
   CHECK(error_of(func("%w: t2<tern2>[3]", "t2<tern2>[3]", "  %n = neg %w : t2<tern2>[3]\n  ret %n\n"))
             .find("cannot read operand 1 of packed layout") != std::string::npos);
-  CHECK(error_of(func("%w: t2[3]", "t2<bitplane>[3]", "  %p = tpack %w {layout = bitplane} : t2<tern2>[3]\n  ret %p\n"))
-            .find("result is t2<bitplane>[3], but t2<tern2>[3] is declared") != std::string::npos);
-  CHECK(error_of(func("%w: f32[3]", "f32[3]", "  %p = tpack %w {layout = tern2} : f32[3]\n  ret %p\n"))
-            .find("'tpack' needs a t2 operand") != std::string::npos);
   CHECK(error_of("param @w : t2<tern2>[3]\n\n" + func("", "t2[3]", "  %w = param @w : t2[3]\n  ret %w\n"))
             .find("is declared t2<tern2>[3]") != std::string::npos);
   ir::Type a{ElemKind::T2, {ir::Dim::fixed(3)}};

@@ -195,7 +195,7 @@ TEST_CASE("cuda: ptxas usage lines and cubin headers are read, damaged ones refu
 TEST_CASE("cuda: NVRTC compiles every generated kernel for sm_80 and sm_90 to cubin and PTX [nvrtc]") {
   auto t = targets::make_cuda_target();
   int compiled = 0, refused = 0;
-  for (const Program& p : gpu_testing::programs(*t)) {
+  for (const Program& p : gpu_testing::programs()) {
     CAPTURE(p.name);
     const ir::Function& f = *p.module.find_function(p.function);
     if (auto s = t->check_supported(f); !s.ok()) {

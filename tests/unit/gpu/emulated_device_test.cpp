@@ -202,10 +202,9 @@ TEST_CASE("gpu program on the SIMT emulator: tmatmul bit for bit (grouped: the d
 
 TEST_CASE("gpu program on the SIMT emulator: a BitLinear layer (rmsnorm, quantize, tmatmul) and row ops [emulator]") {
   targets::simt::SimtOptions cuda;
-  // tests/dsl/bitlinear.tri through the O2 pipeline for the cuda target.
-  auto target = targets::make_cuda_target();
+  // tests/dsl/bitlinear.tri through the O2 pipeline.
   int layers = 0;
-  for (const gpu_testing::Program& p : gpu_testing::programs(*target))
+  for (const gpu_testing::Program& p : gpu_testing::programs())
     if (p.name.rfind("bitlinear.tri", 0) == 0) {
       check_program(p, cuda, false);
       ++layers;

@@ -122,8 +122,8 @@ inline std::vector<DslCase> dsl_cases() {
   };
 }
 
-/// Every program, parsed or compiled, specialized and run through the O2 pipeline for `target`.
-inline std::vector<Program> programs(const targets::Target& target) {
+/// Every program, parsed or compiled, specialized and run through the O2 pipeline.
+inline std::vector<Program> programs() {
   std::vector<Program> out;
   for (auto& [name, tir] : ir_programs()) {
     auto m = ir::parse_module(tir, name + ".tir");
@@ -140,8 +140,7 @@ inline std::vector<Program> programs(const targets::Target& target) {
     auto spec = passes::specialize_function(*m, c.function, c.shapes, /*require_static=*/true);
     REQUIRE_MESSAGE(spec.ok(), c.function << ": " << (spec.ok() ? "" : spec.error().message));
     passes::PipelineOptions popts;
-    popts.target = target.info();
-    auto report = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2, popts.target), popts);
+    auto report = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2), popts);
     REQUIRE_MESSAGE(report.ok(), c.function << ": " << (report.ok() ? "" : report.error().message));
     out.push_back(Program{std::string(c.file) + " " + c.function, std::move(*spec), c.function, c.must_support});
   }
@@ -154,7 +153,7 @@ inline std::vector<Program> programs(const targets::Target& target) {
 /// not empty, must be in the artifact's "usage" metadata. Returns how many ran.
 inline int run_on_device(const targets::Target& t, const std::string& usage_fragment) {
   int ran = 0;
-  for (const Program& p : programs(t)) {
+  for (const Program& p : programs()) {
     CAPTURE(p.name);
     const ir::Function& f = *p.module.find_function(p.function);
     if (!t.check_supported(f).ok()) continue;

@@ -656,7 +656,6 @@ void run_tiny(Op op) {
     case Op::Ewise:  // neg(mul(a, b))
       expect_eq(T(F32, {2}, {-1, -16}), run1(op, {v2, v2}, EwiseAttrs{{{Op::Mul, 0, 1}, {Op::Neg, 2, -1}}}));
       return;
-    case Op::TPack: expect_eq(T(T2, {2}, {-1, 1}), run1(op, {T(T2, {2}, {-1, 1})}, LayoutAttrs{WeightFormat::Tern2})); return;
     // The decoder ops: one small case each (decoder_ops_test.cpp has the rest).
     case Op::Gather: expect_eq(T(F32, {1, 2}, {-1, 4}), run1(op, {T(F32, {2, 2}, {0, 0, -1, 4}), T(I32, {1}, {1})}, AxisAttrs{})); return;
     case Op::Slice: expect_eq(T(F32, {1}, {4}), run1(op, {v2}, SliceAttrs{0, 1, 1})); return;

@@ -82,7 +82,7 @@ TEST_CASE("O2 keeps what a block of decoder ops computes (interpreter before vs 
   const ir::Module before = parse(kBlock);
   ir::Module after = parse(kBlock);
   passes::PipelineOptions popts;  // verify after every pass
-  auto r = passes::run_pipeline(after, passes::default_pipeline(passes::OptLevel::O2, popts.target), popts);
+  auto r = passes::run_pipeline(after, passes::default_pipeline(passes::OptLevel::O2), popts);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : r.error().message));
   const ir::Function& f = *after.find_function("block");
   // The projection became an integer tmatmul; the decoder ops are still there; the
@@ -184,7 +184,7 @@ func @f() -> f32[2, 3] {
   ir::ParamValues params;
   params.set("E.table", HostTensor::from_values(ElemKind::F32, {4, 3}, std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   passes::PipelineOptions popts;
-  REQUIRE(passes::run_pipeline(m, passes::default_pipeline(passes::OptLevel::O2, popts.target), popts).ok());
+  REQUIRE(passes::run_pipeline(m, passes::default_pipeline(passes::OptLevel::O2), popts).ok());
   CHECK(count(m.functions()[0], ir::Op::Gather) == 1);
   auto r = ir::interpret(m, "f", {}, params);
   REQUIRE(r.ok());

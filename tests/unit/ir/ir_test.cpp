@@ -28,7 +28,6 @@ TEST_CASE("attrs_kind names the struct an op carries and the struct an Attrs hol
   CHECK(attrs_kind(Op::Softmax) == AttrsKind::Axis);
   CHECK(attrs_kind(Op::ReduceMax) == AttrsKind::Axis);
   CHECK(attrs_kind(Op::TMatMul) == AttrsKind::TMatMul);
-  CHECK(attrs_kind(Op::TPack) == AttrsKind::Layout);
   CHECK(attrs_kind(Attrs{EpsAttrs{}}) == AttrsKind::Eps);
   CHECK(attrs_kind(Attrs{}) == AttrsKind::None);
   CHECK(attrs_match(Op::RmsNorm, EpsAttrs{}));

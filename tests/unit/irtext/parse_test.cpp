@@ -89,8 +89,6 @@ const std::map<std::string, std::string>& op_cases() {
                         "residual = false, act = relu} : f32[2, 4]\n  ret %0\n");
     c["ewise"] = wrap("%a: f32[2, 3], %b: f32[3]", "f32[2, 3]",
                       "  %0 = ewise %a, %b {steps = [mul(0, 1), relu(2)]} : f32[2, 3]\n  ret %0\n");
-    c["tpack"] = wrap("%w: t2[3, 4]", "t2<tern1.6>[3, 4]",
-                      "  %0 = tpack %w {layout = tern1.6} : t2<tern1.6>[3, 4]\n  ret %0\n");
     c["gather"] = wrap("%t: bf16[5, 3], %i: i32[2, 2]", "bf16[2, 2, 3]",
                        "  %0 = gather %t, %i {axis = 0} : bf16[2, 2, 3]\n  ret %0\n");
     c["slice"] = wrap("%a: i8[2, 7]", "i8[2, 3]", "  %0 = slice %a {axis = 1, start = 4, size = 3} : i8[2, 3]\n  ret %0\n");

@@ -53,8 +53,7 @@ void run(const std::string& tir, const std::vector<HostTensor>& args, bool o2 = 
   auto target = targets::make_llvm_target();
   if (o2) {
     passes::PipelineOptions po;
-    po.target = target->info();
-    REQUIRE(passes::run_pipeline(*m, passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+    REQUIRE(passes::run_pipeline(*m, passes::default_pipeline(passes::OptLevel::O2), po).ok());
   }
   auto art = target->compile(*m, "f", targets::CompileOptions{});
   REQUIRE_MESSAGE(art.ok(), (art.ok() ? "" : art.error().message));

@@ -299,8 +299,7 @@ TEST_CASE("llvm dense: an attention block after O2 (scores, softmax, values, hea
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
   auto target = targets::make_llvm_target();
   passes::PipelineOptions po;
-  po.target = target->info();
-  auto rep = passes::run_pipeline(*m, passes::default_pipeline(passes::OptLevel::O2, po.target), po);
+  auto rep = passes::run_pipeline(*m, passes::default_pipeline(passes::OptLevel::O2), po);
   REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
   auto prog = targets::llvmjit::analyze(*m->find_function("f"), targets::llvmjit::PanelLayout{16, 16});
   REQUIRE(prog.ok());

@@ -105,7 +105,7 @@ TEST_CASE("every pass and every level keeps the reference results") {
       for (passes::OptLevel l : {passes::OptLevel::O1, passes::OptLevel::O2, passes::OptLevel::O3}) {
         INFO(label(path), " seed ", seed, " at ", std::string(passes::opt_level_name(l)));
         ir::Module m = original;
-        testing::run_list(m, passes::default_pipeline(l, passes::TargetInfo{}));
+        testing::run_list(m, passes::default_pipeline(l));
         check_same_results(m, runs, false);
       }
     }

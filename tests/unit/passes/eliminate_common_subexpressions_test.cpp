@@ -3,11 +3,29 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/unit/passes/pass_testing.h"
 
 using namespace ternjit;
 using testing::opt;
+
+namespace {
+
+// @f(%x: f32[4]) over `blocks` + 1 blocks chained by br (^entry, ^b1 .. ^b<blocks>). With
+// `exps`, every block but the last computes its own `exp %x` and the last returns
+// %e<blocks-1> + %e1; without, the blocks hold only their br and the last returns %x.
+std::string block_chain(int blocks, bool exps) {
+  auto exp = [&](int k) { return exps ? "  %e" + std::to_string(k) + " = exp %x : f32[4]\n" : std::string(); };
+  std::string text = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n" + exp(0) + "  br ^b1\n";
+  for (int k = 1; k < blocks; ++k)
+    text += "^b" + std::to_string(k) + ":\n" + exp(k) + "  br ^b" + std::to_string(k + 1) + "\n";
+  text += "^b" + std::to_string(blocks) + ":\n";
+  text += exps ? "  %s = add %e" + std::to_string(blocks - 1) + ", %e1 : f32[4]\n  ret %s\n}\n" : "  ret %x\n}\n";
+  return text;
+}
+
+}  // namespace
 
 TEST_CASE("a duplicate add is shared") {
   const std::string out = opt(R"(func @f(%x: f32[4], %y: f32[4]) -> f32[4] {
@@ -95,13 +113,7 @@ TEST_CASE("constants are compared bit for bit and with their types") {
 // A chain of blocks makes the dominator tree as deep as the function is long: the walk
 // recursed once per block and overflowed the stack at 30,000 blocks.
 TEST_CASE("30,000 blocks chained by br: every block's duplicate is shared, without recursion") {
-  constexpr int kBlocks = 30000;
-  std::string text = "func @f(%x: f32[4]) -> f32[4] {\n^entry:\n  %e0 = exp %x : f32[4]\n  br ^b1\n";
-  for (int k = 1; k < kBlocks; ++k)
-    text += "^b" + std::to_string(k) + ":\n  %e" + std::to_string(k) + " = exp %x : f32[4]\n  br ^b" +
-            std::to_string(k + 1) + "\n";
-  text += "^b" + std::to_string(kBlocks) + ":\n  %s = add %e" + std::to_string(kBlocks - 1) + ", %e1 : f32[4]\n  ret %s\n}\n";
-  ir::Module m = testing::parse_ok(text);
+  ir::Module m = testing::parse_ok(block_chain(30000, true));
   testing::run_list(m, {passes::find_pass("eliminate-common-subexpressions")});
   const ir::Function& f = m.functions()[0];
   int exps = 0;
@@ -111,6 +123,19 @@ TEST_CASE("30,000 blocks chained by br: every block's duplicate is shared, witho
   const ir::InstData& add = f.inst(f.insts(f.blocks().back())[0]);
   REQUIRE(add.op == ir::Op::Add);
   CHECK(add.operands[0] == add.operands[1]);
+}
+
+// The fuzz finding behind that test (issue 19, item 4): the O2 pipeline, verified after
+// every pass, over the bare chain (each block only its br), and the result is still %x.
+TEST_CASE("the O2 pipeline over 30,000 blocks chained by br keeps the IR valid and the result") {
+  ir::Module m = testing::parse_ok(block_chain(30000, false));
+  testing::run_list(m, passes::default_pipeline(passes::OptLevel::O2));
+  const std::vector<float> x = {1.5f, -2.0f, 0.0f, 7.25f};
+  const std::vector<ir::HostTensor> args = {ir::HostTensor::from_f32({4}, x)};
+  auto out = ir::interpret(m, "f", args, ir::ParamValues{});
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
+  REQUIRE(out->size() == 1);
+  CHECK(out->front().to_f32() == x);
 }
 
 // Many distinct constants of one type share a key without their values: each was

@@ -69,11 +69,10 @@ TEST_CASE("parse_opt_level accepts levels, digits and aliases in any case") {
 }
 
 TEST_CASE("default pipelines list registered passes only; O0 is empty and levels grow") {
-  const passes::TargetInfo target;
-  CHECK(passes::default_pipeline(OptLevel::O0, target).empty());
+  CHECK(passes::default_pipeline(OptLevel::O0).empty());
   std::size_t previous = 0;
   for (OptLevel l : {OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
-    auto p = passes::default_pipeline(l, target);
+    auto p = passes::default_pipeline(l);
     INFO("level ", std::string(passes::opt_level_name(l)));
     CHECK(p.size() > previous);
     previous = p.size();
@@ -84,7 +83,7 @@ TEST_CASE("default pipelines list registered passes only; O0 is empty and levels
   }
   auto names = [&](OptLevel l) {
     std::string s;
-    for (const passes::PassInfo* p : passes::default_pipeline(l, target)) s += std::string(p->name) + ",";
+    for (const passes::PassInfo* p : passes::default_pipeline(l)) s += std::string(p->name) + ",";
     return s;
   };
   CHECK(names(OptLevel::O1).find("fold-constants,simplify,eliminate-dead-code,") != std::string::npos);
@@ -97,7 +96,7 @@ TEST_CASE("every level's pipeline runs and keeps the IR valid on the test files"
     for (OptLevel l : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
       INFO(path.filename().string(), " at ", std::string(passes::opt_level_name(l)));
       ir::Module m = testing::parse_ok(testing::read_file(path), path.filename().string());
-      testing::run_list(m, passes::default_pipeline(l, passes::TargetInfo{}));
+      testing::run_list(m, passes::default_pipeline(l));
     }
   }
 }

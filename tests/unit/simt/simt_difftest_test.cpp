@@ -49,9 +49,7 @@ TEST_CASE("simt difftest: random programs through the generator and the emulator
     if (!want.ok()) continue;  // the program's own error (the checker's business)
     ir::Module opt = difftest::generate_program(seed, difftest::target_gen_options());
     passes::PipelineOptions po;
-    po.target.name = "cuda";
-    po.target.int8_dot = true;
-    auto piped = passes::run_pipeline(opt, passes::default_pipeline(passes::OptLevel::O2, po.target), po);
+    auto piped = passes::run_pipeline(opt, passes::default_pipeline(passes::OptLevel::O2), po);
     REQUIRE_MESSAGE(piped.ok(), (piped.ok() ? "" : piped.error().message));
     const ir::Function& f = *opt.find_function(difftest::kMainFunction);
     if (auto s = simt::supported(f); !s.ok()) {

@@ -310,7 +310,7 @@ TEST_CASE("the size bound holds across specialize_function and the pipeline") {
   ir::Module m = parse_ok(call_tree(20, 2));
   auto spec = specialize_function(m, "l0", {}, /*require_static=*/true);
   REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? std::string() : render(spec.error())));
-  const auto& pipeline = default_pipeline(OptLevel::O2, TargetInfo{});
+  const auto& pipeline = default_pipeline(OptLevel::O2);
   auto r = run_pipeline(*spec, pipeline, PipelineOptions{});
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("would grow it past 65536 instructions") != std::string::npos);

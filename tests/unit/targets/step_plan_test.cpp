@@ -37,7 +37,6 @@ param @L.s : f32[8, 4]
 func @f(%x: f32[2, 8]) -> (f32[2, 4], f32[2, 4], t2[8, 4]) {
 ^entry:
   %w = param @L.w : t2[8, 4]
-  %wp = tpack %w {layout = tern2} : t2<tern2>[8, 4]
   %s = param @L.s : f32[8, 4]
   %s2 = mul %s, %s : f32[8, 4]
   %y = matmul %x, %s2 : f32[2, 4]
@@ -60,8 +59,6 @@ TEST_CASE("step plan: load-time values, aliases, outputs written in place, copie
   CHECK(p.load_time[1].value == value(f, "s"));
   CHECK(p.load_time[2].value == value(f, "s2"));
   CHECK(p.slot(value(f, "s2")) == Slot{SlotKind::Const, 2});
-  // tpack aliases even a load-time operand (a bound weight is never copied).
-  CHECK(p.slot(value(f, "wp")) == p.slot(value(f, "w")));
   // %z is returned first as result 0: computed straight into output 0. %y is returned
   // through the reshape alias as result 1: it lives in scratch and is copied.
   CHECK(p.slot(value(f, "z")) == Slot{SlotKind::Out, 0});
@@ -128,7 +125,7 @@ std::size_t check_no_live_overlap(const ir::Function& f, const targets::StepPlan
       if (e.at == insts[k]) live.at(root_of(e.value)).second = std::max(live.at(root_of(e.value)).second, k);
     // An alias, or a kv_write the plan put in place (its result in its cache's bytes).
     const bool in_place = inst.op == ir::Op::KvWrite && p.slot(inst.results[0]) == p.slot(inst.operands[0]);
-    if (inst.op == ir::Op::Reshape || inst.op == ir::Op::TPack || in_place) {
+    if (inst.op == ir::Op::Reshape || in_place) {
       root[inst.results[0].index] = root_of(inst.operands[0]);
       continue;
     }

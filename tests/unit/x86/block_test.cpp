@@ -112,10 +112,8 @@ TEST_CASE("x86 block: a decoder block of every issue-14 op compiles at O2 with n
       CAPTURE(M);
       auto spec = passes::specialize_function(mod.value(), "block", {{"M", M}}, true);
       REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? "" : spec.error().message));
-      auto target = make_x86_target();
       passes::PipelineOptions po;
-      po.target = target->info();
-      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2), po).ok());
       auto steps = describe_code(spec.value(), "block", isa_name(isa), 2);
       REQUIRE_MESSAGE(steps.ok(), (steps.ok() ? "" : steps.error().message));
       testing::check_no_reference_step(steps.value(), "block");

@@ -131,8 +131,7 @@ TEST_CASE("matmul s8: the int8_dw backward of a BitLinear runs the int8 kernel t
       REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? "" : spec.error().message));
       auto target = make_x86_target();
       passes::PipelineOptions po;
-      po.target = target->info();
-      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2), po).ok());
       auto steps = describe_code(spec.value(), "L.forward.bwd", isa_name(isa), 2);
       REQUIRE_MESSAGE(steps.ok(), (steps.ok() ? "" : steps.error().message));
       bool s8 = false;
@@ -296,10 +295,8 @@ func @L.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
     std::map<std::string, std::int64_t> bind = {{"M", M}, {"K", K}, {"N", N}};
     auto spec = passes::specialize_function(ir::unwrap(m8), "L.forward.bwd", bind, true);
     REQUIRE(spec.ok());
-    auto target = make_x86_target();
     passes::PipelineOptions po;
-    po.target = target->info();
-    REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+    REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2), po).ok());
     auto steps = describe_code(spec.value(), "L.forward.bwd", "avx2", 1);
     REQUIRE(steps.ok());
     bool s8u = false;

@@ -419,8 +419,7 @@ TEST_CASE("matmul: a BitLinear backward runs its dense matmuls as kernels throug
       REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? "" : spec.error().message));
       auto target = make_x86_target();
       passes::PipelineOptions po;
-      po.target = target->info();
-      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+      REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2), po).ok());
       auto steps = describe_code(spec.value(), "L.forward.bwd", isa_name(isa), 2);
       REQUIRE_MESSAGE(steps.ok(), (steps.ok() ? "" : steps.error().message));
       int kernels = 0;

@@ -294,10 +294,8 @@ TEST_CASE("x86 target: describe_code generates code for every ISA, runnable here
   std::map<std::string, std::int64_t> b = {{"BitLinear.M", 2}, {"BitLinear.K", 64}, {"BitLinear.N", 16}};
   auto spec = passes::specialize_function(m.value(), "BitLinear.forward", b, true);
   REQUIRE_MESSAGE(spec.ok(), (spec.ok() ? "" : spec.error().message));
-  auto target = targets::make_x86_target();
   passes::PipelineOptions po;
-  po.target = target->info();
-  REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2, po.target), po).ok());
+  REQUIRE(passes::run_pipeline(spec.value(), passes::default_pipeline(passes::OptLevel::O2), po).ok());
   for (targets::x86::Isa isa : targets::x86::kAllIsas) {
     CAPTURE(targets::x86::isa_name(isa));
     auto steps = targets::x86::describe_code(spec.value(), "BitLinear.forward", targets::x86::isa_name(isa), 1);
