@@ -135,18 +135,18 @@ class Gen {
 
   // The implementation of one lowered step: void impl(ptr noalias ops..., results...,
   // tmp, par), par the host's ParallelArgs (null: one thread).
-  llvm::Function* step_impl(const ProgramStep& s);
+  llvm::Function* step_impl(const PlanStep& s);
 
   /// When `cond` holds at run time: writes the record {what, values...} (i64) to the
   /// step's error record and returns 1 from the step (RunError, program.h).
   void fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Value*>& values);
 
   // The external wrapper tj_op_<n>(void* const* ptrs).
-  void step_wrapper(const ProgramStep& s, llvm::Function* impl);
+  void step_wrapper(const PlanStep& s, llvm::Function* impl);
 
   std::vector<std::int64_t> ext(ir::ValueId v) const { return extents_of(f_.type_of(v)); }
 
-  void body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
+  void body(const PlanStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
             const std::vector<llvm::Value*>& out, llvm::Value* tmp, llvm::Value* par);
 
   struct Operand2d {
@@ -316,7 +316,7 @@ class Gen {
   llvm::Value* one_thread();
 
   // The whole-function entry: pointers of every location, each step's impl, the copies.
-  void entry(const Program& p, const std::string& name, const std::vector<llvm::Function*>& impls,
+  void entry(const FunctionPlan& p, const std::string& name, const std::vector<llvm::Function*>& impls,
              const std::vector<llvm::GlobalVariable*>* globals);
 
  private:
