@@ -285,6 +285,17 @@ class Gen {
   /// Runs task_fn(ctx, i) for i < min(par threads, max_tasks) (inline for one task),
   /// ctx = [ptrs..., number of tasks] (i64 slots).
   void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);
+  /// What a step's `par` argument gives a parallel step: the pool's run function (null:
+  /// no pool), the pool, and the threads to split for (1 without a pool or below 1).
+  struct TaskPool {
+    llvm::Value* run;
+    llvm::Value* pool;
+    llvm::Value* threads;
+  };
+  TaskPool task_pool(llvm::Value* par);
+  /// Runs task_fn(cx, i) for i < ntask: inline (i = 0) when ntask <= 1, else through the
+  /// pool's run function; the insert point is then after the tasks.
+  void run_tasks(const TaskPool& tp, llvm::Function* task_fn, llvm::Value* cx, llvm::Value* ntask);
 
   // ---- codegen_decoder.cpp: the decoder ops (ir/interpret_decoder.cpp's arithmetic).
   /// The i32 scalar `pos` as i64; a negative one stops the call (RunError::NegativePos).
