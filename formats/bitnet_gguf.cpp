@@ -101,7 +101,7 @@ GgufTensorSource norm_tensor(std::string name, std::int64_t n, std::uint64_t see
 
 }  // namespace
 
-BitNetConfig BitNetConfig::tiny() {
+BitNetConfig tiny_bitnet_config() {
   BitNetConfig c;
   c.blocks = 2;
   c.hidden = 256;
@@ -125,7 +125,7 @@ Result<void> check_bitnet_config(const BitNetConfig& c) {
     if (v <= 0 || v > (std::int64_t{1} << 31)) return bad(std::string(name) + " = " + std::to_string(v) + " is out of range");
   if (c.heads % c.kv_heads != 0)
     return bad("head_count " + std::to_string(c.heads) + " is not a multiple of head_count_kv " + std::to_string(c.kv_heads));
-  if (c.hidden % c.heads != 0 || c.head_dim() % 2 != 0)
+  if (c.hidden % c.heads != 0 || bitnet_head_dim(c) % 2 != 0)
     return bad("embedding_length " + std::to_string(c.hidden) + " / head_count " + std::to_string(c.heads) +
                " is not an even head dimension");
   if (c.hidden % kQK != 0 || c.ffn % kQK != 0)
@@ -161,7 +161,7 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
     if (!act.ok()) return invalid(act.error().message);
     if (act.value() != "relu2" && act.value() != "silu")
       return invalid("bitnet.hidden_activation is '" + act.value() + "': ternjit runs 'relu2' and 'silu'");
-    c.silu = act.value() == "silu";
+    c.ffn_activation = act.value() == "silu" ? BitNetActivation::Silu : BitNetActivation::Relu2;
   }
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != GgufValueType::Array) return invalid("no tokenizer.ggml.tokens array (the vocabulary)");
@@ -181,11 +181,11 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
   md.push_back(kv_u32("bitnet.feed_forward_length", static_cast<std::uint64_t>(c.ffn)));
   md.push_back(kv_u32("bitnet.attention.head_count", static_cast<std::uint64_t>(c.heads)));
   md.push_back(kv_u32("bitnet.attention.head_count_kv", static_cast<std::uint64_t>(c.kv_heads)));
-  md.push_back(kv_u32("bitnet.rope.dimension_count", static_cast<std::uint64_t>(c.head_dim())));
+  md.push_back(kv_u32("bitnet.rope.dimension_count", static_cast<std::uint64_t>(bitnet_head_dim(c))));
   md.push_back(kv_f32("bitnet.rope.freq_base", c.rope_theta));
   md.push_back(kv_f32("bitnet.attention.layer_norm_rms_epsilon", c.rms_eps));
   md.push_back(kv_u32("bitnet.vocab_size", static_cast<std::uint64_t>(c.vocab)));
-  md.push_back(kv_str("bitnet.hidden_activation", c.silu ? "silu" : "relu2"));
+  md.push_back(kv_str("bitnet.hidden_activation", c.ffn_activation == BitNetActivation::Silu ? "silu" : "relu2"));
   md.push_back(kv_str("tokenizer.ggml.model", "gpt2"));
   GgufValue tokens, types, merges;
   tokens.type = types.type = merges.type = GgufValueType::Array;
@@ -226,7 +226,7 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
     ts.push_back(std::move(e));
   }
   ts.push_back(norm_tensor("output_norm.weight", c.hidden, seed, index()));
-  const std::int64_t e = c.hidden, q = c.heads * c.head_dim(), kv = c.kv_heads * c.head_dim(), f = c.ffn;
+  const std::int64_t e = c.hidden, q = c.heads * bitnet_head_dim(c), kv = c.kv_heads * bitnet_head_dim(c), f = c.ffn;
   for (std::int64_t i = 0; i < c.blocks; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     ts.push_back(norm_tensor(b + "attn_norm.weight", e, seed, index()));

@@ -17,32 +17,20 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "ternjit/bitnet.h"
 #include "ternjit/result.h"
 
 namespace ternjit::formats {
 
-/// A BitNet b1.58 decoder's shape (llama.cpp `bitnet` metadata).
-struct BitNetConfig {
-  std::int64_t blocks = 30;        ///< bitnet.block_count
-  std::int64_t hidden = 2560;      ///< bitnet.embedding_length (E)
-  std::int64_t heads = 20;         ///< bitnet.attention.head_count (HQ)
-  std::int64_t kv_heads = 5;       ///< bitnet.attention.head_count_kv (HKV)
-  std::int64_t ffn = 6912;         ///< bitnet.feed_forward_length (F)
-  std::int64_t vocab = 128256;     ///< the number of tokenizer.ggml.tokens (V)
-  std::int64_t context = 4096;     ///< bitnet.context_length
-  double rope_theta = 500000.0;    ///< bitnet.rope.freq_base
-  double rms_eps = 1e-5;           ///< bitnet.attention.layer_norm_rms_epsilon
-  /// bitnet.hidden_activation: true "silu" (llama.cpp's `bitnet` graph), false "relu2" (the
-  /// published 2B4T, and what a file without the key means here).
-  bool silu = false;
-  /// The head dimension D = E / HQ.
-  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
-  /// The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T): the defaults.
-  static BitNetConfig b2b4t() { return {}; }
-  /// A small configuration for tests: 2 blocks, E 256, 4/2 heads of 64, F 512, V 50
-  /// (TQ2_0 blocks are 256 values along K, so E, HQ*D and F are multiples of 256).
-  static BitNetConfig tiny();
-};
+// The configuration is the public ternjit::BitNetConfig (ternjit/bitnet.h: plain data,
+// the 2B4T model by default), named here unqualified.
+
+/// The head dimension D = E / HQ of `c`.
+inline std::int64_t bitnet_head_dim(const BitNetConfig& c) { return c.hidden / c.heads; }
+
+/// A small configuration for tests: 2 blocks, E 256, 4/2 heads of 64, F 512, V 50,
+/// context 64 (TQ2_0 blocks are 256 values along K, so E, HQ*D and F are multiples of 256).
+BitNetConfig tiny_bitnet_config();
 
 /// Success when `c` can be written and run: every count positive, HQ % HKV == 0, E % HQ
 /// == 0, D even (RoPE pairs), E, HQ*D and F multiples of 256 (TQ2_0 blocks along K), V
@@ -59,7 +47,7 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file);
 /// in memory at a time): ternary projections as TQ2_0 with values drawn uniformly from
 /// {-1, 0, 1} and one scale d per tensor in [0.5, 1.5) / sqrt(K), norms in [0.9, 1.1),
 /// an F16 token_embd in [-1, 1), tokens "<t0>" .. "<tV-1>" (tokenizer.ggml.model
-/// "gpt2", no merges), bitnet.hidden_activation "relu2" or "silu" (c.silu), all from `seed`: the same seed writes the same bytes.
+/// "gpt2", no merges), bitnet.hidden_activation "relu2" or "silu" (c.ffn_activation), all from `seed`: the same seed writes the same bytes.
 /// Errors: check_bitnet_config's; IoError.
 Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& c, std::uint64_t seed);
 

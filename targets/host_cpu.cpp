@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <fstream>
 
@@ -13,16 +12,11 @@
 #include <cpuid.h>
 #endif
 
+#include "ir/strings.h"
+
 namespace ternjit::targets {
 
 namespace {
-
-std::string trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
 
 std::string model_from_proc() {
   std::ifstream in("/proc/cpuinfo");
@@ -30,7 +24,7 @@ std::string model_from_proc() {
   while (std::getline(in, line)) {
     if (line.rfind("model name", 0) != 0) continue;
     auto colon = line.find(':');
-    if (colon != std::string::npos) return trim(line.substr(colon + 1));
+    if (colon != std::string::npos) return std::string(ir::trim(std::string_view(line).substr(colon + 1)));
   }
   return {};
 }
@@ -46,7 +40,7 @@ std::string model_from_cpuid() {
     __get_cpuid(0x80000002u + leaf, &regs[0], &regs[1], &regs[2], &regs[3]);
     std::memcpy(brand + 16 * leaf, regs, sizeof regs);
   }
-  return trim(brand);
+  return std::string(ir::trim(brand));
 #else
   return {};
 #endif

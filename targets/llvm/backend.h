@@ -45,7 +45,7 @@ struct ParallelArgs {
 /// (RunError, program.h) is at scratch + p.err_offset. When !p.all_lowered there is no
 /// entry; instead every lowered step is `int tj_op_<n>(void* const* ptrs)` (operands,
 /// results, temporary, par, error record), returning 0 or 1 (an error recorded).
-Result<std::string> generate(const ir::Function& f, const Program& p, const std::string& entry,
+Result<std::string> generate(const ir::Function& f, const FunctionPlan& p, const std::string& entry,
                              const std::vector<std::vector<std::uint8_t>>* baked, EmitKind kind,
                              const CodegenOptions& o);
 

@@ -126,7 +126,7 @@ llvm::Value* Gen::apply(Op op, llvm::Value* a, llvm::Value* b) {
   return b_.CreateFPTrunc(r, f32());
 }
 
-llvm::Function* Gen::step_impl(const ProgramStep& s) {
+llvm::Function* Gen::step_impl(const PlanStep& s) {
   const ir::InstData& inst = f_.inst(s.inst);
   const std::size_t n = s.in.size() + s.out.size() + 3;
   auto* ty = llvm::FunctionType::get(i32(), std::vector<llvm::Type*>(n, ptr()), false);
@@ -162,7 +162,7 @@ void Gen::fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Valu
   b_.SetInsertPoint(ok);
 }
 
-void Gen::step_wrapper(const ProgramStep& s, llvm::Function* impl) {
+void Gen::step_wrapper(const PlanStep& s, llvm::Function* impl) {
   auto* fn = llvm::Function::Create(llvm::FunctionType::get(i32(), {ptr()}, false),
                                     llvm::Function::ExternalLinkage, s.symbol, mod_);
   attrs(fn);
@@ -172,7 +172,7 @@ void Gen::step_wrapper(const ProgramStep& s, llvm::Function* impl) {
   b_.CreateRet(b_.CreateCall(impl, args));
 }
 
-void Gen::body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
+void Gen::body(const PlanStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
                const std::vector<llvm::Value*>& out, llvm::Value* tmp, llvm::Value* par) {
   switch (inst.op) {
     case Op::TMatMul:
@@ -344,7 +344,7 @@ llvm::Value* Gen::one_thread() {
   return new llvm::GlobalVariable(mod_, ty, true, llvm::GlobalValue::PrivateLinkage, init, "tj_one_thread");
 }
 
-void Gen::entry(const Program& p, const std::string& name, const std::vector<llvm::Function*>& impls,
+void Gen::entry(const FunctionPlan& p, const std::string& name, const std::vector<llvm::Function*>& impls,
            const std::vector<llvm::GlobalVariable*>* globals) {
   std::vector<llvm::Type*> params = globals ? std::vector<llvm::Type*>{ptr(), ptr()}
                                             : std::vector<llvm::Type*>{ptr(), ptr(), ptr(), ptr()};
@@ -370,8 +370,8 @@ void Gen::entry(const Program& p, const std::string& name, const std::vector<llv
   std::size_t k = 0;
   llvm::Value* err = gep(i8(), scratch, c64(static_cast<std::int64_t>(p.err_offset)));
   for (std::size_t si = 0; si < p.steps.size(); ++si) {
-    const ProgramStep& s = p.steps[si];
-    if (s.kind == ProgramStep::Kind::Copy) {
+    const PlanStep& s = p.steps[si];
+    if (s.kind == PlanStep::Kind::Copy) {
       if (s.copy_bytes) b_.CreateMemMove(where(s.out[0]), llvm::MaybeAlign(1), where(s.in[0]), llvm::MaybeAlign(1), s.copy_bytes);
       continue;
     }
@@ -424,7 +424,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine* tm, passes::OptLevel o) {
 
 }  // namespace
 
-Result<std::string> generate(const ir::Function& f, const Program& p, const std::string& entry_name,
+Result<std::string> generate(const ir::Function& f, const FunctionPlan& p, const std::string& entry_name,
                              const std::vector<std::vector<std::uint8_t>>* baked, EmitKind kind,
                              const CodegenOptions& o) {
   TERNJIT_TRY(Machine mc, make_machine(o));
@@ -434,7 +434,7 @@ Result<std::string> generate(const ir::Function& f, const Program& p, const std:
   mod.setDataLayout(mc.tm->createDataLayout());
   const PanelLayout layout = mc.layout();
   TERNJIT_CHECK(p.group == layout.group && p.lanes == layout.lanes,
-                "llvm: the program's panel layout does not match the target's dot product");
+                "llvm: the plan's panel layout does not match the target's dot product");
   Gen g(ctx, mod, f, mc, layout);
   std::vector<llvm::GlobalVariable*> globals;
   if (baked) {
@@ -448,8 +448,8 @@ Result<std::string> generate(const ir::Function& f, const Program& p, const std:
     }
   }
   std::vector<llvm::Function*> impls;
-  for (const ProgramStep& s : p.steps) {
-    if (s.kind != ProgramStep::Kind::Lowered) continue;
+  for (const PlanStep& s : p.steps) {
+    if (s.kind != PlanStep::Kind::Lowered) continue;
     llvm::Function* impl = g.step_impl(s);
     impls.push_back(impl);
     if (!p.all_lowered) g.step_wrapper(s, impl);  // the host runs the steps one by one

@@ -322,15 +322,24 @@ void Gen::matmul_nt(const ir::InstData& inst, llvm::Value* x, llvm::Value* w, ll
 
 void Gen::dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par) {
   // ctx = [ptrs..., tasks]; tasks = min(threads, max_tasks), 1 without a pool (inline).
+  const TaskPool tp = task_pool(par);
+  llvm::Value* ntask = smin(tp.threads, c64(std::max<std::int64_t>(1, max_tasks)));
+  llvm::AllocaInst* cx = local(llvm::ArrayType::get(i64(), ptrs.size() + 1), "taskctx");
+  for (std::size_t k = 0; k < ptrs.size(); ++k) st(ptrs[k], cx, c64(static_cast<std::int64_t>(k)));
+  b_.CreateStore(ntask, gep(i64(), cx, c64(static_cast<std::int64_t>(ptrs.size()))));
+  run_tasks(tp, task_fn, cx, ntask);
+}
+
+Gen::TaskPool Gen::task_pool(llvm::Value* par) {
   llvm::Value* run = b_.CreateLoad(ptr(), par);
   llvm::Value* pool = b_.CreateLoad(ptr(), gep(ptr(), par, c64(1)));
   llvm::Value* thr = b_.CreateLoad(i64(), gep(i64(), par, c64(2)));
   llvm::Value* run_null = b_.CreateICmpEQ(run, llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)));
   llvm::Value* T = b_.CreateSelect(b_.CreateOr(run_null, b_.CreateICmpSLT(thr, c64(1))), c64(1), thr);
-  llvm::Value* ntask = smin(T, c64(std::max<std::int64_t>(1, max_tasks)));
-  llvm::AllocaInst* cx = local(llvm::ArrayType::get(i64(), ptrs.size() + 1), "taskctx");
-  for (std::size_t k = 0; k < ptrs.size(); ++k) st(ptrs[k], cx, c64(static_cast<std::int64_t>(k)));
-  b_.CreateStore(ntask, gep(i64(), cx, c64(static_cast<std::int64_t>(ptrs.size()))));
+  return {run, pool, T};
+}
+
+void Gen::run_tasks(const TaskPool& tp, llvm::Function* task_fn, llvm::Value* cx, llvm::Value* ntask) {
   llvm::Function* fn = b_.GetInsertBlock()->getParent();
   llvm::BasicBlock* serial = llvm::BasicBlock::Create(ctx_, "serial", fn);
   llvm::BasicBlock* pooled = llvm::BasicBlock::Create(ctx_, "pooled", fn);
@@ -341,7 +350,7 @@ void Gen::dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptr
   b_.CreateBr(done);
   b_.SetInsertPoint(pooled);
   auto* run_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr(), ptr(), ptr(), i64()}, false);
-  b_.CreateCall(run_ty, run, {pool, task_fn, cx, ntask});
+  b_.CreateCall(run_ty, tp.run, {tp.pool, task_fn, cx, ntask});
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }

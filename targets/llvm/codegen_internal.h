@@ -135,18 +135,18 @@ class Gen {
 
   // The implementation of one lowered step: void impl(ptr noalias ops..., results...,
   // tmp, par), par the host's ParallelArgs (null: one thread).
-  llvm::Function* step_impl(const ProgramStep& s);
+  llvm::Function* step_impl(const PlanStep& s);
 
   /// When `cond` holds at run time: writes the record {what, values...} (i64) to the
   /// step's error record and returns 1 from the step (RunError, program.h).
   void fail_if(llvm::Value* cond, RunError what, const std::vector<llvm::Value*>& values);
 
   // The external wrapper tj_op_<n>(void* const* ptrs).
-  void step_wrapper(const ProgramStep& s, llvm::Function* impl);
+  void step_wrapper(const PlanStep& s, llvm::Function* impl);
 
   std::vector<std::int64_t> ext(ir::ValueId v) const { return extents_of(f_.type_of(v)); }
 
-  void body(const ProgramStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
+  void body(const PlanStep& s, const ir::InstData& inst, const std::vector<llvm::Value*>& in,
             const std::vector<llvm::Value*>& out, llvm::Value* tmp, llvm::Value* par);
 
   struct Operand2d {
@@ -285,6 +285,17 @@ class Gen {
   /// Runs task_fn(ctx, i) for i < min(par threads, max_tasks) (inline for one task),
   /// ctx = [ptrs..., number of tasks] (i64 slots).
   void dispatch(llvm::Function* task_fn, const std::vector<llvm::Value*>& ptrs, std::int64_t max_tasks, llvm::Value* par);
+  /// What a step's `par` argument gives a parallel step: the pool's run function (null:
+  /// no pool), the pool, and the threads to split for (1 without a pool or below 1).
+  struct TaskPool {
+    llvm::Value* run;
+    llvm::Value* pool;
+    llvm::Value* threads;
+  };
+  TaskPool task_pool(llvm::Value* par);
+  /// Runs task_fn(cx, i) for i < ntask: inline (i = 0) when ntask <= 1, else through the
+  /// pool's run function; the insert point is then after the tasks.
+  void run_tasks(const TaskPool& tp, llvm::Function* task_fn, llvm::Value* cx, llvm::Value* ntask);
 
   // ---- codegen_decoder.cpp: the decoder ops (ir/interpret_decoder.cpp's arithmetic).
   /// The i32 scalar `pos` as i64; a negative one stops the call (RunError::NegativePos).
@@ -316,7 +327,7 @@ class Gen {
   llvm::Value* one_thread();
 
   // The whole-function entry: pointers of every location, each step's impl, the copies.
-  void entry(const Program& p, const std::string& name, const std::vector<llvm::Function*>& impls,
+  void entry(const FunctionPlan& p, const std::string& name, const std::vector<llvm::Function*>& impls,
              const std::vector<llvm::GlobalVariable*>* globals);
 
  private:

@@ -381,11 +381,8 @@ void Gen::tmatmul_packed(const ir::InstData& inst, const std::vector<llvm::Value
   }
   // 4. split and dispatch: nc column chunks (<= panels) x nr row chunks, about one per thread.
   b_.SetInsertPoint(impl_block);
-  llvm::Value* run = b_.CreateLoad(ptr(), par);
-  llvm::Value* pool = b_.CreateLoad(ptr(), gep(ptr(), par, c64(1)));
-  llvm::Value* thr = b_.CreateLoad(i64(), gep(i64(), par, c64(2)));
-  llvm::Value* run_null = b_.CreateICmpEQ(run, llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)));
-  llvm::Value* T = b_.CreateSelect(b_.CreateOr(run_null, b_.CreateICmpSLT(thr, c64(1))), c64(1), thr);
+  const TaskPool tp = task_pool(par);
+  llvm::Value* T = tp.threads;
   llvm::Value* nc = smin(T, c64(P));
   llvm::Value* nr = smin(c64(U), b_.CreateSDiv(b_.CreateAdd(T, b_.CreateSub(nc, c64(1))), nc));
   llvm::Value* ntask = b_.CreateMul(nc, nr);
@@ -396,19 +393,7 @@ void Gen::tmatmul_packed(const ir::InstData& inst, const std::vector<llvm::Value
   for (std::size_t k = 0; k < epi.size(); ++k) st(in[epi[k].operand], cx, c64(static_cast<std::int64_t>(3 + k)));
   b_.CreateStore(nc, gep(i64(), cx, c64(static_cast<std::int64_t>(nptr))));
   b_.CreateStore(nr, gep(i64(), cx, c64(static_cast<std::int64_t>(nptr + 1))));
-  llvm::Function* fn = impl_block->getParent();
-  llvm::BasicBlock* serial = llvm::BasicBlock::Create(ctx_, "serial", fn);
-  llvm::BasicBlock* pooled = llvm::BasicBlock::Create(ctx_, "pooled", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "dispatched", fn);
-  b_.CreateCondBr(b_.CreateICmpSLE(ntask, c64(1)), serial, pooled);
-  b_.SetInsertPoint(serial);
-  b_.CreateCall(task_fn, {cx, c64(0)});
-  b_.CreateBr(done);
-  b_.SetInsertPoint(pooled);
-  auto* run_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr(), ptr(), ptr(), i64()}, false);
-  b_.CreateCall(run_ty, run, {pool, task_fn, cx, ntask});
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
+  run_tasks(tp, task_fn, cx, ntask);
 }
 
 }  // namespace ternjit::targets::llvmjit

@@ -121,13 +121,13 @@ bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const Panel
          f.type_of(inst.operands[1]).elem == ElemKind::T2 && std::get<ir::TMatMulAttrs>(inst.attrs).group == 0;
 }
 
-Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
+Result<FunctionPlan> analyze(const ir::Function& f, const PanelLayout& layout) {
   TERNJIT_TRY_VOID(program_supported(f));
   const int group = layout.group;
   // The shared walk decides slots, load-time values, aliases and copies; this adds the
   // weight panels and column sums and decides what is lowered.
   const StepPlan plan = plan_steps(f);
-  Program p;
+  FunctionPlan p;
   p.group = group;
   p.lanes = layout.lanes;
   p.n_in = plan.in_bytes.size();
@@ -142,11 +142,11 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
   ir::FunctionNames names(f);
   int lowered = 0;
   for (const PlannedStep& ps : plan.steps) {
-    ProgramStep s;
+    PlanStep s;
     s.in = ps.in;
     s.out = ps.out;
     if (ps.kind == PlannedStep::Kind::Copy) {
-      s.kind = ProgramStep::Kind::Copy;
+      s.kind = PlanStep::Kind::Copy;
       s.copy_bytes = ps.bytes;
       s.summary = "result " + std::to_string(ps.ret_index) + " = " +
                   names.value(f.inst(f.insts(f.entry()).back()).operands[ps.ret_index]);
@@ -204,7 +204,7 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
       top = align_up(top + static_cast<std::size_t>(kAttentionTasks * 8 * (c.shape[1].extent + c.shape[3].extent)) + kAlign);
     }
     if (lower) {
-      s.kind = ProgramStep::Kind::Lowered;
+      s.kind = PlanStep::Kind::Lowered;
       s.symbol = "tj_op_" + std::to_string(lowered++);
       if (inst.op == Op::TMatMul) {  // the activations repacked as [M, Kp] (int8 paths), packed: their row sums next
         s.tmp_offset = top;
@@ -212,7 +212,7 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
         if (s.packed) top = align_up(top + static_cast<std::size_t>(4 * tM) + kAlign);
       }
     } else {
-      s.kind = ProgramStep::Kind::Reference;
+      s.kind = PlanStep::Kind::Reference;
       p.all_lowered = false;
     }
     p.steps.push_back(std::move(s));
@@ -225,12 +225,12 @@ Result<Program> analyze(const ir::Function& f, const PanelLayout& layout) {
 
 namespace {
 
-// The load-time values the program reads: those of the const slots it reads (and does not
+// The load-time values the plan reads: those of the const slots it reads (and does not
 // take from a pack cache). evaluate_load_time adds what they are computed from; a value no
 // step reads (the transpose of a head matrix read as stored, the f32 form of a weight read
 // as panels) is never evaluated, so loading a model does not build a transposed copy of
 // its embedding.
-std::vector<bool> needed_load_time(const StepPlan& plan, const Program& p, const std::vector<bool>& used,
+std::vector<bool> needed_load_time(const StepPlan& plan, const FunctionPlan& p, const std::vector<bool>& used,
                                    const std::vector<bool>* skip) {
   std::vector<bool> need(plan.load_time.size(), false);
   for (std::size_t slot = 0; slot < p.consts.size(); ++slot)
@@ -262,7 +262,7 @@ std::string run_error_message(const ir::Function& f, InstId i, const std::int64_
   return op + ": run-time error " + s(record[0]);
 }
 
-std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const FunctionPlan& p, std::size_t slot,
                                              const ir::ParamValues& params) {
   const ConstSlot& c = p.consts.at(slot);
   if (c.form != ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return std::nullopt;
@@ -276,7 +276,7 @@ std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Progra
   return it->second;
 }
 
-std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) {
+std::string pack_key(const ir::Function& f, const FunctionPlan& p, std::size_t slot) {
   const ConstSlot& c = p.consts.at(slot);
   if (c.form == ConstSlot::Form::Value || f.value(c.value).def != ir::ValueDef::InstResult) return "";
   const ir::InstData& def = f.inst(f.value(c.value).inst);
@@ -292,7 +292,7 @@ std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot) 
   return "";
 }
 
-Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
+Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const FunctionPlan& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing,
                                                            const std::vector<bool>* skip) {
   // Parameters stay in their stored form (sharing the bound bytes); computed values are
@@ -301,7 +301,7 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
   // A slot no step reads (a weight whose tmatmuls read its panel) stays empty: the
   // kernel would otherwise hold an int8 copy of every ternary weight (4x its packed bytes).
   std::vector<bool> used(p.consts.size(), false);
-  for (const ProgramStep& s : p.steps)
+  for (const PlanStep& s : p.steps)
     for (const Loc& l : s.in)
       if (l.kind == LocKind::Const) used[l.index] = true;
   std::vector<bool> need = needed_load_time(plan, p, used, skip);

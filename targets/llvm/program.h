@@ -40,7 +40,7 @@
 namespace ternjit::targets::llvmjit {
 
 /// Where a value's bytes are during a call (the shared plan's slots; Const indexes the
-/// program's const slots: the load-time values in plan order, then panels and column sums).
+/// plan's const slots: the load-time values in plan order, then panels and column sums).
 using LocKind = SlotKind;
 using Loc = Slot;
 
@@ -138,7 +138,7 @@ inline constexpr std::int64_t kAttentionTasks = 8;
 inline constexpr std::size_t kErrorRecordBytes = 32;
 
 /// One step of a call.
-struct ProgramStep {
+struct PlanStep {
   enum class Kind : std::uint8_t { Lowered, Reference, Copy } kind = Kind::Lowered;
   ir::InstId inst;               ///< the instruction (Lowered, Reference)
   std::vector<Loc> in;           ///< operands (Lowered tmatmul: the weight is its panel, its column sums last
@@ -153,11 +153,11 @@ struct ProgramStep {
 };
 
 /// The plan of one function.
-struct Program {
+struct FunctionPlan {
   std::size_t n_in = 0, n_out = 0;
   std::vector<std::size_t> in_bytes, out_bytes;
   std::vector<ConstSlot> consts;
-  std::vector<ProgramStep> steps;
+  std::vector<PlanStep> steps;
   std::size_t scratch_bytes = 0;
   std::size_t err_offset = 0;  ///< the steps' error record in the scratch (kErrorRecordBytes)
   bool all_lowered = true;  ///< no Reference step: the whole function is one LLVM entry
@@ -178,7 +178,7 @@ Result<void> program_supported(const ir::Function& f);
 bool packed_tmatmul(const ir::Function& f, const ir::InstData& inst, const PanelLayout& layout);
 
 /// Plans `f` (see the file comment) with weight panels laid out as `layout` says.
-Result<Program> analyze(const ir::Function& f, const PanelLayout& layout);
+Result<FunctionPlan> analyze(const ir::Function& f, const PanelLayout& layout);
 
 /// The message of run-time error `record` (RunError and its values) of instruction `i`,
 /// worded as ir/interpret.cpp words it.
@@ -194,7 +194,7 @@ std::size_t bytes_of(const ir::Type& t);
 /// `zeros_for_missing`, an unbound parameter reads as zeros (emitting text only). Slots
 /// no step reads, and slots with `skip[slot]` set (their bytes come from elsewhere: a
 /// Program's pack cache), are left empty.
-Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const Program& p,
+Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f, const FunctionPlan& p,
                                                            const ir::ParamValues& params, bool zeros_for_missing,
                                                            const std::vector<bool>* skip = nullptr);
 
@@ -203,12 +203,12 @@ Result<std::vector<std::vector<std::uint8_t>>> const_bytes(const ir::Function& f
 /// any kind but t2 (whose stored codes are packed). Copies share the bytes, so a kernel
 /// holding it reads a 656 MB embedding without copying it. Otherwise nullopt (the slot's
 /// bytes come from const_bytes, which also reports a missing or mismatched parameter).
-std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const Program& p, std::size_t slot,
+std::optional<ir::StoredTensor> stored_param(const ir::Function& f, const FunctionPlan& p, std::size_t slot,
                                              const ir::ParamValues& params);
 
 /// What identifies a weight panel slot across the specializations of one Program (the
 /// same parameter in the same layout), or "" for slots that are not shared: values, and
 /// panels of computed (non-parameter) weights.
-std::string pack_key(const ir::Function& f, const Program& p, std::size_t slot);
+std::string pack_key(const ir::Function& f, const FunctionPlan& p, std::size_t slot);
 
 }  // namespace ternjit::targets::llvmjit

@@ -20,13 +20,7 @@
 // is an InvalidInput error naming the op, with nothing written. Run-time rows: layernorm,
 // rope and rank-2 causal_softmax honour them (their axis 0 is the rows axis); attention
 // refuses (row analysis refuses it too: its pos + M <= C check needs the call's M).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "targets/x86/intrinsics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,15 +19,7 @@
 // slice/concat off axis 0 honour them (their result's axis 0 is the rows axis, the
 // operand's axis 0 too or broadcast); a transpose does when it keeps axis 0 first; else
 // (and kv_write always: row analysis refuses it) the plan is Unsupported.
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as an unused merge source, which
-// -Wuninitialized / -Wmaybe-uninitialized report (a false positive; as matmul_s8.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "targets/x86/intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

@@ -16,15 +16,7 @@
 // NaN and Inf propagate. The tiles' fixed-count loops are unrolled by pragma: GCC -O2 leaves
 // an 8-iteration loop over arrays of vectors rolled, and the accumulators then live in memory
 // (the M = 1 GEMV ran at 0.65 of a streaming read instead of ~0.8).
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as an unused merge source, which
-// -Wuninitialized / -Wmaybe-uninitialized report (a false positive; as matmul_s8.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "targets/x86/intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

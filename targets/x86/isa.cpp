@@ -5,11 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include <xbyak/xbyak_util.h>
+
+#include "ir/strings.h"
 
 namespace ternjit::targets::x86 {
 
@@ -19,12 +20,6 @@ namespace {
 // AMX tile data component number (XFEATURE_XTILEDATA).
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
 
 IsaSupport detect() {
   using Xbyak::util::Cpu;
@@ -63,7 +58,7 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = ir::lower(name);
   for (Isa isa : kAllIsas)
     if (n == isa_name(isa)) return isa;
   if (n == "avxvnni" || n == "avx-vnni") return Isa::AvxVnni;

@@ -28,18 +28,9 @@
 #include <cstring>
 #include <vector>
 
+#include "targets/x86/intrinsics.h"
 #include "targets/x86/jit_code.h"
 #include "targets/x86/matmul.h"
-
-// GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the unused
-// merge source, which -Wuninitialized / -Wmaybe-uninitialized report (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace ternjit::targets::x86 {
 

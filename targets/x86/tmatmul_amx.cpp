@@ -161,6 +161,9 @@ class AmxGen {
   void tile_store(int t, const Reg64& base, int disp, const Reg64& stride);
   void tile_zero(int t);
   void tile_dp(int c, int a, int b);
+  // Emulation: tile t's 16 rows of 64 bytes from (to_tile) or to memory, as tile_load
+  // and tile_store address it.
+  void tile_copy(int t, const Reg64& base, int disp, const Reg64& stride, bool to_tile);
   // Emulation: the tile file address of tile t, row 0, into `dst`.
   void tile_addr(const Reg64& dst, int t) {
     a_.mov(dst, a_.ptr[rArgs + offsetof(AmxCall, tiles)]);
@@ -178,18 +181,7 @@ void AmxGen::tile_load(int t, const Reg64& base, int disp, const Reg64& stride) 
     a_.tileloadd(Tmm(t), a_.ptr[base + stride + disp]);
     return;
   }
-  // Registers free here: rT2 (the K loop counter is kept on the stack across this).
-  a_.push(rT2);
-  a_.push(rT1);
-  a_.lea(rT2, a_.ptr[base + disp]);
-  tile_addr(rT1, t);
-  for (int r = 0; r < 16; ++r) {
-    a_.vmovdqu64(Zmm(31), a_.ptr[rT2]);
-    a_.vmovdqu64(a_.ptr[rT1 + r * 64], Zmm(31));
-    a_.add(rT2, stride);
-  }
-  a_.pop(rT1);
-  a_.pop(rT2);
+  tile_copy(t, base, disp, stride, true);
 }
 
 void AmxGen::tile_store(int t, const Reg64& base, int disp, const Reg64& stride) {
@@ -197,13 +189,23 @@ void AmxGen::tile_store(int t, const Reg64& base, int disp, const Reg64& stride)
     a_.tilestored(a_.ptr[base + stride + disp], Tmm(t));
     return;
   }
+  tile_copy(t, base, disp, stride, false);
+}
+
+void AmxGen::tile_copy(int t, const Reg64& base, int disp, const Reg64& stride, bool to_tile) {
+  // Registers free here: rT2 (the K loop counter is kept on the stack across this).
   a_.push(rT2);
   a_.push(rT1);
   a_.lea(rT2, a_.ptr[base + disp]);
   tile_addr(rT1, t);
   for (int r = 0; r < 16; ++r) {
-    a_.vmovdqu64(Zmm(31), a_.ptr[rT1 + r * 64]);
-    a_.vmovdqu64(a_.ptr[rT2], Zmm(31));
+    if (to_tile) {
+      a_.vmovdqu64(Zmm(31), a_.ptr[rT2]);
+      a_.vmovdqu64(a_.ptr[rT1 + r * 64], Zmm(31));
+    } else {
+      a_.vmovdqu64(Zmm(31), a_.ptr[rT1 + r * 64]);
+      a_.vmovdqu64(a_.ptr[rT2], Zmm(31));
+    }
     a_.add(rT2, stride);
   }
   a_.pop(rT1);

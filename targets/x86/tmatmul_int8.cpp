@@ -187,63 +187,110 @@ float finish_one(const TMatMulProblem& p, const TMatMulArgs& a, std::uint32_t ac
   return v;
 }
 
-// Emits one micro-kernel for `mb` rows into `g`.
-void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& c, const Shape& s, int mb) {
-  using namespace Xbyak::util;
-  using Xbyak::Reg64;
-  auto vec = [&](int i) -> Xbyak::Xmm {
+// One micro-kernel for `mb` rows being emitted into `g` (emit_microkernel): the vector
+// register plan (vregs_base), the general registers, and the emitters of its parts in
+// code order. Accumulator q of row m (group q / F, field q % F) is register m * F * groups + q.
+struct MicroEmitter {
+  MicroEmitter(JitCode& code, const TMatMulProblem& problem, const TMatMulConfig& config, const Shape& shape,
+               int rows);
+
+  void prologue();
+  void k_loops();
+  void step(int u);
+  void dots(int gi, int u, int f, const Xbyak::Xmm& src);
+  void unscale_fields();
+  void store();
+  void store_f32();
+  void store_raw();
+  void constant_pool();
+
+  Xbyak::Xmm vec(int i) const {
     if (c.vector_bits == 512) return Xbyak::Zmm(i);
     return Xbyak::Ymm(i);
-  };
-  const int F = s.fields;
-  const int accs = mb * F * s.groups;
-  auto acc = [&](int m, int q) { return vec(m * F * s.groups + q); };
-  const Xbyak::Xmm V = vec(accs), U = vec(accs + 1);
-  int next = accs + 2;
-  const Xbyak::Xmm T = vec(s.path == DotPath::Maddubs ? next : 0);
-  const Xbyak::Xmm ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
-  if (s.path == DotPath::Maddubs) next += 2;
-  // Base3: the reduce table (2 vectors) and the code table (2 vectors).
-  const Xbyak::Xmm TAB[4] = {vec(s.base3 ? next : 0), vec(s.base3 ? next + 1 : 0), vec(s.base3 ? next + 2 : 0),
-                             vec(s.base3 ? next + 3 : 0)};
-  if (s.base3) next += 4;
-  int bx0 = next;
-  auto bx = [&](int m) { return vec(bx0 + m); };
-  const bool bx_regs = s.path != DotPath::VnniEvex || evex_bx_in_regs(s, mb);
-  const bool mregs = masks_in_regs(s, mb);
-  const int mask0 = s.path == DotPath::VnniEvex ? next : next + mb;  // VnniEvex: masks before its optional broadcasts
-  if (s.path == DotPath::VnniEvex) bx0 = mask0 + num_masks(s);
-  Xbyak::Label consts;
+  }
+  Xbyak::Xmm acc(int m, int q) const { return vec(m * F * s.groups + q); }
+  Xbyak::Xmm bx(int m) const { return vec(bx0 + m); }
+  void vand(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void and_mask(const Xbyak::Xmm& d, const Xbyak::Xmm& a, int f);
+  void vzero(const Xbyak::Xmm& d);
+  void vload(const Xbyak::Xmm& d, const Xbyak::Address& a);
 
-  auto vand = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
-    if (s.evex) g.vpandd(d, a, b);
-    else g.vpand(d, a, b);
-  };
-  // d = a & mask f: the mask from a register, or from the constant pool (a broadcast
-  // dword with EVEX, the full-width copy otherwise).
-  auto and_mask = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& a, int f) {
-    if (mregs) vand(d, a, vec(mask0 + f));
-    else if (s.evex) g.vpandd(d, a, g.ptr_b[rip + consts + 64 * f]);
-    else g.vpand(d, a, g.ptr[rip + consts + 64 * f]);
-  };
-  auto vzero = [&](const Xbyak::Xmm& d) {
-    if (s.evex) g.vpxord(d, d, d);
-    else g.vpxor(d, d, d);
-  };
-  auto vload = [&](const Xbyak::Xmm& d, const Xbyak::Address& a) {
-    if (s.evex) g.vmovdqu32(d, a);
-    else g.vmovdqu(d, a);
-  };
-
+  JitCode& g;
+  const TMatMulProblem& p;
+  const TMatMulConfig& c;
+  const Shape& s;
+  const int mb;
+  const int F;     // fields: accumulators per group and row
+  const int accs;  // accumulators: registers 0 .. accs - 1
+  // V the packed vector, U the unpacked field; T and ONES (Maddubs) the int16 temp and
+  // the int16 ones; TAB (Base3) the reduce table (2 vectors) and the code table (2).
+  Xbyak::Xmm V, U, T, ONES, TAB[4];
+  int bx0 = 0;            // the first row broadcast register
+  int mask0 = 0;          // the first field mask register (when mregs)
+  bool bx_regs = false;   // x broadcast into registers (else, VnniEvex, from memory)
+  bool mregs = false;     // the field masks in registers (else read from the pool)
+  Xbyak::Label consts;    // the constant pool
   // General registers: args in rdi; W weights, KO the byte offset into every x row,
   // CNT steps left; the row pointers after them (callee-saved ones pushed).
-  const Reg64 args = rdi, W = rsi, KO = rdx, CNT = rcx;
-  const Reg64 row_regs[] = {r8, r9, r10, r11, rax, rbx, rbp, r12, r13, r14, r15};
-  const Reg64 saved[] = {rbx, rbp, r12, r13, r14, r15};
-  const int nsaved = std::clamp(mb - 5, 0, 6);
-  for (int i = 0; i < nsaved; ++i) g.push(saved[i]);
+  const Xbyak::Reg64 args = Xbyak::util::rdi, W = Xbyak::util::rsi, KO = Xbyak::util::rdx, CNT = Xbyak::util::rcx;
+  const Xbyak::Reg64 row_regs[11] = {Xbyak::util::r8,  Xbyak::util::r9,  Xbyak::util::r10, Xbyak::util::r11,
+                                     Xbyak::util::rax, Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12,
+                                     Xbyak::util::r13, Xbyak::util::r14, Xbyak::util::r15};
+  const Xbyak::Reg64 saved[6] = {Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12,
+                                 Xbyak::util::r13, Xbyak::util::r14, Xbyak::util::r15};
+  const int nsaved;
+  // After the k loops: the raw sums' pointer and row stride.
+  const Xbyak::Reg64 RAW = Xbyak::util::r11, RAWS = Xbyak::util::rax;
+};
 
-  Xbyak::Label loop_main, loop_rem, rem_one, done_k, raw_path, end;
+MicroEmitter::MicroEmitter(JitCode& code, const TMatMulProblem& problem, const TMatMulConfig& config,
+                           const Shape& shape, int rows)
+    : g(code), p(problem), c(config), s(shape), mb(rows), F(shape.fields), accs(rows * shape.fields * shape.groups),
+      nsaved(std::clamp(rows - 5, 0, 6)) {
+  V = vec(accs);
+  U = vec(accs + 1);
+  int next = accs + 2;
+  T = vec(s.path == DotPath::Maddubs ? next : 0);
+  ONES = vec(s.path == DotPath::Maddubs ? next + 1 : 0);
+  if (s.path == DotPath::Maddubs) next += 2;
+  for (int i = 0; i < 4; ++i) TAB[i] = vec(s.base3 ? next + i : 0);
+  if (s.base3) next += 4;
+  bx0 = next;
+  bx_regs = s.path != DotPath::VnniEvex || evex_bx_in_regs(s, mb);
+  mregs = masks_in_regs(s, mb);
+  mask0 = s.path == DotPath::VnniEvex ? next : next + mb;  // VnniEvex: masks before its optional broadcasts
+  if (s.path == DotPath::VnniEvex) bx0 = mask0 + num_masks(s);
+}
+
+void MicroEmitter::vand(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+  if (s.evex) g.vpandd(d, a, b);
+  else g.vpand(d, a, b);
+}
+
+// d = a & mask f: the mask from a register, or from the constant pool (a broadcast
+// dword with EVEX, the full-width copy otherwise).
+void MicroEmitter::and_mask(const Xbyak::Xmm& d, const Xbyak::Xmm& a, int f) {
+  using Xbyak::util::rip;
+  if (mregs) vand(d, a, vec(mask0 + f));
+  else if (s.evex) g.vpandd(d, a, g.ptr_b[rip + consts + 64 * f]);
+  else g.vpand(d, a, g.ptr[rip + consts + 64 * f]);
+}
+
+void MicroEmitter::vzero(const Xbyak::Xmm& d) {
+  if (s.evex) g.vpxord(d, d, d);
+  else g.vpxor(d, d, d);
+}
+
+void MicroEmitter::vload(const Xbyak::Xmm& d, const Xbyak::Address& a) {
+  if (s.evex) g.vmovdqu32(d, a);
+  else g.vmovdqu(d, a);
+}
+
+// Saves the callee-saved row registers, loads the arguments and the constants kept in
+// registers, and zeroes the accumulators.
+void MicroEmitter::prologue() {
+  using Xbyak::util::rip;
+  for (int i = 0; i < nsaved; ++i) g.push(saved[i]);
   g.mov(W, g.ptr[args + offsetof(MicroArgs, x_rows)]);
   for (int m = 0; m < mb; ++m) g.mov(row_regs[m], g.ptr[W + 8 * m]);
   g.mov(W, g.ptr[args + offsetof(MicroArgs, w)]);
@@ -255,62 +302,72 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   if (s.base3)
     for (int i = 0; i < 4; ++i) g.vmovdqu8(TAB[i], g.ptr[rip + consts + kBase3Table + 64 * i]);
   for (int i = 0; i < accs; ++i) vzero(vec(i));
+}
 
-  const int nb = s.step_bytes;
-  auto step = [&](int u) {
-    for (int gi = 0; gi < s.groups; ++gi) {
-      const int wdisp = u * nb + gi * s.group_bytes;
-      if (c.prefetch_bytes > 0 && wdisp % 64 == 0) g.prefetcht0(g.ptr[W + wdisp + c.prefetch_bytes]);
-      vload(V, g.ptr[W + wdisp]);
-      if (bx_regs && gi == 0)
-        for (int m = 0; m < mb; ++m) g.vpbroadcastd(bx(m), g.ptr[row_regs[m] + KO + 4 * u]);
-      auto dots = [&](int f, const Xbyak::Xmm& src) {
-        for (int m = 0; m < mb; ++m) {
-          const Xbyak::Xmm a = acc(m, gi * F + f);
-          switch (s.path) {
-            case DotPath::VnniEvex:
-              if (bx_regs) g.vpdpbusd(a, src, bx(m), Xbyak::EvexEncoding);
-              else g.vpdpbusd(a, src, g.ptr_b[row_regs[m] + KO + 4 * u], Xbyak::EvexEncoding);
-              break;
-            case DotPath::VnniVex: g.vpdpbusd(a, src, bx(m), Xbyak::VexEncoding); break;
-            case DotPath::Maddubs:
-              g.vpmaddubsw(T, U, bx(m));
-              g.vpmaddwd(T, T, ONES);
-              g.vpaddd(a, a, T);
-              break;
-          }
-        }
-      };
-      if (s.base3) {
-        // The fifth field first: the raw base-3 byte (recovered at the end, see the header).
-        dots(4, V);
-        // Then V becomes the 2-bit code byte in place: the bytes >= 128 (k1: the top bit)
-        // become s mod 81 (the reduce table), then every byte < 128 is looked up in the
-        // code table (vpermi2b indexes by bits 0-6).
-        g.vpmovb2m(k1, V);
-        g.vpermi2b(V | k1, TAB[0], TAB[1]);
-        g.vpermi2b(V, TAB[2], TAB[3]);
-      }
-      const Xbyak::Xmm& P = V;  // the 2-bit code bytes
-      for (int f = 0; f < std::min(F, 4); ++f) {
-        if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
-          // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
-          // and the three masked fields are subtracted at the end (exact mod 2^32).
-          // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
-        } else if (s.mask) {
-          and_mask(U, P, f);
-        } else if (f == 0) {
-          and_mask(U, V, 0);
-        } else {
-          // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
-          g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
-          and_mask(U, U, 0);
-        }
-        dots(f, s.mask && f == 0 && s.path != DotPath::Maddubs ? P : U);
-      }
+// The accumulators of field f of group gi += the dot products of `src` with each row's
+// 4 x bytes at step u.
+void MicroEmitter::dots(int gi, int u, int f, const Xbyak::Xmm& src) {
+  for (int m = 0; m < mb; ++m) {
+    const Xbyak::Xmm a = acc(m, gi * F + f);
+    switch (s.path) {
+      case DotPath::VnniEvex:
+        if (bx_regs) g.vpdpbusd(a, src, bx(m), Xbyak::EvexEncoding);
+        else g.vpdpbusd(a, src, g.ptr_b[row_regs[m] + KO + 4 * u], Xbyak::EvexEncoding);
+        break;
+      case DotPath::VnniVex: g.vpdpbusd(a, src, bx(m), Xbyak::VexEncoding); break;
+      case DotPath::Maddubs:
+        g.vpmaddubsw(T, U, bx(m));
+        g.vpmaddwd(T, T, ONES);
+        g.vpaddd(a, a, T);
+        break;
     }
-  };
+  }
+}
 
+// Step u (4 k) of the unrolled body: every group's packed vector, decoded field by field.
+void MicroEmitter::step(int u) {
+  using Xbyak::util::k1;
+  const int nb = s.step_bytes;
+  for (int gi = 0; gi < s.groups; ++gi) {
+    const int wdisp = u * nb + gi * s.group_bytes;
+    if (c.prefetch_bytes > 0 && wdisp % 64 == 0) g.prefetcht0(g.ptr[W + wdisp + c.prefetch_bytes]);
+    vload(V, g.ptr[W + wdisp]);
+    if (bx_regs && gi == 0)
+      for (int m = 0; m < mb; ++m) g.vpbroadcastd(bx(m), g.ptr[row_regs[m] + KO + 4 * u]);
+    if (s.base3) {
+      // The fifth field first: the raw base-3 byte (recovered at the end, see the header).
+      dots(gi, u, 4, V);
+      // Then V becomes the 2-bit code byte in place: the bytes >= 128 (k1: the top bit)
+      // become s mod 81 (the reduce table), then every byte < 128 is looked up in the
+      // code table (vpermi2b indexes by bits 0-6).
+      g.vpmovb2m(k1, V);
+      g.vpermi2b(V | k1, TAB[0], TAB[1]);
+      g.vpermi2b(V, TAB[2], TAB[3]);
+    }
+    const Xbyak::Xmm& P = V;  // the 2-bit code bytes
+    for (int f = 0; f < std::min(F, 4); ++f) {
+      if (s.mask && f == 0 && s.path != DotPath::Maddubs) {
+        // Field 0 takes the whole byte: its accumulator gets S0 + 4 S1 + 16 S2 + 64 S3,
+        // and the three masked fields are subtracted at the end (exact mod 2^32).
+        // Not for vpmaddubsw: a pair of 170 * -128 would saturate int16.
+      } else if (s.mask) {
+        and_mask(U, P, f);
+      } else if (f == 0) {
+        and_mask(U, V, 0);
+      } else {
+        // Word shift: bits of the neighbouring byte move in above the field; the mask drops them.
+        g.vpsrlw(U, V, static_cast<std::uint8_t>(2 * f));
+        and_mask(U, U, 0);
+      }
+      dots(gi, u, f, s.mask && f == 0 && s.path != DotPath::Maddubs ? P : U);
+    }
+  }
+}
+
+// The loops over the steps: k_unroll steps at a time, then one at a time.
+void MicroEmitter::k_loops() {
+  Xbyak::Label loop_main, loop_rem, rem_one, done_k;
+  const int nb = s.step_bytes;
   const int ku = c.k_unroll;
   if (ku > 1) {
     g.cmp(CNT, ku);
@@ -333,41 +390,44 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
   g.dec(CNT);
   g.jnz(rem_one, Xbyak::CodeGenerator::T_NEAR);
   g.L(done_k);
+}
 
-  // MaskDot: accumulator f of a group holds 4^f times the sum (exact, see the header);
-  // on the VNNI paths accumulator 0 also holds the other three fields' scaled sums.
-  if (s.mask) {
-    for (int m = 0; m < mb; ++m) {
-      for (int q = 0; q < F * s.groups; ++q) {
-        if (q % F == 0) {
-          if (s.path != DotPath::Maddubs)
-            for (int f = 1; f < 4; ++f) g.vpsubd(acc(m, q), acc(m, q), acc(m, q + f));
-        } else if (q % F < 4) {
-          g.vpsrad(acc(m, q), acc(m, q), static_cast<std::uint8_t>(2 * (q % F)));
-        }
-      }
-      // Base3: S_4 = (R - S_0 - 3 S_1 - 9 S_2 - 27 S_3) * 81^-1 (mod 2^32).
-      for (int gi = 0; s.base3 && gi < s.groups; ++gi) {
-        const int q0 = gi * F;
-        const Xbyak::Xmm r = acc(m, q0 + 4);
-        g.vpsubd(r, r, acc(m, q0));
-        for (int f = 1; f < 4; ++f) {
-          g.vpmulld(U, acc(m, q0 + f), g.ptr_b[rip + consts + kBase3Consts + 4 * (f - 1)]);
-          g.vpsubd(r, r, U);
-        }
-        g.vpmulld(r, r, g.ptr_b[rip + consts + kBase3Consts + 12]);
+// MaskDot: accumulator f of a group holds 4^f times the sum (exact, see the header);
+// on the VNNI paths accumulator 0 also holds the other three fields' scaled sums.
+void MicroEmitter::unscale_fields() {
+  using Xbyak::util::rip;
+  for (int m = 0; m < mb; ++m) {
+    for (int q = 0; q < F * s.groups; ++q) {
+      if (q % F == 0) {
+        if (s.path != DotPath::Maddubs)
+          for (int f = 1; f < 4; ++f) g.vpsubd(acc(m, q), acc(m, q), acc(m, q + f));
+      } else if (q % F < 4) {
+        g.vpsrad(acc(m, q), acc(m, q), static_cast<std::uint8_t>(2 * (q % F)));
       }
     }
+    // Base3: S_4 = (R - S_0 - 3 S_1 - 9 S_2 - 27 S_3) * 81^-1 (mod 2^32).
+    for (int gi = 0; s.base3 && gi < s.groups; ++gi) {
+      const int q0 = gi * F;
+      const Xbyak::Xmm r = acc(m, q0 + 4);
+      g.vpsubd(r, r, acc(m, q0));
+      for (int f = 1; f < 4; ++f) {
+        g.vpmulld(U, acc(m, q0 + f), g.ptr_b[rip + consts + kBase3Consts + 4 * (f - 1)]);
+        g.vpsubd(r, r, U);
+      }
+      g.vpmulld(r, r, g.ptr_b[rip + consts + kBase3Consts + 12]);
+    }
   }
+}
 
-  // Column of accumulator q within the tile: group q/F, field q%F.
-  auto col = [&](int q) { return (q / F) * s.group + (q % F) * s.lanes; };
-  const Reg64 Y = rsi, RS = rdx, XS = rcx, WS = r8, BIAS = r9, RES = r10, RAW = r11, RAWS = rax;
-  g.mov(RAW, g.ptr[args + offsetof(MicroArgs, raw)]);
-  g.test(RAW, RAW);
-  g.jnz(raw_path, Xbyak::CodeGenerator::T_NEAR);
+// Column of accumulator q within the tile: group q/F, field q%F.
+int column_of(const Shape& s, int q) { return (q / s.fields) * s.group + (q % s.fields) * s.lanes; }
 
-  // The f32 epilogue: V holds the row's broadcast, U the per-tensor w_scale, Z zero.
+// The f32 epilogue: V holds the row's broadcast, U the per-tensor w_scale, Z zero.
+void MicroEmitter::store_f32() {
+  using namespace Xbyak::util;
+  using Xbyak::Reg64;
+  const Reg64 Y = rsi, RS = rdx, XS = rcx, WS = r8, BIAS = r9, RES = r10;
+  auto col = [&](int q) { return column_of(s, q); };
   const Xbyak::Xmm Z = vec(accs + 2);
   g.mov(Y, g.ptr[args + offsetof(MicroArgs, y)]);
   g.mov(RS, g.ptr[args + offsetof(MicroArgs, rowsum)]);
@@ -410,21 +470,37 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
       if (p.residual) g.add(RES, row_bytes);
     }
   }
-  g.jmp(end, Xbyak::CodeGenerator::T_NEAR);
+}
 
-  g.L(raw_path);
+// The raw int32 sums to MicroArgs::raw (RAW, loaded by store()), row by row.
+void MicroEmitter::store_raw() {
   g.mov(RAWS, g.ptr[args + offsetof(MicroArgs, raw_stride)]);
+  const int nq = F * s.groups;
   for (int m = 0; m < mb; ++m) {
-    for (int q = 0; q < nq; ++q) g.vmovups(g.ptr[RAW + 4 * col(q)], acc(m, q));
+    for (int q = 0; q < nq; ++q) g.vmovups(g.ptr[RAW + 4 * column_of(s, q)], acc(m, q));
     if (m + 1 < mb) g.add(RAW, RAWS);
   }
+}
 
+// The tile's results: the raw sums when MicroArgs::raw is set, else the f32 epilogue;
+// then the return.
+void MicroEmitter::store() {
+  Xbyak::Label raw_path, end;
+  g.mov(RAW, g.ptr[args + offsetof(MicroArgs, raw)]);
+  g.test(RAW, RAW);
+  g.jnz(raw_path, Xbyak::CodeGenerator::T_NEAR);
+  store_f32();
+  g.jmp(end, Xbyak::CodeGenerator::T_NEAR);
+  g.L(raw_path);
+  store_raw();
   g.L(end);
   g.vzeroupper();
   for (int i = nsaved; i-- > 0;) g.pop(saved[i]);
   g.ret();
+}
 
-  // The constant pool: the four field masks, 64 bytes each, then int16 ones for vpmaddwd.
+// The constant pool: the four field masks, 64 bytes each, then int16 ones for vpmaddwd.
+void MicroEmitter::constant_pool() {
   g.align(64);
   g.L(consts);
   for (std::uint32_t mask : {0x03030303u, 0x0c0c0c0cu, 0x30303030u, 0xc0c0c0c0u})
@@ -438,6 +514,16 @@ void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& 
     for (int l = 0; l < 128; ++l) g.db(base3_reduce_byte(l));
     for (int j = 0; j < 128; ++j) g.db(base3_code_byte(j));
   }
+}
+
+// Emits one micro-kernel for `mb` rows into `g`.
+void emit_microkernel(JitCode& g, const TMatMulProblem& p, const TMatMulConfig& c, const Shape& s, int mb) {
+  MicroEmitter e(g, p, c, s, mb);
+  e.prologue();
+  e.k_loops();
+  if (s.mask) e.unscale_fields();
+  e.store();
+  e.constant_pool();
 }
 
 class Int8Kernel final : public TMatMulKernel {

@@ -20,7 +20,6 @@
 namespace ternjit {
 namespace {
 
-using formats::BitNetConfig;
 using formats::GgufTensorType;
 
 struct TempFile {
@@ -58,7 +57,7 @@ TEST_CASE("tq2_0 encoder: the same bytes as the independent packer of ggml's lay
 }
 
 TEST_CASE("synthetic bitnet: llama.cpp's names, shapes, types and metadata, read back") {
-  const BitNetConfig c = BitNetConfig::tiny();
+  const BitNetConfig c = formats::tiny_bitnet_config();
   TempFile file("tiny.gguf");
   REQUIRE(formats::write_synthetic_bitnet(file.path, c, 42).ok());
   auto g = formats::read_gguf(file.path);
@@ -69,12 +68,12 @@ TEST_CASE("synthetic bitnet: llama.cpp's names, shapes, types and metadata, read
   CHECK(back->hidden == 256);
   CHECK(back->heads == 4);
   CHECK(back->kv_heads == 2);
-  CHECK(back->head_dim() == 64);
+  CHECK(formats::bitnet_head_dim(*back) == 64);
   CHECK(back->ffn == 512);
   CHECK(back->vocab == 50);
   CHECK(back->rope_theta == 500000.0);
   CHECK(back->rms_eps == doctest::Approx(1e-5));
-  CHECK(!back->silu);
+  CHECK(back->ffn_activation == BitNetActivation::Relu2);
   CHECK(g->get_string("bitnet.hidden_activation").value() == "relu2");
   CHECK(g->get_string("general.architecture").value() == "bitnet");
   REQUIRE(g->tensors.size() == 2 + 11 * 2);
@@ -118,7 +117,7 @@ TEST_CASE("synthetic bitnet: llama.cpp's names, shapes, types and metadata, read
 }
 
 TEST_CASE("synthetic bitnet: bound with the name map, ternary at 2 bits, token_embd in row order without a copy") {
-  const BitNetConfig c = BitNetConfig::tiny();
+  const BitNetConfig c = formats::tiny_bitnet_config();
   TempFile file("bind.gguf");
   REQUIRE(formats::write_synthetic_bitnet(file.path, c, 5).ok());
   const std::vector<std::string> rules = formats::bitnet_name_map("BitNet");
@@ -162,15 +161,15 @@ TEST_CASE("synthetic bitnet: bound with the name map, ternary at 2 bits, token_e
 }
 
 TEST_CASE("bitnet config: what cannot be written or read is refused by name") {
-  BitNetConfig c = BitNetConfig::tiny();
+  BitNetConfig c = formats::tiny_bitnet_config();
   c.hidden = 64;  // the brief's tiny width: TQ2_0 blocks need 256 along K
   auto r = formats::check_bitnet_config(c);
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("multiples of 256") != std::string::npos);
-  c = BitNetConfig::tiny();
+  c = formats::tiny_bitnet_config();
   c.kv_heads = 3;
   REQUIRE(!formats::check_bitnet_config(c).ok());
-  c = BitNetConfig::tiny();
+  c = formats::tiny_bitnet_config();
   c.blocks = 0;
   CHECK(formats::check_bitnet_config(c).error().message.find("block_count") != std::string::npos);
   TempFile file("bad.gguf");
@@ -189,8 +188,8 @@ TEST_CASE("bitnet config: what cannot be written or read is refused by name") {
   auto m = formats::bitnet_config(g);
   REQUIRE(!m.ok());
   CHECK(m.error().message.find("bitnet.block_count") != std::string::npos);
-  CHECK(BitNetConfig::b2b4t().head_dim() == 128);
-  CHECK(formats::check_bitnet_config(BitNetConfig::b2b4t()).ok());
+  CHECK(formats::bitnet_head_dim(BitNetConfig{}) == 128);
+  CHECK(formats::check_bitnet_config(BitNetConfig{}).ok());
 }
 
 TEST_CASE("write_gguf_streamed: a tensor whose bytes cannot be made leaves no file and no temporary behind") {
@@ -216,8 +215,8 @@ TEST_CASE("write_gguf_streamed: a tensor whose bytes cannot be made leaves no fi
 }
 
 TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, absent is relu2, others are refused") {
-  BitNetConfig c = BitNetConfig::tiny();
-  c.silu = true;
+  BitNetConfig c = formats::tiny_bitnet_config();
+  c.ffn_activation = BitNetActivation::Silu;
   TempFile file("silu.gguf");
   REQUIRE(formats::write_synthetic_bitnet(file.path, c, 3).ok());
   auto g = formats::read_gguf(file.path);
@@ -225,7 +224,7 @@ TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, abs
   CHECK(g->get_string("bitnet.hidden_activation").value() == "silu");
   auto back = formats::bitnet_config(g.value());
   REQUIRE(back.ok());
-  CHECK(back->silu);
+  CHECK(back->ffn_activation == BitNetActivation::Silu);
   formats::GgufFile f = std::move(g.value());
   auto at = std::find_if(f.metadata.begin(), f.metadata.end(),
                          [](const formats::GgufKv& kv) { return kv.key == "bitnet.hidden_activation"; });
@@ -239,8 +238,8 @@ TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, abs
   f.metadata.erase(at);                     // a file converted without the key (llama.cpp's converter)
   auto absent = formats::bitnet_config(f);
   REQUIRE(absent.ok());
-  CHECK(!absent->silu);
-  CHECK(formats::check_bitnet_config(BitNetConfig::b2b4t()).ok());
+  CHECK(absent->ffn_activation == BitNetActivation::Relu2);
+  CHECK(formats::check_bitnet_config(BitNetConfig{}).ok());
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ void run(const std::string& tir, const std::vector<HostTensor>& args, bool o2 = 
   CHECK(prog->all_lowered);
   for (const auto& s : prog->steps) {
     CAPTURE(s.summary);
-    CHECK(s.kind != targets::llvmjit::ProgramStep::Kind::Reference);
+    CHECK(s.kind != targets::llvmjit::PlanStep::Kind::Reference);
   }
   auto want = ir::interpret(*m, "f", args, {});
   const ir::Function& f = *m->find_function("f");

@@ -89,7 +89,7 @@ void run(const Case& c) {
   REQUIRE(prog.ok());
   for (const auto& s : prog->steps) {
     CAPTURE(s.summary);
-    CHECK(s.kind != targets::llvmjit::ProgramStep::Kind::Reference);
+    CHECK(s.kind != targets::llvmjit::PlanStep::Kind::Reference);
   }
   auto want = ir::interpret(*m, "f", c.args, c.params);
   REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
@@ -306,7 +306,7 @@ TEST_CASE("llvm dense: an attention block after O2 (scores, softmax, values, hea
   CHECK(prog->all_lowered);
   for (const auto& s : prog->steps) {
     CAPTURE(s.summary);
-    CHECK(s.kind != targets::llvmjit::ProgramStep::Kind::Reference);
+    CHECK(s.kind != targets::llvmjit::PlanStep::Kind::Reference);
   }
   // And it runs: the logits within a loose bound (the head's lane order; everything else
   // is bit for bit), the f16 logits too (one more rounding of those).
