@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpu_programs.h - the small programs the cuda and hip tests compile: IR text per kernel op and tests/dsl layers, specialized and optimized.
+// gpu_programs.h - the small programs the GPU target tests compile (IR text per kernel op and tests/dsl layers, specialized and optimized), their random inputs and result checks.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -191,6 +191,38 @@ struct HostBuffers {
     for (auto& b : out) std::memset(b.data(), byte, b.size());
   }
 };
+
+/// Requires result `j` (bytes `got`) to equal `want` bit for bit, naming the first
+/// byte that differs.
+inline void require_same_bytes(const ir::HostTensor& want, const std::vector<std::uint8_t>& got, std::size_t j) {
+  const std::vector<std::uint8_t> wb = want.to_bytes();
+  REQUIRE(wb.size() == got.size());
+  if (wb == got) return;
+  std::size_t at = 0;
+  while (at < wb.size() && wb[at] == got[at]) ++at;
+  FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
+}
+
+/// Checks f32 result `j` (bytes `got`) element by element against `want`: |got - want|
+/// <= abs + rel |want| (+ per[i] when `per` is not empty); a NaN matches a NaN and an
+/// infinity itself. Reports at most five elements.
+inline void check_f32_result(const ir::HostTensor& want, const std::vector<std::uint8_t>& got, std::size_t j,
+                             double abs, double rel, const std::vector<double>& per) {
+  std::vector<float> values(want.data.size());
+  std::memcpy(values.data(), got.data(), values.size() * 4);
+  int fails = 0;
+  for (std::size_t i = 0; i < values.size() && fails < 5; ++i) {
+    const double wv = want.data[i];
+    double bound = abs + rel * std::fabs(wv);
+    if (!per.empty()) bound += per[i];
+    if (std::isnan(wv) && std::isnan(values[i])) continue;
+    if (std::isinf(wv) && static_cast<double>(values[i]) == wv) continue;
+    if (!(std::fabs(values[i] - wv) <= bound)) {
+      ++fails;
+      FAIL_CHECK("result " << j << "[" << i << "] = " << values[i] << ", want " << wv << " (bound " << bound << ")");
+    }
+  }
+}
 
 /// Compiles every program `target` supports, runs it on the target's device on random
 /// inputs with poisoned (0xAB) outputs and compares with ir::interpret; loads it a

@@ -37,6 +37,7 @@
 #include "targets/simt/tuning_space.h"
 #include "targets/load_value.h"
 #include "tests/simt/simt_runtime.h"
+#include "tests/unit/gpu/gpu_programs.h"
 
 namespace ternjit {
 namespace {
@@ -158,29 +159,11 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
       for (std::size_t j = 0; j < out.size(); ++j) {
         const HostTensor& w = (*want)[j];
         if (tol.exact || w.kind != ElemKind::F32) {
-          const std::vector<std::uint8_t> wb = w.to_bytes();
-          REQUIRE(wb.size() == out[j].size());
-          if (wb != out[j]) {
-            std::size_t at = 0;
-            while (at < wb.size() && wb[at] == out[j][at]) ++at;
-            FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
-          }
+          gpu_testing::require_same_bytes(w, out[j], j);
           continue;
         }
-        std::vector<float> got(w.data.size());
-        std::memcpy(got.data(), out[j].data(), got.size() * 4);
-        int fails = 0;
-        for (std::size_t i = 0; i < got.size() && fails < 5; ++i) {
-          const double wv = w.data[i];
-          double bound = tol.abs + tol.rel * std::fabs(wv);
-          if (j < tol.per.size() && !tol.per[j].empty()) bound += tol.per[j][i];
-          if (std::isnan(wv) && std::isnan(got[i])) continue;
-          if (std::isinf(wv) && static_cast<double>(got[i]) == wv) continue;
-          if (!(std::fabs(got[i] - wv) <= bound)) {
-            ++fails;
-            FAIL_CHECK("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
-          }
-        }
+        gpu_testing::check_f32_result(w, out[j], j, tol.abs, tol.rel,
+                                      j < tol.per.size() ? tol.per[j] : std::vector<double>{});
       }
     }
   }

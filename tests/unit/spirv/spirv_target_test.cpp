@@ -96,23 +96,10 @@ std::string check(const std::string& tir, const std::string& fn, const std::vect
     for (std::size_t j = 0; j < out.size(); ++j) {
       const HostTensor& w = (*want)[j];
       if (tol.exact || w.kind != ElemKind::F32) {
-        const std::vector<std::uint8_t> wb = w.to_bytes();
-        if (wb != out[j]) {
-          std::size_t at = 0;
-          while (at < wb.size() && wb[at] == out[j][at]) ++at;
-          FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
-        }
+        gpu_testing::require_same_bytes(w, out[j], j);
         continue;
       }
-      std::vector<float> got(w.data.size());
-      std::memcpy(got.data(), out[j].data(), got.size() * 4);
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        const double wv = w.data[i];
-        double bound = tol.abs + tol.rel * std::fabs(wv);
-        if (j == 0 && !tol.per.empty()) bound += tol.per[i];
-        if (std::isnan(wv) && std::isnan(got[i])) continue;
-        if (!(std::fabs(got[i] - wv) <= bound)) FAIL("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
-      }
+      gpu_testing::check_f32_result(w, out[j], j, tol.abs, tol.rel, j == 0 ? tol.per : std::vector<double>{});
     }
   }
   return k->isa;
