@@ -84,11 +84,14 @@ inline std::vector<ir::EwiseStep> ewise_steps(const ir::InstData& inst) {
   return {ir::EwiseStep{inst.op, 0, ir::is_ewise_binary(inst.op) ? 1 : -1}};
 }
 
-/// What one GPU generator admits beyond the rules both share (op_supported).
+/// What one GPU generator admits beyond the rules both share (op_supported,
+/// function_supported).
 struct OpLimits {
   std::string_view generator;       ///< the messages' prefix: "the simt generator", "the spirv target"
-  std::int64_t max_elems = 0;       ///< the most elements of one tensor
+  std::string_view planner_name;    ///< what plannable() calls it: "simt", "spirv"
+  std::int64_t max_elems = 0;       ///< the most elements of one tensor, and bytes of an argument or result
   std::string_view max_elems_text;  ///< the same in messages: "2^31"
+  std::string_view max_bytes_text;  ///< ... and as bytes: "2 GiB"
   std::string_view kernel_word;     ///< "kernel" or "shader": "no kernel for 'op'"
   /// Also refuses a tmatmul weight [K, N] whose packed form has more than max_elems
   /// bytes, with K padded to a multiple of this (0: no such check).
@@ -148,6 +151,27 @@ inline Result<void> op_supported(const ir::Function& f, const ir::InstData& inst
     return success();
   }
   return unsupported("no " + std::string(limits.kernel_word) + " for " + quote(inst.op));
+}
+
+/// Success when a GPU generator with `limits` has a kernel for every computed step of
+/// `f` (plannable(), op_supported()) and every argument and result has at most
+/// max_elems bytes; else the first reason it has not.
+inline Result<void> function_supported(const ir::Function& f, const OpLimits& limits) {
+  TERNJIT_TRY_VOID(plannable(f, limits.planner_name));
+  const StepPlan plan = plan_steps(f);
+  for (const PlannedStep& ps : plan.steps) {
+    if (ps.kind != PlannedStep::Kind::Compute) continue;
+    TERNJIT_TRY_VOID(op_supported(f, f.inst(ps.inst), &plan, limits));
+  }
+  auto too_large = [&](const char* what) {
+    return make_error(ErrorCode::Unsupported, std::string(limits.generator) + ": " + what + " over " +
+                                                  std::string(limits.max_bytes_text));
+  };
+  for (std::size_t b : plan.in_bytes)
+    if (b > static_cast<std::size_t>(limits.max_elems)) return too_large("an argument");
+  for (std::size_t b : plan.out_bytes)
+    if (b > static_cast<std::size_t>(limits.max_elems)) return too_large("a result");
+  return success();
 }
 
 /// The language an elementwise expression is written in.

@@ -32,14 +32,17 @@ std::uint32_t grid_1d(std::int64_t items) {
 
 // ------------------------------------------------------------------ support
 
-Result<void> op_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
-  kernel_source::OpLimits limits;
-  limits.generator = "the simt generator";
-  limits.max_elems = kMaxElems;
-  limits.max_elems_text = "2^31";
-  limits.kernel_word = "kernel";
-  limits.packed_weight_k_multiple = kChunk;  // tcodes64: 64 two-bit codes per 16 bytes
-  return kernel_source::op_supported(f, inst, plan, limits);
+// What the generator admits (kernel_source.h has the rules the spirv target shares).
+kernel_source::OpLimits limits() {
+  kernel_source::OpLimits l;
+  l.generator = "the simt generator";
+  l.planner_name = "simt";
+  l.max_elems = kMaxElems;
+  l.max_elems_text = "2^31";
+  l.max_bytes_text = "2 GiB";
+  l.kernel_word = "kernel";
+  l.packed_weight_k_multiple = kChunk;  // tcodes64: 64 two-bit codes per 16 bytes
+  return l;
 }
 
 std::uint32_t pow2_floor(std::int64_t v) {
@@ -125,19 +128,7 @@ TMatMulConfig default_config(const TMatMulShape& s, std::uint32_t warp_size, boo
   return c;
 }
 
-Result<void> supported(const ir::Function& f) {
-  TERNJIT_TRY_VOID(plannable(f, "simt"));
-  const StepPlan plan = plan_steps(f);
-  for (const PlannedStep& ps : plan.steps) {
-    if (ps.kind != PlannedStep::Kind::Compute) continue;
-    TERNJIT_TRY_VOID(op_supported(f, f.inst(ps.inst), &plan));
-  }
-  for (std::size_t b : plan.in_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("an argument over 2 GiB");
-  for (std::size_t b : plan.out_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("a result over 2 GiB");
-  return success();
-}
+Result<void> supported(const ir::Function& f) { return kernel_source::function_supported(f, limits()); }
 
 std::vector<TMatMulShape> tmatmul_shapes(const ir::Function& f) {
   std::vector<TMatMulShape> out;

@@ -22,8 +22,6 @@ using kernel_source::u;
 
 namespace {
 
-Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, "the spirv target: " + why); }
-
 // Shaders index buffers with 32-bit unsigned integers: every buffer of a program stays
 // below 2^32 bytes (Vulkan's storage buffer range is a 32-bit quantity anyway).
 constexpr std::int64_t kMaxElems = (std::int64_t{1} << 32) - 64;
@@ -334,14 +332,17 @@ std::string ewise_glsl(const std::vector<ir::EwiseStep>& steps, const std::vecto
 
 // ------------------------------------------------------------------ support
 
-Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
-  kernel_source::OpLimits limits;
-  limits.generator = "the spirv target";
-  limits.max_elems = kMaxElems;
-  limits.max_elems_text = "2^32";
-  limits.kernel_word = "shader";
-  limits.prefix_row_rule = false;  // the rule llvm shares (step_plan.h), its message as it is
-  return kernel_source::op_supported(f, inst, plan, limits);
+// What the shaders admit (kernel_source.h has the rules the SIMT generator shares).
+kernel_source::OpLimits limits() {
+  kernel_source::OpLimits l;
+  l.generator = "the spirv target";
+  l.planner_name = "spirv";
+  l.max_elems = kMaxElems;
+  l.max_elems_text = "2^32";
+  l.max_bytes_text = "4 GiB";
+  l.kernel_word = "shader";
+  l.prefix_row_rule = false;  // the rule llvm shares (step_plan.h), its message as it is
+  return l;
 }
 
 // The shader of planned step `ps`.
@@ -404,19 +405,7 @@ Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedSte
 
 }  // namespace
 
-Result<void> shader_set_supported(const ir::Function& f) {
-  TERNJIT_TRY_VOID(plannable(f, "spirv"));
-  const StepPlan plan = plan_steps(f);
-  for (const PlannedStep& ps : plan.steps) {
-    if (ps.kind != PlannedStep::Kind::Compute) continue;
-    TERNJIT_TRY_VOID(shader_supported(f, f.inst(ps.inst), &plan));
-  }
-  for (std::size_t b : plan.in_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("an argument over 4 GiB");
-  for (std::size_t b : plan.out_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("a result over 4 GiB");
-  return success();
-}
+Result<void> shader_set_supported(const ir::Function& f) { return kernel_source::function_supported(f, limits()); }
 
 Result<ShaderSet> build_shader_set(const ir::Function& f, bool int_dot) {
   TERNJIT_TRY_VOID(shader_set_supported(f));
