@@ -4,7 +4,7 @@
 // BM_CudaLayer/K/N/M: the O2 BitLinear core (quantize + tmatmul with x_scale and
 // w_scale, bench/layer_tir.h) compiled by the cuda target (the generator's default
 // configuration), loaded with random weights, run on device-resident inputs
-// (GpuProgram::run_device: launches + stream sync, no copies). Before every timed call
+// (DeviceKernels::run_device: launches + stream sync, no copies). Before every timed call
 // a 256 MiB buffer is written on the device so the weights come from DRAM, not L2
 // (the write is outside the timing). Counters: weight_GBps = packed weight bytes (2 bits
 // each) / time, dram_GBps = the device's 2 x memory clock x bus width (their ratio is the
@@ -20,7 +20,7 @@
 
 #include "bench/layer_tir.h"
 #include "ir/parse.h"
-#include "targets/common/gpu_program.h"
+#include "targets/simt/device_kernels.h"
 #include "targets/cuda/cuda_driver.h"
 #include "targets/cuda/cuda_target.h"
 
@@ -47,11 +47,11 @@ void BM_CudaLayer(benchmark::State& state) {
   lc.state = program_state.get();
   auto k = t->load(*a, lc);
   if (!k.ok()) return state.SkipWithError(k.error().message.c_str());
-  const auto& program = static_cast<const targets::GpuLoadedState*>(k->state)->program;
+  const auto& program = static_cast<const targets::simt::GpuLoadedState*>(k->state)->kernels;
   const auto& api = program->api();
-  auto x = targets::DeviceAllocation::make(api, static_cast<std::size_t>(M * K) * 4);
-  auto y = targets::DeviceAllocation::make(api, static_cast<std::size_t>(M * N) * 4);
-  auto flush = targets::DeviceAllocation::make(api, std::size_t{256} << 20);
+  auto x = targets::simt::DeviceAllocation::make(api, static_cast<std::size_t>(M * K) * 4);
+  auto y = targets::simt::DeviceAllocation::make(api, static_cast<std::size_t>(M * N) * 4);
+  auto flush = targets::simt::DeviceAllocation::make(api, std::size_t{256} << 20);
   if (!x.ok() || !y.ok() || !flush.ok()) return state.SkipWithError("device allocation failed");
   auto driver = targets::cuda::driver();
   if (!driver.ok()) return state.SkipWithError(driver.error().message.c_str());

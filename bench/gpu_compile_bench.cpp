@@ -21,7 +21,7 @@
 #include "bench/layer_tir.h"
 #include "ir/parse.h"
 #include "jit/kernel_cache.h"
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "targets/cuda/cuda_target.h"
 #include "targets/hip/hip_target.h"
 

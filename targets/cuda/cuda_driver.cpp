@@ -5,7 +5,8 @@
 #include <dlfcn.h>
 
 #include <cstdio>
-#include <type_traits>
+
+#include "targets/simt/driver_library.h"
 
 namespace ternjit::targets::cuda {
 
@@ -22,45 +23,42 @@ Result<DriverApi> open_driver() {
   }
   DriverApi api;
   api.path = "libcuda.so.1";
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
-  sym(api.cuInit, "cuInit");
-  sym(api.cuDriverGetVersion, "cuDriverGetVersion");
-  sym(api.cuDeviceGetCount, "cuDeviceGetCount");
-  sym(api.cuDeviceGet, "cuDeviceGet");
-  sym(api.cuDeviceGetName, "cuDeviceGetName");
-  sym(api.cuDeviceTotalMem, "cuDeviceTotalMem_v2");
-  sym(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-  sym(api.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  sym(api.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-  sym(api.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
-  sym(api.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
-  sym(api.cuModuleLoadData, "cuModuleLoadData");
-  sym(api.cuModuleUnload, "cuModuleUnload");
-  sym(api.cuModuleGetFunction, "cuModuleGetFunction");
-  sym(api.cuFuncGetAttribute, "cuFuncGetAttribute");
-  sym(api.cuFuncSetAttribute, "cuFuncSetAttribute");
-  sym(api.cuLaunchKernel, "cuLaunchKernel");
-  sym(api.cuMemAlloc, "cuMemAlloc_v2");
-  sym(api.cuMemFree, "cuMemFree_v2");
-  sym(api.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-  sym(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-  sym(api.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-  sym(api.cuMemsetD8Async, "cuMemsetD8Async");
-  sym(api.cuStreamCreate, "cuStreamCreate");
-  sym(api.cuStreamDestroy, "cuStreamDestroy_v2");
-  sym(api.cuStreamSynchronize, "cuStreamSynchronize");
-  sym(api.cuEventCreate, "cuEventCreate");
-  sym(api.cuEventRecord, "cuEventRecord");
-  sym(api.cuEventSynchronize, "cuEventSynchronize");
-  sym(api.cuEventElapsedTime, "cuEventElapsedTime");
-  sym(api.cuEventDestroy, "cuEventDestroy_v2");
-  sym(api.cuGetErrorName, "cuGetErrorName");
-  sym(api.cuGetErrorString, "cuGetErrorString");
-  if (!missing.empty()) return make_error(ErrorCode::Unavailable, "libcuda.so.1 lacks " + missing + " (driver too old)");
+  simt::SymbolTable sym(lib);
+  sym.get(api.cuInit, "cuInit");
+  sym.get(api.cuDriverGetVersion, "cuDriverGetVersion");
+  sym.get(api.cuDeviceGetCount, "cuDeviceGetCount");
+  sym.get(api.cuDeviceGet, "cuDeviceGet");
+  sym.get(api.cuDeviceGetName, "cuDeviceGetName");
+  sym.get(api.cuDeviceTotalMem, "cuDeviceTotalMem_v2");
+  sym.get(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  sym.get(api.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  sym.get(api.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  sym.get(api.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+  sym.get(api.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+  sym.get(api.cuModuleLoadData, "cuModuleLoadData");
+  sym.get(api.cuModuleUnload, "cuModuleUnload");
+  sym.get(api.cuModuleGetFunction, "cuModuleGetFunction");
+  sym.get(api.cuFuncGetAttribute, "cuFuncGetAttribute");
+  sym.get(api.cuFuncSetAttribute, "cuFuncSetAttribute");
+  sym.get(api.cuLaunchKernel, "cuLaunchKernel");
+  sym.get(api.cuMemAlloc, "cuMemAlloc_v2");
+  sym.get(api.cuMemFree, "cuMemFree_v2");
+  sym.get(api.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  sym.get(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  sym.get(api.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  sym.get(api.cuMemsetD8Async, "cuMemsetD8Async");
+  sym.get(api.cuStreamCreate, "cuStreamCreate");
+  sym.get(api.cuStreamDestroy, "cuStreamDestroy_v2");
+  sym.get(api.cuStreamSynchronize, "cuStreamSynchronize");
+  sym.get(api.cuEventCreate, "cuEventCreate");
+  sym.get(api.cuEventRecord, "cuEventRecord");
+  sym.get(api.cuEventSynchronize, "cuEventSynchronize");
+  sym.get(api.cuEventElapsedTime, "cuEventElapsedTime");
+  sym.get(api.cuEventDestroy, "cuEventDestroy_v2");
+  sym.get(api.cuGetErrorName, "cuGetErrorName");
+  sym.get(api.cuGetErrorString, "cuGetErrorString");
+  if (!sym.missing().empty())
+    return make_error(ErrorCode::Unavailable, "libcuda.so.1 lacks " + sym.missing() + " (driver too old)");
   if (CUresult r = api.cuInit(0); r != 0) {
     Error e = cu_error(api, "cuInit", r);
     e.code = ErrorCode::Unavailable;
@@ -143,9 +141,9 @@ double CudaDevice::dram_gbps() const {
 }
 
 DeviceDescription CudaDevice::description(const DriverApi& api) const {
-  DeviceDescription d;
-  d.index = static_cast<std::uint32_t>(index);
-  d.name = name;
+  const int shared = max_shared_optin > 0 ? max_shared_optin : max_shared_per_block;
+  DeviceDescription d =
+      simt::device_description(index, name, memory_bytes, warp_size, max_threads_per_block, max_block_x, shared);
   d.type = integrated ? "integrated gpu" : "discrete gpu";
   d.driver = api.version_text() + ", " + arch() + ", " + std::to_string(multiprocessors) + " SMs";
   if (dram_gbps() > 0) {
@@ -154,14 +152,8 @@ DeviceDescription CudaDevice::description(const DriverApi& api) const {
     d.driver += bw;
   }
   d.api = "CUDA " + std::to_string(api.driver_version / 1000) + "." + std::to_string(api.driver_version % 1000 / 10);
-  d.memory_bytes = memory_bytes;
-  d.subgroup_size = static_cast<std::uint32_t>(warp_size);
   d.int_dot = cc_major * 10 + cc_minor >= 61;  // dp4a since sm_61
   d.int_dot_accelerated = d.int_dot;
-  d.limits.max_workgroup_invocations = static_cast<std::uint32_t>(max_threads_per_block);
-  d.limits.max_workgroup_size_x = static_cast<std::uint32_t>(max_block_x);
-  d.limits.max_shared_bytes = static_cast<std::uint32_t>(max_shared_optin > 0 ? max_shared_optin : max_shared_per_block);
-  d.limits.max_buffer_bytes = memory_bytes;
   return d;
 }
 
@@ -172,17 +164,7 @@ Result<const std::vector<CudaDevice>*> cuda_devices() {
 }
 
 Result<const CudaDevice*> select_cuda_device(const std::string& option) {
-  std::size_t index = 0;
-  if (!option.empty() && option != "auto") {
-    if (option.size() > 4 || option.find_first_not_of("0123456789") != std::string::npos)
-      return make_error(ErrorCode::InvalidArgument, "cuda.device='" + option + "': expected auto or a device index");
-    index = static_cast<std::size_t>(std::stoi(option));
-  }
-  TERNJIT_TRY(const std::vector<CudaDevice>* all, cuda_devices());
-  if (index >= all->size())
-    return make_error(ErrorCode::NotFound, "cuda.device=" + option + ": there are " + std::to_string(all->size()) +
-                                               " CUDA devices");
-  return &(*all)[index];
+  return simt::select_device<CudaDevice>("cuda", "CUDA", option, cuda_devices);
 }
 
 Result<std::shared_ptr<PrimaryContext>> PrimaryContext::retain(const CudaDevice& device) {

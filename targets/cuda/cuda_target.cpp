@@ -5,15 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "ir/print.h"
 #include "targets/common/device_weights.h"
-#include "targets/common/gpu_program.h"
-#include "targets/common/simt_source.h"
-#include "targets/common/simt_space.h"
 #include "targets/cuda/cuda_driver.h"
 #include "targets/cuda/nvrtc.h"
+#include "targets/simt/device_kernels.h"
+#include "targets/simt/driver_library.h"
+#include "targets/simt/driver_target.h"
+#include "targets/simt/generate.h"
+#include "targets/simt/tuning_space.h"
 
 namespace ternjit::targets {
 
@@ -22,9 +23,14 @@ namespace {
 using cuda::CudaDevice;
 using cuda::DriverApi;
 using cuda::PrimaryContext;
+using simt::DevicePtr;
+using simt::join;
+using simt::kernel_names;
+using simt::source_digest;
+using simt::split;
 
 // GpuApi on one device's primary context.
-class CudaGpuApi final : public GpuApi {
+class CudaGpuApi final : public simt::GpuApi {
  public:
   CudaGpuApi(const DriverApi& api, std::shared_ptr<PrimaryContext> ctx) : api_(api), ctx_(std::move(ctx)) {}
   [[nodiscard]] Result<std::shared_ptr<void>> make_current() const override { return ctx_->push(); }
@@ -107,41 +113,6 @@ Result<std::shared_ptr<CudaModule>> load_module(const CudaDevice& device, const 
   return m;
 }
 
-Result<void> run_loaded(const void* state, void* const* buffers) {
-  return static_cast<const GpuLoadedState*>(state)->program->run(buffers);
-}
-
-Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
-  if (!state) return make_error(ErrorCode::InvalidArgument, "cuda launch: null kernel");
-  return static_cast<const GpuLoadedState*>(state)->program->launch(stream, buffers);
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
-
-std::vector<std::string> split(std::string_view text, char sep) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  std::size_t at = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, at);
-    out.emplace_back(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
-
-// The kernel names of a program, in launch order.
-std::vector<std::string> kernel_names(const simt::SimtProgram& p) {
-  std::vector<std::string> out;
-  for (const simt::KernelLaunch& k : p.kernels) out.push_back(k.name);
-  return out;
-}
-
 // Register and local-memory use of each kernel, one text line for `ternjit cache ls`:
 // "regs<=N spill=S/L B local<=B (source)".
 std::string usage_summary(const std::vector<cuda::PtxasUsage>& u, std::string_view source) {
@@ -199,12 +170,7 @@ class CudaTarget final : public Target {
   }
 
   [[nodiscard]] TargetDescription describe() const override {
-    TargetDescription t;
-    t.name = std::string(name());
-    t.kind = std::string(target_kind_name(kind()));
-    auto ok = available();
-    t.available = ok.ok();
-    if (!ok.ok()) t.reason = ok.error().message;
+    TargetDescription t = simt::target_description(*this);
     auto d = cuda::select_cuda_device("auto");
     auto drv = cuda::driver();
     if (d.ok() && drv.ok()) {
@@ -219,15 +185,7 @@ class CudaTarget final : public Target {
   }
 
   [[nodiscard]] std::vector<DeviceDescription> devices() const override {
-    std::vector<DeviceDescription> out;
-    auto all = cuda::cuda_devices();
-    auto drv = cuda::driver();
-    if (!all.ok() || !drv.ok()) return out;
-    for (const CudaDevice& d : **all) {
-      out.push_back(d.description(**drv));
-      out.back().selected = d.index == 0;
-    }
-    return out;
+    return simt::device_descriptions(cuda::cuda_devices(), cuda::driver());
   }
 
   // The machine text of the key: the device, its features and the toolchain.
@@ -251,9 +209,7 @@ class CudaTarget final : public Target {
           return make_error(ErrorCode::InvalidArgument,
                             "cuda.arch='" + value + "': expected sm_80, sm_86, sm_89, sm_90 or sm_90a");
       } else if (option == "device") {
-        if (value.empty() || (value != "auto" && (value.size() > 4 || value.find_first_not_of("0123456789") !=
-                                                                           std::string::npos)))
-          return make_error(ErrorCode::InvalidArgument, "cuda.device='" + value + "': expected auto or an index");
+        TERNJIT_TRY_VOID(simt::check_device_option("cuda", value));
       } else {
         return make_error(ErrorCode::InvalidArgument, "unknown cuda option '" + option + "' (cuda takes: arch, device)");
       }
@@ -265,7 +221,7 @@ class CudaTarget final : public Target {
 
   [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
                                          const CompileOptions& options) const override {
-    TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options));
+    TERNJIT_TRY(simt::KernelSet p, generate(specialized, function, options));
     TERNJIT_TRY(const std::string arch, resolve_arch(options.target));
     TERNJIT_TRY(cuda::NvrtcOutput out, cuda::nvrtc_compile(p.source, std::string(function), arch, true));
     Artifact a;
@@ -308,12 +264,9 @@ class CudaTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
-    for (const char* field : {"ir", "arch", "decisions", "source_digest", "bytes_digest"})
-      if (!a.metadata.count(field))
-        return make_error(ErrorCode::InvalidInput, std::string("cuda artifact lacks its '") + field + "' metadata");
-    if (bytes_digest(a.bytes) != a.metadata.at("bytes_digest"))
-      return make_error(ErrorCode::InvalidInput, "cuda artifact: the cubin does not match its digest (damaged)");
+    TERNJIT_TRY_VOID(simt::check_artifact(a, "cuda", traits().artifact_kind,
+                                          {"ir", "arch", "decisions", "source_digest", "bytes_digest"},
+                                          "the cubin does not match its digest (damaged)"));
     TERNJIT_TRY_VOID(cuda::check_cubin(a.bytes));
     TERNJIT_TRY(const CudaDevice* device, cuda::select_cuda_device(context.options.get("device")));
     const std::string& arch = a.metadata.at("arch");
@@ -322,16 +275,11 @@ class CudaTarget final : public Target {
                                                     device->arch() + " (compile with cuda.arch=" + device->arch() + ")");
     // The launch plan comes from the generator again: the same IR and decisions give
     // the same source, which the digest proves, so the plan matches the cubin.
-    Artifact text;
-    text.bytes.assign(a.metadata.at("ir").begin(), a.metadata.at("ir").end());
-    text.entry = a.entry;
-    TERNJIT_TRY(ir::Module m, parse_artifact_module(text));
+    TERNJIT_TRY(ir::Module m, simt::artifact_module(a));
     CompileOptions copts;
     copts.decisions = split(a.metadata.at("decisions"), '|');
-    TERNJIT_TRY(simt::SimtProgram p, generate(m, a.entry, copts));
-    if (source_digest(p.source) != a.metadata.at("source_digest"))
-      return make_error(ErrorCode::InvalidInput,
-                        "cuda artifact: its source is not what this build generates for it (stale or damaged entry)");
+    TERNJIT_TRY(simt::KernelSet p, generate(m, a.entry, copts));
+    TERNJIT_TRY_VOID(simt::check_source_digest(p, "cuda", a.metadata.at("source_digest")));
     TERNJIT_TRY(std::shared_ptr<CudaModule> module, load_module(*device, a.bytes, kernel_names(p)));
     TERNJIT_TRY(const DriverApi* api, cuda::driver());
     // Kernels over 48 KiB of dynamic shared memory must opt in (none today: shared is static).
@@ -343,31 +291,21 @@ class CudaTarget final : public Target {
             r != 0)
           return cuda::cu_error(*api, "cuFuncSetAttribute", r);
       }
-    const ir::Function& f = *m.find_function(a.entry);
-    TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
     std::vector<void*> functions(module->functions.begin(), module->functions.end());
     auto gpu = std::make_shared<const CudaGpuApi>(*api, module->ctx);
     const std::string device_key = "cuda" + std::to_string(device->index) + ":" + device->name;
-    auto state = std::make_shared<GpuLoadedState>();
-    TERNJIT_TRY(state->program, GpuProgram::create(gpu, device_key, std::move(p), std::move(functions), module, values,
-                                                   dynamic_cast<DeviceWeights*>(context.state)));
-    LoadedKernel k;
-    k.run = &run_loaded;
-    k.launch = &launch_loaded;
-    k.state = state.get();
+    TERNJIT_TRY(LoadedKernel k, simt::load_kernel_set(simt::Dialect::Cuda, m, a.entry, std::move(p), std::move(gpu),
+                                                      device_key, std::move(functions), module, context));
     k.isa = a.metadata.count("isa") ? a.metadata.at("isa") : "cuda";
     k.device_handles = {reinterpret_cast<std::uintptr_t>(module->ctx->handle()),
                         static_cast<std::uintptr_t>(device->handle)};
-    k.owner = std::move(state);
     return k;
   }
 
 
   [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
       const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {
-    const ir::Function* f = specialized.find_function(function);
-    if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
-    TERNJIT_TRY_VOID(simt::supported(*f));
+    TERNJIT_TRY(const ir::Function* f, simt::supported_function(specialized, function));
     TERNJIT_TRY(const std::string arch, resolve_arch(options.target));
     simt::SpaceOptions o;
     o.op = "cuda.tmatmul";
@@ -379,11 +317,7 @@ class CudaTarget final : public Target {
       o.multiprocessors = static_cast<std::uint32_t>((*d)->multiprocessors);
       if ((*d)->dram_gbps() > 0) o.bandwidth_gbs = (*d)->dram_gbps();
     }
-    std::vector<std::unique_ptr<TuningSpace>> spaces;
-    // The bench compiles, loads and times candidates on the device (Unavailable without one).
-    for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f))
-      spaces.push_back(simt::make_tmatmul_space(s, o, make_gpu_bench_factory(*this, options.target)));
-    return spaces;
+    return simt::tmatmul_spaces(*f, o, *this, options.target);
   }
 
   [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {"cuda", "ptx", "cubin"}; }
@@ -393,7 +327,7 @@ class CudaTarget final : public Target {
     if (what != "cuda" && what != "ptx" && what != "cubin")
       return make_error(ErrorCode::InvalidArgument,
                         "the cuda target emits 'cuda', 'ptx' or 'cubin', not '" + std::string(what) + "'");
-    TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options));
+    TERNJIT_TRY(simt::KernelSet p, generate(specialized, function, options));
     TERNJIT_TRY(const std::string arch, resolve_arch(options.target));
     if (what == "cuda") return Emitted{launch_listing(p, function, arch) + p.source, false, {}};
     TERNJIT_TRY(cuda::NvrtcOutput out, cuda::nvrtc_compile(p.source, std::string(function), arch, what == "cubin"));
@@ -416,11 +350,7 @@ class CudaTarget final : public Target {
     return !arch.empty() && arch.back() == 'a' ? arch.substr(0, arch.size() - 1) : arch;
   }
 
-  static std::string source_digest(const std::string& source) {
-    return bytes_digest(std::vector<std::uint8_t>(source.begin(), source.end()));
-  }
-
-  static Result<simt::SimtProgram> generate(const ir::Module& specialized, std::string_view function,
+  static Result<simt::KernelSet> generate(const ir::Module& specialized, std::string_view function,
                                             const CompileOptions& options) {
     simt::SimtOptions o;
     o.dialect = simt::Dialect::Cuda;
@@ -432,15 +362,10 @@ class CudaTarget final : public Target {
   }
 
   // The launch plan as comment lines above the source (`--emit cuda`).
-  static std::string launch_listing(const simt::SimtProgram& p, std::string_view function, const std::string& arch) {
+  static std::string launch_listing(const simt::KernelSet& p, std::string_view function, const std::string& arch) {
     std::string out = "// " + std::string(function) + " on cuda (" + arch + "): " + std::to_string(p.kernels.size()) +
                       " launch" + (p.kernels.size() == 1 ? "" : "es") + " in order on one stream\n";
-    for (const simt::KernelLaunch& k : p.kernels) {
-      char line[256];
-      std::snprintf(line, sizeof line, "//   %s grid (%u, %u, %u) block (%u, %u, %u) shared %u\n", k.name.c_str(),
-                    k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.shared_bytes);
-      out += line;
-    }
+    out += simt::launch_lines(p);
     for (std::size_t i = 0; i < p.configs.size(); ++i)
       out += "//   tmatmul " + std::to_string(i) + ": " + simt::config_text(p.configs[i]) + "\n";
     return out + "\n";

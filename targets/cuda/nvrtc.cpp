@@ -6,11 +6,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <type_traits>
+
+#include "targets/simt/driver_library.h"
 
 namespace ternjit::targets::cuda {
 
@@ -84,27 +84,20 @@ Result<NvrtcApi> open_nvrtc() {
   if (!lib)
     return make_error(ErrorCode::Unavailable, "no NVRTC (looked for " + tried + "): install the CUDA toolkit or set CUDA_HOME");
   NvrtcApi api;
-  bool missing = false;
-  std::string what;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) {
-      missing = true;
-      what += std::string(what.empty() ? "" : ", ") + name;
-    }
-  };
-  sym(api.version, "nvrtcVersion");
-  sym(api.create, "nvrtcCreateProgram");
-  sym(api.destroy, "nvrtcDestroyProgram");
-  sym(api.compile, "nvrtcCompileProgram");
-  sym(api.ptx_size, "nvrtcGetPTXSize");
-  sym(api.ptx, "nvrtcGetPTX");
-  sym(api.cubin_size, "nvrtcGetCUBINSize");
-  sym(api.cubin, "nvrtcGetCUBIN");
-  sym(api.log_size, "nvrtcGetProgramLogSize");
-  sym(api.log, "nvrtcGetProgramLog");
-  sym(api.error_string, "nvrtcGetErrorString");
-  if (missing) return make_error(ErrorCode::Unavailable, found + " lacks " + what + " (NVRTC older than 11.1?)");
+  simt::SymbolTable sym(lib);
+  sym.get(api.version, "nvrtcVersion");
+  sym.get(api.create, "nvrtcCreateProgram");
+  sym.get(api.destroy, "nvrtcDestroyProgram");
+  sym.get(api.compile, "nvrtcCompileProgram");
+  sym.get(api.ptx_size, "nvrtcGetPTXSize");
+  sym.get(api.ptx, "nvrtcGetPTX");
+  sym.get(api.cubin_size, "nvrtcGetCUBINSize");
+  sym.get(api.cubin, "nvrtcGetCUBIN");
+  sym.get(api.log_size, "nvrtcGetProgramLogSize");
+  sym.get(api.log, "nvrtcGetProgramLog");
+  sym.get(api.error_string, "nvrtcGetErrorString");
+  if (!sym.missing().empty())
+    return make_error(ErrorCode::Unavailable, found + " lacks " + sym.missing() + " (NVRTC older than 11.1?)");
   // Optional (NVRTC >= 11.2): the archs it compiles for.
   api.num_archs = reinterpret_cast<NvrtcResult (*)(int*)>(dlsym(lib, "nvrtcGetNumSupportedArchs"));
   api.archs = reinterpret_cast<NvrtcResult (*)(int*)>(dlsym(lib, "nvrtcGetSupportedArchs"));
@@ -123,20 +116,6 @@ Result<const NvrtcApi*> nvrtc_api() {
   static const Result<NvrtcApi> api = open_nvrtc();
   if (!api.ok()) return api.error();
   return &api.value();
-}
-
-std::string numbered(std::string_view text) {
-  std::string out;
-  int line = 1;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    out += std::to_string(line++) + ": ";
-    out.append(text.substr(at, end - at));
-    out += '\n';
-    at = end + 1;
-  }
-  return out;
 }
 
 // A leading integer of `s` after position `at`, skipping spaces; -1 when there is none.
@@ -214,28 +193,14 @@ Result<NvrtcOutput> nvrtc_compile(std::string_view source, std::string_view name
   }
   const NvrtcResult compiled = api->compile(prog, static_cast<int>(opts.size()), opts.data());
   NvrtcOutput out;
-  std::size_t n = 0;
-  if (api->log_size(prog, &n) == 0 && n > 1) {
-    out.log.resize(n);
-    if (api->log(prog, out.log.data()) == 0) out.log.resize(n - 1);
-  }
-  if (compiled != 0) {
-    Error e = make_error(ErrorCode::Internal, "NVRTC could not compile '" + std::string(name) + "' for " +
-                                                  std::string(arch) + ": " + api->error_string(compiled));
-    e.diagnostics.push_back(Diagnostic{{}, Severity::Note, out.log, {}, {}});
-    e.diagnostics.push_back(Diagnostic{{}, Severity::Note, "CUDA source:\n" + numbered(source), {}, {}});
-    return e;
-  }
-  if (api->ptx_size(prog, &n) != 0 || n == 0) return make_error(ErrorCode::Internal, "nvrtcGetPTXSize failed");
-  out.ptx.resize(n);
-  if (api->ptx(prog, out.ptx.data()) != 0) return make_error(ErrorCode::Internal, "nvrtcGetPTX failed");
+  out.log = simt::program_log(*api, prog);
+  if (compiled != 0)
+    return simt::compile_error("NVRTC", name, arch, api->error_string(compiled), out.log, "CUDA", source);
+  TERNJIT_TRY_VOID(simt::program_output(prog, api->ptx_size, "nvrtcGetPTXSize", api->ptx, "nvrtcGetPTX", out.ptx));
   while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
-  if (want_cubin) {
-    if (api->cubin_size(prog, &n) != 0 || n == 0) return make_error(ErrorCode::Internal, "nvrtcGetCUBINSize failed");
-    out.cubin.resize(n);
-    if (api->cubin(prog, reinterpret_cast<char*>(out.cubin.data())) != 0)
-      return make_error(ErrorCode::Internal, "nvrtcGetCUBIN failed");
-  }
+  if (want_cubin)
+    TERNJIT_TRY_VOID(
+        simt::program_output(prog, api->cubin_size, "nvrtcGetCUBINSize", api->cubin, "nvrtcGetCUBIN", out.cubin));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
@@ -270,22 +235,8 @@ std::vector<PtxasUsage> parse_ptxas_usage(std::string_view log) {
 }
 
 Result<void> check_cubin(const std::vector<std::uint8_t>& c) {
-  auto bad = [](const std::string& why) { return make_error(ErrorCode::InvalidInput, "damaged cubin: " + why); };
-  if (c.size() < 64) return bad("shorter than an ELF header (" + std::to_string(c.size()) + " bytes)");
-  if (std::memcmp(c.data(), "\x7f" "ELF", 4) != 0) return bad("no ELF magic");
-  if (c[4] != 2 || c[5] != 1) return bad("not a 64-bit little-endian ELF");
-  auto u16 = [&](std::size_t at) { return static_cast<std::uint32_t>(c[at] | (c[at + 1] << 8)); };
-  auto u64 = [&](std::size_t at) {
-    std::uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | c[at + static_cast<std::size_t>(i)];
-    return v;
-  };
   constexpr std::uint32_t kEmCuda = 190;
-  if (u16(18) != kEmCuda) return bad("e_machine " + std::to_string(u16(18)) + ", expected 190 (NVIDIA CUDA)");
-  const std::uint64_t shoff = u64(40), shentsize = u16(58), shnum = u16(60);
-  if (shentsize != 64 || shoff > c.size() || shnum > (c.size() - shoff) / 64)
-    return bad("the section header table lies outside the file");
-  return success();
+  return simt::check_elf64(c, "cubin", kEmCuda, "NVIDIA CUDA");
 }
 
 }  // namespace ternjit::targets::cuda

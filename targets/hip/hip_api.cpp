@@ -8,7 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
-#include <type_traits>
+
+#include "targets/simt/driver_library.h"
 
 namespace ternjit::targets::hip {
 
@@ -21,17 +22,6 @@ constexpr int kAttrMaxBlockDimX = 26, kAttrMaxThreadsPerBlock = 56, kAttrMemoryB
 // hipDeviceProp_t of ROCm 5 (792 bytes): name at 0, totalGlobalMem at 256, gcnArchName
 // at 396. The runtime writes into a larger buffer so an unexpected size cannot overflow.
 constexpr std::size_t kPropName = 0, kPropTotalMem = 256, kPropArchName = 396, kPropBytes = 4096;
-
-void* open_first(std::initializer_list<const char*> names, std::string& found, std::string& tried) {
-  for (const char* n : names) {
-    if (void* lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) {
-      found = n;
-      return lib;
-    }
-    tried += (tried.empty() ? "" : ", ") + std::string(n);
-  }
-  return nullptr;
-}
 
 using HiprtcProgram = struct HiprtcProgramOpaque*;
 struct HiprtcApi {
@@ -49,25 +39,21 @@ struct HiprtcApi {
 
 Result<HiprtcApi> open_hiprtc() {
   std::string found, tried;
-  void* lib = open_first({"libhiprtc.so.5", "libamdhip64.so.5"}, found, tried);
+  void* lib = simt::open_first({"libhiprtc.so.5", "libamdhip64.so.5"}, found, tried);
   if (!lib)
     return make_error(ErrorCode::Unavailable, "no hiprtc (looked for " + tried + "): install libamdhip64-dev (ROCm 5)");
   HiprtcApi api;
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
-  sym(api.create, "hiprtcCreateProgram");
-  sym(api.compile, "hiprtcCompileProgram");
-  sym(api.code_size, "hiprtcGetCodeSize");
-  sym(api.code, "hiprtcGetCode");
-  sym(api.log_size, "hiprtcGetProgramLogSize");
-  sym(api.log, "hiprtcGetProgramLog");
-  sym(api.destroy, "hiprtcDestroyProgram");
-  sym(api.error_string, "hiprtcGetErrorString");
-  sym(api.version, "hiprtcVersion");
-  if (!missing.empty()) return make_error(ErrorCode::Unavailable, found + " lacks " + missing);
+  simt::SymbolTable sym(lib);
+  sym.get(api.create, "hiprtcCreateProgram");
+  sym.get(api.compile, "hiprtcCompileProgram");
+  sym.get(api.code_size, "hiprtcGetCodeSize");
+  sym.get(api.code, "hiprtcGetCode");
+  sym.get(api.log_size, "hiprtcGetProgramLogSize");
+  sym.get(api.log, "hiprtcGetProgramLog");
+  sym.get(api.destroy, "hiprtcDestroyProgram");
+  sym.get(api.error_string, "hiprtcGetErrorString");
+  sym.get(api.version, "hiprtcVersion");
+  if (!sym.missing().empty()) return make_error(ErrorCode::Unavailable, found + " lacks " + sym.missing());
   int major = 0, minor = 0;
   api.version(&major, &minor);
   api.version_text = "hiprtc " + std::to_string(major) + "." + std::to_string(minor) + " (" + found + ")";
@@ -80,23 +66,9 @@ Result<const HiprtcApi*> hiprtc_api() {
   return &api.value();
 }
 
-std::string numbered(std::string_view text) {
-  std::string out;
-  int line = 1;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    out += std::to_string(line++) + ": ";
-    out.append(text.substr(at, end - at));
-    out += '\n';
-    at = end + 1;
-  }
-  return out;
-}
-
 Result<RuntimeApi> open_runtime() {
   std::string found, tried;
-  void* lib = open_first({"libamdhip64.so.5"}, found, tried);
+  void* lib = simt::open_first({"libamdhip64.so.5"}, found, tried);
   if (!lib) {
     std::string why = "no HIP runtime (" + tried + ")";
     // A ROCm 6 runtime has another device-property layout and attribute numbering.
@@ -108,33 +80,29 @@ Result<RuntimeApi> open_runtime() {
   }
   RuntimeApi api;
   api.path = found;
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
-  sym(api.hipInit, "hipInit");
-  sym(api.hipDriverGetVersion, "hipDriverGetVersion");
-  sym(api.hipGetDeviceCount, "hipGetDeviceCount");
-  sym(api.hipGetDeviceProperties, "hipGetDeviceProperties");
-  sym(api.hipDeviceGetAttribute, "hipDeviceGetAttribute");
-  sym(api.hipSetDevice, "hipSetDevice");
-  sym(api.hipModuleLoadData, "hipModuleLoadData");
-  sym(api.hipModuleUnload, "hipModuleUnload");
-  sym(api.hipModuleGetFunction, "hipModuleGetFunction");
-  sym(api.hipModuleLaunchKernel, "hipModuleLaunchKernel");
-  sym(api.hipMalloc, "hipMalloc");
-  sym(api.hipFree, "hipFree");
-  sym(api.hipMemcpyHtoDAsync, "hipMemcpyHtoDAsync");
-  sym(api.hipMemcpyDtoHAsync, "hipMemcpyDtoHAsync");
-  sym(api.hipMemcpyDtoDAsync, "hipMemcpyDtoDAsync");
-  sym(api.hipMemsetAsync, "hipMemsetAsync");
-  sym(api.hipStreamCreate, "hipStreamCreate");
-  sym(api.hipStreamDestroy, "hipStreamDestroy");
-  sym(api.hipStreamSynchronize, "hipStreamSynchronize");
-  sym(api.hipGetErrorName, "hipGetErrorName");
-  sym(api.hipGetErrorString, "hipGetErrorString");
-  if (!missing.empty()) return make_error(ErrorCode::Unavailable, found + " lacks " + missing);
+  simt::SymbolTable sym(lib);
+  sym.get(api.hipInit, "hipInit");
+  sym.get(api.hipDriverGetVersion, "hipDriverGetVersion");
+  sym.get(api.hipGetDeviceCount, "hipGetDeviceCount");
+  sym.get(api.hipGetDeviceProperties, "hipGetDeviceProperties");
+  sym.get(api.hipDeviceGetAttribute, "hipDeviceGetAttribute");
+  sym.get(api.hipSetDevice, "hipSetDevice");
+  sym.get(api.hipModuleLoadData, "hipModuleLoadData");
+  sym.get(api.hipModuleUnload, "hipModuleUnload");
+  sym.get(api.hipModuleGetFunction, "hipModuleGetFunction");
+  sym.get(api.hipModuleLaunchKernel, "hipModuleLaunchKernel");
+  sym.get(api.hipMalloc, "hipMalloc");
+  sym.get(api.hipFree, "hipFree");
+  sym.get(api.hipMemcpyHtoDAsync, "hipMemcpyHtoDAsync");
+  sym.get(api.hipMemcpyDtoHAsync, "hipMemcpyDtoHAsync");
+  sym.get(api.hipMemcpyDtoDAsync, "hipMemcpyDtoDAsync");
+  sym.get(api.hipMemsetAsync, "hipMemsetAsync");
+  sym.get(api.hipStreamCreate, "hipStreamCreate");
+  sym.get(api.hipStreamDestroy, "hipStreamDestroy");
+  sym.get(api.hipStreamSynchronize, "hipStreamSynchronize");
+  sym.get(api.hipGetErrorName, "hipGetErrorName");
+  sym.get(api.hipGetErrorString, "hipGetErrorString");
+  if (!sym.missing().empty()) return make_error(ErrorCode::Unavailable, found + " lacks " + sym.missing());
   api.hipDriverGetVersion(&api.driver_version);
   return api;
 }
@@ -209,40 +177,18 @@ Result<HipOutput> compile_hip(std::string_view source, std::string_view name, st
   std::vector<const char*> opts = {offload.c_str(), "-O3", "-std=c++17"};
   const int compiled = api->compile(prog, static_cast<int>(opts.size()), opts.data());
   HipOutput out;
-  std::size_t n = 0;
-  if (api->log_size(prog, &n) == 0 && n > 1) {
-    out.log.resize(n);
-    if (api->log(prog, out.log.data()) == 0) out.log.resize(n - 1);
-  }
-  if (compiled != 0) {
-    Error e = make_error(ErrorCode::Internal, "hiprtc could not compile '" + std::string(name) + "' for " +
-                                                  std::string(arch) + ": " + api->error_string(compiled));
-    e.diagnostics.push_back(Diagnostic{{}, Severity::Note, out.log, {}, {}});
-    e.diagnostics.push_back(Diagnostic{{}, Severity::Note, "HIP source:\n" + numbered(source), {}, {}});
-    return e;
-  }
-  if (api->code_size(prog, &n) != 0 || n == 0) return make_error(ErrorCode::Internal, "hiprtcGetCodeSize failed");
-  out.code.resize(n);
-  if (api->code(prog, reinterpret_cast<char*>(out.code.data())) != 0)
-    return make_error(ErrorCode::Internal, "hiprtcGetCode failed");
+  out.log = simt::program_log(*api, prog);
+  if (compiled != 0)
+    return simt::compile_error("hiprtc", name, arch, api->error_string(compiled), out.log, "HIP", source);
+  TERNJIT_TRY_VOID(
+      simt::program_output(prog, api->code_size, "hiprtcGetCodeSize", api->code, "hiprtcGetCode", out.code));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 
 Result<void> check_code_object(const std::vector<std::uint8_t>& c) {
-  auto bad = [](const std::string& why) { return make_error(ErrorCode::InvalidInput, "damaged code object: " + why); };
-  if (c.size() < 64) return bad("shorter than an ELF header (" + std::to_string(c.size()) + " bytes)");
-  if (std::memcmp(c.data(), "\x7f" "ELF", 4) != 0) return bad("no ELF magic");
-  if (c[4] != 2 || c[5] != 1) return bad("not a 64-bit little-endian ELF");
-  auto u16 = [&](std::size_t at) { return static_cast<std::uint32_t>(c[at] | (c[at + 1] << 8)); };
-  std::uint64_t shoff = 0;
-  for (int i = 7; i >= 0; --i) shoff = (shoff << 8) | c[40 + static_cast<std::size_t>(i)];
   constexpr std::uint32_t kEmAmdgpu = 224;
-  if (u16(18) != kEmAmdgpu) return bad("e_machine " + std::to_string(u16(18)) + ", expected 224 (AMDGPU)");
-  const std::uint64_t shentsize = u16(58), shnum = u16(60);
-  if (shentsize != 64 || shoff > c.size() || shnum > (c.size() - shoff) / 64)
-    return bad("the section header table lies outside the file");
-  return success();
+  return simt::check_elf64(c, "code object", kEmAmdgpu, "AMDGPU");
 }
 
 namespace {
@@ -414,20 +360,13 @@ Error hip_error(const RuntimeApi& api, const char* what, int r) {
 }
 
 DeviceDescription HipDevice::description(const RuntimeApi& api) const {
-  DeviceDescription d;
-  d.index = static_cast<std::uint32_t>(index);
-  d.name = name;
+  DeviceDescription d = simt::device_description(index, name, memory_bytes, warp_size, max_threads_per_block,
+                                                 max_block_x, max_shared_per_block);
   d.type = "discrete gpu";
   d.driver = api.version_text() + ", " + arch + ", " + std::to_string(compute_units) + " CUs";
   d.api = "HIP " + api.version_text().substr(12);
-  d.memory_bytes = memory_bytes;
-  d.subgroup_size = static_cast<std::uint32_t>(warp_size);
   d.int_dot = true;  // sdot4 on every arch of kSupportedArchs but gfx900 (the generator picks)
   d.int_dot_accelerated = arch != "gfx900";
-  d.limits.max_workgroup_invocations = static_cast<std::uint32_t>(max_threads_per_block);
-  d.limits.max_workgroup_size_x = static_cast<std::uint32_t>(max_block_x);
-  d.limits.max_shared_bytes = static_cast<std::uint32_t>(max_shared_per_block);
-  d.limits.max_buffer_bytes = memory_bytes;
   return d;
 }
 
@@ -442,17 +381,7 @@ Result<const std::vector<HipDevice>*> hip_devices() {
 }
 
 Result<const HipDevice*> select_hip_device(const std::string& option) {
-  std::size_t index = 0;
-  if (!option.empty() && option != "auto") {
-    if (option.size() > 4 || option.find_first_not_of("0123456789") != std::string::npos)
-      return make_error(ErrorCode::InvalidArgument, "hip.device='" + option + "': expected auto or a device index");
-    index = static_cast<std::size_t>(std::stoi(option));
-  }
-  TERNJIT_TRY(const std::vector<HipDevice>* all, hip_devices());
-  if (index >= all->size())
-    return make_error(ErrorCode::NotFound,
-                      "hip.device=" + option + ": there are " + std::to_string(all->size()) + " HIP devices");
-  return &(*all)[index];
+  return simt::select_device<HipDevice>("hip", "HIP", option, hip_devices);
 }
 
 }  // namespace ternjit::targets::hip

@@ -5,14 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "ir/print.h"
 #include "targets/common/device_weights.h"
-#include "targets/common/gpu_program.h"
-#include "targets/common/simt_source.h"
-#include "targets/common/simt_space.h"
 #include "targets/hip/hip_api.h"
+#include "targets/simt/device_kernels.h"
+#include "targets/simt/driver_library.h"
+#include "targets/simt/driver_target.h"
+#include "targets/simt/generate.h"
+#include "targets/simt/tuning_space.h"
 
 namespace ternjit::targets {
 
@@ -20,9 +21,13 @@ namespace {
 
 using hip::HipDevice;
 using hip::RuntimeApi;
+using simt::DevicePtr;
+using simt::join;
+using simt::source_digest;
+using simt::split;
 
 // GpuApi on one AMD GPU (hipSetDevice makes it current for the calling thread).
-class HipGpuApi final : public GpuApi {
+class HipGpuApi final : public simt::GpuApi {
  public:
   HipGpuApi(const RuntimeApi& api, int device) : api_(api), device_(device) {}
   [[nodiscard]] Result<std::shared_ptr<void>> make_current() const override {
@@ -83,36 +88,6 @@ struct HipModuleHolder {
   }
 };
 
-Result<void> run_loaded(const void* state, void* const* buffers) {
-  return static_cast<const GpuLoadedState*>(state)->program->run(buffers);
-}
-
-Result<void> launch_loaded(const void* state, void* stream, void* const* buffers) {
-  if (!state) return make_error(ErrorCode::InvalidArgument, "hip launch: null kernel");
-  return static_cast<const GpuLoadedState*>(state)->program->launch(stream, buffers);
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
-
-std::vector<std::string> split(std::string_view text, char sep) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  std::size_t at = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, at);
-    out.emplace_back(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
-
-std::string source_digest(const std::string& s) { return bytes_digest(std::vector<std::uint8_t>(s.begin(), s.end())); }
-
 // One code object of an artifact: "arch:offset:size:digest" in metadata "code_objects".
 struct CodeObjectEntry {
   std::string arch;
@@ -168,12 +143,7 @@ class HipTarget final : public Target {
 
 
   [[nodiscard]] TargetDescription describe() const override {
-    TargetDescription t;
-    t.name = std::string(name());
-    t.kind = std::string(target_kind_name(kind()));
-    auto ok = available();
-    t.available = ok.ok();
-    if (!ok.ok()) t.reason = ok.error().message;
+    TargetDescription t = simt::target_description(*this);
     auto d = hip::select_hip_device("auto");
     auto rt = hip::runtime();
     if (d.ok() && rt.ok()) {
@@ -188,15 +158,7 @@ class HipTarget final : public Target {
   }
 
   [[nodiscard]] std::vector<DeviceDescription> devices() const override {
-    std::vector<DeviceDescription> out;
-    auto all = hip::hip_devices();
-    auto rt = hip::runtime();
-    if (!all.ok() || !rt.ok()) return out;
-    for (const HipDevice& d : **all) {
-      out.push_back(d.description(**rt));
-      out.back().selected = d.index == 0;
-    }
-    return out;
+    return simt::device_descriptions(hip::hip_devices(), hip::runtime());
   }
 
   // The machine text of the key: the device, its features and the toolchain.
@@ -218,9 +180,7 @@ class HipTarget final : public Target {
         TERNJIT_TRY(auto archs, hip::parse_offload_archs(value));
         (void)archs;
       } else if (option == "device") {
-        if (value.empty() || (value != "auto" && (value.size() > 4 || value.find_first_not_of("0123456789") !=
-                                                                           std::string::npos)))
-          return make_error(ErrorCode::InvalidArgument, "hip.device='" + value + "': expected auto or an index");
+        TERNJIT_TRY_VOID(simt::check_device_option("hip", value));
       } else {
         return make_error(ErrorCode::InvalidArgument,
                           "unknown hip option '" + option + "' (hip takes: offload_arch, device)");
@@ -239,7 +199,7 @@ class HipTarget final : public Target {
     a.entry = std::string(function);
     std::vector<std::string> table, usage, usage_kernels;
     for (const std::string& arch : archs) {
-      TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options.decisions, arch));
+      TERNJIT_TRY(simt::KernelSet p, generate(specialized, function, options.decisions, arch));
       TERNJIT_TRY(hip::HipOutput out, hip::compile_hip(p.source, std::string(function), arch));
       // Registers and spills from the code object's metadata note (what the HIP runtime
       // would report): one summary per arch for `ternjit cache ls`.
@@ -279,12 +239,8 @@ class HipTarget final : public Target {
 
   [[nodiscard]] Result<LoadedKernel> load(const Artifact& a, const LoadContext& context) const override {
     TERNJIT_CHECK(context.params != nullptr, "load: no parameter values");
-    TERNJIT_TRY_VOID(check_artifact_kind(a, traits().artifact_kind, name()));
-    for (const char* field : {"ir", "decisions", "bytes_digest"})
-      if (!a.metadata.count(field))
-        return make_error(ErrorCode::InvalidInput, std::string("hip artifact lacks its '") + field + "' metadata");
-    if (bytes_digest(a.bytes) != a.metadata.at("bytes_digest"))
-      return make_error(ErrorCode::InvalidInput, "hip artifact: the code objects do not match their digest (damaged)");
+    TERNJIT_TRY_VOID(simt::check_artifact(a, "hip", traits().artifact_kind, {"ir", "decisions", "bytes_digest"},
+                                          "the code objects do not match their digest (damaged)"));
     TERNJIT_TRY(std::vector<CodeObjectEntry> entries, parse_entries(a));
     TERNJIT_TRY(const HipDevice* device, hip::select_hip_device(context.options.get("device")));
     auto entry = std::find_if(entries.begin(), entries.end(), [&](const CodeObjectEntry& e) { return e.arch == device->arch; });
@@ -294,14 +250,9 @@ class HipTarget final : public Target {
     const std::vector<std::uint8_t> code(a.bytes.begin() + static_cast<std::ptrdiff_t>(entry->offset),
                                          a.bytes.begin() + static_cast<std::ptrdiff_t>(entry->offset + entry->size));
     TERNJIT_TRY_VOID(hip::check_code_object(code));
-    Artifact text;
-    text.bytes.assign(a.metadata.at("ir").begin(), a.metadata.at("ir").end());
-    text.entry = a.entry;
-    TERNJIT_TRY(ir::Module m, parse_artifact_module(text));
-    TERNJIT_TRY(simt::SimtProgram p, generate(m, a.entry, split(a.metadata.at("decisions"), '|'), device->arch));
-    if (source_digest(p.source) != entry->source_digest)
-      return make_error(ErrorCode::InvalidInput,
-                        "hip artifact: its source is not what this build generates for it (stale or damaged entry)");
+    TERNJIT_TRY(ir::Module m, simt::artifact_module(a));
+    TERNJIT_TRY(simt::KernelSet p, generate(m, a.entry, split(a.metadata.at("decisions"), '|'), device->arch));
+    TERNJIT_TRY_VOID(simt::check_source_digest(p, "hip", entry->source_digest));
     TERNJIT_TRY(const RuntimeApi* api, hip::runtime());
     auto module = std::make_shared<HipModuleHolder>();
     module->api = api;
@@ -319,30 +270,20 @@ class HipTarget final : public Target {
         return hip::hip_error(*api, ("hipModuleGetFunction '" + k.name + "'").c_str(), r);
       module->functions.push_back(f);
     }
-    const ir::Function& f = *m.find_function(a.entry);
-    TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
     std::vector<void*> functions(module->functions.begin(), module->functions.end());
     auto gpu = std::make_shared<const HipGpuApi>(*api, device->index);
     const std::string device_key = "hip" + std::to_string(device->index) + ":" + device->name;
-    auto state = std::make_shared<GpuLoadedState>();
-    TERNJIT_TRY(state->program, GpuProgram::create(gpu, device_key, std::move(p), std::move(functions), module, values,
-                                                   dynamic_cast<DeviceWeights*>(context.state)));
-    LoadedKernel k;
-    k.run = &run_loaded;
-    k.launch = &launch_loaded;
-    k.state = state.get();
+    TERNJIT_TRY(LoadedKernel k, simt::load_kernel_set(simt::Dialect::Hip, m, a.entry, std::move(p), std::move(gpu),
+                                                      device_key, std::move(functions), module, context));
     k.isa = "hip_" + device->arch;
     k.device_handles = {static_cast<std::uintptr_t>(device->index)};
-    k.owner = std::move(state);
     return k;
   }
 
 
   [[nodiscard]] Result<std::vector<std::unique_ptr<TuningSpace>>> tuning_spaces(
       const ir::Module& specialized, std::string_view function, const CompileOptions& options) const override {
-    const ir::Function* f = specialized.find_function(function);
-    if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
-    TERNJIT_TRY_VOID(simt::supported(*f));
+    TERNJIT_TRY(const ir::Function* f, simt::supported_function(specialized, function));
     TERNJIT_TRY(std::vector<std::string> archs, resolve_archs(options.target));
     simt::SpaceOptions o;
     o.op = "hip.tmatmul";
@@ -351,9 +292,7 @@ class HipTarget final : public Target {
     o.int_dot = archs.front() != "gfx900";
     if (auto d = hip::select_hip_device(options.target.get("device")); d.ok())
       o.multiprocessors = static_cast<std::uint32_t>((*d)->compute_units);
-    std::vector<std::unique_ptr<TuningSpace>> spaces;
-    for (const simt::TMatMulShape& s : simt::tmatmul_shapes(*f)) spaces.push_back(simt::make_tmatmul_space(s, o, make_gpu_bench_factory(*this, options.target)));
-    return spaces;
+    return simt::tmatmul_spaces(*f, o, *this, options.target);
   }
 
   [[nodiscard]] std::vector<std::string_view> emit_forms() const override { return {"hip", "hsaco"}; }
@@ -368,19 +307,14 @@ class HipTarget final : public Target {
       return make_error(ErrorCode::InvalidArgument, "--emit hsaco writes one code object: give one hip.offload_arch");
     std::string text;
     for (const std::string& arch : archs) {
-      TERNJIT_TRY(simt::SimtProgram p, generate(specialized, function, options.decisions, arch));
+      TERNJIT_TRY(simt::KernelSet p, generate(specialized, function, options.decisions, arch));
       if (what == "hsaco") {
         TERNJIT_TRY(hip::HipOutput out, hip::compile_hip(p.source, std::string(function), arch));
         return Emitted{std::string(out.code.begin(), out.code.end()), true, {}};
       }
       text += "// " + std::string(function) + " on hip (" + arch + ", wave" + std::to_string(p.warp_size) + "): " +
               std::to_string(p.kernels.size()) + " launches in order on one stream\n";
-      for (const simt::KernelLaunch& k : p.kernels) {
-        char line[256];
-        std::snprintf(line, sizeof line, "//   %s grid (%u, %u, %u) block (%u, %u, %u) shared %u\n", k.name.c_str(),
-                      k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.shared_bytes);
-        text += line;
-      }
+      text += simt::launch_lines(p);
       text += "\n" + p.source;
     }
     return Emitted{std::move(text), false, {}};
@@ -399,7 +333,7 @@ class HipTarget final : public Target {
     return std::vector<std::string>{std::string(hip::kDefaultArch)};
   }
 
-  static Result<simt::SimtProgram> generate(const ir::Module& specialized, std::string_view function,
+  static Result<simt::KernelSet> generate(const ir::Module& specialized, std::string_view function,
                                             const std::vector<std::string>& decisions, const std::string& arch) {
     simt::SimtOptions o;
     o.dialect = simt::Dialect::Hip;

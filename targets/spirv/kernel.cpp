@@ -66,7 +66,7 @@ bool config_fits(const ShaderConfig& c, const DeviceInfo& d, const Shader& s) {
   return x <= kMaxGroups && y <= kMaxGroups;
 }
 
-Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, SpirvProgram program,
+Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, ShaderSet program,
                                                const std::vector<std::vector<std::uint32_t>>& modules,
                                                const std::vector<ShaderConfig>& configs,
                                                const std::vector<LoadValue>& load_values,
@@ -80,7 +80,7 @@ Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, S
   const VulkanApi& vk = dev.vk();
   k->program_ = std::move(program);
   k->configs_ = configs;
-  const SpirvProgram& p = k->program_;
+  const ShaderSet& p = k->program_;
 
   for (std::size_t b : p.plan.in_bytes) {
     TERNJIT_TRY(DeviceBuffer buf, dev.create_buffer(b, true));
@@ -127,8 +127,8 @@ Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, S
   for (const Shader& s : p.shaders)
     for (std::size_t b = 0; b < s.bindings.size(); ++b)
       if (!(s.tmatmul && b == 1)) TERNJIT_TRY_VOID(need_value(s.bindings[b]));
-  for (const ProgramStep& st : p.steps)
-    if (st.kind == ProgramStep::Kind::Copy) TERNJIT_TRY_VOID(need_value(st.from));
+  for (const CallStep& st : p.steps)
+    if (st.kind == CallStep::Kind::Copy) TERNJIT_TRY_VOID(need_value(st.from));
 
   // Pipelines: every module is validated again (an artifact may come from a damaged
   // cache file: an error, never a driver crash).
@@ -244,8 +244,8 @@ Result<VkDescriptorSet> Kernel::descriptor_set(std::size_t shader, std::span<con
 
 void Kernel::record_steps(VkCommandBuffer cb, std::span<const VkDescriptorSet> sets, std::span<const VkBuffer> io) {
   const VulkanApi& vk = device_->vk();
-  for (const ProgramStep& st : program_.steps) {
-    if (st.kind == ProgramStep::Kind::Copy) {
+  for (const CallStep& st : program_.steps) {
+    if (st.kind == CallStep::Kind::Copy) {
       if (st.bytes != 0) {
         VkBufferCopy region{0, 0, st.bytes};
         vk.vkCmdCopyBuffer(cb, buffer_of(st.from, io), buffer_of(st.to, io), 1, &region);

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "targets/common/device_weights.h"
-#include "targets/spirv/program.h"
+#include "targets/spirv/shader_set.h"
 #include "targets/spirv/vulkan_device.h"
 
 namespace ternjit::targets::spirv {
@@ -47,7 +47,7 @@ class Kernel {
   /// for a module that fails validation or a bad weight, Unavailable for device
   /// failures (allocation, loss). The device's pipeline cache is saved to `cache_dir`
   /// (the engine's kernel cache directory; "" when caching is off).
-  static Result<std::shared_ptr<Kernel>> create(std::shared_ptr<Device> device, SpirvProgram program,
+  static Result<std::shared_ptr<Kernel>> create(std::shared_ptr<Device> device, ShaderSet program,
                                                 const std::vector<std::vector<std::uint32_t>>& modules,
                                                 const std::vector<ShaderConfig>& configs,
                                                 const std::vector<LoadValue>& load_values,
@@ -84,10 +84,10 @@ class Kernel {
   VkBuffer buffer_of(const Slot& s, std::span<const VkBuffer> io) const;
 
   std::shared_ptr<Device> device_;
-  SpirvProgram program_;
+  ShaderSet program_;
   std::vector<ShaderConfig> configs_;
   std::vector<DeviceBuffer> io_;       // inputs then outputs, host-visible
-  std::vector<DeviceBuffer> scratch_;  // by SpirvProgram::scratch_offsets
+  std::vector<DeviceBuffer> scratch_;  // by ShaderSet::scratch_offsets
   std::vector<std::shared_ptr<const void>> consts_;  // DeviceBuffer per load-time value (null: unused)
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;

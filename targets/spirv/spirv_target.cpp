@@ -16,7 +16,7 @@ namespace {
 
 using spirv::Device;
 using spirv::DeviceInfo;
-using spirv::SpirvProgram;
+using spirv::ShaderSet;
 
 // The artifact's bytes: the module count, each module's word count, then the words
 // (native-endian 32-bit words, as SPIR-V itself).
@@ -139,7 +139,7 @@ class SpirvTarget final : public Target {
   }
 
   [[nodiscard]] Result<void> check_supported(const ir::Function& f) const override {
-    return spirv::program_supported(f);
+    return spirv::shader_set_supported(f);
   }
 
   [[nodiscard]] Result<Artifact> compile(const ir::Module& specialized, std::string_view function,
@@ -147,7 +147,7 @@ class SpirvTarget final : public Target {
     const ir::Function* f = specialized.find_function(function);
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     TERNJIT_TRY(const bool int_dot, use_int_dot(options.target));
-    TERNJIT_TRY(SpirvProgram p, spirv::build_program(*f, int_dot));
+    TERNJIT_TRY(ShaderSet p, spirv::build_shader_set(*f, int_dot));
     std::vector<std::vector<std::uint32_t>> modules;
     for (const spirv::Shader& s : p.shaders) {
       TERNJIT_TRY(auto words, spirv::compile_glsl(s.glsl, s.name));
@@ -180,7 +180,7 @@ class SpirvTarget final : public Target {
     TERNJIT_TRY(ir::Module m, parse_artifact_module(text));
     const ir::Function& f = *m.find_function(a.entry);
     const bool int_dot = dot_it->second == "1";
-    TERNJIT_TRY(SpirvProgram p, spirv::build_program(f, int_dot));
+    TERNJIT_TRY(ShaderSet p, spirv::build_shader_set(f, int_dot));
     TERNJIT_TRY(auto modules, unpack_modules(a.bytes));
     if (modules.size() != p.shaders.size())
       return make_error(ErrorCode::InvalidInput, "spirv artifact has " + std::to_string(modules.size()) +
@@ -233,7 +233,7 @@ class SpirvTarget final : public Target {
     const ir::Function* f = specialized.find_function(function);
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     TERNJIT_TRY(const bool int_dot, use_int_dot(options.target));
-    TERNJIT_TRY(SpirvProgram p, spirv::build_program(*f, int_dot));
+    TERNJIT_TRY(ShaderSet p, spirv::build_shader_set(*f, int_dot));
     std::shared_ptr<Device> device;
     const DeviceInfo* info = nullptr;
     if (auto d = spirv::select_device(options.target.get("device")); d.ok()) {
@@ -256,7 +256,7 @@ class SpirvTarget final : public Target {
     const ir::Function* f = specialized.find_function(function);
     if (!f) return make_error(ErrorCode::NotFound, "no function '" + std::string(function) + "' in the module");
     TERNJIT_TRY(const bool int_dot, use_int_dot(options.target));
-    TERNJIT_TRY(SpirvProgram p, spirv::build_program(*f, int_dot));
+    TERNJIT_TRY(ShaderSet p, spirv::build_shader_set(*f, int_dot));
     std::string out = "; " + std::string(function) + " on spirv (" + (int_dot ? "OpSDot" : "scalar dot") + "), " +
                       std::to_string(p.shaders.size()) + " shader" + (p.shaders.size() == 1 ? "" : "s") + "\n";
     const ir::FunctionNames names(*f);

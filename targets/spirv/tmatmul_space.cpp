@@ -72,7 +72,7 @@ class Bench final : public TuningBench {
     program_.plan.out_bytes = {static_cast<std::size_t>(s.m * s.n) * 4};
     program_.plan.load_time.resize(1);
     program_.shaders = {shader_};
-    program_.steps = {ProgramStep{}};
+    program_.steps = {CallStep{}};
     module_ = compile_glsl(shader_.glsl, shader_.name);
   }
 
@@ -89,7 +89,7 @@ class Bench final : public TuningBench {
  private:
   Shader shader_;
   std::shared_ptr<Device> device_;
-  SpirvProgram program_;
+  ShaderSet program_;
   LoadValue weight_;
   std::shared_ptr<std::vector<std::vector<std::uint8_t>>> xs_;
   std::shared_ptr<std::vector<float>> scales_;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // simt_emu.h - what CUDA and HIP supply to generated kernels, for running them on the CPU (the SIMT emulator).
 //
-// The emulator compiles the exact CUDA C++ / HIP C++ text of targets/common/simt_source.h
+// The emulator compiles the exact CUDA C++ / HIP C++ text of targets/simt/generate.h
 // with the host C++ compiler: a wrapper translation unit includes this header, then the
 // generated file, then one entry point per kernel (`tjemu_entry_<name>(void** params)`,
 // which calls the kernel with its parameters read from params[i] as cuLaunchKernel

@@ -266,7 +266,7 @@ Result<void> Module::launch(const std::string& name, const Dim3& grid, const Dim
   return success();
 }
 
-Result<void> run_program(const Module& module, const targets::simt::SimtProgram& program,
+Result<void> run_program(const Module& module, const targets::simt::KernelSet& program,
                          const std::vector<targets::LoadValue>& load_values,
                          const std::vector<std::vector<std::uint8_t>>& inputs,
                          std::vector<std::vector<std::uint8_t>>& outputs) {

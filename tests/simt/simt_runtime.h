@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // simt_runtime.h - the host side of the SIMT emulator: compile generated CUDA/HIP source on the CPU, launch its kernels.
 //
-// build() writes the exact text of a SimtProgram's source to a temporary directory,
+// build() writes the exact text of a KernelSet's source to a temporary directory,
 // compiles it with the host C++ compiler against tests/simt/simt_emu.h into a shared
 // object and dlopens it. launch() runs one kernel: each block's threads are fibers
 // (Boost.Context) on the calling thread, blocks one after another; a barrier or
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "targets/load_value.h"
 #include "ternjit/result.h"
 
@@ -52,7 +52,7 @@ class Module {
 
 /// Runs `program` on `module` (built from program.source): `inputs` are the argument
 /// bytes, `outputs` are filled (resized to plan.out_bytes, poisoned with 0x5A first).
-Result<void> run_program(const Module& module, const targets::simt::SimtProgram& program,
+Result<void> run_program(const Module& module, const targets::simt::KernelSet& program,
                          const std::vector<targets::LoadValue>& load_values,
                          const std::vector<std::vector<std::uint8_t>>& inputs,
                          std::vector<std::vector<std::uint8_t>>& outputs);

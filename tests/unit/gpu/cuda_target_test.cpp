@@ -21,7 +21,7 @@
 #include "ir/interpret.h"
 #include "jit/kernel_cache.h"
 #include "targets/common/device_weights.h"
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "targets/cuda/cuda_driver.h"
 #include "targets/cuda/nvrtc.h"
 #include "targets/registry.h"

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// emulated_device_test.cpp - the cuda/hip runtime path (GpuProgram: uploads, packed weights, parameter tables, launches in plan order, copies back) with its kernels executed by the SIMT emulator, against the interpreter.
+// emulated_device_test.cpp - the cuda/hip runtime path (DeviceKernels: uploads, packed weights, parameter tables, launches in plan order, copies back) with its kernels executed by the SIMT emulator, against the interpreter.
 //
 // The GpuApi here is the SIMT emulator (tests/simt/simt_runtime.h): device memory is
 // host memory, and a launch runs the kernel of the generated source compiled by the host
-// compiler, with the parameter table GpuProgram built for cuLaunchKernel. So everything
+// compiler, with the parameter table DeviceKernels built for cuLaunchKernel. So everything
 // the cuda and hip targets do after the driver's module load runs in CI without a GPU.
 // ctest: gpu/emulator (SKIPPED without a host C++ compiler).
 //
@@ -23,7 +23,7 @@
 
 #include "ir/interpret.h"
 #include "ir/parse.h"
-#include "targets/common/gpu_program.h"
+#include "targets/simt/device_kernels.h"
 #include "targets/cuda/cuda_target.h"
 #include "tests/simt/simt_runtime.h"
 #include "tests/unit/gpu/gpu_programs.h"
@@ -31,10 +31,10 @@
 namespace ternjit {
 namespace {
 
-using targets::DevicePtr;
+using targets::simt::DevicePtr;
 
 // Device memory in host memory, launches on the emulator.
-class EmulatorApi final : public targets::GpuApi {
+class EmulatorApi final : public targets::simt::GpuApi {
  public:
   EmulatorApi(std::shared_ptr<simt_emu::Module> module, std::vector<std::string> names, unsigned warp)
       : module_(std::move(module)), names_(std::move(names)), warp_(warp) {}
@@ -68,7 +68,7 @@ class EmulatorApi final : public targets::GpuApi {
   unsigned warp_;
 };
 
-// Runs `p` (dialect and warp from `options`) through GpuProgram on the emulator, twice,
+// Runs `p` (dialect and warp from `options`) through DeviceKernels on the emulator, twice,
 // against the interpreter.
 // The grouped-scale tmatmul's bound per element (as tests/unit/spirv and tests/unit/simt
 // derive it): each group's int32 sum p_g is exact, y = sum_g float(p_g) s[g, n] in f32
@@ -108,19 +108,9 @@ void check_program(const gpu_testing::Program& p, const targets::simt::SimtOptio
   auto api = std::make_shared<EmulatorApi>(*module, names, options.warp_size);
 
   const ir::Function& f = *p.module.find_function(p.function);
-  ir::ParamValues params;
   std::uint64_t seed = 11;
-  for (const ir::ParamDecl& d : p.module.params()) {
-    std::vector<std::int64_t> shape;
-    for (const ir::Dim& dim : d.type.shape) shape.push_back(dim.extent);
-    params.values.emplace(d.name, ir::StoredTensor::random(d.type.elem, shape, seed++));
-  }
-  std::vector<ir::HostTensor> args;
-  for (ir::ValueId v : f.args()) {
-    std::vector<std::int64_t> shape;
-    for (const ir::Dim& dim : f.type_of(v).shape) shape.push_back(dim.extent);
-    args.push_back(ir::HostTensor::random(f.type_of(v).elem, shape, seed++));
-  }
+  const ir::ParamValues params = gpu_testing::random_params(p.module, seed);
+  const std::vector<ir::HostTensor> args = gpu_testing::random_args(f, seed);
   auto want = ir::interpret(p.module, p.function, args, params);
   REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
   std::vector<double> per;  // a grouped tmatmul's element-wise bound of result 0
@@ -129,18 +119,14 @@ void check_program(const gpu_testing::Program& p, const targets::simt::SimtOptio
   auto values = targets::evaluate_load_time(f, program->plan, params, false);
   REQUIRE(values.ok());
   targets::DeviceWeights weights;
-  auto g = targets::GpuProgram::create(api, "emu", *program, functions, nullptr, *values, &weights);
+  auto g = targets::simt::DeviceKernels::create(api, "emu", *program, functions, nullptr, *values, &weights);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
 
-  std::vector<std::vector<std::uint8_t>> in, out;
-  std::vector<void*> buffers;
-  for (const auto& a : args) in.push_back(a.to_bytes());
-  for (auto& b : in) buffers.push_back(b.data());
-  for (const auto& w : *want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0});
-  for (auto& b : out) buffers.push_back(b.data());
+  gpu_testing::HostBuffers buffers(args, *want);
+  const auto& out = buffers.out;
   for (int rep = 0; rep < 2; ++rep) {  // twice: scratch of the first call must not leak into the second
-    for (auto& b : out) std::memset(b.data(), rep ? 0xA5 : 0x5A, b.size());  // poison
-    auto r = (*g)->run(buffers.data());
+    buffers.poison(rep ? 0xA5 : 0x5A);
+    auto r = (*g)->run(buffers.pointers.data());
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
     for (std::size_t j = 0; j < out.size(); ++j) {
       const ir::HostTensor& w = (*want)[j];
@@ -188,7 +174,7 @@ TEST_CASE("gpu program on the SIMT emulator: tmatmul bit for bit (grouped: the d
     check_program(p, hip, true, group);
   }
   // The CUDA tensor-core form (M >= 16): its tmma2 weights packed and uploaded by
-  // GpuProgram, its kernels on the emulator; grouped stays on dp4a.
+  // DeviceKernels, its kernels on the emulator; grouped stays on dp4a.
   const gpu_testing::Program mma = ir_program("tmatmul i8 M=17 mma", gpu_testing::tmatmul_tir(17, 300, 13, "i8", "relu", true));
   targets::simt::SimtOptions tc;
   tc.tensor_cores = true;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpu_programs.h - the small programs the cuda and hip tests compile: IR text per kernel op and tests/dsl layers, specialized and optimized.
+// gpu_programs.h - the small programs the GPU target tests compile (IR text per kernel op and tests/dsl layers, specialized and optimized), their random inputs and result checks.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -147,6 +147,82 @@ inline std::vector<Program> programs() {
   return out;
 }
 
+/// Random values (seeds `seed`, `seed` + 1, ...; `seed` is advanced) for every parameter of
+/// `m` whose shape is static.
+inline ir::ParamValues random_params(const ir::Module& m, std::uint64_t& seed) {
+  ir::ParamValues params;
+  for (const ir::ParamDecl& d : m.params()) {
+    std::vector<std::int64_t> shape;
+    bool static_shape = true;
+    for (const ir::Dim& dim : d.type.shape) {
+      static_shape = static_shape && dim.is_static();
+      shape.push_back(dim.extent);
+    }
+    if (static_shape) params.values.emplace(d.name, ir::StoredTensor::random(d.type.elem, shape, seed++));
+  }
+  return params;
+}
+
+/// Random inputs for every argument of `f` (static shapes), seeded as random_params.
+inline std::vector<ir::HostTensor> random_args(const ir::Function& f, std::uint64_t& seed) {
+  std::vector<ir::HostTensor> args;
+  for (ir::ValueId v : f.args()) {
+    std::vector<std::int64_t> shape;
+    for (const ir::Dim& dim : f.type_of(v).shape) shape.push_back(dim.extent);
+    args.push_back(ir::HostTensor::random(f.type_of(v).elem, shape, seed++));
+  }
+  return args;
+}
+
+/// The host buffers of one call: the bytes of `args`, outputs sized like `want`, and the
+/// pointer table a kernel's run() takes (inputs, then outputs).
+struct HostBuffers {
+  std::vector<std::vector<std::uint8_t>> in, out;
+  std::vector<void*> pointers;
+  HostBuffers(const std::vector<ir::HostTensor>& args, const std::vector<ir::HostTensor>& want) {
+    for (const ir::HostTensor& a : args) in.push_back(a.to_bytes());
+    for (auto& b : in) pointers.push_back(b.data());
+    for (const ir::HostTensor& w : want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0});
+    for (auto& b : out) pointers.push_back(b.data());
+  }
+  /// Fills every output with `byte` (a result the kernel does not write shows).
+  void poison(std::uint8_t byte) {
+    for (auto& b : out) std::memset(b.data(), byte, b.size());
+  }
+};
+
+/// Requires result `j` (bytes `got`) to equal `want` bit for bit, naming the first
+/// byte that differs.
+inline void require_same_bytes(const ir::HostTensor& want, const std::vector<std::uint8_t>& got, std::size_t j) {
+  const std::vector<std::uint8_t> wb = want.to_bytes();
+  REQUIRE(wb.size() == got.size());
+  if (wb == got) return;
+  std::size_t at = 0;
+  while (at < wb.size() && wb[at] == got[at]) ++at;
+  FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
+}
+
+/// Checks f32 result `j` (bytes `got`) element by element against `want`: |got - want|
+/// <= abs + rel |want| (+ per[i] when `per` is not empty); a NaN matches a NaN and an
+/// infinity itself. Reports at most five elements.
+inline void check_f32_result(const ir::HostTensor& want, const std::vector<std::uint8_t>& got, std::size_t j,
+                             double abs, double rel, const std::vector<double>& per) {
+  std::vector<float> values(want.data.size());
+  std::memcpy(values.data(), got.data(), values.size() * 4);
+  int fails = 0;
+  for (std::size_t i = 0; i < values.size() && fails < 5; ++i) {
+    const double wv = want.data[i];
+    double bound = abs + rel * std::fabs(wv);
+    if (!per.empty()) bound += per[i];
+    if (std::isnan(wv) && std::isnan(values[i])) continue;
+    if (std::isinf(wv) && static_cast<double>(values[i]) == wv) continue;
+    if (!(std::fabs(values[i] - wv) <= bound)) {
+      ++fails;
+      FAIL_CHECK("result " << j << "[" << i << "] = " << values[i] << ", want " << wv << " (bound " << bound << ")");
+    }
+  }
+}
+
 /// Compiles every program `target` supports, runs it on the target's device on random
 /// inputs with poisoned (0xAB) outputs and compares with ir::interpret; loads it a
 /// second time in the same Program to see the weights shared. `usage_fragment`, when
@@ -157,23 +233,9 @@ inline int run_on_device(const targets::Target& t, const std::string& usage_frag
     CAPTURE(p.name);
     const ir::Function& f = *p.module.find_function(p.function);
     if (!t.check_supported(f).ok()) continue;
-    ir::ParamValues params;
     std::uint64_t seed = 7;
-    for (const ir::ParamDecl& d : p.module.params()) {
-      std::vector<std::int64_t> shape;
-      bool static_shape = true;
-      for (const ir::Dim& dim : d.type.shape) {
-        static_shape = static_shape && dim.is_static();
-        shape.push_back(dim.extent);
-      }
-      if (static_shape) params.values.emplace(d.name, ir::StoredTensor::random(d.type.elem, shape, seed++));
-    }
-    std::vector<ir::HostTensor> args;
-    for (ir::ValueId v : f.args()) {
-      std::vector<std::int64_t> shape;
-      for (const ir::Dim& dim : f.type_of(v).shape) shape.push_back(dim.extent);
-      args.push_back(ir::HostTensor::random(f.type_of(v).elem, shape, seed++));
-    }
+    const ir::ParamValues params = random_params(p.module, seed);
+    const std::vector<ir::HostTensor> args = random_args(f, seed);
     auto want = ir::interpret(p.module, p.function, args, params);
     REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
     auto a = t.compile(p.module, p.function, {});
@@ -185,15 +247,11 @@ inline int run_on_device(const targets::Target& t, const std::string& usage_frag
     lc.state = state.get();
     auto k = t.load(*a, lc);
     REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
-    std::vector<std::vector<std::uint8_t>> in, out;
-    std::vector<void*> buffers;
-    for (const auto& x : args) in.push_back(x.to_bytes());
-    for (auto& b : in) buffers.push_back(b.data());
-    for (const auto& w : *want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0xAB});  // poison
-    for (auto& b : out) buffers.push_back(b.data());
+    HostBuffers buffers(args, *want);
+    auto& out = buffers.out;
     for (int rep = 0; rep < 2; ++rep) {  // twice: nothing of the first call may leak into the second
-      for (auto& b : out) std::memset(b.data(), rep ? 0xAB : 0x5A, b.size());
-      auto r = k->run(k->state, buffers.data());
+      buffers.poison(rep ? 0xAB : 0x5A);
+      auto r = k->run(k->state, buffers.pointers.data());
       REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
       for (std::size_t j = 0; j < out.size(); ++j) {
         const ir::HostTensor& w = (*want)[j];

@@ -19,7 +19,7 @@
 #include "ir/interpret.h"
 #include "ir/print.h"
 #include "passes/pipeline.h"
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "targets/load_value.h"
 #include "tests/difftest/gen.h"
 #include "tests/difftest/targets.h"

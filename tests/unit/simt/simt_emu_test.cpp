@@ -2,7 +2,7 @@
 // simt_emu_test.cpp - the generated CUDA and HIP source executed on the CPU (tests/simt/simt_emu.h) against the interpreter.
 //
 // Each case writes a small fully static function in IR text, generates its SIMT program
-// (targets/common/simt_source.h) for CUDA (warp 32) and HIP (warp 64 and 32), with and
+// (targets/simt/generate.h) for CUDA (warp 32) and HIP (warp 64 and 32), with and
 // without the integer dot instruction and under several tmatmul configurations, compiles
 // the exact source with the host compiler against the emulation header, runs the launch
 // plan (poisoned outputs and scratch, guard pages after every buffer) and compares with
@@ -33,10 +33,11 @@
 
 #include "ir/interpret.h"
 #include "ir/parse.h"
-#include "targets/common/simt_source.h"
-#include "targets/common/simt_space.h"
+#include "targets/simt/generate.h"
+#include "targets/simt/tuning_space.h"
 #include "targets/load_value.h"
 #include "tests/simt/simt_runtime.h"
+#include "tests/unit/gpu/gpu_programs.h"
 
 namespace ternjit {
 namespace {
@@ -75,7 +76,7 @@ const std::string& compiler() {
   } while (0)
 
 // Modules by source text: a source compiled once per process.
-std::shared_ptr<simt_emu::Module> module_for(const simt::SimtProgram& p) {
+std::shared_ptr<simt_emu::Module> module_for(const simt::KernelSet& p) {
   static std::map<std::string, std::shared_ptr<simt_emu::Module>> cache;
   auto it = cache.find(p.source);
   if (it != cache.end()) return it->second;
@@ -158,29 +159,11 @@ void check(const std::string& tir, const std::string& fn, const std::vector<Host
       for (std::size_t j = 0; j < out.size(); ++j) {
         const HostTensor& w = (*want)[j];
         if (tol.exact || w.kind != ElemKind::F32) {
-          const std::vector<std::uint8_t> wb = w.to_bytes();
-          REQUIRE(wb.size() == out[j].size());
-          if (wb != out[j]) {
-            std::size_t at = 0;
-            while (at < wb.size() && wb[at] == out[j][at]) ++at;
-            FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
-          }
+          gpu_testing::require_same_bytes(w, out[j], j);
           continue;
         }
-        std::vector<float> got(w.data.size());
-        std::memcpy(got.data(), out[j].data(), got.size() * 4);
-        int fails = 0;
-        for (std::size_t i = 0; i < got.size() && fails < 5; ++i) {
-          const double wv = w.data[i];
-          double bound = tol.abs + tol.rel * std::fabs(wv);
-          if (j < tol.per.size() && !tol.per[j].empty()) bound += tol.per[j][i];
-          if (std::isnan(wv) && std::isnan(got[i])) continue;
-          if (std::isinf(wv) && static_cast<double>(got[i]) == wv) continue;
-          if (!(std::fabs(got[i] - wv) <= bound)) {
-            ++fails;
-            FAIL_CHECK("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
-          }
-        }
+        gpu_testing::check_f32_result(w, out[j], j, tol.abs, tol.rel,
+                                      j < tol.per.size() ? tol.per[j] : std::vector<double>{});
       }
     }
   }
@@ -436,7 +419,7 @@ TEST_CASE("simt emulator: BitLinear chain at M = 32 with tensor cores: quantize 
 
 TEST_CASE("simt: the mma form is refused where it does not exist: grouped scale, f32 x, HIP, warp 64, no tensor cores") {
   const simt::TMatMulConfig mma{32, 4, 1, 1, 2, 1};
-  const simt::TMatMulShape i8{32, 256, 64, ElemKind::I8, 0}, grouped{32, 256, 64, ElemKind::I8, 128},
+  const targets::TMatMulShape i8{32, 256, 64, ElemKind::I8, 0}, grouped{32, 256, 64, ElemKind::I8, 128},
       f32x{32, 256, 64, ElemKind::F32, 0};
   CHECK(simt::config_valid(mma, i8, 32, true));
   CHECK_FALSE(simt::config_valid(mma, i8, 32, false));
@@ -1010,8 +993,8 @@ TEST_CASE("simt: tuning space: configuration text, candidates valid, default val
   CHECK_FALSE(simt::parse_config("tpc=032;cols=4;unroll=2;rows=1;cpt=1").has_value());
   CHECK_FALSE(simt::parse_config("tpc=32;cols=4;unroll=2;rows=1;cpt=1;x").has_value());
   for (std::uint32_t warp : {32u, 64u}) {
-    for (const simt::TMatMulShape s : {simt::TMatMulShape{1, 2560, 2560}, simt::TMatMulShape{8, 14336, 4096},
-                                       simt::TMatMulShape{128, 4096, 14336}, simt::TMatMulShape{1, 37, 5}}) {
+    for (const targets::TMatMulShape s : {targets::TMatMulShape{1, 2560, 2560}, targets::TMatMulShape{8, 14336, 4096},
+                                       targets::TMatMulShape{128, 4096, 14336}, targets::TMatMulShape{1, 37, 5}}) {
       simt::SpaceOptions so;
       so.warp_size = warp;
       auto space = simt::make_tmatmul_space(s, so, nullptr);

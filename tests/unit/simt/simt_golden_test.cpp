@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "ir/parse.h"
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "tests/unit/simt/simt_programs.h"
 
 namespace ternjit {
@@ -40,7 +40,7 @@ std::string arg_text(const simt::KernelArg& a) {
 }
 
 // The launch plan as comment lines.
-std::string plan_text(const simt::SimtProgram& p) {
+std::string plan_text(const simt::KernelSet& p) {
   std::ostringstream o;
   o << "// plan: " << simt::dialect_name(p.dialect) << " warp " << p.warp_size << "\n";
   for (const simt::KernelLaunch& k : p.kernels) {
@@ -86,17 +86,13 @@ void golden(const std::string& name, const std::string& text) {
   }
 }
 
-simt::SimtProgram gen(const std::string& tir, simt::Dialect d, std::uint32_t warp, bool dot, bool tensor_cores = false) {
-  auto m = ir::parse_module(tir, "golden.tir");
-  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+simt::KernelSet gen(const std::string& tir, simt::Dialect d, std::uint32_t warp, bool dot, bool tensor_cores = false) {
   simt::SimtOptions o;
   o.dialect = d;
   o.warp_size = warp;
   o.int_dot = dot;
   o.tensor_cores = tensor_cores;
-  auto p = simt::generate(*m, "f", o);
-  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
-  return std::move(*p);
+  return simt_test::generate(tir, o);
 }
 
 // The prelude: everything before the first kernel.
@@ -104,14 +100,14 @@ std::size_t prelude_end(const std::string& src) { return src.find("\nextern \"C\
 
 TEST_CASE("simt golden: the generated kernels and launch plans of two shapes per op, the preludes") {
   for (const simt_test::OpProgram& op : simt_test::op_programs()) {
-    const simt::SimtProgram p = gen(op.tir, simt::Dialect::Cuda, 32, true);
+    const simt::KernelSet p = gen(op.tir, simt::Dialect::Cuda, 32, true);
     const std::size_t at = prelude_end(p.source);
     REQUIRE(at != std::string::npos);
     golden(op.name + ".cu", plan_text(p) + p.source.substr(at + 1));
   }
   // The tensor-core form: from the mma helpers (after the prelude) on.
   for (const simt_test::OpProgram& op : simt_test::mma_programs()) {
-    const simt::SimtProgram p = gen(op.tir, simt::Dialect::Cuda, 32, true, true);
+    const simt::KernelSet p = gen(op.tir, simt::Dialect::Cuda, 32, true, true);
     const std::size_t at = p.source.find("\n#ifndef TJEMU_MMA");
     REQUIRE(at != std::string::npos);
     golden(op.name + ".cu", plan_text(p) + p.source.substr(at + 1));
@@ -119,7 +115,7 @@ TEST_CASE("simt golden: the generated kernels and launch plans of two shapes per
   for (const char* name : {"tmatmul_i8_1x2560x6912", "bitlinear_ffn_8x2560x6912"}) {
     for (const simt_test::OpProgram& op : simt_test::op_programs()) {
       if (op.name != name) continue;
-      const simt::SimtProgram p = gen(op.tir, simt::Dialect::Hip, 64, true);
+      const simt::KernelSet p = gen(op.tir, simt::Dialect::Hip, 64, true);
       golden(op.name + ".hip", plan_text(p) + p.source.substr(prelude_end(p.source) + 1));
     }
   }
@@ -132,7 +128,7 @@ TEST_CASE("simt golden: the generated kernels and launch plans of two shapes per
   };
   for (const V v : {V{"prelude_cuda.cu", simt::Dialect::Cuda, 32, true}, V{"prelude_cuda_scalar.cu", simt::Dialect::Cuda, 32, false},
                     V{"prelude_hip64.cu", simt::Dialect::Hip, 64, true}}) {
-    const simt::SimtProgram p = gen(any, v.d, v.warp, v.dot);
+    const simt::KernelSet p = gen(any, v.d, v.warp, v.dot);
     golden(v.name, p.source.substr(0, prelude_end(p.source) + 1));
   }
 }

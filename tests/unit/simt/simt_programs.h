@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// simt_programs.h - IR functions covering every kernel op the SIMT generator writes (NVRTC/hiprtc and golden tests).
+// simt_programs.h - IR functions covering every kernel op the SIMT generator writes (NVRTC/hiprtc and golden tests), and generating one.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "ir/parse.h"
+#include "targets/simt/generate.h"
 
 namespace ternjit::simt_test {
 
@@ -125,6 +131,15 @@ inline std::vector<std::string> program_texts() {
   std::vector<std::string> out;
   for (const OpProgram& p : op_programs()) out.push_back(p.tir);
   return out;
+}
+
+/// Function @f of `tir` generated with `options` (the test case fails on an error).
+inline targets::simt::KernelSet generate(const std::string& tir, const targets::simt::SimtOptions& options) {
+  auto m = ir::parse_module(tir, "simt_test.tir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  auto p = targets::simt::generate(*m, "f", options);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(*p);
 }
 
 }  // namespace ternjit::simt_test

@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // simt_rtc_test.cpp - every generated CUDA variant through NVRTC (sm_80, sm_90: PTX and cubin), HIP through hiprtc (gfx90a; wave32: gfx1030).
 //
-// The libraries are opened here with dlopen (test-local, like the targets do; nothing is
-// linked): libnvrtc.so.13/.12 (also under /usr/local/cuda/lib64) and hiprtc inside
-// libamdhip64.so.5 (ROCm 5.2) or libhiprtc.so. A machine without them reports the case
+// The libraries are opened here with dlopen (test-local, through the targets' helpers in
+// targets/simt/driver_library.h; nothing is linked): libnvrtc.so.13/.12 (also under
+// /usr/local/cuda/lib64) and hiprtc inside libamdhip64.so.5 (ROCm 5.2) or libhiprtc.so. A machine without them reports the case
 // SKIPPED with the reason. hiprtc of ROCm 5.2 aborts the process for offload archs it does
 // not know: only gfx90a and gfx1030 (both in targets/hip's list) are asked for.
-#include <dlfcn.h>
-
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -15,20 +13,15 @@
 #include <vector>
 
 #include "ir/parse.h"
-#include "targets/common/simt_source.h"
-#include "targets/common/simt_space.h"
+#include "targets/simt/driver_library.h"
+#include "targets/simt/generate.h"
+#include "targets/simt/tuning_space.h"
 #include "tests/unit/simt/simt_programs.h"
 
 namespace ternjit {
 namespace {
 
 namespace simt = targets::simt;
-
-void* open_first(const std::vector<std::string>& names) {
-  for (const std::string& n : names)
-    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
-  return nullptr;
-}
 
 struct Nvrtc {
   using Prog = void*;
@@ -45,17 +38,21 @@ struct Nvrtc {
 const Nvrtc& nvrtc() {
   static const Nvrtc n = [] {
     Nvrtc r;
-    void* h = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
-                          "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"});
+    std::string found, tried;
+    void* h = simt::open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                                "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
+                                "/usr/local/cuda/lib64/libnvrtc.so"},
+                               found, tried);
     if (h == nullptr) return r;
-    r.create = reinterpret_cast<decltype(r.create)>(dlsym(h, "nvrtcCreateProgram"));
-    r.compile = reinterpret_cast<decltype(r.compile)>(dlsym(h, "nvrtcCompileProgram"));
-    r.log_size = reinterpret_cast<decltype(r.log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
-    r.log = reinterpret_cast<decltype(r.log)>(dlsym(h, "nvrtcGetProgramLog"));
-    r.ptx_size = reinterpret_cast<decltype(r.ptx_size)>(dlsym(h, "nvrtcGetPTXSize"));
-    r.cubin_size = reinterpret_cast<decltype(r.cubin_size)>(dlsym(h, "nvrtcGetCUBINSize"));
-    r.destroy = reinterpret_cast<decltype(r.destroy)>(dlsym(h, "nvrtcDestroyProgram"));
-    r.ok = r.create && r.compile && r.log_size && r.log && r.ptx_size && r.cubin_size && r.destroy;
+    simt::SymbolTable sym(h);
+    sym.get(r.create, "nvrtcCreateProgram");
+    sym.get(r.compile, "nvrtcCompileProgram");
+    sym.get(r.log_size, "nvrtcGetProgramLogSize");
+    sym.get(r.log, "nvrtcGetProgramLog");
+    sym.get(r.ptx_size, "nvrtcGetPTXSize");
+    sym.get(r.cubin_size, "nvrtcGetCUBINSize");
+    sym.get(r.destroy, "nvrtcDestroyProgram");
+    r.ok = sym.missing().empty();
     return r;
   }();
   return n;
@@ -75,33 +72,31 @@ struct Hiprtc {
 const Hiprtc& hiprtc() {
   static const Hiprtc n = [] {
     Hiprtc r;
-    void* h = open_first({"libhiprtc.so", "libamdhip64.so.5", "libamdhip64.so"});
+    std::string found, tried;
+    void* h = simt::open_first({"libhiprtc.so", "libamdhip64.so.5", "libamdhip64.so"}, found, tried);
     if (h == nullptr) return r;
-    r.create = reinterpret_cast<decltype(r.create)>(dlsym(h, "hiprtcCreateProgram"));
-    r.compile = reinterpret_cast<decltype(r.compile)>(dlsym(h, "hiprtcCompileProgram"));
-    r.log_size = reinterpret_cast<decltype(r.log_size)>(dlsym(h, "hiprtcGetProgramLogSize"));
-    r.log = reinterpret_cast<decltype(r.log)>(dlsym(h, "hiprtcGetProgramLog"));
-    r.code_size = reinterpret_cast<decltype(r.code_size)>(dlsym(h, "hiprtcGetCodeSize"));
-    r.destroy = reinterpret_cast<decltype(r.destroy)>(dlsym(h, "hiprtcDestroyProgram"));
-    r.ok = r.create && r.compile && r.log_size && r.log && r.code_size && r.destroy;
+    simt::SymbolTable sym(h);
+    sym.get(r.create, "hiprtcCreateProgram");
+    sym.get(r.compile, "hiprtcCompileProgram");
+    sym.get(r.log_size, "hiprtcGetProgramLogSize");
+    sym.get(r.log, "hiprtcGetProgramLog");
+    sym.get(r.code_size, "hiprtcGetCodeSize");
+    sym.get(r.destroy, "hiprtcDestroyProgram");
+    r.ok = sym.missing().empty();
     return r;
   }();
   return n;
 }
 
 // The generated programs compiled here: every kernel op, both tmatmul paths, grouped.
-std::vector<simt::SimtProgram> programs(simt::Dialect d, std::uint32_t warp, bool int_dot) {
-  std::vector<simt::SimtProgram> out;
+std::vector<simt::KernelSet> programs(simt::Dialect d, std::uint32_t warp, bool int_dot) {
+  std::vector<simt::KernelSet> out;
   for (const std::string& tir : simt_test::program_texts()) {
-    auto m = ir::parse_module(tir, "rtc.tir");
-    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
     simt::SimtOptions o;
     o.dialect = d;
     o.warp_size = warp;
     o.int_dot = int_dot;
-    auto p = simt::generate(*m, "f", o);
-    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
-    out.push_back(std::move(*p));
+    out.push_back(simt_test::generate(tir, o));
   }
   // CUDA: the tensor-core (mma.sync) form, by default and under every mma candidate of
   // the odd shape (each compiled with no spills).
@@ -135,7 +130,7 @@ TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90
     return;
   }
   for (bool dot : {true, false})
-    for (const simt::SimtProgram& p : programs(simt::Dialect::Cuda, 32, dot))
+    for (const simt::KernelSet& p : programs(simt::Dialect::Cuda, 32, dot))
       for (const char* arch : {"--gpu-architecture=sm_80", "--gpu-architecture=sm_90"}) {
         CAPTURE(arch);
         Nvrtc::Prog prog = nullptr;
@@ -170,7 +165,7 @@ TEST_CASE("simt: NVRTC compiles every generated CUDA program for sm_80 and sm_90
 }
 
 // Compiles `p` with hiprtc for `arch`; the log on failure.
-void hip_compile(const Hiprtc& h, const simt::SimtProgram& p, const char* arch) {
+void hip_compile(const Hiprtc& h, const simt::KernelSet& p, const char* arch) {
   CAPTURE(arch);
   Hiprtc::Prog prog = nullptr;
   REQUIRE(h.create(&prog, p.source.c_str(), "tj.hip", 0, nullptr, nullptr) == 0);
@@ -201,7 +196,7 @@ TEST_CASE("simt: hiprtc compiles every generated HIP program for gfx90a (wave64)
     bool dot;
   };
   for (const V v : {V{64, true}, V{64, false}})
-    for (const simt::SimtProgram& p : programs(simt::Dialect::Hip, v.warp, v.dot)) hip_compile(h, p, "--offload-arch=gfx90a");
+    for (const simt::KernelSet& p : programs(simt::Dialect::Hip, v.warp, v.dot)) hip_compile(h, p, "--offload-arch=gfx90a");
   // RDNA runs wave32: the tmatmul and row-op programs with TJ_WARP 32.
   const auto w32 = programs(simt::Dialect::Hip, 32, true);
   for (std::size_t i : {0u, 1u, 9u, 15u}) hip_compile(h, w32.at(i), "--offload-arch=gfx1030");

@@ -36,16 +36,19 @@
 #include "ir/parse.h"
 #include "targets/common/device_weights.h"
 #include "targets/registry.h"
-#include "targets/spirv/program.h"
+#include "targets/spirv/shader_set.h"
 #include "targets/spirv/vulkan_device.h"
 #include "ternjit/ternjit.h"
 #include "tests/difftest/targets.h"
 #include "tests/unit/engine/engine_testing.h"
+#include "tests/unit/gpu/gpu_programs.h"
 
 namespace ternjit {
 namespace {
 
 using ir::HostTensor;
+using gpu_testing::sh;
+using gpu_testing::tmatmul_tir;
 
 constexpr double kU = 0x1p-24;
 
@@ -55,12 +58,6 @@ struct Tol {
   double rel = 0, abs = 0;  // |got - want| <= abs + rel |want| (per element; `per` adds to it)
   std::vector<double> per;  // an element-wise absolute bound of result 0 (f32 tmatmul)
 };
-
-std::string sh(std::initializer_list<std::int64_t> d) {
-  std::string s = "[";
-  for (auto it = d.begin(); it != d.end(); ++it) s += (it == d.begin() ? "" : ", ") + std::to_string(*it);
-  return s + "]";
-}
 
 HostTensor rnd(ElemKind k, std::vector<std::int64_t> shape, std::uint64_t seed) {
   return HostTensor::random(k, std::move(shape), seed);
@@ -90,54 +87,22 @@ std::string check(const std::string& tir, const std::string& fn, const std::vect
   REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message));
   auto want = ir::interpret(*m, fn, args, params);
   REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.error().message));
-  std::vector<std::vector<std::uint8_t>> in, out;
-  std::vector<void*> buffers;
-  for (const HostTensor& a : args) in.push_back(a.to_bytes());
-  for (auto& b : in) buffers.push_back(b.data());
-  for (const HostTensor& w : *want) out.emplace_back(w.to_bytes().size(), std::uint8_t{0x5A});
-  for (auto& b : out) buffers.push_back(b.data());
+  gpu_testing::HostBuffers buffers(args, *want);
+  const auto& out = buffers.out;
   for (int rep = 0; rep < 2; ++rep) {  // twice: buffers of the first call must not leak into the second
-    for (auto& b : out) std::memset(b.data(), rep ? 0xA5 : 0x5A, b.size());  // poison
-    auto r = k->run(k->state, buffers.data());
+    buffers.poison(rep ? 0xA5 : 0x5A);
+    auto r = k->run(k->state, buffers.pointers.data());
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
     for (std::size_t j = 0; j < out.size(); ++j) {
       const HostTensor& w = (*want)[j];
       if (tol.exact || w.kind != ElemKind::F32) {
-        const std::vector<std::uint8_t> wb = w.to_bytes();
-        if (wb != out[j]) {
-          std::size_t at = 0;
-          while (at < wb.size() && wb[at] == out[j][at]) ++at;
-          FAIL("result " << j << " differs first at byte " << at << " of " << wb.size());
-        }
+        gpu_testing::require_same_bytes(w, out[j], j);
         continue;
       }
-      std::vector<float> got(w.data.size());
-      std::memcpy(got.data(), out[j].data(), got.size() * 4);
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        const double wv = w.data[i];
-        double bound = tol.abs + tol.rel * std::fabs(wv);
-        if (j == 0 && !tol.per.empty()) bound += tol.per[i];
-        if (std::isnan(wv) && std::isnan(got[i])) continue;
-        if (!(std::fabs(got[i] - wv) <= bound)) FAIL("result " << j << "[" << i << "] = " << got[i] << ", want " << wv << " (bound " << bound << ")");
-      }
+      gpu_testing::check_f32_result(w, out[j], j, tol.abs, tol.rel, j == 0 ? tol.per : std::vector<double>{});
     }
   }
   return k->isa;
-}
-
-std::string tmatmul_tir(std::int64_t M, std::int64_t K, std::int64_t N, const std::string& x, const std::string& act,
-                        bool epilogue) {
-  const std::string xs = sh({M, K}), ys = sh({M, N});
-  std::string t = "param @w : t2" + sh({K, N}) + "\nparam @ws : f32" + sh({N}) + "\nfunc @f(%q: " + x + xs;
-  if (epilogue) t += ", %xs: f32" + sh({M, 1}) + ", %b: f32" + sh({N}) + ", %r: f32" + ys;
-  t += ") -> f32" + ys + " {\n^entry:\n  %w = param @w : t2" + sh({K, N}) + "\n  %ws = param @ws : f32" + sh({N}) + "\n";
-  if (epilogue)
-    t += "  %y = tmatmul %q, %w, %xs, %ws, %b, %r {x_scale = true, w_scale = true, bias = true, residual = true, act = " +
-         act + "} : f32" + ys + "\n";
-  else
-    t += "  %y = tmatmul %q, %w, %ws {x_scale = false, w_scale = true, bias = false, residual = false, act = " + act +
-         "} : f32" + ys + "\n";
-  return t + "  ret %y\n}\n";
 }
 
 bool exact_act(const std::string& act) { return act == "none" || act == "relu"; }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// program.h - the SPIR-V target's plan of one specialized function: one compute shader per kernel op, bindings, geometry.
+// shader_set.h - the SPIR-V target's plan of one specialized function: one compute shader per kernel op, bindings, geometry.
 //
-// build_program() runs the shared step walk (targets/common/step_plan.h) and turns every
+// build_shader_set() runs the shared step walk (targets/common/step_plan.h) and turns every
 // computed instruction into a Shader: GLSL 4.50 source with the shapes baked in, the
 // slots bound as storage buffers 0..n-1 (operands, then results) and the number of
 // invocations. Load-time values are Const slots uploaded once per kernel, except tmatmul
@@ -9,7 +9,7 @@
 // Tile sizes stay out of the source: they are specialization constants (constant_id 0:
 // the workgroup width, 1: rows per invocation of a tmatmul), chosen at load through the
 // tuning source, so one SPIR-V module serves every configuration. compile() and load()
-// both call build_program, so the shaders and slots agree. No Vulkan types here.
+// both call build_shader_set, so the shaders and slots agree. No Vulkan types here.
 //
 // The 2-bit weight layout: a [K, N] ternary weight is KW = ceil(K / 16) rows of N 32-bit
 // words; word kw * N + n holds k = 16 kw + i of column n in bit i (the +1 plane) and bit
@@ -27,18 +27,12 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "targets/common/kernel_source.h"
 #include "targets/common/step_plan.h"
 #include "targets/load_value.h"
 #include "ternjit/result.h"
 
 namespace ternjit::targets::spirv {
-
-/// The dimensions of one tmatmul (what its tuning space and dispatch need).
-struct TMatMulShape {
-  std::int64_t m = 0, k = 0, n = 0;
-  ElemKind x = ElemKind::I8;  ///< activations: i8 or f32
-  std::int64_t group = 0;     ///< > 0: a grouped w_scale f32[ceil(K / group), N] scales each group's sum
-};
 
 /// One computed instruction as a compute shader.
 struct Shader {
@@ -54,18 +48,18 @@ struct Shader {
 };
 
 /// One thing a call does, in order.
-struct ProgramStep {
+struct CallStep {
   enum class Kind : std::uint8_t { Dispatch, Copy } kind = Kind::Dispatch;
-  std::size_t shader = 0;  ///< Dispatch: index into SpirvProgram::shaders
+  std::size_t shader = 0;  ///< Dispatch: index into ShaderSet::shaders
   Slot from, to;           ///< Copy
   std::size_t bytes = 0;   ///< Copy
 };
 
-/// The plan of one function.
-struct SpirvProgram {
+/// The shaders of one function and the steps of a call over them.
+struct ShaderSet {
   StepPlan plan;
   std::vector<Shader> shaders;
-  std::vector<ProgramStep> steps;
+  std::vector<CallStep> steps;
   std::vector<std::size_t> scratch_offsets;  ///< distinct scratch regions (one device buffer each)
   std::vector<std::size_t> scratch_sizes;    ///< their sizes in bytes
 };
@@ -78,11 +72,11 @@ inline constexpr std::uint32_t kDefaultWorkgroup = 64;
 /// epilogue in row/column broadcast, a grouped w_scale f32[G, N]), ewise and the elementwise ops (f32), quantize,
 /// quantize_int8, rmsnorm, softmax, reduce_sum/mean/max (f32)); otherwise Unsupported
 /// naming the first that has none.
-Result<void> program_supported(const ir::Function& f);
+Result<void> shader_set_supported(const ir::Function& f);
 
-/// Plans `f` (precondition: program_supported). `int_dot`: tmatmul shaders use OpSDot
+/// Plans `f` (precondition: shader_set_supported). `int_dot`: tmatmul shaders use OpSDot
 /// (SPV_KHR_integer_dot_product), else scalar multiply-adds.
-Result<SpirvProgram> build_program(const ir::Function& f, bool int_dot);
+Result<ShaderSet> build_shader_set(const ir::Function& f, bool int_dot);
 
 /// The standalone tmatmul shader of `shape` (epilogue: none) bound as x, w, y (grouped:
 /// x, w, the scales f32[G, N] as argument 1, y): what the tuning bench compiles.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// program.cpp - the SPIR-V target's plan: GLSL compute shaders for tmatmul, ewise, quantize, rmsnorm, softmax, reductions.
-#include "targets/spirv/program.h"
+// shader_set.cpp - the SPIR-V target's plan: GLSL compute shaders for tmatmul, ewise, quantize, rmsnorm, softmax, reductions.
+#include "targets/spirv/shader_set.h"
 
 #include <algorithm>
 #include <functional>
@@ -15,28 +15,16 @@ using ir::InstId;
 using ir::Op;
 using ir::ValueId;
 
+using kernel_source::extents;
+using kernel_source::numel;
+using kernel_source::quote;
+using kernel_source::u;
+
 namespace {
-
-Error unsupported(const std::string& why) { return make_error(ErrorCode::Unsupported, "the spirv target: " + why); }
-std::string quote(Op op) { return "'" + std::string(ir::op_name(op)) + "'"; }
-
-std::vector<std::int64_t> extents(const ir::Type& t) {
-  std::vector<std::int64_t> e;
-  for (const ir::Dim& d : t.shape) e.push_back(d.extent);
-  return e;
-}
-std::int64_t numel(const std::vector<std::int64_t>& e) {
-  std::int64_t n = 1;
-  for (std::int64_t x : e) n *= x;
-  return n;
-}
-std::string u(std::int64_t v) { return std::to_string(v) + "u"; }
 
 // Shaders index buffers with 32-bit unsigned integers: every buffer of a program stays
 // below 2^32 bytes (Vulkan's storage buffer range is a 32-bit quantity anyway).
 constexpr std::int64_t kMaxElems = (std::int64_t{1} << 32) - 64;
-
-bool f32(const ir::Function& f, ValueId v) { return f.type_of(v).elem == ElemKind::F32; }
 
 // ------------------------------------------------------------------ GLSL pieces
 
@@ -95,27 +83,7 @@ float silu_ref(float x) { return x * sigmoid_ref(x); }
 
 // The f32 expression of elementwise op `op` on `a` (and `b`).
 std::string apply(Op op, const std::string& a, const std::string& b) {
-  switch (op) {
-    case Op::Add: return a + " + " + b;
-    case Op::Sub: return a + " - " + b;
-    case Op::Mul: return a + " * " + b;
-    case Op::Div: return a + " / " + b;
-    case Op::Max: return "fmax_ref(" + a + ", " + b + ")";
-    case Op::Min: return "fmin_ref(" + a + ", " + b + ")";
-    case Op::Neg: return "-" + a;
-    case Op::Abs: return "abs(" + a + ")";
-    case Op::Relu: return "relu_ref(" + a + ")";
-    case Op::Sigmoid: return "sigmoid_ref(" + a + ")";
-    case Op::Tanh: return "tanh_ref(" + a + ")";
-    case Op::Gelu: return "gelu_ref(" + a + ")";
-    case Op::Silu: return "silu_ref(" + a + ")";
-    case Op::Exp: return "exp(" + a + ")";
-    case Op::Log: return "log(" + a + ")";
-    case Op::Sqrt: return "sqrt(" + a + ")";
-    case Op::Rsqrt: return "1.0 / sqrt(" + a + ")";
-    default: break;
-  }
-  TERNJIT_UNREACHABLE("apply: " + quote(op) + " is not elementwise");
+  return kernel_source::elementwise(kernel_source::Language::Glsl, op, a, b);
 }
 
 // ------------------------------------------------------------------ tmatmul
@@ -364,44 +332,17 @@ std::string ewise_glsl(const std::vector<ir::EwiseStep>& steps, const std::vecto
 
 // ------------------------------------------------------------------ support
 
-Result<void> shader_supported(const ir::Function& f, const ir::InstData& inst, const StepPlan* plan) {
-  const ir::Type& rt = f.type_of(inst.results[0]);
-  for (ValueId v : inst.operands)
-    if (f.type_of(v).static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
-  if (rt.static_numel().value_or(0) > kMaxElems) return unsupported("a tensor over 2^32 elements");
-  if (rt.static_numel().value_or(0) == 0) return unsupported("an empty result of " + quote(inst.op));
-  auto all_f32 = [&] {
-    return rt.elem == ElemKind::F32 &&
-           std::all_of(inst.operands.begin(), inst.operands.end(), [&](ValueId v) { return f32(f, v); });
-  };
-  switch (inst.op) {
-    case Op::TMatMul: {
-      const ElemKind xk = f.type_of(inst.operands[0]).elem;
-      if (xk != ElemKind::I8 && xk != ElemKind::F32) return unsupported("tmatmul activations must be i8 or f32");
-      if (f.type_of(inst.operands[1]).elem != ElemKind::T2) return unsupported("tmatmul weights must be t2");
-      if (rt.elem != ElemKind::F32) return unsupported("tmatmul result must be f32");
-      if (f.type_of(inst.operands[1]).rank() != 2 || f.type_of(inst.operands[1]).shape[0].extent == 0)
-        return unsupported("tmatmul weight must be a non-empty matrix");
-      // Epilogue operands as row/column views; a grouped w_scale is read per group (the
-      // rule llvm shares, step_plan.h).
-      if (auto r = tmatmul_operands_supported(f, inst); !r.ok()) return unsupported(r.error().message);
-      if (plan && !plan->is_load_time(inst.operands[1]))
-        return unsupported("tmatmul weights must be known at load (a parameter or constant)");
-      return success();
-    }
-    case Op::QuantizeInt8:
-      if (!all_f32() || rt.rank() == 0) return unsupported("quantize_int8 is generated for f32 rows only");
-      return success();
-    default: break;
-  }
-  if (auto rule = row_op_supported(f, inst)) {  // the rule llvm shares (step_plan.h)
-    if (!rule->ok()) return *rule;
-    const bool reduction = inst.op == Op::RmsNorm || inst.op == Op::Softmax || inst.op == Op::ReduceSum ||
-                           inst.op == Op::ReduceMean || inst.op == Op::ReduceMax;
-    if (reduction && f.type_of(inst.operands[0]).rank() == 0) return unsupported(quote(inst.op) + " of a scalar");
-    return success();
-  }
-  return unsupported("no shader for " + quote(inst.op));
+// What the shaders admit (kernel_source.h has the rules the SIMT generator shares).
+kernel_source::OpLimits limits() {
+  kernel_source::OpLimits l;
+  l.generator = "the spirv target";
+  l.planner_name = "spirv";
+  l.max_elems = kMaxElems;
+  l.max_elems_text = "2^32";
+  l.max_bytes_text = "4 GiB";
+  l.kernel_word = "shader";
+  l.prefix_row_rule = false;  // the rule llvm shares (step_plan.h), its message as it is
+  return l;
 }
 
 // The shader of planned step `ps`.
@@ -419,14 +360,9 @@ Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedSte
   switch (inst.op) {
     case Op::TMatMul: {
       const auto& a = std::get<ir::TMatMulAttrs>(inst.attrs);
-      const ir::Type& wt = f.type_of(inst.operands[1]);
       s.tmatmul = true;
-      s.mm.k = wt.shape[0].extent;
-      s.mm.n = wt.shape[1].extent;
-      s.mm.m = items / s.mm.n;
-      s.mm.x = f.type_of(inst.operands[0]).elem;
+      s.mm = kernel_source::tmatmul_shape(f, inst);
       const std::optional<std::size_t> group_scale = tmatmul_group_scale(inst);
-      s.mm.group = group_scale ? a.group : 0;
       s.items = s.mm.n;
       s.weight_const = plan.slot(inst.operands[1]).index;
       std::vector<EpilogueRead> ep;
@@ -453,57 +389,33 @@ Shader make_shader(const ir::Function& f, const StepPlan& plan, const PlannedSte
     case Op::ReduceSum:
     case Op::ReduceMean:
     case Op::ReduceMax: {
-      const auto in = extents(f.type_of(inst.operands[0]));
-      const auto axis = static_cast<std::size_t>(std::get<ir::AxisAttrs>(inst.attrs).axis);
-      std::int64_t outer = 1, inner = 1;
-      for (std::size_t d = 0; d < in.size(); ++d) {
-        if (d < axis) outer *= in[d];
-        if (d > axis) inner *= in[d];
-      }
-      s.items = outer * inner;
-      s.glsl = axis_glsl(inst.op, outer, in[axis], inner);
+      const kernel_source::AxisSplit a = kernel_source::axis_split(f, inst);
+      s.items = a.outer * a.inner;
+      s.glsl = axis_glsl(inst.op, a.outer, a.len, a.inner);
       return s;
     }
     default: break;
   }
-  std::vector<ir::EwiseStep> steps;
-  if (inst.op == Op::Ewise) {
-    steps = std::get<ir::EwiseAttrs>(inst.attrs).steps;
-  } else {
-    steps.push_back({inst.op, 0, ir::is_ewise_binary(inst.op) ? 1 : -1});
-  }
   std::vector<std::pair<std::int64_t, std::int64_t>> views;
   for (ValueId v : inst.operands) views.push_back(view(v));
   s.items = items;
-  s.glsl = ewise_glsl(steps, views, items, cols);
+  s.glsl = ewise_glsl(kernel_source::ewise_steps(inst), views, items, cols);
   return s;
 }
 
 }  // namespace
 
-Result<void> program_supported(const ir::Function& f) {
-  TERNJIT_TRY_VOID(plannable(f, "spirv"));
-  const StepPlan plan = plan_steps(f);
-  for (const PlannedStep& ps : plan.steps) {
-    if (ps.kind != PlannedStep::Kind::Compute) continue;
-    TERNJIT_TRY_VOID(shader_supported(f, f.inst(ps.inst), &plan));
-  }
-  for (std::size_t b : plan.in_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("an argument over 4 GiB");
-  for (std::size_t b : plan.out_bytes)
-    if (b > static_cast<std::size_t>(kMaxElems)) return unsupported("a result over 4 GiB");
-  return success();
-}
+Result<void> shader_set_supported(const ir::Function& f) { return kernel_source::function_supported(f, limits()); }
 
-Result<SpirvProgram> build_program(const ir::Function& f, bool int_dot) {
-  TERNJIT_TRY_VOID(program_supported(f));
-  SpirvProgram p;
+Result<ShaderSet> build_shader_set(const ir::Function& f, bool int_dot) {
+  TERNJIT_TRY_VOID(shader_set_supported(f));
+  ShaderSet p;
   p.plan = plan_steps(f);
   std::map<std::size_t, std::size_t> scratch;  // offset -> size
   for (const PlannedStep& ps : p.plan.steps) {
-    ProgramStep st;
+    CallStep st;
     if (ps.kind == PlannedStep::Kind::Copy) {
-      st.kind = ProgramStep::Kind::Copy;
+      st.kind = CallStep::Kind::Copy;
       st.from = ps.in[0];
       st.to = ps.out[0];
       st.bytes = ps.bytes;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// simt_space.h - the SIMT tmatmul knobs (threads per column, columns per block, unroll, rows) as a TuningSpace.
+// tuning_space.h - the SIMT tmatmul knobs (threads per column, columns per block, unroll, rows) as a TuningSpace.
 //
 // The cuda and hip targets decide at compile (Target::decides_at_compile): the engine asks
 // the tuning source for each tmatmul's configuration (SimtOptions::decisions, in
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "targets/common/simt_source.h"
+#include "targets/simt/generate.h"
 #include "targets/tuning.h"
 
 namespace ternjit::targets::simt {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// simt_space.cpp - the SIMT tmatmul tuning space: candidates, a roofline estimate, the runtime's bench.
-#include "targets/common/simt_space.h"
+// tuning_space.cpp - the SIMT tmatmul tuning space: candidates, a roofline estimate, the runtime's bench.
+#include "targets/simt/tuning_space.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// simt_tmatmul.cpp - the CUDA C++ / HIP C++ ternary matmul kernels: dp4a or f32 sums over the tcodes64 layout, the
-// mma.sync form over tmma2, the row-sum kernel, and the host packers of both layouts (simt_source.cpp writes the
+// tmatmul.cpp - the CUDA C++ / HIP C++ ternary matmul kernels: dp4a or f32 sums over the tcodes64 layout, the
+// mma.sync form over tmma2, the row-sum kernel, and the host packers of both layouts (generate.cpp writes the
 // rest and the launch plan).
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "targets/common/simt_internal.h"
+#include "targets/simt/generate_internal.h"
 #include "targets/load_value.h"
 
 namespace ternjit::targets::simt::detail {
@@ -35,7 +35,7 @@ std::string epilogue_code(const std::vector<EpilogueRead>& epilogue, ir::Activat
 
 
 // The tensor-core tmatmul (i8 x, no grouped scale; weights in the tmma2 layout of
-// simt_source.h). Warp `wi` of the block owns column tiles nt0 .. nt0 + CPT - 1 (8
+// generate.h). Warp `wi` of the block owns column tiles nt0 .. nt0 + CPT - 1 (8
 // columns each) and row tiles of 16 (ROWS per pass of the grid's y loop). Per block of
 // 256 k a lane loads its 16 bytes of each column tile (8 k-tiles of B fragments as
 // codes), decodes them to -1/0/1 int8, loads its A fragment registers of each row tile
@@ -95,7 +95,7 @@ std::string mma_kernel(const std::string& name, const TMatMulShape& s, const TMa
   return g;
 }
 
-// The tmatmul kernel (simt_source.h: the weight layout; TMatMulConfig: the blocking).
+// The tmatmul kernel (generate.h: the weight layout; TMatMulConfig: the blocking).
 // Thread (column group c of the block, lane l) sums chunks l, l + TPC, ... of the K of
 // columns n0 .. n0 + CPT - 1 for `rows` rows at a time (an activation chunk is loaded
 // once and used for every column); the column's threads reduce (tj_colsum) and its first

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpu_program.h - a generated SIMT program loaded on a CUDA or HIP device: buffers, weights, launches in plan order.
+// device_kernels.h - a KernelSet loaded on a CUDA or HIP device (DeviceKernels): buffers, weights, launches in plan order.
 //
 // The cuda and hip targets share everything after their module is loaded: they
 // implement GpuApi (allocation, copies, launches, stream sync on their driver) and
-// hand a simt::SimtProgram to GpuProgram::create, which follows the launch conventions
-// of simt_source.h: load-time values uploaded once per kernel, ternary weights packed
-// by simt::pack_ternary_weight and uploaded once per Program (DeviceWeights), scratch
+// hand a KernelSet to DeviceKernels::create, which follows the launch conventions
+// of generate.h: load-time values uploaded once per kernel, ternary weights packed
+// by pack_ternary_weight and uploaded once per Program (DeviceWeights), scratch
 // buffers owned by the kernel, every launch in order on one stream.
 //
 // Two ways to run (targets/README.md, "GPU targets"):
@@ -28,17 +28,17 @@
 #include <vector>
 
 #include "targets/common/device_weights.h"
-#include "targets/common/simt_source.h"
-#include "targets/common/simt_space.h"
+#include "targets/simt/generate.h"
+#include "targets/simt/tuning_space.h"
 #include "targets/load_value.h"
 #include "ternjit/result.h"
 
-namespace ternjit::targets {
+namespace ternjit::targets::simt {
 
 /// A device pointer (CUdeviceptr / hipDeviceptr_t) as an integer.
 using DevicePtr = std::uintptr_t;
 
-/// One device of a SIMT API, opened: what GpuProgram needs. Implemented by the cuda
+/// One device of a SIMT API, opened: what DeviceKernels needs. Implemented by the cuda
 /// and hip targets; every method may be called from any thread.
 class GpuApi {
  public:
@@ -55,11 +55,11 @@ class GpuApi {
   [[nodiscard]] virtual Result<void> download(void* dst, DevicePtr src, std::size_t bytes, void* stream) const = 0;
   /// Launches `function` (a handle from the target's module) with `params` as the
   /// kernel parameter table (cuLaunchKernel's kernelParams).
-  [[nodiscard]] virtual Result<void> launch(void* function, const simt::Dim3& grid, const simt::Dim3& block,
+  [[nodiscard]] virtual Result<void> launch(void* function, const Dim3& grid, const Dim3& block,
                                             std::uint32_t shared_bytes, void* stream, void** params) const = 0;
   /// Waits for everything enqueued on `stream`.
   [[nodiscard]] virtual Result<void> synchronize(void* stream) const = 0;
-  /// The kernel's own stream (created once per GpuProgram) and its destruction.
+  /// The kernel's own stream (created once per DeviceKernels) and its destruction.
   [[nodiscard]] virtual Result<void*> create_stream() const = 0;
   virtual void destroy_stream(void* stream) const = 0;
 };
@@ -82,25 +82,25 @@ class DeviceAllocation {
   std::size_t bytes_ = 0;
 };
 
-/// A loaded program.
-class GpuProgram {
+/// A KernelSet loaded on one device: its uploads, buffers, function handles and stream.
+class DeviceKernels {
  public:
-  /// Uploads what `program` reads at load: every Const argument's `values` entry, every
+  /// Uploads what `kernel_set` reads at load: every Const argument's `values` entry, every
   /// weight packed (through `weights` under "<device_key>/<param>/<layout>" when it is a
   /// parameter and `weights` is not null), allocates scratch and the host-copy buffers
-  /// and takes one function handle per launch (`functions`, in program.kernels order;
+  /// and takes one function handle per launch (`functions`, in kernel_set.kernels order;
   /// `module_owner` keeps them valid). Errors: InvalidInput for a bad weight,
   /// Unavailable for device failures.
-  static Result<std::shared_ptr<GpuProgram>> create(std::shared_ptr<const GpuApi> api, const std::string& device_key,
-                                                    simt::SimtProgram program, std::vector<void*> functions,
-                                                    std::shared_ptr<const void> module_owner,
-                                                    const std::vector<LoadValue>& values, DeviceWeights* weights);
-  ~GpuProgram();
-  GpuProgram(const GpuProgram&) = delete;
-  GpuProgram& operator=(const GpuProgram&) = delete;
+  static Result<std::shared_ptr<DeviceKernels>> create(std::shared_ptr<const GpuApi> api, const std::string& device_key,
+                                                       KernelSet kernel_set, std::vector<void*> functions,
+                                                       std::shared_ptr<const void> module_owner,
+                                                       const std::vector<LoadValue>& values, DeviceWeights* weights);
+  ~DeviceKernels();
+  DeviceKernels(const DeviceKernels&) = delete;
+  DeviceKernels& operator=(const DeviceKernels&) = delete;
 
   /// The host-copy path (file comment). `buffers`: input host pointers then output host
-  /// pointers, sized as program.plan. Errors: InvalidArgument for a null buffer,
+  /// pointers, sized as kernel_set.plan. Errors: InvalidArgument for a null buffer,
   /// Unavailable for device failures.
   Result<void> run(void* const* buffers);
   /// The framework path (file comment): `device_buffers` are device pointers, each
@@ -111,18 +111,18 @@ class GpuProgram {
   Result<void> run_device(void* const* device_buffers);
   [[nodiscard]] const std::shared_ptr<const GpuApi>& api() const { return api_; }
 
-  [[nodiscard]] const simt::SimtProgram& program() const { return program_; }
+  [[nodiscard]] const KernelSet& kernel_set() const { return kernel_set_; }
 
  private:
-  GpuProgram() = default;
+  DeviceKernels() = default;
   Result<void> enqueue(void* stream, const std::vector<DevicePtr>& inputs, const std::vector<DevicePtr>& outputs);
 
   std::shared_ptr<const GpuApi> api_;
-  simt::SimtProgram program_;
+  KernelSet kernel_set_;
   std::vector<void*> functions_;
   std::shared_ptr<const void> module_owner_;
   std::vector<std::shared_ptr<const void>> consts_;   // by load-time index (null: unused)
-  std::vector<std::shared_ptr<const void>> weights_;  // by program.weights index
+  std::vector<std::shared_ptr<const void>> weights_;  // by kernel_set_.weights index
   std::vector<std::shared_ptr<DeviceAllocation>> scratch_, in_, out_;
   void* stream_ = nullptr;
   std::mutex mutex_;
@@ -130,7 +130,7 @@ class GpuProgram {
 
 /// The LoadedKernel::state of the cuda and hip targets (what make_gpu_bench_factory reads).
 struct GpuLoadedState {
-  std::shared_ptr<GpuProgram> program;
+  std::shared_ptr<DeviceKernels> kernels;
 };
 
 /// The tmatmul bench of a SIMT target whose LoadedKernel::state is a GpuLoadedState: for
@@ -138,6 +138,6 @@ struct GpuLoadedState {
 /// and scales) is compiled by `target` with `options` and the candidate's configuration,
 /// loaded, and each run launches it on device-resident inputs (rotated copies up to the
 /// bench's rotate_bytes) and waits. `target` must outlive every bench made.
-simt::BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options);
+BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options);
 
-}  // namespace ternjit::targets
+}  // namespace ternjit::targets::simt

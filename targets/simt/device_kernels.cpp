@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpu_program.cpp - uploads, scratch and launches of a generated SIMT program on a CUDA or HIP device.
-#include "targets/common/gpu_program.h"
+// device_kernels.cpp - uploads, scratch and launches of a KernelSet on a CUDA or HIP device; the tmatmul bench.
+#include "targets/simt/device_kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,11 +8,11 @@
 
 #include "ir/parse.h"
 
-namespace ternjit::targets {
+namespace ternjit::targets::simt {
 
 namespace {
 
-// The pointer of a stored upload (every entry a GpuProgram stores is a DeviceAllocation).
+// The pointer of a stored upload (every entry a DeviceKernels stores is a DeviceAllocation).
 DevicePtr ptr_of(const std::shared_ptr<const void>& p) {
   return static_cast<const DeviceAllocation*>(p.get())->ptr();
 }
@@ -38,13 +38,15 @@ DeviceAllocation::~DeviceAllocation() {
   if (auto current = api_->make_current(); current.ok()) api_->free(ptr_);
 }
 
-Result<std::shared_ptr<GpuProgram>> GpuProgram::create(std::shared_ptr<const GpuApi> api, const std::string& device_key,
-                                                       simt::SimtProgram program, std::vector<void*> functions,
-                                                       std::shared_ptr<const void> module_owner,
-                                                       const std::vector<LoadValue>& values, DeviceWeights* weights) {
-  TERNJIT_CHECK(functions.size() == program.kernels.size(), "one function handle per launch");
-  TERNJIT_CHECK(values.size() == program.plan.load_time.size(), "one value per load-time slot");
-  std::shared_ptr<GpuProgram> g(new GpuProgram());
+Result<std::shared_ptr<DeviceKernels>> DeviceKernels::create(std::shared_ptr<const GpuApi> api,
+                                                             const std::string& device_key, KernelSet kernel_set,
+                                                             std::vector<void*> functions,
+                                                             std::shared_ptr<const void> module_owner,
+                                                             const std::vector<LoadValue>& values,
+                                                             DeviceWeights* weights) {
+  TERNJIT_CHECK(functions.size() == kernel_set.kernels.size(), "one function handle per launch");
+  TERNJIT_CHECK(values.size() == kernel_set.plan.load_time.size(), "one value per load-time slot");
+  std::shared_ptr<DeviceKernels> g(new DeviceKernels());
   g->api_ = api;
   g->functions_ = std::move(functions);
   g->module_owner_ = std::move(module_owner);
@@ -53,20 +55,20 @@ Result<std::shared_ptr<GpuProgram>> GpuProgram::create(std::shared_ptr<const Gpu
 
   // Load-time values the kernels read directly (Const arguments), once per kernel.
   g->consts_.resize(values.size());
-  for (const simt::KernelLaunch& k : program.kernels)
-    for (const simt::KernelArg& a : k.args) {
-      if (a.kind != simt::KernelArg::Kind::Const || g->consts_.at(a.index)) continue;
+  for (const KernelLaunch& k : kernel_set.kernels)
+    for (const KernelArg& a : k.args) {
+      if (a.kind != KernelArg::Kind::Const || g->consts_.at(a.index)) continue;
       TERNJIT_TRY(g->consts_[a.index], upload_bytes(api, values[a.index].encoded(), g->stream_));
     }
   // Ternary weights in the generator's layout, once per Program when they are parameters.
-  for (const simt::WeightUse& w : program.weights) {
+  for (const WeightUse& w : kernel_set.weights) {
     auto upload = [&]() -> Result<std::shared_ptr<const void>> {
       TERNJIT_TRY(std::vector<std::uint8_t> packed,
-                  simt::pack_ternary_weight(values.at(w.load_time), w.k, w.n, w.layout));
+                  pack_ternary_weight(values.at(w.load_time), w.k, w.n, w.layout));
       return upload_bytes(api, packed, g->stream_);
     };
     if (weights && !w.param.empty()) {
-      const std::string key = device_key + "/" + w.param + "/" + std::string(simt::layout_name(w.layout));
+      const std::string key = device_key + "/" + w.param + "/" + std::string(layout_name(w.layout));
       TERNJIT_TRY(std::shared_ptr<const void> b, weights->get_or_upload(key, upload));
       g->weights_.push_back(std::move(b));
     } else {
@@ -74,23 +76,23 @@ Result<std::shared_ptr<GpuProgram>> GpuProgram::create(std::shared_ptr<const Gpu
       g->weights_.push_back(std::move(b));
     }
   }
-  for (std::size_t bytes : program.scratch_bytes) {
+  for (std::size_t bytes : kernel_set.scratch_bytes) {
     TERNJIT_TRY(auto s, DeviceAllocation::make(api, bytes));
     g->scratch_.push_back(std::move(s));
   }
-  for (std::size_t bytes : program.plan.in_bytes) {
+  for (std::size_t bytes : kernel_set.plan.in_bytes) {
     TERNJIT_TRY(auto b, DeviceAllocation::make(api, bytes));
     g->in_.push_back(std::move(b));
   }
-  for (std::size_t bytes : program.plan.out_bytes) {
+  for (std::size_t bytes : kernel_set.plan.out_bytes) {
     TERNJIT_TRY(auto b, DeviceAllocation::make(api, bytes));
     g->out_.push_back(std::move(b));
   }
-  g->program_ = std::move(program);
+  g->kernel_set_ = std::move(kernel_set);
   return g;
 }
 
-GpuProgram::~GpuProgram() {
+DeviceKernels::~DeviceKernels() {
   if (!stream_) return;
   if (auto current = api_->make_current(); current.ok()) {
     (void)api_->synchronize(stream_);
@@ -98,26 +100,26 @@ GpuProgram::~GpuProgram() {
   }
 }
 
-Result<void> GpuProgram::enqueue(void* stream, const std::vector<DevicePtr>& inputs,
+Result<void> DeviceKernels::enqueue(void* stream, const std::vector<DevicePtr>& inputs,
                                  const std::vector<DevicePtr>& outputs) {
   // One 8-byte slot per parameter; a Scalar is a u32 in the slot's first bytes (the
   // launch reads sizeof(u32) from its address: little-endian hosts only, as the ABI).
   std::vector<std::uint64_t> slots;
   std::vector<void*> params;
-  for (std::size_t i = 0; i < program_.kernels.size(); ++i) {
-    const simt::KernelLaunch& k = program_.kernels[i];
+  for (std::size_t i = 0; i < kernel_set_.kernels.size(); ++i) {
+    const KernelLaunch& k = kernel_set_.kernels[i];
     slots.assign(k.args.size(), 0);
     params.assign(k.args.size(), nullptr);
     for (std::size_t j = 0; j < k.args.size(); ++j) {
-      const simt::KernelArg& a = k.args[j];
+      const KernelArg& a = k.args[j];
       DevicePtr p = 0;
       switch (a.kind) {
-        case simt::KernelArg::Kind::Input: p = inputs.at(a.index); break;
-        case simt::KernelArg::Kind::Output: p = outputs.at(a.index); break;
-        case simt::KernelArg::Kind::Const: p = ptr_of(consts_.at(a.index)); break;
-        case simt::KernelArg::Kind::Weight: p = ptr_of(weights_.at(a.index)); break;
-        case simt::KernelArg::Kind::Scratch: p = scratch_.at(a.index)->ptr(); break;
-        case simt::KernelArg::Kind::Scalar: {
+        case KernelArg::Kind::Input: p = inputs.at(a.index); break;
+        case KernelArg::Kind::Output: p = outputs.at(a.index); break;
+        case KernelArg::Kind::Const: p = ptr_of(consts_.at(a.index)); break;
+        case KernelArg::Kind::Weight: p = ptr_of(weights_.at(a.index)); break;
+        case KernelArg::Kind::Scratch: p = scratch_.at(a.index)->ptr(); break;
+        case KernelArg::Kind::Scalar: {
           const std::uint32_t v = a.scalar;
           std::memcpy(&slots[j], &v, sizeof v);
           params[j] = &slots[j];
@@ -132,36 +134,36 @@ Result<void> GpuProgram::enqueue(void* stream, const std::vector<DevicePtr>& inp
   return success();
 }
 
-Result<void> GpuProgram::run(void* const* buffers) {
+Result<void> DeviceKernels::run(void* const* buffers) {
   if (!buffers) return make_error(ErrorCode::InvalidArgument, "gpu run: null buffer table");
   const std::size_t n_in = in_.size(), n_out = out_.size();
   for (std::size_t i = 0; i < n_in + n_out; ++i)
-    if (!buffers[i] && (i < n_in ? program_.plan.in_bytes[i] : program_.plan.out_bytes[i - n_in]) != 0)
+    if (!buffers[i] && (i < n_in ? kernel_set_.plan.in_bytes[i] : kernel_set_.plan.out_bytes[i - n_in]) != 0)
       return make_error(ErrorCode::InvalidArgument, "gpu run: buffer " + std::to_string(i) + " is null");
   std::lock_guard lock(mutex_);
   TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
   std::vector<DevicePtr> ins, outs;
   for (std::size_t i = 0; i < n_in; ++i) {
-    if (program_.plan.in_bytes[i] != 0)
-      TERNJIT_TRY_VOID(api_->upload(in_[i]->ptr(), buffers[i], program_.plan.in_bytes[i], stream_));
+    if (kernel_set_.plan.in_bytes[i] != 0)
+      TERNJIT_TRY_VOID(api_->upload(in_[i]->ptr(), buffers[i], kernel_set_.plan.in_bytes[i], stream_));
     ins.push_back(in_[i]->ptr());
   }
   for (const auto& o : out_) outs.push_back(o->ptr());
   TERNJIT_TRY_VOID(enqueue(stream_, ins, outs));
   for (std::size_t j = 0; j < n_out; ++j)
-    if (program_.plan.out_bytes[j] != 0)
-      TERNJIT_TRY_VOID(api_->download(buffers[n_in + j], out_[j]->ptr(), program_.plan.out_bytes[j], stream_));
+    if (kernel_set_.plan.out_bytes[j] != 0)
+      TERNJIT_TRY_VOID(api_->download(buffers[n_in + j], out_[j]->ptr(), kernel_set_.plan.out_bytes[j], stream_));
   return api_->synchronize(stream_);
 }
 
-Result<void> GpuProgram::run_device(void* const* device_buffers) {
+Result<void> DeviceKernels::run_device(void* const* device_buffers) {
   std::lock_guard lock(mutex_);
   TERNJIT_TRY_VOID(launch(stream_, device_buffers));
   TERNJIT_TRY(std::shared_ptr<void> current, api_->make_current());
   return api_->synchronize(stream_);
 }
 
-Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
+Result<void> DeviceKernels::launch(void* stream, void* const* device_buffers) {
   if (!device_buffers) return make_error(ErrorCode::InvalidArgument, "gpu launch: null buffer table");
   std::vector<DevicePtr> ins, outs;
   for (std::size_t i = 0; i < in_.size(); ++i) ins.push_back(reinterpret_cast<DevicePtr>(device_buffers[i]));
@@ -170,7 +172,7 @@ Result<void> GpuProgram::launch(void* stream, void* const* device_buffers) {
   for (std::size_t i = 0; i < ins.size() + outs.size(); ++i) {
     const DevicePtr p = i < ins.size() ? ins[i] : outs[i - ins.size()];
     if (p == 0) return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) + " is null");
-    // Kernels load activations 16 bytes at a time (simt_source.h, launch conventions): a
+    // Kernels load activations 16 bytes at a time (generate.h, launch conventions): a
     // tensor view at an odd offset is refused, never read misaligned.
     if (p % 16 != 0)
       return make_error(ErrorCode::InvalidArgument, "gpu launch: device buffer " + std::to_string(i) +
@@ -184,7 +186,7 @@ namespace {
 
 // The standalone function a bench compiles: f(x) = tmatmul(x, w, scale), the scale an
 // f32[N] w_scale, or the grouped f32[G, N] one.
-std::string bench_module_text(const simt::TMatMulShape& s) {
+std::string bench_module_text(const TMatMulShape& s) {
   auto dims = [](std::int64_t a, std::int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + "]"; };
   const std::string x = s.x == ElemKind::I8 ? "i8" : "f32";
   const std::int64_t g = s.group > 0 ? (s.k + s.group - 1) / s.group : 0;
@@ -207,7 +209,7 @@ class GpuBenchRun final : public TuningRun {
                         reinterpret_cast<void*>(y_->ptr())};
     // A failed launch leaves nothing to time; the tuner sees its time, the kernel's
     // errors are reported when the chosen configuration is loaded for real.
-    (void)s->program->run_device(buffers);
+    (void)s->kernels->run_device(buffers);
   }
 
  private:
@@ -219,11 +221,11 @@ class GpuBenchRun final : public TuningRun {
 
 class GpuBench final : public TuningBench {
  public:
-  GpuBench(const Target& target, TargetOptions options, simt::TMatMulShape shape, TuningBenchOptions bench)
+  GpuBench(const Target& target, TargetOptions options, TMatMulShape shape, TuningBenchOptions bench)
       : target_(target), options_(std::move(options)), shape_(shape), bench_(bench) {}
 
   [[nodiscard]] Result<std::unique_ptr<TuningRun>> prepare(std::string_view config) const override {
-    if (!simt::parse_config(config))
+    if (!parse_config(config))
       return make_error(ErrorCode::InvalidArgument, "'" + std::string(config) + "' is not a SIMT tmatmul configuration");
     TERNJIT_TRY(ir::Module m, ir::parse_module(bench_module_text(shape_), "<tmatmul bench>"));
     CompileOptions co;
@@ -247,7 +249,7 @@ class GpuBench final : public TuningBench {
     lc.tuning = TuningMode::Off;
     TERNJIT_TRY(LoadedKernel k, target_.load(a, lc));
     const auto* loaded = static_cast<const GpuLoadedState*>(k.state);
-    const std::shared_ptr<const GpuApi>& api = loaded->program->api();
+    const std::shared_ptr<const GpuApi>& api = loaded->kernels->api();
     TERNJIT_TRY(BufferSizes sizes, buffer_sizes(f));
     const std::size_t x_bytes = sizes.in.at(0);
     const std::size_t copies = std::clamp<std::size_t>(bench_.rotate_bytes / std::max<std::size_t>(1, x_bytes), 1, 8);
@@ -271,18 +273,18 @@ class GpuBench final : public TuningBench {
  private:
   const Target& target_;
   TargetOptions options_;
-  simt::TMatMulShape shape_;
+  TMatMulShape shape_;
   TuningBenchOptions bench_;
 };
 
 }  // namespace
 
-simt::BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options) {
-  return [&target, options](const simt::TMatMulShape& s,
+BenchFactory make_gpu_bench_factory(const Target& target, TargetOptions options) {
+  return [&target, options](const TMatMulShape& s,
                             const TuningBenchOptions& o) -> Result<std::unique_ptr<TuningBench>> {
     TERNJIT_TRY_VOID(target.available());
     return std::unique_ptr<TuningBench>(std::make_unique<GpuBench>(target, options, s, o));
   };
 }
 
-}  // namespace ternjit::targets
+}  // namespace ternjit::targets::simt

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpu_program_test.cpp - GpuProgram (the launch machinery of cuda and hip) on a fake device in host memory: uploads, weights once per Program, parameters, launch order, errors.
+// device_kernels_test.cpp - DeviceKernels (the launch machinery of cuda and hip) on a fake device in host memory: uploads, weights once per Program, parameters, launch order, errors.
 //
 // The fake GpuApi allocates host memory and records every launch with its parameter
 // table read back the way cuLaunchKernel reads it (8-byte pointer slots, a u32 for a
 // Scalar), so the plan-to-launch mapping is checked on machines without a GPU. What the
 // kernels compute is tests/unit/simt's business.
-#include "targets/common/gpu_program.h"
+#include "targets/simt/device_kernels.h"
 
 #include <doctest/doctest.h>
 
@@ -22,7 +22,7 @@
 namespace ternjit {
 namespace {
 
-using targets::DevicePtr;
+using targets::simt::DevicePtr;
 
 struct Launch {
   void* function = nullptr;
@@ -31,7 +31,7 @@ struct Launch {
   void* stream = nullptr;
 };
 
-class FakeApi final : public targets::GpuApi {
+class FakeApi final : public targets::simt::GpuApi {
  public:
   mutable std::mutex mutex;
   mutable std::map<DevicePtr, std::vector<std::uint8_t>> memory;  // allocation -> its bytes
@@ -95,7 +95,7 @@ class FakeApi final : public targets::GpuApi {
 
 struct Fixture {
   ir::Module module;
-  targets::simt::SimtProgram program;
+  targets::simt::KernelSet program;
   ir::ParamValues params;
   std::vector<targets::LoadValue> values;
   std::vector<void*> functions;
@@ -129,12 +129,12 @@ TEST_CASE("gpu program: launches in plan order with every parameter resolved, we
   Fixture fx = make_fixture(gpu_testing::tmatmul_tir(3, 130, 17, "i8", "relu", true), *api);
   REQUIRE(!fx.program.weights.empty());
   targets::DeviceWeights weights;
-  auto g = targets::GpuProgram::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, &weights);
+  auto g = targets::simt::DeviceKernels::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, &weights);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
   CHECK(weights.size() == fx.program.weights.size());
   const int uploads_after_first = api->uploads;
   // A second kernel of the same Program: the weights are not uploaded again.
-  auto g2 = targets::GpuProgram::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, &weights);
+  auto g2 = targets::simt::DeviceKernels::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, &weights);
   REQUIRE(g2.ok());
   CHECK(weights.size() == fx.program.weights.size());
   std::set<std::size_t> consts;
@@ -232,12 +232,12 @@ TEST_CASE("gpu program: device failures are errors, and everything allocated is 
   auto api = std::make_shared<FakeApi>();
   Fixture fx = make_fixture(gpu_testing::tmatmul_tir(1, 64, 8, "i8", "none", false), *api);
   api->fail_alloc = true;
-  auto g = targets::GpuProgram::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, nullptr);
+  auto g = targets::simt::DeviceKernels::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, nullptr);
   REQUIRE(!g.ok());
   CHECK(g.error().code == ErrorCode::Unavailable);
   api->fail_alloc = false;
   {
-    auto ok = targets::GpuProgram::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, nullptr);
+    auto ok = targets::simt::DeviceKernels::create(api, "fake0", fx.program, fx.functions, nullptr, fx.values, nullptr);
     REQUIRE(ok.ok());
     CHECK(!api->memory.empty());
   }
@@ -248,7 +248,7 @@ TEST_CASE("gpu program: device failures are errors, and everything allocated is 
   ir::HostTensor t = bad[w.load_time].tensor();
   t.data[5] = 3;
   bad[w.load_time] = targets::LoadValue{std::nullopt, t};
-  auto g3 = targets::GpuProgram::create(api, "fake0", fx.program, fx.functions, nullptr, bad, nullptr);
+  auto g3 = targets::simt::DeviceKernels::create(api, "fake0", fx.program, fx.functions, nullptr, bad, nullptr);
   REQUIRE(!g3.ok());
   CHECK(g3.error().code == ErrorCode::InvalidInput);
 }

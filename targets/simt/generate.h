@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// simt_source.h - the CUDA C++ / HIP C++ source generator of the SIMT targets: kernels, launch plan, weight packing.
+// generate.h - the CUDA C++ / HIP C++ source generator of the SIMT targets: kernels, launch plan, weight packing.
 //
 // generate() turns one specialized function into ONE translation unit of header-free
 // `extern "C" __global__` kernels (no #include: NVRTC and hiprtc compile it without
@@ -15,7 +15,7 @@
 // cuLaunchKernel / hipModuleLaunchKernel. tests/unit/simt executes the exact source on
 // the CPU under tests/simt/simt_emu.h.
 //
-// LAUNCH CONVENTIONS (what a runtime must do to run a SimtProgram):
+// LAUNCH CONVENTIONS (what a runtime must do to run a KernelSet):
 //   - Buffers: every function argument i is an input buffer of plan.in_bytes[i] bytes,
 //     every result j an output buffer of plan.out_bytes[j] bytes (row-major, the
 //     HostTensor::to_bytes layout: f32 little-endian, i8 one byte, i32 four). Scratch
@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "targets/common/kernel_source.h"
 #include "targets/common/step_plan.h"
 #include "ternjit/result.h"
 
@@ -90,7 +91,7 @@ enum class Dialect : std::uint8_t { Cuda, Hip };
 /// "cuda" / "hip".
 std::string_view dialect_name(Dialect d);
 
-/// The knobs of one tmatmul kernel (a TuningSpace configuration, simt_space.h).
+/// The knobs of one tmatmul kernel (a TuningSpace configuration, tuning_space.h).
 /// A block holds `cols` column groups x `tpc` threads per group; a group is `cpt`
 /// adjacent columns. The threads of a group split K (chunks of 64 weights, `unroll`
 /// 16-byte weight loads per column in flight per thread per iteration; an activation
@@ -116,13 +117,6 @@ struct TMatMulConfig {
 /// <-> TMatMulConfig; nullopt for other text.
 std::string config_text(const TMatMulConfig& c);
 std::optional<TMatMulConfig> parse_config(std::string_view text);
-
-/// The dimensions of one tmatmul (what its tuning space and kernel need).
-struct TMatMulShape {
-  std::int64_t m = 0, k = 0, n = 0;
-  ElemKind x = ElemKind::I8;  ///< activations: i8 or f32
-  std::int64_t group = 0;     ///< > 0: a grouped w_scale f32[ceil(K / group), N]
-};
 
 /// Generation options.
 struct SimtOptions {
@@ -164,8 +158,8 @@ struct KernelArg {
     Input,    ///< function argument buffer `index`
     Output,   ///< function result buffer `index`
     Const,    ///< load-time value `index` (plan.load_time[index]) as LoadValue::encoded() bytes
-    Weight,   ///< SimtProgram::weights[index], packed by pack_ternary_weight()
-    Scratch,  ///< scratch buffer `index` (SimtProgram::scratch_bytes[index] bytes)
+    Weight,   ///< KernelSet::weights[index], packed by pack_ternary_weight()
+    Scratch,  ///< scratch buffer `index` (KernelSet::scratch_bytes[index] bytes)
     Scalar,   ///< the 32-bit unsigned `scalar`
   };
   Kind kind = Kind::Input;
@@ -176,7 +170,7 @@ struct KernelArg {
 
 /// One kernel launch.
 struct KernelLaunch {
-  std::string name;               ///< the extern "C" function in SimtProgram::source
+  std::string name;               ///< the extern "C" function in KernelSet::source
   Dim3 grid, block;
   std::uint32_t shared_bytes = 0; ///< dynamic shared memory (0: kernels use static shared memory)
   std::vector<KernelArg> args;
@@ -199,8 +193,9 @@ struct WeightUse {
   WeightLayout layout = WeightLayout::Codes64;
 };
 
-/// The generated program of one function.
-struct SimtProgram {
+/// The generated kernels of one function: their source (one translation unit) and
+/// their launch plan.
+struct KernelSet {
   Dialect dialect = Dialect::Cuda;
   std::uint32_t warp_size = 32;
   std::string source;                      ///< one translation unit: every kernel
@@ -224,7 +219,7 @@ std::vector<TMatMulShape> tmatmul_shapes(const ir::Function& f);
 /// Generates `function` of `specialized`. Errors: NotFound for a missing function,
 /// Unsupported (supported()), InvalidArgument for a bad decision or options (warp
 /// size other than 32/64).
-Result<SimtProgram> generate(const ir::Module& specialized, std::string_view function, const SimtOptions& options);
+Result<KernelSet> generate(const ir::Module& specialized, std::string_view function, const SimtOptions& options);
 
 /// A device layout's name (part of a weight's DeviceWeights key): "tcodes64", "tmma2".
 std::string_view layout_name(WeightLayout layout = WeightLayout::Codes64);
