@@ -9,6 +9,7 @@
 #include <span>
 
 #include "ir/print.h"
+#include "ir/strings.h"
 #include "ir/verify.h"
 
 namespace ternjit::passes {
@@ -66,18 +67,6 @@ std::span<const std::string_view> level_pass_names(OptLevel level) {
 
 // ---------------------------------------------------------------- the runner
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
 std::string known_pass_names() {
   std::string names;
   for (const PassInfo& p : all_passes()) names += (names.empty() ? "" : ", ") + std::string(p.name);
@@ -126,7 +115,7 @@ std::string timing_table(const std::vector<const PassInfo*>& pipeline, const std
 }  // namespace
 
 std::optional<OptLevel> parse_opt_level(std::string_view text) {
-  const std::string t = lower(trim(text));
+  const std::string t = ir::lower(ir::trim(text));
   if (t == "o0" || t == "0" || t == "none") return OptLevel::O0;
   if (t == "o1" || t == "1" || t == "conservative") return OptLevel::O1;
   if (t == "o2" || t == "2" || t == "balanced") return OptLevel::O2;
@@ -176,11 +165,11 @@ Result<PipelineReport> run_pipeline(ir::Module& m, const std::vector<const PassI
 
 Result<std::vector<const PassInfo*>> parse_pass_list(std::string_view text) {
   std::vector<const PassInfo*> pipeline;
-  if (trim(text).empty()) return pipeline;
+  if (ir::trim(text).empty()) return pipeline;
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string name = trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    const std::string name(ir::trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start)));
     if (name.empty())
       return make_error(ErrorCode::InvalidArgument, "empty pass name in pass list '" + std::string(text) + "'");
     const PassInfo* p = find_pass(name);

@@ -3,18 +3,9 @@
 #include "targets/target.h"
 
 #include "ir/parse.h"
+#include "ir/strings.h"
 
 namespace ternjit::targets {
-
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 bool valid_artifact_kind(std::string_view kind) {
   if (kind.empty() || kind.size() > 32) return false;
@@ -67,17 +58,17 @@ Result<std::map<std::string, TargetOptions>> split_target_options(std::string_vi
   };
   while (!text.empty()) {
     const std::size_t semi = text.find(';');
-    const std::string_view entry = trim(text.substr(0, semi));
+    const std::string_view entry = ir::trim(text.substr(0, semi));
     text = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
     if (entry.empty()) continue;
     const std::size_t eq = entry.find('=');
     if (eq == std::string_view::npos) return bad(entry, "has no '='");
-    const std::string_view name = trim(entry.substr(0, eq));
+    const std::string_view name = ir::trim(entry.substr(0, eq));
     const std::size_t dot = name.find('.');
     if (dot == std::string_view::npos || dot == 0 || dot + 1 == name.size())
       return bad(entry, "does not name a target and an option");
     const std::string target(name.substr(0, dot)), option(name.substr(dot + 1));
-    if (!out[target].values.emplace(option, std::string(trim(entry.substr(eq + 1)))).second)
+    if (!out[target].values.emplace(option, std::string(ir::trim(entry.substr(eq + 1)))).second)
       return bad(entry, "is given twice");
   }
   return out;

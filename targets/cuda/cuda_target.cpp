@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ir/print.h"
+#include "ir/strings.h"
 #include "targets/common/device_weights.h"
 #include "targets/cuda/cuda_driver.h"
 #include "targets/cuda/nvrtc.h"
@@ -24,10 +25,10 @@ using cuda::CudaDevice;
 using cuda::DriverApi;
 using cuda::PrimaryContext;
 using simt::DevicePtr;
-using simt::join;
+using ir::join;
 using simt::kernel_names;
 using simt::source_digest;
-using simt::split;
+using ir::split;
 
 // GpuApi on one device's primary context.
 class CudaGpuApi final : public simt::GpuApi {

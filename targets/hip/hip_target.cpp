@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ir/print.h"
+#include "ir/strings.h"
 #include "targets/common/device_weights.h"
 #include "targets/hip/hip_api.h"
 #include "targets/simt/device_kernels.h"
@@ -22,9 +23,9 @@ namespace {
 using hip::HipDevice;
 using hip::RuntimeApi;
 using simt::DevicePtr;
-using simt::join;
+using ir::join;
 using simt::source_digest;
-using simt::split;
+using ir::split;
 
 // GpuApi on one AMD GPU (hipSetDevice makes it current for the calling thread).
 class HipGpuApi final : public simt::GpuApi {

@@ -24,25 +24,6 @@ Result<void> launch_loaded(const void* state, void* stream, void* const* buffers
 
 }  // namespace
 
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
-
-std::vector<std::string> split(std::string_view text, char sep) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  std::size_t at = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, at);
-    out.emplace_back(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
-
 std::vector<std::string> kernel_names(const KernelSet& p) {
   std::vector<std::string> out;
   for (const KernelLaunch& k : p.kernels) out.push_back(k.name);

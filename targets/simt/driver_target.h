@@ -24,12 +24,6 @@
 
 namespace ternjit::targets::simt {
 
-/// `items` joined with `sep` ("" for none).
-std::string join(const std::vector<std::string>& items, std::string_view sep);
-
-/// `text` cut at every `sep` (empty text: no items; "a||b": "a", "", "b").
-std::vector<std::string> split(std::string_view text, char sep);
-
 /// The kernel names of `p`, in launch order.
 std::vector<std::string> kernel_names(const KernelSet& p);
 

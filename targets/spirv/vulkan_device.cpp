@@ -17,6 +17,7 @@
 
 #include "formats/mapped_file.h"
 #include "ir/ir.h"
+#include "ir/strings.h"
 
 namespace ternjit::targets::spirv {
 
@@ -123,12 +124,6 @@ int type_rank(VkPhysicalDeviceType t) {
   }
 }
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 std::uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, std::uint32_t allowed,
                                VkMemoryPropertyFlags want) {
   for (std::uint32_t t = 0; t < mem.memoryTypeCount; ++t)
@@ -228,7 +223,7 @@ Result<const DeviceInfo*> select_device(std::string_view option) {
                       "no Vulkan device " + std::string(option) + " (devices: " + list + ")");
   }
   for (const DeviceInfo* d : usable)
-    if (lower(d->name).find(lower(option)) != std::string::npos) return d;
+    if (ir::lower(d->name).find(ir::lower(option)) != std::string::npos) return d;
   return make_error(ErrorCode::InvalidArgument,
                     "no Vulkan device named like '" + std::string(option) + "' (devices: " + list + ")");
 }
