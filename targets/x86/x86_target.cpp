@@ -7,7 +7,7 @@
 
 #include "ir/print.h"
 #include "targets/host_cpu.h"
-#include "targets/llvm/disasm.h"
+#include "targets/common/disasm.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/plan.h"
 
@@ -88,7 +88,7 @@ Result<std::string> render_steps(std::string_view function, const std::vector<x8
                        : "  (a compiled step of the x86 target: no Xbyak code, the config line says what runs)\n";
     for (const x86::StepCode::Blob& b : s.blobs) {
       out += "  code \"" + b.label + "\" (" + std::to_string(b.code.size()) + " bytes):\n";
-      TERNJIT_TRY(std::string text, llvmjit::disassemble_x86(b.code, 0));
+      TERNJIT_TRY(std::string text, disassemble_x86(b.code, 0));
       out += text;
     }
   }

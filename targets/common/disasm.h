@@ -8,7 +8,7 @@
 
 #include "ternjit/result.h"
 
-namespace ternjit::targets::llvmjit {
+namespace ternjit::targets {
 
 /// Disassembles `code` as x86-64 in Intel syntax, one line per instruction:
 /// "  <hex address>: <bytes>  <mnemonic operands>\n", where the address of the first
@@ -19,4 +19,4 @@ namespace ternjit::targets::llvmjit {
 /// Thread-safe (the LLVM X86 target is initialized once per process).
 Result<std::string> disassemble_x86(std::span<const std::uint8_t> code, std::uint64_t address = 0);
 
-}  // namespace ternjit::targets::llvmjit
+}  // namespace ternjit::targets

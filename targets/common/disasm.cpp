@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // disasm.cpp - disassemble_x86 over LLVM's C API (llvm-c/Disassembler.h).
-#include "targets/llvm/disasm.h"
+#include "targets/common/disasm.h"
 
 #include <llvm-c/Disassembler.h>
 #include <llvm-c/Target.h>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-namespace ternjit::targets::llvmjit {
+namespace ternjit::targets {
 
 namespace {
 
@@ -114,4 +114,4 @@ Result<std::string> disassemble_x86(std::span<const std::uint8_t> code, std::uin
   return out;
 }
 
-}  // namespace ternjit::targets::llvmjit
+}  // namespace ternjit::targets
