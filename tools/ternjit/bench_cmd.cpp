@@ -30,6 +30,7 @@
 
 #include "autotune/measure.h"
 #include "formats/ternary.h"
+#include "jit/options.h"
 #include "jit/thread_pool.h"
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
@@ -227,15 +228,6 @@ Result<void> write_plot(const nlohmann::json& data, const std::string& png) {
   return {};
 }
 
-// "x86.max_isa=..." in a target options text, else `fallback`.
-std::string max_isa_of(const std::string& target_options, const std::string& fallback) {
-  const std::string key = "x86.max_isa=";
-  const auto at = target_options.find(key);
-  if (at == std::string::npos) return fallback;
-  const auto end = target_options.find(';', at);
-  return target_options.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
-}
-
 nlohmann::json timing_json(const Timing& t, const Work& w) {
   return {{"median_ns", t.median_ns},
           {"min_ns", t.min_ns},
@@ -300,16 +292,15 @@ void print_table(const nlohmann::json& j) {
 
 }  // namespace
 
-int cmd_bench(const BenchCommandOptions& o) {
+int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& registry) {
   if (o.reps < 1) return report(bad("--reps must be >= 1"));
   if (o.warmup < 0) return report(bad("--warmup must be >= 0"));
   if (!(o.min_time >= 0) || !(o.ref_max_time >= 0)) return report(bad("--min-time and --ref-max-time must be >= 0"));
-  if (o.threads && *o.threads < 1) return report(bad("--threads must be >= 1"));
   if (!o.plot.empty())
     if (auto ok = check_plotter(); !ok.ok()) return report(ok.error());
   auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
-  auto fname = pick_function(*m, o.file, o.layer, o.fn, o.function);
+  auto fname = pick_function(*m, o.file, o.function);
   if (!fname.ok()) return report(fname.error());
   auto shapes = shape_flags(*m, o.shapes);
   if (!shapes.ok()) return report(shapes.error());
@@ -318,9 +309,8 @@ int cmd_bench(const BenchCommandOptions& o) {
   auto prepared = formats::prepare_run(*m, *m->find_function(*fname), nullptr, nullptr, *shapes, popts);
   if (!prepared.ok()) return report(prepared.error());
 
-  auto options = command_engine_options(o.target, o.target_options, o.threads);
+  auto options = command_engine_options(o.target, registry);
   if (!options.ok()) return report(options.error());
-  if (!o.max_isa.empty()) options->max_isa = o.max_isa;
   // One pool for the kernel and the ceilings: the same threads, the same count.
   const int threads = options->threads > 0 ? options->threads : jit::ThreadPool::default_threads();
   jit::ThreadPool pool(threads);
@@ -410,7 +400,11 @@ int cmd_bench(const BenchCommandOptions& o) {
       std::clamp<std::uint64_t>(llc ? 4 * llc : 4 * kMinProbeBytes, kMinProbeBytes, kMaxProbeBytes);
   auto probe = targets::x86::measure_read_bandwidth(par, static_cast<std::size_t>(probe_bytes), co);
   if (!probe.ok()) return report(probe.error());
-  const std::string isa_text = max_isa_of(options->target_options, options->max_isa);
+  // The int8-dot path is capped by the x86 target's max_isa option, as the engine read it
+  // (flag, TERNJIT_TARGET_OPTIONS or TERNJIT_MAX_ISA).
+  auto typed = jit::validate_options(*options, registry);
+  if (!typed.ok()) return report(typed.error());
+  const std::string isa_text = typed->target_options["x86"].get("max_isa");
   auto cap =
       isa_text.empty() ? std::optional<targets::x86::Isa>(targets::x86::Isa::Amx) : targets::x86::parse_isa(isa_text);
   if (!cap) return report(bad("unknown max_isa '" + isa_text + "'"));
@@ -462,28 +456,20 @@ int cmd_bench(const BenchCommandOptions& o) {
   return 0;
 }
 
-void add_bench_command(CLI::App& app) {
+void add_bench_command(CLI::App& app, const targets::TargetRegistry& registry) {
   auto o = std::make_shared<BenchCommandOptions>();
-  auto threads = std::make_shared<int>(0);
   auto* cmd = app.add_subcommand("bench",
-                                 "time a layer's compiled kernel beside the reference target, a "
+                                 "time a function's compiled kernel beside the reference target, a "
                                  "read-bandwidth probe and an int8-dot ceiling");
   cmd->add_option("file", o->file, "the .tri or .tir file")->required();
-  auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to time (LAYER.forward)");
-  cmd->add_option("--fn", o->fn, "with --layer: the layer's function (default forward)");
-  auto* function = cmd->add_option("--function", o->function, "a function by its full name");
-  layer->excludes(function);
+  add_function_flags(*cmd, o->function, "to time");
   cmd->add_option("--shape", o->shapes, "symbol values, e.g. M=1,K=2560,N=2560 or BitLinear.N=64 (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--target", o->target,
-                  "where the kernel runs: auto or a target from `ternjit info` (default: TERNJIT_TARGET, else auto)");
-  cmd->add_option("--target-options", o->target_options,
-                  "the targets' options, TARGET.NAME=VALUE;... (default: TERNJIT_TARGET_OPTIONS)");
-  cmd->add_option("--max-isa", o->max_isa,
-                  "shorthand for x86.max_isa; also caps the int8-dot ceiling's path (default: TERNJIT_MAX_ISA)");
-  auto* threads_opt = cmd->add_option(
-      "--threads", *threads, "threads of the kernel and the probes (default: TERNJIT_THREADS, else every core)");
+  add_target_flags(*cmd, o->target, registry,
+                   "where the kernel runs (its threads run the probes too; the x86 max_isa option caps the "
+                   "int8-dot ceiling's path)");
+  add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_option("--warmup", o->warmup, "untimed calls first (default 3)");
   cmd->add_option("--reps", o->reps, "timed samples at least (default 10)");
   cmd->add_option("--min-time", o->min_time,
@@ -494,12 +480,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the random inputs and parameters (default 1)");
   cmd->add_flag("--json", o->json, "print one JSON object with every number instead of the table");
   cmd->add_option("--plot", o->plot, "write a roofline PNG here (needs /usr/bin/python3 with python3-matplotlib)");
-  cmd->callback([o, threads, threads_opt] {
-    if (threads_opt->count() > 0) o->threads = *threads;
-    int rc = cmd_bench(*o);
-    if (rc == 0) throw CLI::Success();
-    throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o, &registry] { end_command(cmd_bench(*o, registry)); });
 }
 
 }  // namespace ternjit::cli

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "targets/registry.h"
+#include "tools/ternjit/flags.h"
+
 namespace CLI {
 class App;
 }
@@ -17,14 +20,9 @@ namespace ternjit::cli {
 /// Options of `ternjit bench`.
 struct BenchCommandOptions {
   std::string file;                 ///< the .tri or .tir input
-  std::string layer;                ///< --layer L: the function "L.<fn>"
-  std::string fn = "forward";       ///< with --layer: the layer's function
-  std::string function;             ///< --function F: a function by its full name
+  FunctionFlags function;           ///< --layer, --function
   std::vector<std::string> shapes;  ///< "M=1,K=64" (repeatable; the one shape-binding rule, resolve_shapes)
-  std::string target;               ///< empty: TERNJIT_TARGET, else auto
-  std::string target_options;       ///< empty: TERNJIT_TARGET_OPTIONS
-  std::string max_isa;              ///< shorthand for x86.max_isa (empty: TERNJIT_MAX_ISA, else none)
-  std::optional<int> threads;       ///< empty: TERNJIT_THREADS, else the engine's default (every core)
+  TargetFlags target;               ///< --target (default auto), its options, --threads, -O, --cache-dir
   int warmup = 3;                   ///< untimed calls first
   int reps = 10;                    ///< timed calls at least
   double min_time = 0.5;            ///< seconds: keep repeating until this long has passed (>= reps calls)
@@ -35,13 +33,14 @@ struct BenchCommandOptions {
   std::string plot;                 ///< write a roofline PNG here (needs python3-matplotlib)
 };
 
-/// Runs the benchmark and prints the table (or JSON) to stdout. Returns 0, or 1 after
-/// printing an error (bad input, an unavailable target, a kernel that disagrees with the
-/// reference, --plot without python3-matplotlib).
-int cmd_bench(const BenchCommandOptions& options);
+/// Runs the benchmark on the target the flags name (`registry`: the CLI's) and prints the
+/// table (or JSON) to stdout. Returns 0, or 1 after printing an error (bad input, an
+/// unavailable target, a kernel that disagrees with the reference, --plot without
+/// python3-matplotlib).
+int cmd_bench(const BenchCommandOptions& options, const targets::TargetRegistry& registry);
 
 /// Adds the `bench` subcommand to `app` (its callback runs cmd_bench and ends parsing
-/// with its status, like `tune`).
-void add_bench_command(CLI::App& app);
+/// with its status, like `tune`; `registry` must outlive the parse).
+void add_bench_command(CLI::App& app, const targets::TargetRegistry& registry);
 
 }  // namespace ternjit::cli

@@ -18,6 +18,7 @@
 #include "cache/disk_cache.h"
 #include "cache/entry.h"
 #include "jit/options.h"
+#include "tools/ternjit/flags.h"
 
 namespace ternjit::cli {
 
@@ -150,7 +151,7 @@ int cmd_cache(const CacheCommandOptions& o) {
     const char* env = std::getenv("TERNJIT_CACHE_DIR");
     dir = env && *env ? std::string(env) : jit::default_cache_dir();
   }
-  if (dir == "off") return fail("the disk cache is off (TERNJIT_CACHE_DIR=off): give --dir DIR");
+  if (dir == "off") return fail("the disk cache is off (TERNJIT_CACHE_DIR=off): give --cache-dir DIR");
   std::error_code ec;
   const bool exists = std::filesystem::exists(dir, ec);
   if (ec) return fail("cannot look at '" + dir + "': " + ec.message());
@@ -257,14 +258,14 @@ void add_cache_command(CLI::App& app) {
   auto o = std::make_shared<CacheCommandOptions>();
   auto* cmd = app.add_subcommand("cache", "inspect and maintain the on-disk kernel cache (cache/README.md)");
   cmd->require_subcommand(1);
-  cmd->add_option("--dir", o->dir, "the cache directory (default: TERNJIT_CACHE_DIR, else $XDG_CACHE_HOME/ternjit)");
+  add_cache_dir_flag(*cmd, o->dir, "--dir");
   cmd->add_flag("--shared-group", o->shared_group, "open a directory shared by a Unix group (cache/README.md)");
+  // The actions take the flags of `cache` too, before or after the action's name.
+  cmd->fallthrough();
   auto run = [o](const char* action) {
     return [o, action] {
       o->action = action;
-      const int rc = cmd_cache(*o);
-      if (rc == 0) throw CLI::Success();
-      throw CLI::RuntimeError(rc);
+      end_command(cmd_cache(*o));
     };
   };
   auto* ls = cmd->add_subcommand("ls", "list every entry: kind, size, last use, file, target/function or config");

@@ -14,7 +14,7 @@ namespace ternjit::cli {
 /// Options of `ternjit cache ACTION`.
 struct CacheCommandOptions {
   std::string action;        ///< "ls", "stat", "verify", "prune", "clear" or "merge"
-  std::string dir;           ///< --dir; empty: TERNJIT_CACHE_DIR, else the default directory
+  std::string dir;           ///< --cache-dir (or --dir); empty: TERNJIT_CACHE_DIR, else the default directory
   bool shared_group = false; ///< --shared-group: open in shared-group mode
   bool remove_bad = false;   ///< verify --remove
   std::string max_size;      ///< prune --max-size ("500M")

@@ -94,17 +94,6 @@ bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vecto
   return ok;
 }
 
-Result<EngineOptions> command_engine_options(const std::string& target, const std::string& target_options,
-                                             std::optional<int> threads) {
-  // A flag overrides its variable; the environment sets the rest (TERNJIT_TARGET,
-  // TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_THREADS, TERNJIT_CACHE_DIR, ...).
-  TERNJIT_TRY(EngineOptions options, EngineOptions::from_env());
-  if (!target.empty()) options.target = target;
-  if (!target_options.empty()) options.target_options = target_options;
-  if (threads) options.threads = *threads;
-  return options;
-}
-
 Result<Program> compile_and_bind(Engine& engine, const ir::Module& m, const formats::RunInputs& prepared) {
   TERNJIT_TRY(Program program, engine.compile(ir::wrap(m)));
   // Bind copies each stored value once as it is: ternary weights as 2-bit tern2 codes.
@@ -165,10 +154,8 @@ Result<std::vector<ir::HostTensor>> kernel_outputs(const PreparedKernel& pk) {
   return out;
 }
 
-Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
-                                                  const ir::Module& m, const std::string& fname,
-                                                  const formats::RunInputs& prepared) {
-  TERNJIT_TRY(EngineOptions options, command_engine_options(target, target_options));
+Result<std::vector<ir::HostTensor>> run_on_engine(const EngineOptions& options, const ir::Module& m,
+                                                  const std::string& fname, const formats::RunInputs& prepared) {
   TERNJIT_TRY(PreparedKernel pk, prepare_kernel(options, m, fname, prepared));
   TERNJIT_TRY_VOID(pk.kernel->run(pk.inputs, pk.outputs));
   return kernel_outputs(pk);
@@ -248,18 +235,16 @@ int cmd_opt(const OptOptions& o) {
   return 0;
 }
 
-int cmd_run(const RunOptions& o) {
+int cmd_run(const RunOptions& o, const targets::TargetRegistry& registry) {
+  auto options = command_engine_options(o.target, registry);
+  if (!options.ok()) return report(options.error());
   auto m = load_module(o.file);
   if (!m.ok()) return report(m.error());
-  const std::string fname = o.layer + "." + o.fn;
+  auto picked = pick_function(*m, o.file, o.function);
+  if (!picked.ok()) return report(picked.error());
+  const std::string& fname = *picked;
   const ir::Function* f = m->find_function(fname);
-  if (!f) {
-    std::string have;
-    for (const ir::Function& g : m->functions()) have += (have.empty() ? "" : ", ") + g.name();
-    return report(make_error(ErrorCode::NotFound, "no function '" + fname + "' in " + o.file +
-                                                      " (it has: " + have + ")"));
-  }
-  auto shapes = shape_flags(*m, {o.shapes});
+  auto shapes = shape_flags(*m, o.shapes);
   if (!shapes.ok()) return report(shapes.error());
   std::optional<formats::WeightFile> weights;
   std::optional<formats::StFile> inputs;
@@ -288,10 +273,12 @@ int cmd_run(const RunOptions& o) {
   auto prepared = formats::prepare_run(*m, *f, inputs ? &*inputs : nullptr, weights ? &*weights : nullptr,
                                   shapes.value(), popts);
   if (!prepared.ok()) return report(prepared.error());
-  auto out = run_on_engine(o.target, o.target_options, *m, fname, *prepared);
+  auto out = run_on_engine(*options, *m, fname, *prepared);
   if (!out.ok()) return report(out.error());
   if (o.check) {
-    auto expected = run_on_engine("reference", "", *m, fname, *prepared);
+    EngineOptions reference = *options;
+    reference.target = "reference";
+    auto expected = run_on_engine(reference, *m, fname, *prepared);
     if (!expected.ok()) return report(expected.error());
     if (!check_outputs(*expected, *out)) return 1;
   }
@@ -311,9 +298,13 @@ int cmd_run(const RunOptions& o) {
   return 0;
 }
 
-Result<std::string> pick_function(const ir::Module& m, const std::string& file, const std::string& layer,
-                                  const std::string& fn, const std::string& function) {
-  std::string name = !function.empty() ? function : !layer.empty() ? layer + "." + fn : std::string();
+Result<std::string> pick_function(const ir::Module& m, const std::string& file, const FunctionFlags& flags) {
+  std::string name = flags.function;
+  if (!flags.layer.empty()) {
+    const std::string prefix = flags.layer + ".";
+    if (name.empty()) name = "forward";
+    if (name.rfind(prefix, 0) != 0) name = prefix + name;
+  }
   if (name.empty() && m.functions().size() == 1) name = m.functions().front().name();
   if (!name.empty() && m.find_function(name)) return name;
   std::string have;
@@ -369,34 +360,6 @@ std::string shape_text(const std::map<std::string, std::int64_t>& shapes) {
   std::string t;
   for (const auto& [k, v] : shapes) t += (t.empty() ? "" : ",") + k + "=" + std::to_string(v);
   return t.empty() ? "-" : t;
-}
-
-Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
-                                                      const std::string& max_isa, const std::string& triple,
-                                                      const std::string& cpu) {
-  std::string all = text;
-  for (const auto& [name, value] : {std::pair<std::string, std::string>{"x86.max_isa", max_isa},
-                                    {"llvm.triple", triple},
-                                    {"llvm.cpu", cpu}})
-    if (!value.empty()) all += ";" + name + "=" + value;
-  TERNJIT_TRY(auto split, targets::split_target_options(all));
-  for (const auto& [name, opts] : split)
-    if (name != target.name())
-      return make_error(ErrorCode::InvalidArgument, "option '" + name + "." + opts.values.begin()->first +
-                                                        "' is for target '" + name + "', not '" +
-                                                        std::string(target.name()) + "'");
-  return target.parse_options(split[std::string(target.name())]);
-}
-
-void apply_env_defaults(std::string& target, std::string& target_options, std::string& max_isa, std::string& level) {
-  const auto set = [](std::string& field, const char* var) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') field = v;
-  };
-  if (const char* v = std::getenv("TERNJIT_TARGET"); v != nullptr && *v != '\0' && std::string_view(v) != "auto")
-    target = v;
-  set(target_options, "TERNJIT_TARGET_OPTIONS");
-  set(max_isa, "TERNJIT_MAX_ISA");
-  set(level, "TERNJIT_OPT_LEVEL");
 }
 
 std::string version_text() {

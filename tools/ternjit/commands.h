@@ -14,17 +14,16 @@
 #include "ir/tensor.h"
 #include "targets/target.h"
 #include "ternjit/engine.h"
+#include "tools/ternjit/flags.h"
 
 namespace ternjit::cli {
 
 /// Options of `ternjit run`.
 struct RunOptions {
   std::string file;
-  std::string layer;
-  std::string fn = "forward";
-  std::string shapes;       ///< "M=4,K=64"
-  std::string target;       ///< --target; empty: TERNJIT_TARGET, else "auto" (flag > variable > default)
-  std::string target_options;  ///< --target-options; empty: TERNJIT_TARGET_OPTIONS
+  FunctionFlags function;           ///< --layer, --function
+  std::vector<std::string> shapes;  ///< "M=4,K=64" (repeatable)
+  TargetFlags target;               ///< --target (default auto), its options, --threads, -O, --cache-dir
   std::string weights;      ///< weights file (safetensors or GGUF, by content) or empty
   std::vector<std::string> name_map;  ///< --map rules "PATTERN=TARGET"
   std::optional<std::uint64_t> random_missing;  ///< --random-missing SEED: draw parameters the weights lack
@@ -51,11 +50,12 @@ Result<std::string> read_text_file(const std::string& path);
 /// Loads a `.tri` (DSL) or `.tir` (IR text) file into a verified module.
 Result<ir::Module> load_module(const std::string& path);
 
-/// The function a command names: `function` (a full name), else "<layer>.<fn>", else the
-/// module's only function. Errors: InvalidArgument when several functions exist and none
-/// is named; NotFound naming the function and listing the module's (`file` names it).
-Result<std::string> pick_function(const ir::Module& m, const std::string& file, const std::string& layer,
-                                  const std::string& fn, const std::string& function);
+/// The function a command names (docs/cli.md): with --layer L, "L.F" for --function F
+/// (default forward; a full name "L.F" is taken as is); else --function as a full name;
+/// else the module's only function. Errors: InvalidArgument when several functions exist
+/// and none is named; NotFound naming the function and listing the module's (`file`
+/// names it).
+Result<std::string> pick_function(const ir::Module& m, const std::string& file, const FunctionFlags& flags);
 
 /// The one shape-binding rule of run, compile, opt, tune and bench. `given` holds the
 /// --shape keys: "S" or "Layer.S". A key names a symbol of `m` when a function or
@@ -75,18 +75,6 @@ Result<ir::ShapeBindings> shape_flags(const ir::Module& m, const std::vector<std
 /// "K=64,M=4" (sorted by name), or "-" when empty: how commands print a binding.
 std::string shape_text(const std::map<std::string, std::int64_t>& shapes);
 
-/// `target`'s options from a command's --target-options text plus the shorthands
-/// --max-isa (x86.max_isa), --triple (llvm.triple) and --cpu (llvm.cpu), validated by the
-/// target. An option of another target is an error (it would be silently ignored).
-Result<targets::TargetOptions> command_target_options(const targets::Target& target, const std::string& text,
-                                                      const std::string& max_isa, const std::string& triple = {},
-                                                      const std::string& cpu = {});
-
-/// Replaces command defaults by TERNJIT_TARGET (unless "auto": the command keeps its own
-/// default target), TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA and TERNJIT_OPT_LEVEL when they
-/// are set and non-empty, before the flags are parsed (so a flag still wins).
-void apply_env_defaults(std::string& target, std::string& target_options, std::string& max_isa, std::string& level);
-
 /// `ternjit check FILE`: 0 when the file is valid, else prints diagnostics, 1.
 int cmd_check(const std::string& file);
 /// `ternjit ir FILE`: prints the canonical IR of the file.
@@ -95,10 +83,11 @@ int cmd_ir(const std::string& file);
 /// named passes or the level's pipeline (default -O2; `--passes=` runs none), prints the
 /// IR to stdout and the requested log (IR after passes, timings) to stderr.
 int cmd_opt(const OptOptions& options);
-/// `ternjit run ...`: runs a layer's function on the chosen target. Without --weights every
+/// `ternjit run ...`: runs a function on the chosen target (`registry`: the CLI's, for
+/// the target flags). Without --weights every
 /// parameter is drawn from --seed; with --weights each must be in the file (an error names
 /// the closest names there) unless --random-missing SEED is given.
-int cmd_run(const RunOptions& options);
+int cmd_run(const RunOptions& options, const targets::TargetRegistry& registry);
 /// `ternjit demo`: compiles an embedded BitLinear layer, runs it on the reference and
 /// checks the output against an independent computation.
 int cmd_demo();
@@ -114,12 +103,6 @@ int cmd_info(bool json = false);
 
 /// `ternjit --version`: the version, the build id and every target with its availability.
 std::string version_text();
-
-/// The EngineOptions of a command: the environment's (EngineOptions::from_env: flag >
-/// variable > default), then `target`, `target_options` and `threads` where given
-/// (non-empty, has a value). Errors: a malformed variable, naming it.
-Result<EngineOptions> command_engine_options(const std::string& target, const std::string& target_options,
-                                             std::optional<int> threads = std::nullopt);
 
 /// Compiles `m` on `engine` into a Program and binds every prepared parameter (ternary
 /// ones as their 2-bit tern2 codes, copied once).
@@ -149,11 +132,9 @@ Result<PreparedKernel> prepare_kernel(const EngineOptions& options, const ir::Mo
 /// The output buffers of `pk` as HostTensors.
 Result<std::vector<ir::HostTensor>> kernel_outputs(const PreparedKernel& pk);
 
-/// Runs `function` of `m` through an Engine on `target` ("auto" or a name; empty:
-/// TERNJIT_TARGET, else auto) once (prepare_kernel, then Kernel::run) and returns the
-/// outputs as HostTensors.
-Result<std::vector<ir::HostTensor>> run_on_engine(const std::string& target, const std::string& target_options,
-                                                  const ir::Module& m,
+/// Runs `function` of `m` through an Engine made with `options` once (prepare_kernel,
+/// then Kernel::run) and returns the outputs as HostTensors.
+Result<std::vector<ir::HostTensor>> run_on_engine(const EngineOptions& options, const ir::Module& m,
                                                   const std::string& function, const formats::RunInputs& prepared);
 
 /// Compares every output with the reference's and says so on stderr: integer (and bool,

@@ -68,7 +68,10 @@ int cmd_demo() {
   auto optimized = passes::run_pipeline(*spec, passes::default_pipeline(passes::OptLevel::O2), {});
   if (!optimized.ok()) return report(optimized.error());
   std::printf("== specialized for M=3 K=64 N=8 and optimized at O2\n%s\n", ir::print_module(*spec).c_str());
-  auto out = run_on_engine("auto", "", *m, "BitLinear.forward", *run);
+  auto options = EngineOptions::from_env();
+  if (!options.ok()) return report(options.error());
+  options->target = "auto";
+  auto out = run_on_engine(*options, *m, "BitLinear.forward", *run);
   if (!out.ok()) return report(out.error());
 
   const auto& p = run->params.values;

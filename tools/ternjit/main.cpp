@@ -3,6 +3,8 @@
 //
 // CLI11 (Debian libcli11-dev, header-only) parses the command line: it gives
 // subcommands with their own --help and typed options without hand-written parsing.
+// The rules every command shares (flags, defaults, exit status) are flags.h's and
+// docs/cli.md's.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,14 +16,18 @@
 #include "tools/ternjit/commands.h"
 #include "tools/ternjit/cache_cmd.h"
 #include "tools/ternjit/compile_cmd.h"
+#include "tools/ternjit/flags.h"
 #include "tools/ternjit/tune_cmd.h"
 
 namespace {
 
 int cli_main(int argc, char** argv) {
   using namespace ternjit::cli;
-  CLI::App app{"ternjit - a JIT compiler for ternary-weight neural-network kernels"};
+  // The targets of this build: the target flags, their aliases and the help texts come from it.
+  const ternjit::targets::TargetRegistry registry = ternjit::targets::TargetRegistry::create();
+  CLI::App app{"ternjit - a JIT compiler for ternary-weight neural-network kernels", "ternjit"};
   app.require_subcommand(1);
+  app.footer("The rules every command follows (flags, defaults, exit status 0, 1 or 2): docs/cli.md");
   app.set_version_flag("--version", [] { return version_text(); }, "print the version, the build id and the targets");
 
   std::string file;
@@ -42,7 +48,7 @@ int cli_main(int argc, char** argv) {
                          ->expected(0, 1);
   auto* level_opt = opt->add_option("-O,--opt-level", opt_opts.level,
                                     "run the pipeline of a level: O0..O3, 0..3, none, conservative, "
-                                    "balanced or aggressive (default O2 when --passes is not given)");
+                                    "balanced or aggressive (default: TERNJIT_OPT_LEVEL, else O2; not with --passes)");
   passes_opt->excludes(level_opt);
   opt->add_flag("--print-after-all", opt_opts.print_after_all, "print the IR after every pass (stderr)");
   opt->add_option("--print-after", opt_opts.print_after, "print the IR after the named pass (stderr; repeatable)")
@@ -55,15 +61,14 @@ int cli_main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   RunOptions run_opts;
-  auto* run = app.add_subcommand("run", "run a layer on random or safetensors inputs");
+  auto* run = app.add_subcommand("run", "run a function on random or safetensors inputs");
   run->add_option("file", run_opts.file, "the .tri or .tir file")->required();
-  run->add_option("--layer", run_opts.layer, "the layer to run")->required();
-  run->add_option("--fn", run_opts.fn, "the layer's function (default forward)");
-  run->add_option("--shape", run_opts.shapes, "symbol values, e.g. M=4,K=64 (or Layer.K=64)");
-  run->add_option("--target", run_opts.target,
-                  "where to run: auto or a target from `ternjit info` (default: TERNJIT_TARGET, else auto)");
-  run->add_option("--target-options", run_opts.target_options,
-                  "the targets' options, TARGET.NAME=VALUE;... (default: TERNJIT_TARGET_OPTIONS)");
+  add_function_flags(*run, run_opts.function, "to run");
+  run->add_option("--shape", run_opts.shapes, "symbol values, e.g. M=4,K=64 (or Layer.K=64; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_target_flags(*run, run_opts.target, registry, "where to run");
+  add_cache_dir_flag(*run, run_opts.target.cache_dir);
   run->add_option("--weights", run_opts.weights,
                   "weights file: safetensors, GGUF or a Hugging Face BitNet checkpoint (by content); every "
                   "parameter must be in it unless --random-missing is given");
@@ -72,9 +77,9 @@ int cli_main(int argc, char** argv) {
                   "'model.layers.{i}.mlp.up_proj.weight=L{i}.w' (repeatable; first match wins)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  std::uint64_t random_missing_seed = 0;
-  auto* random_missing = run->add_option("--random-missing", random_missing_seed,
-                  "draw parameters the weights file lacks at random from SEED (otherwise an error)");
+  run->add_option_function<std::uint64_t>(
+      "--random-missing", [&run_opts](std::uint64_t seed) { run_opts.random_missing = seed; },
+      "draw parameters the weights file lacks at random from SEED (otherwise an error)");
   run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
   run->add_option("--seed", run_opts.seed, "seed of random inputs/parameters (default 1)");
@@ -100,27 +105,29 @@ int cli_main(int argc, char** argv) {
   info->add_flag("--json", info_json,
                  "print a JSON object: targets (name, kind, available, reason, ..., devices) and auto");
 
-  add_compile_command(app);  // its callback runs the command and ends parsing with its status
-  add_cache_command(app);    // the same for `cache ls|stat|verify|prune|clear|merge`
-  add_tune_command(app);     // `tune` (autotune/): the same
-  add_bench_command(app);    // `bench`: the same
+  add_compile_command(app, registry);  // its callback runs the command and ends parsing with its status
+  add_cache_command(app);              // the same for `cache ls|stat|verify|prune|clear|merge`
+  add_tune_command(app, registry);     // `tune` (autotune/): the same
+  add_bench_command(app, registry);    // `bench`: the same
 
-  CLI11_PARSE(app, argc, argv);
-
-  if (check->parsed()) return cmd_check(file);
-  if (ir->parsed()) return cmd_ir(file);
-  if (opt->parsed()) {
+  // Every command runs from its callback and ends the parse with its status (end_command).
+  check->callback([&] { end_command(cmd_check(file)); });
+  ir->callback([&] { end_command(cmd_ir(file)); });
+  opt->callback([&] {
     opt_opts.passes_given = passes_opt->count() > 0;
-    return cmd_opt(opt_opts);
-  }
-  if (run->parsed()) {
-    if (random_missing->count() > 0) run_opts.random_missing = random_missing_seed;
-    return cmd_run(run_opts);
-  }
-  if (demo->parsed()) return cmd_demo();
-  if (info->parsed()) return cmd_info(info_json);
-  if (inspect->parsed()) return cmd_inspect(inspect_file, inspect_json, inspect_map);
-  return 2;
+    // -O: flag > TERNJIT_OPT_LEVEL > O2 (with --passes no level applies).
+    if (!opt_opts.passes_given && opt_opts.level.empty()) {
+      auto env = ternjit::EngineOptions::from_env();
+      if (!env.ok()) end_command(report(env.error()));
+      opt_opts.level = std::to_string(env->opt_level);
+    }
+    end_command(cmd_opt(opt_opts));
+  });
+  run->callback([&] { end_command(cmd_run(run_opts, registry)); });
+  demo->callback([] { end_command(cmd_demo()); });
+  info->callback([&] { end_command(cmd_info(info_json)); });
+  inspect->callback([&] { end_command(cmd_inspect(inspect_file, inspect_json, inspect_map)); });
+  return run_cli(app, argc, argv);
 }
 
 }  // namespace

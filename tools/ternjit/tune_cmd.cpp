@@ -122,30 +122,24 @@ struct ProgressPrinter {
   }
 };
 
-int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
+int run_tune(const TuneCommandOptions& o, const targets::TargetRegistry& registry, const autotune::Collective& coll) {
   const bool root = coll.rank() == 0;
   auto fail = [&](const Error& e) { return root ? report(e) : 1; };
-  const targets::TargetRegistry registry = targets::TargetRegistry::create();
-  const targets::Target* target = registry.lookup(o.target);
-  if (!target) return fail(bad("unknown --target '" + o.target + "' (known: " + registry.names() + ")"));
+  auto chosen = command_target(o.target, registry);
+  if (!chosen.ok()) return fail(chosen.error());
+  const targets::Target* target = chosen->target;
+  const std::string target_name(target->name());
   auto strategy = autotune::parse_strategy(o.strategy);
   if (!strategy) return fail(bad("unknown --strategy '" + o.strategy + "' (expected exhaustive, random or halving)"));
-  if (o.threads < 1) return fail(bad("--threads must be >= 1"));
   auto budget = parse_budget(o.budget);
   if (!budget.ok()) return fail(budget.error());
-  auto level = passes::parse_opt_level(o.level);
-  if (!level) return fail(bad("unknown optimization level '" + o.level + "'"));
-  targets::CompileOptions copts;
-  copts.opt_level = *level;
-  copts.threads = o.threads;
-  auto options = command_target_options(*target, o.target_options, o.max_isa);
-  if (!options.ok()) return fail(options.error());
-  copts.target = std::move(*options);
+  const targets::CompileOptions copts = chosen->compile;
+  const passes::OptLevel level = copts.opt_level;
   auto shapes = parse_shapes(o.shapes);
   if (!shapes.ok()) return fail(shapes.error());
   auto m = load_module(o.file);
   if (!m.ok()) return fail(m.error());
-  auto function = pick_function(*m, o.file, o.layer, o.fn, o.function);
+  auto function = pick_function(*m, o.file, o.function);
   if (!function.ok()) return fail(function.error());
 
   // Every shape's tunable kernels, as the target declares them, before any tuning (the
@@ -164,7 +158,7 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
     if (!spec.ok()) return fail(spec.error());
     // Measuring allocates the kernel's buffers.
     if (auto fits = passes::check_tensor_bytes(*spec, *function); !fits.ok()) return fail(fits.error());
-    auto ran = passes::run_pipeline(*spec, passes::default_pipeline(*level), passes::PipelineOptions{});
+    auto ran = passes::run_pipeline(*spec, passes::default_pipeline(level), passes::PipelineOptions{});
     if (!ran.ok()) return fail(ran.error());
     auto spaces = target->tuning_spaces(*spec, *function, copts);
     if (!spaces.ok()) return fail(spaces.error());
@@ -175,15 +169,10 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   }
   if (jobs.empty())
     return fail(make_error(ErrorCode::NotFound, *function + " has no kernel with knobs to tune on target '" +
-                                                    o.target + "'"));
+                                                    target_name + "'"));
 
   // --cache-dir, else TERNJIT_CACHE_DIR (the engine's and `cache ls`'s), else the default.
-  std::string cache_dir = o.cache_dir;
-  if (cache_dir.empty()) {
-    auto env = EngineOptions::from_env();
-    if (!env.ok()) return fail(env.error());
-    cache_dir = env->cache_dir;
-  }
+  const std::string cache_dir = chosen->engine.cache_dir;
   std::unique_ptr<cache::DiskCache> disk;
   if (cache_dir != "off") {
     cache::CacheOptions co;
@@ -198,8 +187,8 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
   const double per_job = *budget / static_cast<double>(jobs.size());
   if (root)
     std::printf("# %s on %s (%s) threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
-                o.target.c_str(), jobs.front().space->problem().family.c_str(), o.threads, o.strategy.c_str(), *budget,
-                per_job,
+                target_name.c_str(), jobs.front().space->problem().family.c_str(), copts.threads, o.strategy.c_str(),
+                *budget, per_job,
                 coll.size() > 1 ? (" ranks=" + std::to_string(coll.size())).c_str() : "");
   std::vector<std::string> rows;
   std::vector<std::string> failures;
@@ -260,23 +249,18 @@ int run_tune(const TuneCommandOptions& o, const autotune::Collective& coll) {
 
 }  // namespace
 
-int cmd_tune(const TuneCommandOptions& options) {
-  if (!options.mpi) return run_tune(options, autotune::local_collective());
+int cmd_tune(const TuneCommandOptions& options, const targets::TargetRegistry& registry) {
+  if (!options.mpi) return run_tune(options, registry, autotune::local_collective());
   auto coll = autotune::mpi_start(nullptr, nullptr);
   if (!coll.ok()) return report(coll.error());
-  return run_tune(options, **coll);
+  return run_tune(options, registry, **coll);
 }
 
-void add_tune_command(CLI::App& app) {
+void add_tune_command(CLI::App& app, const targets::TargetRegistry& registry) {
   auto o = std::make_shared<TuneCommandOptions>();
-  // Flag > variable > default: the variables give the defaults the flags override.
-  apply_env_defaults(o->target, o->target_options, o->max_isa, o->level);
   auto* cmd = app.add_subcommand("tune", "search kernel configurations of one function over shapes; store the winners");
   cmd->add_option("file", o->file, "the .tri or .tir file")->required();
-  auto* layer = cmd->add_option("--layer", o->layer, "the layer whose function to tune (LAYER.forward)");
-  cmd->add_option("--fn", o->fn, "with --layer: the layer's function (default forward)");
-  auto* function = cmd->add_option("--function", o->function, "a function by its full name");
-  layer->excludes(function);
+  add_function_flags(*cmd, o->function, "to tune");
   cmd->add_option("--shape", o->shapes,
                   "symbol values; several values tune each: M=1,8,32 (repeatable, e.g. --shape K=64,N=128)")
       ->expected(1)
@@ -285,21 +269,13 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--strategy", o->strategy, "halving (default), random or exhaustive");
   cmd->add_option("--trials", o->trials, "configurations measured per kernel at most (default: 15% of the space)");
   cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
-  cmd->add_option("--target", o->target, "code generator whose kernels to tune: x86 (default)");
-  cmd->add_option("--target-options", o->target_options, "the target's options, TARGET.NAME=VALUE;...");
-  cmd->add_option("--max-isa", o->max_isa, "shorthand for x86.max_isa: highest ISA (default: the best the host runs)");
-  cmd->add_option("--threads", o->threads, "threads the kernels are tuned for (default 1)");
-  cmd->add_option("-O,--opt-level", o->level, "pipeline level: O0..O3 (default O2)");
-  cmd->add_option("--cache-dir", o->cache_dir,
-                  "where tuning records are stored (default: the engine's; off: not stored)");
+  add_target_flags(*cmd, o->target, registry, "the target whose kernels to tune (one that declares tuning spaces)");
+  add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_flag("--mpi", o->mpi, "split candidates across MPI ranks: mpirun -n R ternjit tune ... --mpi");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress output");
+  // Target has no method that describes its tuning spaces yet: the x86 one is shown.
   cmd->footer("Search space (x86 tmatmul):\n" + targets::x86::describe_space());
-  cmd->callback([o] {
-    int rc = cmd_tune(*o);
-    if (rc == 0) throw CLI::Success();
-    throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o, &registry] { end_command(cmd_tune(*o, registry)); });
 }
 
 }  // namespace ternjit::cli
