@@ -78,6 +78,11 @@ class LlvmTarget final : public Target {
   // Options: triple and cpu, for emit (AOT objects and text); loaded kernels always run
   // on the host. panels = packed (default) | int8: the ternary weights of i8 tmatmuls
   // as packed 2-bit panels or as the int8 panels (the previous layout, for comparison).
+  [[nodiscard]] std::vector<OptionAlias> option_aliases() const override {
+    return {{"triple", "triple", "the llvm target's triple for emitted objects, e.g. aarch64-linux-gnu (default: the host)"},
+            {"cpu", "cpu", "the llvm target's CPU for emitted objects, e.g. neoverse-n1 (default: the host CPU or generic)"}};
+  }
+
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
     for (const auto& [option, value] : given.values) {
       if (option == "panels") {
