@@ -56,6 +56,7 @@ namespace {
 
 using namespace ternjit;
 using namespace ternjit::targets::x86;
+using ternjit::targets::CeilingOptions;
 using ternjit::targets::Parallel;
 
 constexpr std::size_t kColdBytes = std::size_t{512} << 20;

@@ -70,6 +70,7 @@ namespace {
 
 using namespace ternjit;
 using namespace ternjit::targets::x86;
+using ternjit::targets::CeilingOptions;
 
 constexpr const char* kQuickFilter = "/K2560_N2560/M1/t1/hot|/K4096_N4096/M(1|32)/t(1|2)/hot";
 constexpr std::size_t kColdBytes = std::size_t{512} << 20;

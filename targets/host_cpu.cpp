@@ -105,4 +105,29 @@ HostCpu detect_host_cpu() {
   return cpu;
 }
 
+std::uint64_t last_level_cache_bytes() {
+  std::uint64_t best = 0;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
+    if (type == "Instruction" || size.empty()) continue;
+    std::uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+    switch (size.back()) {
+      case 'K': bytes <<= 10; break;
+      case 'M': bytes <<= 20; break;
+      case 'G': bytes <<= 30; break;
+      default: break;
+    }
+    if (level > best_level || (level == best_level && bytes > best)) {
+      best_level = level;
+      best = bytes;
+    }
+  }
+  return best;
+}
+
 }  // namespace ternjit::targets

@@ -28,4 +28,8 @@ struct HostCpu {
 /// amx-int8, in that order). Never fails; what it cannot find stays empty or zero.
 HostCpu detect_host_cpu();
 
+/// The size in bytes of cpu0's last-level data or unified cache (sysfs
+/// /sys/devices/system/cpu/cpu0/cache), 0 when it cannot be read.
+std::uint64_t last_level_cache_bytes();
+
 }  // namespace ternjit::targets

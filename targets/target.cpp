@@ -86,6 +86,11 @@ std::string CompileOptions::key() const {
   return s;
 }
 
+Result<Ceilings> Target::measure_ceilings(const Parallel&, std::size_t, const TargetOptions&,
+                                          const CeilingOptions&) const {
+  return make_error(ErrorCode::Unsupported, "the " + std::string(name()) + " target measures no ceilings");
+}
+
 std::string Target::cache_key_text() const {
   const TargetDescription d = describe();
   return "device=" + d.device + ";features=" + d.features;

@@ -21,6 +21,7 @@
 #include "ir/interpret.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
+#include "targets/ceilings.h"
 #include "targets/parallel.h"
 #include "targets/tuning.h"
 #include "ternjit/result.h"
@@ -269,6 +270,16 @@ class Target {
   [[nodiscard]] virtual Result<Emitted> emit(const ir::Module& specialized, std::string_view function,
                                              std::string_view what, const CompileOptions& options,
                                              const ir::ParamValues* params) const = 0;
+  /// CPU targets: the machine's ceilings for this target's kernels (targets/ceilings.h),
+  /// measured now on `parallel`: a streaming read of `read_bytes` bytes and the fastest
+  /// int8-dot loop `options` (this target's validated options) allow. `ternjit bench`
+  /// prints a kernel beside them. Default: Unsupported.
+  [[nodiscard]] virtual Result<Ceilings> measure_ceilings(const Parallel& parallel, std::size_t read_bytes,
+                                                          const TargetOptions& options,
+                                                          const CeilingOptions& how) const;
+  /// The tuning spaces this target declares, described for `ternjit tune --help` (their
+  /// knobs and what each candidate means); "" when it declares none (the default).
+  [[nodiscard]] virtual std::string describe_tuning() const { return {}; }
   /// Everything about this machine that changes what compile() produces, as one text:
   /// the disk-cache key's `machine` field. Default: "device=<describe().device>;
   /// features=<describe().features>"; GPU targets add their driver and compiler

@@ -167,31 +167,6 @@ std::uint64_t stream_sum(const std::uint8_t* p, std::size_t n) {
   return host_isas().avx512 ? sum_bytes_avx512(p, n) : sum_bytes_avx2(p, n);
 }
 
-std::uint64_t last_level_cache_bytes() {
-  std::uint64_t best = 0;
-  int best_level = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
-    int level = 0;
-    std::string type, size;
-    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
-    if (type == "Instruction" || size.empty()) continue;
-    std::uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
-    switch (size.back()) {
-      case 'K': bytes <<= 10; break;
-      case 'M': bytes <<= 20; break;
-      case 'G': bytes <<= 30; break;
-      default: break;
-    }
-    if (level > best_level || (level == best_level && bytes > best)) {
-      best_level = level;
-      best = bytes;
-    }
-  }
-  return best;
-}
-
 Result<CeilingResult> measure_read_bandwidth(const Parallel& parallel, std::size_t bytes, const CeilingOptions& o) {
   if (!host_isas().avx2) return make_error(ErrorCode::Unavailable, "the read-bandwidth probe needs AVX2");
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "the read-bandwidth probe needs a non-empty buffer");

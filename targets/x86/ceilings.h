@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "targets/ceilings.h"
 #include "targets/parallel.h"
 #include "targets/x86/isa.h"
 #include "ternjit/result.h"
@@ -20,31 +21,6 @@ namespace ternjit::targets::x86 {
 /// stream the compiler cannot drop. AVX-512 loads when the host runs them, else AVX2.
 /// Precondition: `p` is 64-byte aligned and the host runs AVX2.
 std::uint64_t stream_sum(const std::uint8_t* p, std::size_t n);
-
-/// The size in bytes of cpu0's last-level data or unified cache (sysfs
-/// /sys/devices/system/cpu/cpu0/cache), 0 when it cannot be read.
-std::uint64_t last_level_cache_bytes();
-
-/// How a ceiling was timed: like autotune's MeasureOptions, kept here so targets/ does
-/// not depend on autotune/.
-struct CeilingOptions {
-  int warmup = 1;             ///< untimed calls first
-  int min_reps = 3;           ///< timed calls at least
-  int max_reps = 50;          ///< timed calls at most
-  double max_seconds = 0.25;  ///< stop repeating after this long (min_reps still made)
-};
-
-/// One timed ceiling: per-call times and the rate they give.
-struct CeilingResult {
-  double work = 0;       ///< bytes (bandwidth) or int8 operations (dot) per call
-  double median_ns = 0;  ///< median call
-  double min_ns = 0;     ///< fastest call
-  int reps = 0;          ///< timed calls
-  /// work per second / 1e9 at the median call (GB/s or GOPS).
-  [[nodiscard]] double rate() const { return median_ns > 0 ? work / median_ns : 0.0; }
-  /// The same at the fastest call (the ceiling's best case).
-  [[nodiscard]] double best_rate() const { return min_ns > 0 ? work / min_ns : 0.0; }
-};
 
 /// Streaming read of a `bytes`-byte buffer (rounded up to whole 4 KiB pages per thread),
 /// split in `parallel.threads` page-aligned chunks read concurrently with stream_sum, on

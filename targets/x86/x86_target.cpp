@@ -8,8 +8,10 @@
 #include "ir/print.h"
 #include "targets/host_cpu.h"
 #include "targets/common/disasm.h"
+#include "targets/x86/ceilings.h"
 #include "targets/x86/isa.h"
 #include "targets/x86/plan.h"
+#include "targets/x86/tmatmul_space.h"
 
 namespace ternjit::targets {
 
@@ -128,6 +130,23 @@ class X86Target final : public Target {
     if (!s.amx_note.empty()) d.features += " (" + s.amx_note + ")";
     return d;
   }
+
+  // The ceilings of the host as the x86 kernels see it: the read probe and the int8-dot
+  // loop of the highest path max_isa allows (x86/ceilings.h).
+  [[nodiscard]] Result<Ceilings> measure_ceilings(const Parallel& parallel, std::size_t read_bytes,
+                                                  const TargetOptions& options,
+                                                  const CeilingOptions& how) const override {
+    TERNJIT_TRY(x86::Isa cap, cap_of(options.get("max_isa")));
+    const auto dot_isa = x86::dot_ceiling_isa(cap);
+    if (!dot_isa) return make_error(ErrorCode::Unavailable, "the int8-dot ceiling needs AVX2");
+    Ceilings c;
+    TERNJIT_TRY(c.read, x86::measure_read_bandwidth(parallel, read_bytes, how));
+    TERNJIT_TRY(c.int8_dot, x86::measure_int8_dot(parallel, *dot_isa, how));
+    c.int8_dot_path = std::string(x86::isa_name(*dot_isa));
+    return c;
+  }
+
+  [[nodiscard]] std::string describe_tuning() const override { return "x86 tmatmul:\n" + x86::describe_space(); }
 
   [[nodiscard]] std::vector<OptionAlias> option_aliases() const override {
     return {{"max_isa", "max_isa", "the highest x86 code path: avx2, avx_vnni, avx512, avx512_vnni or amx"}};

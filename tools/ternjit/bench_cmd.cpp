@@ -37,7 +37,6 @@
 #include "roofline_script.h"
 #include "targets/host_cpu.h"
 #include "targets/registry.h"
-#include "targets/x86/ceilings.h"
 #include "tools/ternjit/commands.h"
 
 extern char** environ;
@@ -240,7 +239,7 @@ nlohmann::json timing_json(const Timing& t, const Work& w) {
           {"gops_best", w.ops / t.min_ns}};
 }
 
-nlohmann::json ceiling_json(const targets::x86::CeilingResult& c, const char* rate, const char* work) {
+nlohmann::json ceiling_json(const targets::CeilingResult& c, const char* rate, const char* work) {
   // A ceiling is an upper bound: rated at its fastest call (load on the machine only
   // slows calls down); the median's rate is there too.
   return {{work, c.work},   {"median_ns", c.median_ns}, {"min_ns", c.min_ns},
@@ -324,7 +323,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   const std::string target = pk->engine.target_name();
   auto work = layer_work(*m, *fname, prepared->shapes, options->opt_level);
   if (!work.ok()) return report(work.error());
-  const std::uint64_t llc = targets::x86::last_level_cache_bytes();
+  const std::uint64_t llc = targets::last_level_cache_bytes();
   nlohmann::json notes = nlohmann::json::array();
 
   // Poisoned outputs first: a kernel that leaves an element unwritten cannot pass the check.
@@ -393,25 +392,30 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
                   o.warmup, o.reps, o.min_time);
   if (!timing.ok()) return report(timing.error());
 
-  // The ceilings, on the kernel's pool.
-  targets::x86::CeilingOptions co;
+  // The ceilings, on the kernel's pool, as the kernel's target measures them with its
+  // options as the engine read them (flags, TERNJIT_TARGET_OPTIONS, aliases); a target
+  // that measures none (reference, GPUs) is compared with the first CPU target's.
+  targets::CeilingOptions co;
   co.max_seconds = std::min(0.25, std::max(o.min_time, 0.01));
   const std::uint64_t probe_bytes =
       std::clamp<std::uint64_t>(llc ? 4 * llc : 4 * kMinProbeBytes, kMinProbeBytes, kMaxProbeBytes);
-  auto probe = targets::x86::measure_read_bandwidth(par, static_cast<std::size_t>(probe_bytes), co);
-  if (!probe.ok()) return report(probe.error());
-  // The int8-dot path is capped by the x86 target's max_isa option, as the engine read it
-  // (flag, TERNJIT_TARGET_OPTIONS or TERNJIT_MAX_ISA).
   auto typed = jit::validate_options(*options, registry);
   if (!typed.ok()) return report(typed.error());
-  const std::string isa_text = typed->target_options["x86"].get("max_isa");
-  auto cap =
-      isa_text.empty() ? std::optional<targets::x86::Isa>(targets::x86::Isa::Amx) : targets::x86::parse_isa(isa_text);
-  if (!cap) return report(bad("unknown max_isa '" + isa_text + "'"));
-  const auto dot_isa = targets::x86::dot_ceiling_isa(*cap);
-  if (!dot_isa) return report(make_error(ErrorCode::Unavailable, "the int8-dot ceiling needs AVX2"));
-  auto dot = targets::x86::measure_int8_dot(par, *dot_isa, co);
-  if (!dot.ok()) return report(dot.error());
+  auto measure = [&](const targets::Target& t) {
+    return t.measure_ceilings(par, static_cast<std::size_t>(probe_bytes), typed->target_options[std::string(t.name())],
+                              co);
+  };
+  Result<targets::Ceilings> ceilings = measure(*registry.lookup(target));
+  std::string ceilings_by = target;
+  for (const auto& t : registry.all()) {
+    if (ceilings.ok() || ceilings.error().code != ErrorCode::Unsupported) break;
+    if (t->kind() != targets::TargetKind::Cpu || !t->available().ok()) continue;
+    ceilings = measure(*t);
+    ceilings_by = std::string(t->name());
+  }
+  if (!ceilings.ok()) return report(ceilings.error());
+  const targets::CeilingResult* probe = &ceilings->read;
+  const targets::CeilingResult* dot = &ceilings->int8_dot;
 
   const targets::HostCpu cpu = targets::detect_host_cpu();
   nlohmann::json j;
@@ -433,7 +437,8 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   j["reference"] = ref_json;
   j["probe"] = ceiling_json(*probe, "gbps", "bytes");
   j["int8_dot"] = ceiling_json(*dot, "gops", "ops");
-  j["int8_dot"]["isa"] = std::string(targets::x86::isa_name(*dot_isa));
+  j["int8_dot"]["isa"] = ceilings->int8_dot_path;
+  j["ceilings_target"] = ceilings_by;
   j["ratios"] = {{"speedup", ref_time ? nlohmann::json(ref_time->median_ns / timing->median_ns) : nlohmann::json()},
                  {"bandwidth_fraction", j["kernel"]["gbps"].get<double>() / probe->best_rate()},
                  {"compute_fraction", j["kernel"]["gops"].get<double>() / dot->best_rate()}};
@@ -467,8 +472,8 @@ void add_bench_command(CLI::App& app, const targets::TargetRegistry& registry) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_target_flags(*cmd, o->target, registry,
-                   "where the kernel runs (its threads run the probes too; the x86 max_isa option caps the "
-                   "int8-dot ceiling's path)");
+                   "where the kernel runs (its threads run the probes too; the target measures its ceilings "
+                   "under its own options, e.g. a code-path cap)");
   add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_option("--warmup", o->warmup, "untimed calls first (default 3)");
   cmd->add_option("--reps", o->reps, "timed samples at least (default 10)");

@@ -22,7 +22,6 @@
 #include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
 #include "targets/registry.h"
-#include "targets/x86/tmatmul_space.h"
 #include "tools/ternjit/commands.h"
 
 namespace ternjit::cli {
@@ -273,8 +272,11 @@ void add_tune_command(CLI::App& app, const targets::TargetRegistry& registry) {
   add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_flag("--mpi", o->mpi, "split candidates across MPI ranks: mpirun -n R ternjit tune ... --mpi");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress output");
-  // Target has no method that describes its tuning spaces yet: the x86 one is shown.
-  cmd->footer("Search space (x86 tmatmul):\n" + targets::x86::describe_space());
+  // Each target that declares tuning spaces describes them (Target::describe_tuning).
+  std::string spaces;
+  for (const auto& t : registry.all())
+    if (std::string d = t->describe_tuning(); !d.empty()) spaces += (spaces.empty() ? "" : "\n") + d;
+  if (!spaces.empty()) cmd->footer("Search spaces:\n" + spaces);
   cmd->callback([o, &registry] { end_command(cmd_tune(*o, registry)); });
 }
 

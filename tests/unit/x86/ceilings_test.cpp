@@ -12,11 +12,13 @@
 #include <random>
 #include <vector>
 
+#include "targets/host_cpu.h"
 #include "tests/unit/x86/x86_testing.h"
 
 namespace {
 
 using namespace ternjit;
+using namespace ternjit::targets;
 using namespace ternjit::targets::x86;
 
 // stream_sum's contract, written out: 64-bit words over whole vector blocks (256 bytes
