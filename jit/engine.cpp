@@ -303,39 +303,47 @@ struct Engine::Impl {
   std::string target_name;
 };
 
+namespace jit {
+
+Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& options) {
+  auto shared = std::make_shared<EngineShared>(EngineShared{options, targets::TargetRegistry::create()});
+  TERNJIT_TRY(shared->typed, validate_options(options, shared->registry));
+  TERNJIT_TRY(shared->choice, shared->registry.choose(options.target));
+  if (options.parallel_for != nullptr) {
+    shared->parallel.threads = options.threads > 0 ? options.threads : ThreadPool::default_threads();
+    shared->parallel.run = options.parallel_for;
+    shared->parallel.pool = options.parallel_pool;
+  } else {
+    shared->pool = std::make_unique<ThreadPool>(options.threads);
+    shared->parallel = shared->pool->parallel();
+  }
+  // Opened on first use; its warnings go where trace lines go (the engine outlives it).
+  const EngineShared* sp = shared.get();
+  KernelCacheConfig cache_config =
+      kernel_cache_config(options, [sp](std::string_view line) { sp->trace(std::string(line)); });
+  shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
+  shared->disk_cache = std::make_unique<KernelCache>(std::move(cache_config), shared->choice);
+  // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
+  autotune::DispatchOptions dopts;
+  dopts.mode = shared->typed.tuning;
+  dopts.disk = [sp] { return sp->disk_cache->disk(); };  // opened on first use
+  if (shared->verbose())
+    dopts.on_decision = [sp](const targets::TuningProblem& p, const autotune::Decision& d, bool tuned_now) {
+      sp->trace("ternjit_verbose,tuning,op=" + p.op + ",problem=" + p.label + ",source=" +
+                std::string(autotune::decision_source_name(d.source)) + (tuned_now ? ",tuned_now=1" : "") +
+                ",config=" + d.config);
+    };
+  shared->tuning = std::make_unique<autotune::RecordSource>(std::move(dopts));
+  return shared;
+}
+
+}  // namespace jit
+
 Result<Engine> Engine::create(const EngineOptions& options) {
   return guarded([&]() -> Result<Engine> {
-    auto shared = std::make_shared<jit::EngineShared>(jit::EngineShared{options, targets::TargetRegistry::create()});
-    TERNJIT_TRY(shared->typed, jit::validate_options(options, shared->registry));
-    TERNJIT_TRY(shared->choice, shared->registry.choose(options.target));
-    const targets::Target* target = shared->choice.target;
-    if (options.parallel_for != nullptr) {
-      shared->parallel.threads = options.threads > 0 ? options.threads : jit::ThreadPool::default_threads();
-      shared->parallel.run = options.parallel_for;
-      shared->parallel.pool = options.parallel_pool;
-    } else {
-      shared->pool = std::make_unique<jit::ThreadPool>(options.threads);
-      shared->parallel = shared->pool->parallel();
-    }
-    // Opened on first use; its warnings go where trace lines go (the engine outlives it).
-    const jit::EngineShared* sp = shared.get();
-    jit::KernelCacheConfig cache_config =
-        jit::kernel_cache_config(options, [sp](std::string_view line) { sp->trace(std::string(line)); });
-    shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
-    shared->disk_cache = std::make_unique<jit::KernelCache>(std::move(cache_config), shared->choice);
-    // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
-    autotune::DispatchOptions dopts;
-    dopts.mode = shared->typed.tuning;
-    dopts.disk = [sp] { return sp->disk_cache->disk(); };  // opened on first use
-    if (shared->verbose())
-      dopts.on_decision = [sp](const targets::TuningProblem& p, const autotune::Decision& d, bool tuned_now) {
-        sp->trace("ternjit_verbose,tuning,op=" + p.op + ",problem=" + p.label + ",source=" +
-                  std::string(autotune::decision_source_name(d.source)) + (tuned_now ? ",tuned_now=1" : "") +
-                  ",config=" + d.config);
-      };
-    shared->tuning = std::make_unique<autotune::RecordSource>(std::move(dopts));
+    TERNJIT_TRY(std::shared_ptr<jit::EngineShared> shared, jit::make_engine_shared(options));
     auto impl = std::make_unique<Impl>();
-    impl->target_name = std::string(target->name());
+    impl->target_name = std::string(shared->choice.target->name());
     impl->shared = std::move(shared);
     return Engine(std::move(impl));
   });

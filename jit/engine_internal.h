@@ -67,6 +67,11 @@ class CallKey {
   std::string heap_;
 };
 
+/// An engine's shared state from `options` (what Engine::create wraps): the registry,
+/// the validated options, the target choice, the thread pool, the disk cache and the
+/// tuning source. Errors: as Engine::create.
+Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& options);
+
 /// One specialization: its signature, the loaded entry, and its trace description.
 class KernelImpl final : public Kernel {
  public:

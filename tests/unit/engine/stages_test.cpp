@@ -12,20 +12,9 @@ namespace {
 
 // An engine's shared state as Engine::create builds it, for calling stages directly.
 std::shared_ptr<jit::EngineShared> shared_for(const EngineOptions& o) {
-  auto s = std::make_shared<jit::EngineShared>(jit::EngineShared{o, targets::TargetRegistry::create()});
-  auto typed = jit::validate_options(o, s->registry);
-  REQUIRE_MESSAGE(typed.ok(), (typed.ok() ? "" : typed.error().message));
-  s->typed = *typed;
-  auto choice = s->registry.choose(o.target);
-  REQUIRE(choice.ok());
-  s->choice = *choice;
-  jit::KernelCacheConfig off;
-  off.enabled = false;
-  s->disk_cache = std::make_unique<jit::KernelCache>(std::move(off), s->choice);
-  autotune::DispatchOptions d;
-  d.mode = s->typed.tuning;
-  s->tuning = std::make_unique<autotune::RecordSource>(std::move(d));
-  return s;
+  auto s = jit::make_engine_shared(o);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
+  return *s;
 }
 
 TEST_CASE("stages: each stage of the compile flow runs alone, in order") {
