@@ -10,7 +10,7 @@ set -euo pipefail
 cmake=$1 build=$2 work=$3 python=$4
 
 if ! "$python" -c 'import numpy' 2>/dev/null; then
-  echo "SKIP: numpy is missing for $python (python3-numpy)"
+  echo "SKIP: numpy is missing for $python (tools/setup-python)"
   exit 77
 fi
 rm -rf "$work"

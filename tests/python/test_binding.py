@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-np = harness.require("numpy", "python3-numpy")
+np = harness.require("numpy", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
 import bitlinear_numpy as ref  # noqa: E402
 

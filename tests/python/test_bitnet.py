@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-np = harness.require("numpy", "python3-numpy")
+np = harness.require("numpy", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
 
 TINY = {"blocks": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 512, "vocab": 50, "context": 64}

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-np = harness.require("numpy", "python3-numpy")
-torch = harness.require("torch", "python3-torch")
+np = harness.require("numpy", "the pinned environment, tools/setup-python")
+torch = harness.require("torch", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
 import ternjit.torch  # noqa: E402
 

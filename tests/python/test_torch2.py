@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-torch = harness.require("torch", "python3-torch")
+torch = harness.require("torch", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
 import ternjit.torch  # noqa: E402
 
