@@ -2,20 +2,23 @@
 // tmatmul_dispatch.cpp - ternjit/tmatmul.h: a ternary matmul kernel per descriptor, generated as IR and compiled by the engine.
 //
 // A descriptor becomes the IR of one layer (layer_ir below): the weight W as the
-// parameter @D.w (a GGUF weight's block scales as @D.d), the activation, its row scale,
-// the weight scale, bias and residual as arguments, one `tmatmul` and the epilogue as
-// plain ops, which the engine's pipeline fuses as it does for any layer. So the kernel is
+// parameter @D.w (a GGUF weight's block scales as @D.d, the weight scale @D.s, the bias
+// @D.b), the activation, its row scale and the residual as arguments (all rows-leading, as
+// run-time rows need), one `tmatmul` and the epilogue as plain ops, which the engine's pipeline fuses as it does for any layer. So the kernel is
 // what Engine::compile makes of that module: the disk cache, the tuning records and the
 // run-time rows of the M buckets (docs/caching.md) all apply.
 //
 // The weight is a call argument in its own packed format, but the engine's fast kernels
 // read a bound weight repacked once into their panels (targets/x86/README.md): a weight
 // read per call would be repacked per call or run on the reference step. So the kernel
-// keeps, per weight it has seen, a Program with that weight bound plus a copy of the
-// caller's bytes, and each call compares args.w with the copy (memcmp: the weight bytes
-// read once more) before running the bound kernel; a new or changed weight is bound
-// again. That is exact whatever the caller does with its buffer, at the cost of the
-// compare and of the copy's memory.
+// keeps, for each of the last weights it was given (with its scale and bias), a Program
+// with them bound plus a copy of the caller's bytes, and each call compares the bytes at
+// args.w, args.w_scale and args.bias with the copies
+// (memcmp: the weight bytes read once more) before running the bound kernel; a new or
+// changed weight is bound again. That is exact whatever the caller does with its buffers,
+// at the cost of the compare and of the copy's memory. The first dispatch of a descriptor
+// also compiles the layer once with random weights (probe), so that a descriptor the
+// engine cannot compile is refused there, not at the first call.
 #include "ternjit/tmatmul.h"
 
 #include <algorithm>
@@ -158,16 +161,22 @@ std::string layer_ir(const Desc& d) {
   std::string t = "param @D.w : t2[" + K + ", " + N + "]\n";
   const std::string blocks = "f32[" + std::to_string(d.k / kGgufBlock) + ", " + N + "]";
   if (gguf) t += "param @D.d : " + blocks + "\n";
+  // The weight scale and the bias are parameters too, bound with the weight: every
+  // argument then has the rows at axis 0, which run-time rows need (passes/row_batch.h).
+  const std::string s_type = d.scale == TERNJIT_TMATMUL_SCALE_GROUP
+                                 ? "f32[" + std::to_string(scale_rows(d)) + ", " + N + "]"
+                                 : "f32[" + N + "]";
+  if (d.scale != TERNJIT_TMATMUL_SCALE_NONE) t += "param @D.s : " + s_type + "\n";
+  if (d.bias()) t += "param @D.b : f32[" + N + "]\n";
   t += std::string("\nfunc @D.forward") + (d.any_m() ? "<M>" : "") + "(";
   const char* x_kind = d.x == TERNJIT_TMATMUL_X_I8 ? "i8" : d.x == TERNJIT_TMATMUL_X_BF16 ? "bf16" : "f32";
   t += std::string("%x: ") + x_kind + "[" + M + ", " + K + "]";
   if (d.x == TERNJIT_TMATMUL_X_I8) t += ", %xs: f32[" + M + ", 1]";
-  if (d.scale == TERNJIT_TMATMUL_SCALE_COLUMN) t += ", %s: f32[" + N + "]";
-  if (d.scale == TERNJIT_TMATMUL_SCALE_GROUP) t += ", %s: f32[" + std::to_string(scale_rows(d)) + ", " + N + "]";
-  if (d.bias()) t += ", %b: f32[" + N + "]";
   if (d.residual()) t += ", %r: " + mn;
   t += ") -> " + mn + " {\n^entry:\n";
   t += "  %w = param @D.w : t2[" + K + ", " + N + "]\n";
+  if (d.scale != TERNJIT_TMATMUL_SCALE_NONE) t += "  %s = param @D.s : " + s_type + "\n";
+  if (d.bias()) t += "  %b = param @D.b : f32[" + N + "]\n";
   std::string x = "%x";
   if (d.x == TERNJIT_TMATMUL_X_BF16) {
     // bf16 -> f32 is exact, and the f32 tmatmul sums in double: the f32 result of the bf16 products.
@@ -217,6 +226,31 @@ std::string layer_ir(const Desc& d) {
   return t;
 }
 
+// The kinds and shapes of D.forward's inputs for `rows` rows (data null).
+std::vector<TensorView> input_specs(const Desc& d, std::int64_t rows) {
+  std::vector<TensorView> in;
+  const ElemKind xk = d.x == TERNJIT_TMATMUL_X_I8 ? ElemKind::I8 : d.x == TERNJIT_TMATMUL_X_BF16 ? ElemKind::BF16
+                                                                                                 : ElemKind::F32;
+  in.push_back({nullptr, xk, {rows, d.k}});
+  if (d.x == TERNJIT_TMATMUL_X_I8) in.push_back({nullptr, ElemKind::F32, {rows, 1}});
+  if (d.residual()) in.push_back({nullptr, ElemKind::F32, {rows, d.n}});
+  return in;
+}
+
+// Compiles the layer once with random weights for the most rows a call passes, so that a
+// descriptor the engine cannot compile is refused by the dispatch itself (and the disk
+// cache holds the kernel before the first call).
+Result<void> probe(Engine& engine, const Module& module, const Desc& d) {
+  TERNJIT_TRY(Program program, engine.compile(module));
+  TERNJIT_TRY_VOID(program.bind_random(1));
+  auto k = program.kernel(kFunction, input_specs(d, d.rows_bound()));
+  if (!k.ok() && k.error().code == ErrorCode::Unsupported)
+    return make_error(ErrorCode::Unsupported,
+                      "tmatmul dispatch: the engine cannot compile this descriptor: " + k.error().message);
+  if (!k.ok()) return std::move(k).error();
+  return success();
+}
+
 // A GGUF TQ1_0/TQ2_0 weight of dims (K, N) as ternary values W[K, N] and block scales [K/256, N].
 Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<std::int8_t>* values,
                          std::vector<float>* scales) {
@@ -242,15 +276,37 @@ Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<s
   return success();
 }
 
-// One weight a kernel has seen: the caller's bytes and a program with them bound.
+// The call's bound values: the weight, its scale and the bias (null when not asked for).
+struct BoundValues {
+  const void* w = nullptr;
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+};
+
+// One weight (with its scale and bias) a kernel has seen: copies of the caller's values and
+// a program with them bound.
 struct Binding {
-  const void* ptr = nullptr;
-  std::vector<std::uint8_t> bytes;
+  const void* ptr = nullptr;  // where the weight was
+  std::vector<std::uint8_t> w;
+  std::vector<float> scale, bias;
   Program program;
   mutable std::vector<std::atomic<const Kernel*>> by_rows;  // [rows] once built (rows <= kRowTable)
 
-  Binding(const void* p, std::vector<std::uint8_t> b, Program prog, std::size_t table)
-      : ptr(p), bytes(std::move(b)), program(std::move(prog)), by_rows(table) {}
+  Binding(const BoundValues& v, std::size_t w_bytes, std::size_t scale_n, std::size_t bias_n, Program prog,
+          std::size_t table)
+      : ptr(v.w),
+        w(static_cast<const std::uint8_t*>(v.w), static_cast<const std::uint8_t*>(v.w) + w_bytes),
+        scale(v.scale, v.scale + scale_n),
+        bias(v.bias, v.bias + bias_n),
+        program(std::move(prog)),
+        by_rows(table) {}
+
+  // Do the values at `v` equal the copies? (memcmp stops at the first differing byte.)
+  [[nodiscard]] bool holds(const BoundValues& v) const {
+    return std::memcmp(w.data(), v.w, w.size()) == 0 &&
+           (scale.empty() || std::memcmp(scale.data(), v.scale, scale.size() * sizeof(float)) == 0) &&
+           (bias.empty() || std::memcmp(bias.data(), v.bias, bias.size() * sizeof(float)) == 0);
+  }
 };
 
 // One dispatched kernel: its descriptor, its module, the weights it has bound.
@@ -274,16 +330,14 @@ class DispatchKernel {
  private:
   std::int32_t call(const TMatMulArgs& a) const {
     if (auto r = check(a); !r.ok()) return jit::kernel_failed(r.error());
-    auto bound = binding(a.w);
+    auto bound = binding(BoundValues{a.w, a.w_scale, a.bias});
     if (!bound.ok()) return jit::kernel_failed(bound.error());
     auto kernel = kernel_for(**bound, a.m);
     if (!kernel.ok()) return jit::kernel_failed(kernel.error());
-    std::array<void*, 6> buffers{};
+    std::array<void*, 4> buffers{};
     std::size_t i = 0;
     buffers[i++] = const_cast<void*>(a.x);  // the kernel convention is void* const*; inputs are only read
     if (desc_.x == TERNJIT_TMATMUL_X_I8) buffers[i++] = const_cast<float*>(a.x_scale);
-    if (desc_.scale != TERNJIT_TMATMUL_SCALE_NONE) buffers[i++] = const_cast<float*>(a.w_scale);
-    if (desc_.bias()) buffers[i++] = const_cast<float*>(a.bias);
     if (desc_.residual()) buffers[i++] = const_cast<float*>(a.residual);
     buffers[i] = a.y;
     return (*kernel)->entry()((*kernel)->state(), buffers.data());
@@ -310,38 +364,57 @@ class DispatchKernel {
     return success();
   }
 
-  // The binding of the weight at `w`: one whose bytes equal w's, else a new one.
-  Result<std::shared_ptr<const Binding>> binding(const void* w) const {
-    const auto* bytes = static_cast<const std::uint8_t*>(w);
+  // A binding whose bytes equal those at `w` (at any address: a caller may pass the same
+  // weight from another buffer), or null. A compare with another weight's copy stops at
+  // its first differing byte. Called under mu_.
+  std::shared_ptr<const Binding> find(const BoundValues& v) const {
+    for (const auto& b : bindings_)
+      if (b->holds(v)) return b;
+    return nullptr;
+  }
+
+  // The binding of the call's values: one that holds them, else a new one.
+  Result<std::shared_ptr<const Binding>> binding(const BoundValues& v) const {
     {
       std::shared_lock lock(mu_);
-      for (const auto& b : bindings_)
-        if (b->ptr == w && std::memcmp(b->bytes.data(), bytes, weight_bytes_) == 0)
-          return std::shared_ptr<const Binding>(b);
+      if (auto b = find(v)) return b;
     }
     std::unique_lock lock(mu_);
-    for (const auto& b : bindings_)
-      if (b->ptr == w && std::memcmp(b->bytes.data(), bytes, weight_bytes_) == 0)
-          return std::shared_ptr<const Binding>(b);
-    TERNJIT_TRY(std::shared_ptr<Binding> made, bind(w));
+    if (auto b = find(v)) return b;
+    TERNJIT_TRY(std::shared_ptr<Binding> made, bind(v));
     // A changed weight at the same address replaces its old binding; else the oldest goes.
-    std::erase_if(bindings_, [&](const std::shared_ptr<Binding>& b) { return b->ptr == w; });
+    std::erase_if(bindings_, [&](const std::shared_ptr<Binding>& b) { return b->ptr == v.w; });
     if (bindings_.size() >= kMaxBindings) bindings_.erase(bindings_.begin());
     bindings_.push_back(made);
     return std::shared_ptr<const Binding>(made);
   }
 
-  Result<std::shared_ptr<Binding>> bind(const void* w) const {
+  Result<std::shared_ptr<Binding>> bind(const BoundValues& v) const {
     TERNJIT_TRY(Program program, engine_.compile(module_));
-    const auto* p = static_cast<const std::uint8_t*>(w);
-    std::vector<std::uint8_t> copy(p, p + weight_bytes_);
+    const std::int64_t scale_rows_n = desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP ? scale_rows(desc_) : 1;
+    const std::size_t scale_n =
+        desc_.scale == TERNJIT_TMATMUL_SCALE_NONE ? 0 : static_cast<std::size_t>(scale_rows_n * desc_.n);
+    const std::size_t bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
+    const auto table = static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1);
+    // The copies are what is bound (Program::bind copies again; the kernel's packed panels
+    // are made from that), and what later calls are compared with.
+    auto made = std::make_shared<Binding>(v, weight_bytes_, scale_n, bias_n, Program(std::move(program)), table);
+    Program& prog = made->program;
+    if (scale_n > 0) {
+      std::vector<std::int64_t> shape{desc_.n};
+      if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows_n, desc_.n};
+      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{made->scale.data(), ElemKind::F32, shape}));
+    }
+    if (bias_n > 0) TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{made->bias.data(), ElemKind::F32, {desc_.n}}));
+    std::vector<std::uint8_t>& copy = made->w;
+    const auto* p = copy.data();
     const std::vector<std::int64_t> kn{desc_.k, desc_.n};
     switch (desc_.weight_format()) {
       case TERNJIT_TMATMUL_W_TERN2:
       case TERNJIT_TMATMUL_W_TERN1_6: {
         const WeightFormat f =
             desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
-        TERNJIT_TRY_VOID(program.bind("D.w", TensorView{copy.data(), ElemKind::U8, kn}, f, weight_bytes_));
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{copy.data(), ElemKind::U8, kn}, f, weight_bytes_));
         break;
       }
       case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
@@ -349,14 +422,13 @@ class DispatchKernel {
         std::vector<std::int8_t> values;
         std::vector<float> scales;
         TERNJIT_TRY_VOID(decode_gguf(desc_, p, &values, &scales));
-        TERNJIT_TRY_VOID(program.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
         TERNJIT_TRY_VOID(
-            program.bind("D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / kGgufBlock, desc_.n}}));
+            prog.bind("D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / kGgufBlock, desc_.n}}));
         break;
       }
     }
-    const auto table = static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1);
-    return std::make_shared<Binding>(w, std::move(copy), std::move(program), table);
+    return made;
   }
 
   // The Kernel of `rows` rows of a binding: remembered per row count (the engine's own
@@ -366,18 +438,8 @@ class DispatchKernel {
     if (tabled) {
       if (const Kernel* k = b.by_rows[static_cast<std::size_t>(rows)].load(std::memory_order_acquire)) return k;
     }
-    std::vector<TensorView> in;
-    const ElemKind xk = desc_.x == TERNJIT_TMATMUL_X_I8    ? ElemKind::I8
-                        : desc_.x == TERNJIT_TMATMUL_X_BF16 ? ElemKind::BF16
-                                                            : ElemKind::F32;
-    in.push_back({nullptr, xk, {rows, desc_.k}});
-    if (desc_.x == TERNJIT_TMATMUL_X_I8) in.push_back({nullptr, ElemKind::F32, {rows, 1}});
-    if (desc_.scale == TERNJIT_TMATMUL_SCALE_COLUMN) in.push_back({nullptr, ElemKind::F32, {desc_.n}});
-    if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) in.push_back({nullptr, ElemKind::F32, {scale_rows(desc_), desc_.n}});
-    if (desc_.bias()) in.push_back({nullptr, ElemKind::F32, {desc_.n}});
-    if (desc_.residual()) in.push_back({nullptr, ElemKind::F32, {rows, desc_.n}});
     // Program is thread-safe; the const_cast reaches its kernel cache, which is what Program::kernel fills.
-    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, in));
+    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
     if (tabled) b.by_rows[static_cast<std::size_t>(rows)].store(k, std::memory_order_release);
     return k;
   }
@@ -442,6 +504,7 @@ Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) {
   }
   TERNJIT_TRY(Engine * engine, impl_->engine_for(d.threads));
   TERNJIT_TRY(Module module, Module::from_text(layer_ir(d), "<tmatmul dispatch>"));
+  TERNJIT_TRY_VOID(probe(*engine, module, d));
   std::unique_lock lock(impl_->mu);
   auto [it, added] = impl_->kernels.try_emplace(key);
   if (added) it->second = std::make_unique<DispatchKernel>(*engine, d, std::move(module));

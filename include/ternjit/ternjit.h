@@ -440,20 +440,22 @@ typedef struct ternjit_tmatmul_args {
 
 /** A dispatched kernel: returns a ternjit_status (0 on success) and follows the last-error
  *  rule; safe to call from several threads at once. The weight is passed per call in its
- *  own format: the kernel keeps a packed copy of the weights it has seen (the last 4 per
- *  kernel) and compares the bytes of args.w with that copy on every call (a changed or new
- *  weight is packed again), so a call reads the weight bytes once more than the matmul. */
+ *  own format: the kernel keeps the last 4 weights it was given with their w_scale and bias
+ *  (a copy of their bytes and their packed form) and compares the bytes at args.w,
+ *  args.w_scale and args.bias with those copies on every call (new or changed values, at
+ *  any address, are packed again), so a call reads the weight bytes once more than the
+ *  matmul does. */
 typedef int32_t (*ternjit_tmatmul_fn)(const void* state, const ternjit_tmatmul_args* args);
 
 /** Sets defaults: m 1, m_max 0, k 0, n 0, TERN2, F32, no scale, group 0, flags 0, act NONE,
  *  threads 0. A NULL `desc` is a failure (ternjit_last_error says so). */
 void ternjit_tmatmul_desc_init(ternjit_tmatmul_desc* desc);
-/** The kernel of *desc on `engine` (compiled on first use through the engine's normal flow,
- *  disk cache and tuning included; later a lookup by the descriptor's fields) and the state
- *  to pass it, both valid while the engine lives. Errors: INVALID_ARGUMENT (a field out of
- *  range, an unknown enum value, K not a multiple of 256 for a GGUF weight),
- *  UNSUPPORTED (a combination the engine does not compute: the message names it).
- *  (Feature "tmatmul-dispatch".) */
+/** The kernel of *desc on `engine` and the state to pass it, both valid while the engine
+ *  lives. The first dispatch of a descriptor compiles its layer through the engine's normal
+ *  flow (disk cache and tuning included) for m (or m_max) rows; later ones are a lookup by
+ *  the descriptor's fields. Errors: INVALID_ARGUMENT (a field out of range, an unknown enum
+ *  value or flag, K not a multiple of 256 for a GGUF weight), UNSUPPORTED (a combination the
+ *  engine does not compute: the message names it). (Feature "tmatmul-dispatch".) */
 ternjit_status ternjit_tmatmul_dispatch(ternjit_engine* engine, const ternjit_tmatmul_desc* desc,
                                         ternjit_tmatmul_fn* fn, const void** state);
 

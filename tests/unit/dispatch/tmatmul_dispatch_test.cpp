@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "formats/gguf.h"
@@ -294,6 +295,36 @@ TEST_CASE("tmatmul dispatch: a weight changed in place is read again") {
       ci.y.assign(ci.y.size(), std::numeric_limits<float>::quiet_NaN());
       REQUIRE((*k)(args_of(ci)) == TERNJIT_OK);
       check(ci);
+    }
+}
+
+TEST_CASE("tmatmul dispatch: threads calling one kernel with alternating weights") {
+  Engine engine = make_engine(2);
+  TMatMulDispatcher disp(engine);
+  TMatMulDesc d = tmatmul_desc(TERNJIT_TMATMUL_ANY_M, 64, 24);
+  d.m_max = 4;
+  d.x = TERNJIT_TMATMUL_X_I8;
+  d.scale = TERNJIT_TMATMUL_SCALE_COLUMN;
+  auto k = disp.dispatch(d);
+  REQUIRE(k.ok());
+  // Per thread and call: its own case (weights one of 3, m = 1 + call % 4), kept for the check.
+  constexpr int kThreads = 4, kCalls = 12;
+  std::vector<std::vector<Case>> done(kThreads);
+  std::vector<std::vector<std::int32_t>> status(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        Case c = make_case(d, 1 + i % 4, static_cast<std::uint32_t>(1000 + (t + i) % 3));
+        status[t].push_back((*k)(args_of(c)));
+        done[t].push_back(std::move(c));
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kCalls; ++i) {
+      CHECK(status[t][i] == TERNJIT_OK);
+      check(done[t][i]);
     }
 }
 
