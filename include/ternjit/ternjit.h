@@ -279,11 +279,15 @@ ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, in
  *  1.x), declared here once and only when no dlpack.h was included before this header: a
  *  caller's own dlpack.h of version >= 1 (torch's, a system one) included FIRST is used
  *  instead (include it after ternjit.h and the two definitions collide). A dlpack.h older
- *  than 1.0 (no DLManagedTensorVersioned; Debian's libdlpack-dev 0.6) is an error. */
+ *  than 1.0 (no DLManagedTensorVersioned; Debian's libdlpack-dev 0.6: DLPACK_VERSION, no
+ *  DLPACK_MAJOR_VERSION) is an error. */
 #if defined(DLPACK_MAJOR_VERSION)
 #if DLPACK_MAJOR_VERSION < 1
 #error "ternjit.h needs DLPack 1.x (DLManagedTensorVersioned): the dlpack.h included first is older"
 #endif
+#elif defined(DLPACK_VERSION) || defined(DLPACK_DLPACK_H_)
+/* DLPack 0.x says DLPACK_VERSION (60 for 0.6) and no major version. */
+#error "ternjit.h needs DLPack 1.x (DLManagedTensorVersioned): the dlpack.h included first is older"
 #else
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 0
