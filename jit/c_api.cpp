@@ -897,7 +897,7 @@ ternjit_status ternjit_run_dlpack(ternjit_program* program, const char* function
 void ternjit_tmatmul_desc_init(ternjit_tmatmul_desc* desc) {
   (void)guarded("ternjit_tmatmul_desc_init", [&] {
     if (desc == nullptr) return misuse("ternjit_tmatmul_desc_init", "desc is null");
-    *desc = ternjit::tmatmul_desc(1, 0, 0);
+    *desc = ternjit::TMatMulDispatcher::desc(1, 0, 0);
     return TERNJIT_OK;
   });
 }

@@ -475,7 +475,7 @@ struct TMatMulDispatcher::Impl {
   }
 };
 
-TMatMulDesc tmatmul_desc(std::int64_t m, std::int64_t k, std::int64_t n) {
+TMatMulDesc TMatMulDispatcher::desc(std::int64_t m, std::int64_t k, std::int64_t n) {
   TMatMulDesc d{};
   d.struct_size = sizeof(TMatMulDesc);
   d.m = m;

@@ -17,9 +17,6 @@ using TMatMulDesc = ::ternjit_tmatmul_desc;
 using TMatMulArgs = ::ternjit_tmatmul_args;
 using TMatMulFn = ::ternjit_tmatmul_fn;
 
-/// A descriptor with the defaults of ternjit_tmatmul_desc_init and the given shape.
-TMatMulDesc tmatmul_desc(std::int64_t m, std::int64_t k, std::int64_t n);
-
 /// A dispatched kernel: the entry and its state, valid while the dispatcher lives.
 struct TMatMulKernel {
   TMatMulFn fn = nullptr;
@@ -39,6 +36,9 @@ class TMatMulDispatcher {
   ~TMatMulDispatcher();
   TMatMulDispatcher(TMatMulDispatcher&&) noexcept;
   TMatMulDispatcher& operator=(TMatMulDispatcher&&) noexcept;
+
+  /// A descriptor with the defaults of ternjit_tmatmul_desc_init and the given shape.
+  static TMatMulDesc desc(std::int64_t m, std::int64_t k, std::int64_t n);
 
   /// The kernel of `desc`. Errors: InvalidArgument (a field out of range or an unknown
   /// enum value), Unsupported (a combination the engine does not compute, named).

@@ -214,7 +214,7 @@ TEST_CASE("tmatmul dispatch: every weight format, activation kind, scale, epilog
   for (int f : formats)
     for (int x : xs) {
       const bool gguf = f >= TERNJIT_TMATMUL_W_GGUF_TQ2_0;
-      TMatMulDesc d = tmatmul_desc(1, gguf ? 512 : 37, 13);
+      TMatMulDesc d = TMatMulDispatcher::desc(1, gguf ? 512 : 37, 13);
       d.weight = static_cast<ternjit_tmatmul_weight>(f);
       d.x = static_cast<ternjit_tmatmul_x>(x);
       run_case(disp, d, 1, seed++);
@@ -234,7 +234,7 @@ TEST_CASE("tmatmul dispatch: every weight format, activation kind, scale, epilog
   const int acts[] = {TERNJIT_TMATMUL_ACT_NONE, TERNJIT_TMATMUL_ACT_RELU, TERNJIT_TMATMUL_ACT_RELU2,
                       TERNJIT_TMATMUL_ACT_SILU, TERNJIT_TMATMUL_ACT_GELU};
   for (int act : acts) {
-    TMatMulDesc d = tmatmul_desc(5, 64, 33);
+    TMatMulDesc d = TMatMulDispatcher::desc(5, 64, 33);
     d.x = TERNJIT_TMATMUL_X_I8;
     d.scale = TERNJIT_TMATMUL_SCALE_COLUMN;
     d.flags = TERNJIT_TMATMUL_BIAS | TERNJIT_TMATMUL_RESIDUAL;
@@ -247,7 +247,7 @@ TEST_CASE("tmatmul dispatch: any M, threads, a hit returns the same kernel") {
   Engine engine = make_engine();
   TMatMulDispatcher disp(engine);
   for (int x : {TERNJIT_TMATMUL_X_I8, TERNJIT_TMATMUL_X_F32}) {
-    TMatMulDesc d = tmatmul_desc(TERNJIT_TMATMUL_ANY_M, 96, 17);
+    TMatMulDesc d = TMatMulDispatcher::desc(TERNJIT_TMATMUL_ANY_M, 96, 17);
     d.m_max = 9;
     d.x = static_cast<ternjit_tmatmul_x>(x);
     d.flags = TERNJIT_TMATMUL_RESIDUAL;
@@ -258,7 +258,7 @@ TEST_CASE("tmatmul dispatch: any M, threads, a hit returns the same kernel") {
     CHECK((a->fn == b->fn));
     CHECK(a->state == b->state);
   }
-  TMatMulDesc t = tmatmul_desc(2, 40, 8);
+  TMatMulDesc t = TMatMulDispatcher::desc(2, 40, 8);
   t.threads = 2;
   run_case(disp, t, 2, 7);
   t.threads = 0;
@@ -273,7 +273,7 @@ TEST_CASE("tmatmul dispatch: any M, threads, a hit returns the same kernel") {
 TEST_CASE("tmatmul dispatch: a weight changed in place is read again") {
   Engine engine = make_engine();
   TMatMulDispatcher disp(engine);
-  TMatMulDesc d = tmatmul_desc(2, 20, 9);
+  TMatMulDesc d = TMatMulDispatcher::desc(2, 20, 9);
   d.x = TERNJIT_TMATMUL_X_I8;
   Case c = make_case(d, 2, 3);
   auto k = disp.dispatch(d);
@@ -301,7 +301,7 @@ TEST_CASE("tmatmul dispatch: a weight changed in place is read again") {
 TEST_CASE("tmatmul dispatch: threads calling one kernel with alternating weights") {
   Engine engine = make_engine(2);
   TMatMulDispatcher disp(engine);
-  TMatMulDesc d = tmatmul_desc(TERNJIT_TMATMUL_ANY_M, 64, 24);
+  TMatMulDesc d = TMatMulDispatcher::desc(TERNJIT_TMATMUL_ANY_M, 64, 24);
   d.m_max = 4;
   d.x = TERNJIT_TMATMUL_X_I8;
   d.scale = TERNJIT_TMATMUL_SCALE_COLUMN;
@@ -335,7 +335,7 @@ TEST_CASE("tmatmul dispatch: refused descriptors and calls") {
     auto k = disp.dispatch(d);
     return k.ok() ? ErrorCode::Internal : k.error().code;
   };
-  TMatMulDesc d = tmatmul_desc(1, 512, 8);
+  TMatMulDesc d = TMatMulDispatcher::desc(1, 512, 8);
   d.weight = TERNJIT_TMATMUL_W_GGUF_TQ2_0;
   d.scale = TERNJIT_TMATMUL_SCALE_GROUP;
   d.group = 128;
@@ -344,25 +344,25 @@ TEST_CASE("tmatmul dispatch: refused descriptors and calls") {
   d.group = 0;
   d.k = 300;
   CHECK(code(d) == ErrorCode::InvalidArgument);  // K % 256
-  TMatMulDesc e = tmatmul_desc(1, 0, 8);
+  TMatMulDesc e = TMatMulDispatcher::desc(1, 0, 8);
   CHECK(code(e) == ErrorCode::InvalidArgument);
-  e = tmatmul_desc(0, 8, 8);
+  e = TMatMulDispatcher::desc(0, 8, 8);
   CHECK(code(e) == ErrorCode::InvalidArgument);
-  e = tmatmul_desc(TERNJIT_TMATMUL_ANY_M, 8, 8);
+  e = TMatMulDispatcher::desc(TERNJIT_TMATMUL_ANY_M, 8, 8);
   CHECK(code(e) == ErrorCode::InvalidArgument);  // no m_max
-  e = tmatmul_desc(1, 8, 8);
+  e = TMatMulDispatcher::desc(1, 8, 8);
   e.group = 4;
   CHECK(code(e) == ErrorCode::InvalidArgument);  // a group without SCALE_GROUP
-  e = tmatmul_desc(1, 8, 8);
+  e = TMatMulDispatcher::desc(1, 8, 8);
   const int bad = 9;
   std::memcpy(&e.act, &bad, sizeof bad);
   CHECK(code(e) == ErrorCode::InvalidArgument);
-  e = tmatmul_desc(1, 8, 8);
+  e = TMatMulDispatcher::desc(1, 8, 8);
   e.struct_size = 8;
   CHECK(code(e) == ErrorCode::InvalidArgument);
 
   // Calls that do not match the descriptor.
-  TMatMulDesc ok = tmatmul_desc(2, 16, 4);
+  TMatMulDesc ok = TMatMulDispatcher::desc(2, 16, 4);
   ok.flags = TERNJIT_TMATMUL_BIAS;
   Case c = make_case(ok, 2, 5);
   auto k = disp.dispatch(ok);
