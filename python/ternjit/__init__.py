@@ -446,12 +446,33 @@ class TMatMulKernel:
     def fn_address(self):
         return ctypes.cast(self.fn, ctypes.c_void_p).value
 
+    def _weight_bytes(self):
+        d = self.desc
+        n = d.k * d.n
+        return {0: -(-n // 4), 1: -(-n // 5), 2: n // 256 * 66, 3: n // 256 * 54}[d.weight]
+
+    def _expected(self, rows):
+        """Per argument: (dtypes taken, element count) for `rows` rows (the C kernel reads
+        raw pointers, so every size is checked here before the call)."""
+        d = self.desc
+        x_dtype = {0: _capi.F32, 1: _capi.BF16, 2: _capi.I8}[d.x]
+        scale_n = {0: 0, 1: d.n, 2: -(-d.k // max(d.group, 1)) * d.n}[d.scale]
+        return {
+            "x": ((x_dtype,), rows * d.k),
+            "w": ((_capi.U8, _capi.I8), self._weight_bytes()),
+            "y": ((_capi.F32,), rows * d.n),
+            "x_scale": ((_capi.F32,), rows),
+            "w_scale": ((_capi.F32,), scale_n),
+            "bias": ((_capi.F32,), d.n),
+            "residual": ((_capi.F32,), rows * d.n),
+        }
+
     def __call__(self, x, w, y, x_scale=None, w_scale=None, bias=None, residual=None):
         lib = self._engine._lib
         self._engine._live_handle()
         args = _capi.TMatMulArgs()
         keep = []
-        rows = None
+        views = {}
         for name, value, writable in (("x", x, False), ("w", w, False), ("y", y, True), ("x_scale", x_scale, False),
                                       ("w_scale", w_scale, False), ("bias", bias, False),
                                       ("residual", residual, False)):
@@ -459,12 +480,23 @@ class TMatMulKernel:
                 continue
             export = _DLPack(value, name)
             keep.append(export)
-            data, dtype, shape = export.view(lib, writable)
-            if name == "x":
-                rows = shape[0] if len(shape) == 2 else None
+            views[name] = export.view(lib, writable)
+        x_shape = views["x"][2]
+        if len(x_shape) != 2:
+            raise _misuse("x must be a matrix [m, K], got shape %s" % (list(x_shape),))
+        rows = x_shape[0]
+        for name, (dtypes, count) in self._expected(rows).items():
+            if name not in views:
+                continue
+            data, dtype, shape = views[name]
+            numel = 1
+            for extent in shape:
+                numel *= extent
+            if dtype not in dtypes or numel != count:
+                raise _misuse("tmatmul kernel: %s is %s of shape %s; the descriptor (m = %d rows) needs %d elements "
+                              "of %s" % (name, _dtype_name(dtype), list(shape), rows, count,
+                                         " or ".join(_dtype_name(t) for t in dtypes)))
             setattr(args, name, data)
-        if rows is None:
-            raise _misuse("x must be a matrix [m, K]")
         args.m = rows
         status = self.fn(self.state, ctypes.byref(args))
         _check(lib, status)

@@ -122,6 +122,16 @@ def test_tmatmul_dispatch():
     yn = np.full((M, N), np.nan, dtype=np.float32)
     k(jnp.asarray(xq), jnp.asarray(packed), yn, x_scale=jnp.asarray(xs), w_scale=jnp.asarray(s), bias=jnp.asarray(b))
     harness.check(np.allclose(yn, want, rtol=1e-5, atol=1e-5), "jax dispatch result differs")
+    # Buffers of the wrong size or dtype never reach the kernel.
+    for bad in ({"y": np.zeros((M, N - 1), np.float32)}, {"y": np.zeros((M, N), np.float64)},
+                {"w": packed[:-1]}, {"bias": b[:-1]}):
+        call = dict(x=xq, w=packed, y=yn, x_scale=xs, w_scale=s, bias=b)
+        call.update(bad)
+        try:
+            k(**call)
+            raise harness.Failure("not refused: %s" % list(bad))
+        except ternjit.Error as e:
+            harness.check(e.status == ternjit.INVALID_ARGUMENT, str(e))
     # A call missing the bias, and a refused descriptor.
     try:
         k(xq, packed, yn, x_scale=xs, w_scale=s)
