@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -109,6 +110,10 @@ Result<Desc> read_desc(const TMatMulDesc& d) {
   }
   if (r.k < 1 || r.k >= kMaxDim || r.n < 1 || r.n >= kMaxDim)
     return invalid("k and n must be 1 .. 2^31-1, got k = " + std::to_string(r.k) + ", n = " + std::to_string(r.n));
+  // 2^34 weights (4 GiB at 2 bits) is far above any layer; a larger product is a mistake
+  // that would otherwise surface as an allocation of that size.
+  if (r.k * r.n > (std::int64_t{1} << 34))
+    return invalid("k * n is " + std::to_string(r.k * r.n) + ", above the 2^34 weights a kernel takes");
   if (r.weight < TERNJIT_TMATMUL_W_TERN2 || r.weight > TERNJIT_TMATMUL_W_GGUF_TQ1_0)
     return invalid("unknown weight format " + std::to_string(r.weight));
   if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_I8) return invalid("unknown x kind " + std::to_string(r.x));
@@ -493,7 +498,7 @@ TMatMulDispatcher::~TMatMulDispatcher() = default;
 TMatMulDispatcher::TMatMulDispatcher(TMatMulDispatcher&&) noexcept = default;
 TMatMulDispatcher& TMatMulDispatcher::operator=(TMatMulDispatcher&&) noexcept = default;
 
-Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) {
+Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) try {
   TERNJIT_TRY(Desc d, read_desc(desc));
   const auto key = d.key();
   {
@@ -509,6 +514,9 @@ Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) {
   auto [it, added] = impl_->kernels.try_emplace(key);
   if (added) it->second = std::make_unique<DispatchKernel>(*engine, d, std::move(module));
   return TMatMulKernel{&DispatchKernel::entry, it->second.get()};
+} catch (const std::bad_alloc&) {
+  // No exception crosses the public API (STYLE.md section 5).
+  return make_error(ErrorCode::Internal, "tmatmul dispatch: out of memory");
 }
 
 }  // namespace ternjit

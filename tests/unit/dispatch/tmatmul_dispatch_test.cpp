@@ -346,6 +346,8 @@ TEST_CASE("tmatmul dispatch: refused descriptors and calls") {
   CHECK(code(d) == ErrorCode::InvalidArgument);  // K % 256
   TMatMulDesc e = TMatMulDispatcher::desc(1, 0, 8);
   CHECK(code(e) == ErrorCode::InvalidArgument);
+  e = TMatMulDispatcher::desc(1, 1 << 20, 1 << 20);
+  CHECK(code(e) == ErrorCode::InvalidArgument);  // k * n above 2^34
   e = TMatMulDispatcher::desc(0, 8, 8);
   CHECK(code(e) == ErrorCode::InvalidArgument);
   e = TMatMulDispatcher::desc(TERNJIT_TMATMUL_ANY_M, 8, 8);
