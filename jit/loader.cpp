@@ -25,10 +25,7 @@ std::int32_t trampoline_entry(const void* state, void* const* buffers) noexcept 
   try {
     auto r = static_cast<const Trampoline*>(state)->run(buffers);
     if (r.ok()) return TERNJIT_OK;
-    std::string text = "kernel: " + render(r.error());
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    record(text);
-    return status_of(r.error().code);
+    return kernel_failed(r.error());
   } catch (const std::exception& e) {
     record(std::string("kernel: internal error: unexpected exception: ") + e.what());
   } catch (...) {
@@ -40,6 +37,17 @@ std::int32_t trampoline_entry(const void* state, void* const* buffers) noexcept 
 }  // namespace
 
 KernelFn Trampoline::entry() { return &trampoline_entry; }
+
+std::int32_t kernel_failed(const Error& error) noexcept {
+  try {
+    std::string text = "kernel: " + render(error);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    record(text);
+  } catch (...) {
+    last_error().clear();
+  }
+  return status_of(error.code);
+}
 
 std::string& last_error() noexcept {
   // The only per-thread state of the library (ternjit_last_error needs one per thread).

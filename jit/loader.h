@@ -48,6 +48,11 @@ class Trampoline {
 /// The ternjit_status value (ternjit.h) of an error code: InvalidInput 1 ... Internal 7.
 std::int32_t status_of(ErrorCode code);
 
+/// Records a kernel entry's failure as the thread's message ("kernel: " + the rendered
+/// error) and returns its ternjit_status; never throws (the message is empty when even
+/// that allocation fails).
+std::int32_t kernel_failed(const Error& error) noexcept;
+
 /// The calling thread's message behind ternjit_last_error(): every C entry point and every
 /// call of a kernel entry clears it when it starts and sets it when it fails (ternjit.h).
 std::string& last_error() noexcept;

@@ -273,6 +273,196 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
  *  NULL or too small. */
 ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len);
 
+/* ------------------------------------------------------------------ DLPack (feature "dlpack") */
+/** DLPack 1.x tensors in and out. The types below are the DLPack specification's (its
+ *  dlpack.h 1.0: the struct layouts and enumerator values are the ABI, unchanged through
+ *  1.x), declared here once and only when no dlpack.h was included before this header: a
+ *  caller's own dlpack.h of version >= 1 (torch's, a system one) included FIRST is used
+ *  instead (include it after ternjit.h and the two definitions collide). A dlpack.h older
+ *  than 1.0 (no DLManagedTensorVersioned; Debian's libdlpack-dev 0.6: DLPACK_VERSION, no
+ *  DLPACK_MAJOR_VERSION) is an error. */
+#if defined(DLPACK_MAJOR_VERSION)
+#if DLPACK_MAJOR_VERSION < 1
+#error "ternjit.h needs DLPack 1.x (DLManagedTensorVersioned): the dlpack.h included first is older"
+#endif
+#elif defined(DLPACK_VERSION) || defined(DLPACK_DLPACK_H_)
+/* DLPack 0.x says DLPACK_VERSION (60 for 0.6) and no major version. */
+#error "ternjit.h needs DLPack 1.x (DLManagedTensorVersioned): the dlpack.h included first is older"
+#else
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 0
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+#define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (1UL << 2UL)
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+typedef enum {
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3,
+  kDLOpenCL = 4,
+  kDLVulkan = 7,
+  kDLMetal = 8,
+  kDLVPI = 9,
+  kDLROCM = 10,
+  kDLROCMHost = 11,
+  kDLExtDev = 12,
+  kDLCUDAManaged = 13,
+  kDLOneAPI = 14,
+  kDLWebGPU = 15,
+  kDLHexagon = 16,
+  kDLMAIA = 17
+} DLDeviceType;
+typedef struct {
+  DLDeviceType device_type;
+  int32_t device_id;
+} DLDevice;
+typedef enum {
+  kDLInt = 0U,
+  kDLUInt = 1U,
+  kDLFloat = 2U,
+  kDLOpaqueHandle = 3U,
+  kDLBfloat = 4U,
+  kDLComplex = 5U,
+  kDLBool = 6U
+} DLDataTypeCode;
+typedef struct {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} DLDataType;
+typedef struct {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#endif
+
+/** ternjit_run on DLPack tensors: inputs and outputs are borrowed (never deleted: the
+ *  caller keeps ownership and calls the deleters). Each must have version.major 1, be on
+ *  kDLCPU, of a dtype ternjit takes (float32, float16, bfloat16, int8, uint8, int32; lanes
+ *  1) and compact row-major (strides NULL, or equal to a contiguous layout's, where dims of
+ *  extent 1 may have any stride); data + byte_offset is the first element. An output must
+ *  not have DLPACK_FLAG_BITMASK_READ_ONLY. Anything else is TERNJIT_INVALID_ARGUMENT naming
+ *  the tensor and what is wrong (a copy is never made). (Feature "dlpack".) */
+ternjit_status ternjit_run_dlpack(ternjit_program* program, const char* function,
+                                  DLManagedTensorVersioned* const* inputs, size_t n_inputs,
+                                  DLManagedTensorVersioned* const* outputs, size_t n_outputs);
+/** The ternjit_tensor view of a DLPack tensor under ternjit_run_dlpack's rules (`writable`:
+ *  also refuse a read-only one); out->shape points into `tensor`. */
+ternjit_status ternjit_tensor_from_dlpack(const DLManagedTensorVersioned* tensor, int32_t writable,
+                                          ternjit_tensor* out);
+
+/* ------------------------------------------------- the ternary matmul dispatch (feature "tmatmul-dispatch") */
+/** A kernel for host code without .tri text (docs/c_abi.md, "Ternary matmul dispatch"):
+ *  y[m, N] = act(acc * x_scale * w_scale + bias + residual), acc = x[m, K] @ W[K, N] with W
+ *  ternary, each part only when the descriptor asks for it. */
+
+/** ternjit_tmatmul_desc.m for a kernel that serves every row count 1..m_max. */
+#define TERNJIT_TMATMUL_ANY_M (-1)
+
+/** How the weight W[K, N] is passed to each call (ternjit_tmatmul_args.w). */
+typedef enum ternjit_tmatmul_weight {
+  TERNJIT_TMATMUL_W_TERN2 = 0,      /**< element k*N+n, 2 bits, code = value + 1, 4 per byte: ceil(K*N/4) bytes */
+  TERNJIT_TMATMUL_W_TERN1_6 = 1,    /**< element k*N+n, base 3, 5 per byte: ceil(K*N/5) bytes */
+  TERNJIT_TMATMUL_W_GGUF_TQ2_0 = 2, /**< a GGUF TQ2_0 tensor of dims (K, N): N rows of K/256 blocks of 66
+                                         bytes, each with its f16 scale (K % 256 == 0) */
+  TERNJIT_TMATMUL_W_GGUF_TQ1_0 = 3  /**< the same in TQ1_0 blocks of 54 bytes */
+} ternjit_tmatmul_weight;
+
+/** The activation x[m, K] of each call. */
+typedef enum ternjit_tmatmul_x {
+  TERNJIT_TMATMUL_X_F32 = 0,
+  TERNJIT_TMATMUL_X_BF16 = 1, /**< widened to f32 exactly, then as f32 */
+  TERNJIT_TMATMUL_X_I8 = 2    /**< int8 with a per-row f32 scale (args.x_scale[m]): exact int32 sums */
+} ternjit_tmatmul_x;
+
+/** The weight scale a call passes (args.w_scale), applied to the sum. GGUF weights carry
+ *  their own per-block scale (a group of 256 along K) in addition. */
+typedef enum ternjit_tmatmul_scale {
+  TERNJIT_TMATMUL_SCALE_NONE = 0,
+  TERNJIT_TMATMUL_SCALE_COLUMN = 1, /**< f32[N] */
+  TERNJIT_TMATMUL_SCALE_GROUP = 2   /**< f32[ceil(K / group), N]: row g scales the sum over k in
+                                         [g*group, (g+1)*group) (ir/README.md, tmatmul) */
+} ternjit_tmatmul_scale;
+
+/** The activation function, applied last. */
+typedef enum ternjit_tmatmul_act {
+  TERNJIT_TMATMUL_ACT_NONE = 0,
+  TERNJIT_TMATMUL_ACT_RELU = 1,
+  TERNJIT_TMATMUL_ACT_RELU2 = 2, /**< relu(y)^2 (BitNet's FFN) */
+  TERNJIT_TMATMUL_ACT_SILU = 3,
+  TERNJIT_TMATMUL_ACT_GELU = 4   /**< the erf form */
+} ternjit_tmatmul_act;
+
+/** ternjit_tmatmul_desc.flags: add args.bias f32[N]. */
+#define TERNJIT_TMATMUL_BIAS 1u
+/** ternjit_tmatmul_desc.flags: add args.residual f32[m, N] (before the activation). */
+#define TERNJIT_TMATMUL_RESIDUAL 2u
+
+/** What a dispatched kernel computes; initialize with ternjit_tmatmul_desc_init, then set
+ *  fields. Two descriptors with equal fields get the same kernel. */
+typedef struct ternjit_tmatmul_desc {
+  uint32_t struct_size;             /**< sizeof(ternjit_tmatmul_desc), set by _init */
+  int64_t m;                        /**< rows of every call, or TERNJIT_TMATMUL_ANY_M */
+  int64_t m_max;                    /**< with TERNJIT_TMATMUL_ANY_M: the most rows a call passes */
+  int64_t k, n;                     /**< the weight is W[K, N] */
+  ternjit_tmatmul_weight weight;    /**< default TERN2 */
+  ternjit_tmatmul_x x;              /**< default F32 */
+  ternjit_tmatmul_scale scale;      /**< default NONE */
+  int64_t group;                    /**< TERNJIT_TMATMUL_SCALE_GROUP: the group's length along K (>= 1) */
+  uint32_t flags;                   /**< TERNJIT_TMATMUL_BIAS | TERNJIT_TMATMUL_RESIDUAL */
+  ternjit_tmatmul_act act;          /**< default NONE */
+  int32_t threads;                  /**< 0: the engine's; else the kernel runs on that many threads */
+} ternjit_tmatmul_desc;
+
+/** The buffers of one call, all row-major and contiguous; pointers the descriptor does not
+ *  ask for must be NULL. */
+typedef struct ternjit_tmatmul_args {
+  const void* x;         /**< [m, K] of the descriptor's x kind */
+  const float* x_scale;  /**< [m] (TERNJIT_TMATMUL_X_I8) */
+  const void* w;         /**< the weight in the descriptor's format */
+  const float* w_scale;  /**< [N] or [ceil(K / group), N] */
+  const float* bias;     /**< [N] */
+  const float* residual; /**< [m, N] */
+  float* y;              /**< [m, N], written; must not overlap the others */
+  int64_t m;             /**< this call's rows: desc.m, or 1..m_max for TERNJIT_TMATMUL_ANY_M */
+} ternjit_tmatmul_args;
+
+/** A dispatched kernel: returns a ternjit_status (0 on success) and follows the last-error
+ *  rule; safe to call from several threads at once. The weight is passed per call in its
+ *  own format: the kernel keeps the last 4 weights it was given with their w_scale and bias
+ *  (a copy of their bytes and their packed form) and compares the bytes at args.w,
+ *  args.w_scale and args.bias with those copies on every call (new or changed values, at
+ *  any address, are packed again), so a call reads the weight bytes once more than the
+ *  matmul does. */
+typedef int32_t (*ternjit_tmatmul_fn)(const void* state, const ternjit_tmatmul_args* args);
+
+/** Sets defaults: m 1, m_max 0, k 0, n 0, TERN2, F32, no scale, group 0, flags 0, act NONE,
+ *  threads 0. A NULL `desc` is a failure (ternjit_last_error says so). */
+void ternjit_tmatmul_desc_init(ternjit_tmatmul_desc* desc);
+/** The kernel of *desc on `engine` and the state to pass it, both valid while the engine
+ *  lives. The first dispatch of a descriptor compiles its layer through the engine's normal
+ *  flow (disk cache and tuning included) for m (or m_max) rows; later ones are a lookup by
+ *  the descriptor's fields. Errors: INVALID_ARGUMENT (a field out of range, an unknown enum
+ *  value or flag, K not a multiple of 256 for a GGUF weight), UNSUPPORTED (a combination the
+ *  engine does not compute: the message names it). (Feature "tmatmul-dispatch".) */
+ternjit_status ternjit_tmatmul_dispatch(ternjit_engine* engine, const ternjit_tmatmul_desc* desc,
+                                        ternjit_tmatmul_fn* fn, const void** state);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,7 +37,7 @@ import numpy as np
 from . import _capi
 
 __all__ = [
-    "Error", "Engine", "Program", "Kernel", "TensorSpec",
+    "Error", "Engine", "Program", "Kernel", "TMatMulKernel", "TensorSpec",
     "version", "abi_version", "has_feature", "feature_names", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
     "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
@@ -367,6 +367,143 @@ def bitnet_name_map(layer="BitNet"):
 
 # ------------------------------------------------------------------------ engine
 
+# ------------------------------------------------------------------------ DLPack
+
+_PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+_PyCapsule_GetPointer.restype = ctypes.c_void_p
+_PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
+_PyCapsule_IsValid.restype = ctypes.c_int
+_PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+_DLPACK_READ_ONLY = 1
+
+
+class _DLPack:
+    """A DLPack 1.x export of one array (torch, numpy, jax: anything with ``__dlpack__``).
+
+    The capsule is kept unconsumed while this object lives, so the producer's deleter runs
+    when it is collected; ternjit reads and writes the memory in place (no copy).
+    """
+
+    def __init__(self, obj, what):
+        if not hasattr(obj, "__dlpack__"):
+            raise _misuse("%s is a %s, not a DLPack array (no __dlpack__)" % (what, type(obj).__name__))
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0))
+        except TypeError:
+            raise _misuse("%s (%s) does not export DLPack 1.x (__dlpack__ takes no max_version)"
+                          % (what, type(obj).__name__)) from None
+        except BufferError as e:
+            raise _misuse("%s (%s) cannot be exported by DLPack: %s" % (what, type(obj).__name__, e)) from None
+        self.capsule = capsule
+        self.what = what
+        if _PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+            self.address = _PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        elif _PyCapsule_IsValid(capsule, b"dltensor"):
+            # A producer that answers max_version=(1, 0) with a DLPack 0.x capsule (jax
+            # 0.10 does): its DLTensor (the same struct in both versions) wrapped in a 1.x
+            # header pointing at the same memory, marked read-only, since a 0.x export
+            # cannot say whether it may be written (jax arrays may not).
+            legacy = ctypes.cast(_PyCapsule_GetPointer(capsule, b"dltensor"), ctypes.POINTER(_capi.DLTensor))
+            self.wrapper = _capi.DLManagedTensorVersioned()
+            self.wrapper.version.major, self.wrapper.version.minor = 1, 0
+            self.wrapper.flags = _DLPACK_READ_ONLY
+            self.wrapper.dl_tensor = legacy.contents
+            self.address = ctypes.addressof(self.wrapper)
+        else:
+            raise _misuse("%s (%s) exported no DLPack capsule" % (what, type(obj).__name__))
+
+    def view(self, lib, writable):
+        """The ternjit_tensor of the export (its checks: CPU, dtype, compact row-major)."""
+        t = _capi.Tensor()
+        _check(lib, lib.ternjit_tensor_from_dlpack(self.address, 1 if writable else 0, ctypes.byref(t)))
+        shape = tuple(t.shape[i] for i in range(t.rank))
+        return t.data, t.dtype, shape
+
+
+def _need_feature(lib, name, what):
+    if getattr(lib, "ternjit_tmatmul_dispatch" if name == "tmatmul-dispatch" else "ternjit_run_dlpack",
+               None) is None:
+        raise Error(UNSUPPORTED, "%s needs a libternjit with feature '%s'" % (what, name))
+
+
+class TMatMulKernel:
+    """A kernel of :meth:`Engine.tmatmul_dispatch`: ``kernel(x, w, y, x_scale=None,
+    w_scale=None, bias=None, residual=None)`` on DLPack arrays (torch, numpy, jax: read and
+    written in place), ``y`` [m, N] float32 written; returns ``y``. ``fn``/``state`` are
+    the C entry and its state (``fn_address`` as an int), callable without Python.
+    """
+
+    def __init__(self, engine, desc, fn, state):
+        self._engine = engine  # the kernel lives as long as its engine
+        self.desc = desc
+        self.fn = fn
+        self.state = state
+
+    @property
+    def fn_address(self):
+        return ctypes.cast(self.fn, ctypes.c_void_p).value
+
+    def _weight_bytes(self):
+        d = self.desc
+        n = d.k * d.n
+        return {0: -(-n // 4), 1: -(-n // 5), 2: n // 256 * 66, 3: n // 256 * 54}[d.weight]
+
+    def _expected(self, rows):
+        """Per argument: (dtypes taken, element count) for `rows` rows (the C kernel reads
+        raw pointers, so every size is checked here before the call)."""
+        d = self.desc
+        x_dtype = {0: _capi.F32, 1: _capi.BF16, 2: _capi.I8}[d.x]
+        scale_n = {0: 0, 1: d.n, 2: -(-d.k // max(d.group, 1)) * d.n}[d.scale]
+        return {
+            "x": ((x_dtype,), rows * d.k),
+            "w": ((_capi.U8, _capi.I8), self._weight_bytes()),
+            "y": ((_capi.F32,), rows * d.n),
+            "x_scale": ((_capi.F32,), rows),
+            "w_scale": ((_capi.F32,), scale_n),
+            "bias": ((_capi.F32,), d.n),
+            "residual": ((_capi.F32,), rows * d.n),
+        }
+
+    def __call__(self, x, w, y, x_scale=None, w_scale=None, bias=None, residual=None):
+        lib = self._engine._lib
+        self._engine._live_handle()
+        args = _capi.TMatMulArgs()
+        keep = []
+        views = {}
+        for name, value, writable in (("x", x, False), ("w", w, False), ("y", y, True), ("x_scale", x_scale, False),
+                                      ("w_scale", w_scale, False), ("bias", bias, False),
+                                      ("residual", residual, False)):
+            if value is None:
+                continue
+            export = _DLPack(value, name)
+            keep.append(export)
+            views[name] = export.view(lib, writable)
+        x_shape = views["x"][2]
+        if len(x_shape) != 2:
+            raise _misuse("x must be a matrix [m, K], got shape %s" % (list(x_shape),))
+        rows = x_shape[0]
+        for name, (dtypes, count) in self._expected(rows).items():
+            if name not in views:
+                continue
+            data, dtype, shape = views[name]
+            numel = 1
+            for extent in shape:
+                numel *= extent
+            if dtype not in dtypes or numel != count:
+                raise _misuse("tmatmul kernel: %s is %s of shape %s; the descriptor (m = %d rows) needs %d elements "
+                              "of %s" % (name, _dtype_name(dtype), list(shape), rows, count,
+                                         " or ".join(_dtype_name(t) for t in dtypes)))
+            setattr(args, name, data)
+        args.m = rows
+        status = self.fn(self.state, ctypes.byref(args))
+        _check(lib, status)
+        del keep
+        return y
+
+
 class Engine:
     """Compiles ``.tri`` source into programs. Thread-safe; engines share nothing.
 
@@ -475,6 +612,40 @@ class Engine:
         except OSError as e:
             raise Error(IO_ERROR, "cannot read '%s': %s" % (path, e.strerror or e)) from None
         return self.compile(source, str(path))
+
+    def tmatmul_dispatch(self, m, k, n, weight="tern2", x="f32", scale=None, group=0, bias=False,
+                         residual=False, act=None, threads=0, m_max=0):
+        """The ternary matmul kernel of a descriptor (docs/c_abi.md, "Ternary matmul
+        dispatch"): ``m`` rows (or None for any m up to ``m_max``), weight ``[k, n]`` in
+        ``weight`` ("tern2", "tern1.6", "tq2_0", "tq1_0"), activation ``x`` ("f32",
+        "bf16", "i8" with a per-row scale), ``scale`` (None, "column", "group" with
+        ``group``), ``bias``/``residual`` flags, ``act`` (None, "relu", "relu2", "silu",
+        "gelu"), ``threads`` (0: the engine's). The same descriptor returns the same kernel
+        (a lookup); a combination the engine does not compute raises :class:`Error`
+        (UNSUPPORTED) naming it. Returns a :class:`TMatMulKernel`.
+        """
+        lib = self._lib
+        _need_feature(lib, "tmatmul-dispatch", "tmatmul_dispatch")
+        d = _capi.TMatMulDesc()
+        lib.ternjit_tmatmul_desc_init(ctypes.byref(d))
+        try:
+            d.weight = _capi.TMATMUL_WEIGHTS[weight]
+            d.x = _capi.TMATMUL_X[x]
+            d.scale = _capi.TMATMUL_SCALES[scale]
+            d.act = _capi.TMATMUL_ACTS[act]
+        except KeyError as e:
+            raise _misuse("tmatmul_dispatch: unknown value %s (weights %s, x %s, scales %s, acts %s)"
+                          % (e, sorted(_capi.TMATMUL_WEIGHTS), sorted(_capi.TMATMUL_X),
+                             ["column", "group"], ["relu", "relu2", "silu", "gelu"])) from None
+        d.m = _capi.TMATMUL_ANY_M if m is None else int(m)
+        d.m_max = int(m_max)
+        d.k, d.n, d.group, d.threads = int(k), int(n), int(group), int(threads)
+        d.flags = (_capi.TMATMUL_BIAS if bias else 0) | (_capi.TMATMUL_RESIDUAL if residual else 0)
+        fn = _capi.TMATMUL_FN()
+        state = ctypes.c_void_p()
+        _check(lib, lib.ternjit_tmatmul_dispatch(self._live_handle(), ctypes.byref(d), ctypes.byref(fn),
+                                                 ctypes.byref(state)))
+        return TMatMulKernel(self, d, fn, state)
 
     def close(self):
         """Destroys the engine now, closing its programs first. Idempotent."""
@@ -659,6 +830,21 @@ class Program:
         _check(self._lib, self._lib.ternjit_run(self._live_handle(), function.encode(), ins.structs, ins.count,
                                                 out_array, len(out_structs)))
         return outs[0] if len(outs) == 1 else outs
+
+    def run_dlpack(self, function, inputs, outputs):
+        """Runs `function` on DLPack arrays (torch, numpy, jax; DLPack 1.x, CPU, compact
+        row-major), reading ``inputs`` and writing ``outputs`` in place: no copy is made,
+        and an array ternjit cannot take as it is (strided, float64, on a GPU, read-only as
+        an output) raises :class:`Error` (INVALID_ARGUMENT) saying why. Returns ``outputs``.
+        """
+        _need_feature(self._lib, "dlpack", "run_dlpack")
+        ins = [_DLPack(a, "input %d" % i) for i, a in enumerate(inputs)]
+        outs = [_DLPack(a, "output %d" % i) for i, a in enumerate(outputs)]
+        in_ptrs = (ctypes.c_void_p * max(len(ins), 1))(*[e.address for e in ins])
+        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[e.address for e in outs])
+        _check(self._lib, self._lib.ternjit_run_dlpack(self._live_handle(), function.encode(), in_ptrs, len(ins),
+                                                       out_ptrs, len(outs)))
+        return outputs
 
     def close(self):
         """Destroys the program and its kernels now. Idempotent."""

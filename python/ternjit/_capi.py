@@ -151,6 +151,96 @@ _PROTOTYPES = {
     "ternjit_kernel_launch": (_status, [_handle, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
 }
 
+
+# DLPack 1.x (ternjit.h declares the same layout).
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+# ternjit_tmatmul_desc / ternjit_tmatmul_args (ternjit.h, "the ternary matmul dispatch").
+TMATMUL_ANY_M = -1
+TMATMUL_WEIGHTS = {"tern2": 0, "tern1.6": 1, "tq2_0": 2, "tq1_0": 3}
+TMATMUL_X = {"f32": 0, "bf16": 1, "i8": 2}
+TMATMUL_SCALES = {None: 0, "none": 0, "column": 1, "group": 2}
+TMATMUL_ACTS = {None: 0, "none": 0, "relu": 1, "relu2": 2, "silu": 3, "gelu": 4}
+TMATMUL_BIAS = 1
+TMATMUL_RESIDUAL = 2
+
+
+class TMatMulDesc(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("m", ctypes.c_int64),
+        ("m_max", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("weight", ctypes.c_int),
+        ("x", ctypes.c_int),
+        ("scale", ctypes.c_int),
+        ("group", ctypes.c_int64),
+        ("flags", ctypes.c_uint32),
+        ("act", ctypes.c_int),
+        ("threads", ctypes.c_int32),
+    ]
+
+
+class TMatMulArgs(ctypes.Structure):
+    _fields_ = [
+        ("x", ctypes.c_void_p),
+        ("x_scale", ctypes.c_void_p),
+        ("w", ctypes.c_void_p),
+        ("w_scale", ctypes.c_void_p),
+        ("bias", ctypes.c_void_p),
+        ("residual", ctypes.c_void_p),
+        ("y", ctypes.c_void_p),
+        ("m", ctypes.c_int64),
+    ]
+
+
+#: ternjit_tmatmul_fn: int32_t (*)(const void* state, const ternjit_tmatmul_args* args).
+TMATMUL_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(TMatMulArgs))
+
+# Added within ABI 2: declared where the library has them (an older ABI-2 library loads
+# without them; the features "dlpack" and "tmatmul-dispatch" say which it has).
+_OPTIONAL_PROTOTYPES = {
+    "ternjit_run_dlpack": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                     ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]),
+    "ternjit_tensor_from_dlpack": (_status, [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(Tensor)]),
+    "ternjit_tmatmul_desc_init": (None, [ctypes.POINTER(TMatMulDesc)]),
+    "ternjit_tmatmul_dispatch": (_status, [_handle, ctypes.POINTER(TMatMulDesc), ctypes.POINTER(TMATMUL_FN),
+                                           ctypes.POINTER(ctypes.c_void_p)]),
+}
+
 _lock = threading.Lock()
 _lib = None
 _lib_path = None
@@ -191,6 +281,11 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    for name, (restype, argtypes) in _OPTIONAL_PROTOTYPES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
 
 
 def library():

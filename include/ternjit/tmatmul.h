@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// tmatmul.h - the ternary matmul dispatch from C++: a kernel for a descriptor, without .tri text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ternjit/engine.h"
+#include "ternjit/result.h"
+#include "ternjit/ternjit.h"
+
+namespace ternjit {
+
+/// The descriptor, call arguments and kernel entry are the C ABI's (ternjit.h, "the
+/// ternary matmul dispatch"): one definition for both languages.
+using TMatMulDesc = ::ternjit_tmatmul_desc;
+using TMatMulArgs = ::ternjit_tmatmul_args;
+using TMatMulFn = ::ternjit_tmatmul_fn;
+
+/// A dispatched kernel: the entry and its state, valid while the dispatcher lives.
+struct TMatMulKernel {
+  TMatMulFn fn = nullptr;
+  const void* state = nullptr;
+  /// Runs one call; returns 0 or a ternjit_status (the message: ternjit_last_error()).
+  std::int32_t operator()(const TMatMulArgs& args) const { return fn(state, &args); }
+};
+
+/// Kernels by descriptor over an Engine: the first dispatch of a descriptor generates the
+/// layer's IR and compiles it through the engine's flow (cache, tuning, run-time rows);
+/// later ones are a lookup. Thread-safe. The engine must outlive the dispatcher; a
+/// descriptor with `threads` other than the engine's compiles on an engine of its own
+/// made with the same options and that thread count.
+class TMatMulDispatcher {
+ public:
+  explicit TMatMulDispatcher(Engine& engine);
+  ~TMatMulDispatcher();
+  TMatMulDispatcher(TMatMulDispatcher&&) noexcept;
+  TMatMulDispatcher& operator=(TMatMulDispatcher&&) noexcept;
+
+  /// A descriptor with the defaults of ternjit_tmatmul_desc_init and the given shape.
+  static TMatMulDesc desc(std::int64_t m, std::int64_t k, std::int64_t n);
+
+  /// The kernel of `desc`. Errors: InvalidArgument (a field out of range or an unknown
+  /// enum value), Unsupported (a combination the engine does not compute, named).
+  Result<TMatMulKernel> dispatch(const TMatMulDesc& desc);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ternjit

@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: Apache-2.0
+// tmatmul_dispatch.cpp - ternjit/tmatmul.h: a ternary matmul kernel per descriptor, generated as IR and compiled by the engine.
+//
+// A descriptor becomes the IR of one layer (layer_ir below): the weight W as the
+// parameter @D.w (a GGUF weight's block scales as @D.d, the weight scale @D.s, the bias
+// @D.b), the activation, its row scale and the residual as arguments (all rows-leading, as
+// run-time rows need), one `tmatmul` and the epilogue as plain ops, which the engine's pipeline fuses as it does for any layer. So the kernel is
+// what Engine::compile makes of that module: the disk cache, the tuning records and the
+// run-time rows of the M buckets (docs/caching.md) all apply.
+//
+// The weight is a call argument in its own packed format, but the engine's fast kernels
+// read a bound weight repacked once into their panels (targets/x86/README.md): a weight
+// read per call would be repacked per call or run on the reference step. So the kernel
+// keeps, for each of the last weights it was given (with its scale and bias), a Program
+// with them bound plus a copy of the caller's bytes, and each call compares the bytes at
+// args.w, args.w_scale and args.bias with the copies
+// (memcmp: the weight bytes read once more) before running the bound kernel; a new or
+// changed weight is bound again. That is exact whatever the caller does with its buffers,
+// at the cost of the compare and of the copy's memory. The first dispatch of a descriptor
+// also compiles the layer once with random weights (probe), so that a descriptor the
+// engine cannot compile is refused there, not at the first call.
+#include "ternjit/tmatmul.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "formats/ternary.h"
+#include "jit/loader.h"
+#include "ternjit/builder.h"
+#include "ternjit/engine.h"
+
+namespace ternjit {
+
+namespace {
+
+constexpr const char* kFunction = "D.forward";
+// Weights a kernel keeps bound at once (a layer's weight, plus a few while a caller
+// alternates); the oldest is dropped for a new one.
+constexpr std::size_t kMaxBindings = 4;
+// Row counts whose Kernel a binding remembers in a flat table (larger ones look up).
+constexpr std::int64_t kRowTable = 4096;
+constexpr std::int64_t kGgufBlock = 256;
+
+bool is_gguf(ternjit_tmatmul_weight w) {
+  return w == TERNJIT_TMATMUL_W_GGUF_TQ2_0 || w == TERNJIT_TMATMUL_W_GGUF_TQ1_0;
+}
+
+// The descriptor's fields as read (an enum stored by a C caller may hold any int: it is
+// read as an int, never loaded as the enum).
+struct Desc {
+  std::int64_t m = 1, m_max = 0, k = 0, n = 0, group = 0;
+  int weight = 0, x = 0, scale = 0, act = 0;
+  std::uint32_t flags = 0;
+  std::int32_t threads = 0;
+
+  [[nodiscard]] bool any_m() const { return m == TERNJIT_TMATMUL_ANY_M; }
+  [[nodiscard]] std::int64_t rows_bound() const { return any_m() ? m_max : m; }
+  [[nodiscard]] ternjit_tmatmul_weight weight_format() const { return static_cast<ternjit_tmatmul_weight>(weight); }
+  [[nodiscard]] bool bias() const { return (flags & TERNJIT_TMATMUL_BIAS) != 0; }
+  [[nodiscard]] bool residual() const { return (flags & TERNJIT_TMATMUL_RESIDUAL) != 0; }
+  [[nodiscard]] std::array<std::int64_t, 11> key() const {
+    return {m, m_max, k, n, group, weight, x, scale, act, static_cast<std::int64_t>(flags), threads};
+  }
+};
+
+struct KeyHash {
+  std::size_t operator()(const std::array<std::int64_t, 11>& a) const noexcept {
+    std::uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (std::int64_t v : a) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL + (h >> 29);
+    return static_cast<std::size_t>(h);
+  }
+};
+
+template <class E>
+int raw_int(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+Error invalid(const std::string& what) { return Error{ErrorCode::InvalidArgument, "tmatmul dispatch: " + what, {}}; }
+
+// Reads and checks the descriptor.
+Result<Desc> read_desc(const TMatMulDesc& d) {
+  if (d.struct_size < sizeof(TMatMulDesc))
+    return invalid("struct_size is " + std::to_string(d.struct_size) + ", expected " +
+                   std::to_string(sizeof(TMatMulDesc)) + " (initialize with ternjit_tmatmul_desc_init)");
+  Desc r{d.m, d.m_max, d.k, d.n, d.group, raw_int(d.weight), raw_int(d.x), raw_int(d.scale), raw_int(d.act),
+         d.flags, d.threads};
+  constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
+  if (r.any_m()) {
+    if (r.m_max < 1 || r.m_max >= kMaxDim)
+      return invalid("m is TERNJIT_TMATMUL_ANY_M but m_max is " + std::to_string(r.m_max) + " (need 1 .. 2^31-1)");
+  } else {
+    if (r.m < 1 || r.m >= kMaxDim)
+      return invalid("m is " + std::to_string(r.m) + " (need 1 .. 2^31-1, or TERNJIT_TMATMUL_ANY_M)");
+    if (r.m_max != 0) return invalid("m_max is set (" + std::to_string(r.m_max) + ") but m is not TERNJIT_TMATMUL_ANY_M");
+  }
+  if (r.k < 1 || r.k >= kMaxDim || r.n < 1 || r.n >= kMaxDim)
+    return invalid("k and n must be 1 .. 2^31-1, got k = " + std::to_string(r.k) + ", n = " + std::to_string(r.n));
+  // 2^34 weights (4 GiB at 2 bits) is far above any layer; a larger product is a mistake
+  // that would otherwise surface as an allocation of that size.
+  if (r.k * r.n > (std::int64_t{1} << 34))
+    return invalid("k * n is " + std::to_string(r.k * r.n) + ", above the 2^34 weights a kernel takes");
+  if (r.weight < TERNJIT_TMATMUL_W_TERN2 || r.weight > TERNJIT_TMATMUL_W_GGUF_TQ1_0)
+    return invalid("unknown weight format " + std::to_string(r.weight));
+  if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_I8) return invalid("unknown x kind " + std::to_string(r.x));
+  if (r.scale < TERNJIT_TMATMUL_SCALE_NONE || r.scale > TERNJIT_TMATMUL_SCALE_GROUP)
+    return invalid("unknown scale kind " + std::to_string(r.scale));
+  if (r.act < TERNJIT_TMATMUL_ACT_NONE || r.act > TERNJIT_TMATMUL_ACT_GELU)
+    return invalid("unknown activation " + std::to_string(r.act));
+  if ((r.flags & ~(TERNJIT_TMATMUL_BIAS | TERNJIT_TMATMUL_RESIDUAL)) != 0)
+    return invalid("unknown flags " + std::to_string(r.flags));
+  if (r.threads < 0) return invalid("threads is " + std::to_string(r.threads) + " (0: the engine's)");
+  if (r.scale == TERNJIT_TMATMUL_SCALE_GROUP) {
+    if (r.group < 1 || r.group >= kMaxDim) return invalid("group is " + std::to_string(r.group) + " (need >= 1)");
+  } else if (r.group != 0) {
+    return invalid("group is set (" + std::to_string(r.group) + ") but scale is not TERNJIT_TMATMUL_SCALE_GROUP");
+  }
+  if (is_gguf(r.weight_format())) {
+    if (r.k % kGgufBlock != 0)
+      return invalid("a GGUF TQ1_0/TQ2_0 weight needs K a multiple of 256, got " + std::to_string(r.k));
+    if (r.scale == TERNJIT_TMATMUL_SCALE_GROUP)
+      return Error{ErrorCode::Unsupported,
+                   "tmatmul dispatch: a per-group weight scale on a GGUF weight, whose blocks already carry one "
+                   "scale per 256 along K (a tmatmul takes one grouped scale): fold it into the blocks' scales",
+                   {}};
+  }
+  return r;
+}
+
+// The weight's bytes in its format.
+std::size_t weight_bytes(const Desc& d) {
+  const auto numel = static_cast<std::size_t>(d.k * d.n);
+  switch (d.weight_format()) {
+    case TERNJIT_TMATMUL_W_TERN2: return formats::packed_size(WeightFormat::Tern2, numel);
+    case TERNJIT_TMATMUL_W_TERN1_6: return formats::packed_size(WeightFormat::Tern16, numel);
+    case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
+      return static_cast<std::size_t>(formats::gguf_block_bytes(formats::GgufTensorType::TQ2_0)) * numel / kGgufBlock;
+    case TERNJIT_TMATMUL_W_GGUF_TQ1_0:
+      return static_cast<std::size_t>(formats::gguf_block_bytes(formats::GgufTensorType::TQ1_0)) * numel / kGgufBlock;
+  }
+  return 0;
+}
+
+std::int64_t scale_rows(const Desc& d) { return (d.k + d.group - 1) / d.group; }
+
+// The layer's IR (ir/README.md): one function "D.forward" of the call's tensors.
+std::string layer_ir(const Desc& d) {
+  const std::string K = std::to_string(d.k), N = std::to_string(d.n);
+  const std::string M = d.any_m() ? "M" : std::to_string(d.m);
+  const std::string mn = "f32[" + M + ", " + N + "]";
+  const bool gguf = is_gguf(d.weight_format());
+  std::string t = "param @D.w : t2[" + K + ", " + N + "]\n";
+  const std::string blocks = "f32[" + std::to_string(d.k / kGgufBlock) + ", " + N + "]";
+  if (gguf) t += "param @D.d : " + blocks + "\n";
+  // The weight scale and the bias are parameters too, bound with the weight: every
+  // argument then has the rows at axis 0, which run-time rows need (passes/row_batch.h).
+  const std::string s_type = d.scale == TERNJIT_TMATMUL_SCALE_GROUP
+                                 ? "f32[" + std::to_string(scale_rows(d)) + ", " + N + "]"
+                                 : "f32[" + N + "]";
+  if (d.scale != TERNJIT_TMATMUL_SCALE_NONE) t += "param @D.s : " + s_type + "\n";
+  if (d.bias()) t += "param @D.b : f32[" + N + "]\n";
+  t += std::string("\nfunc @D.forward") + (d.any_m() ? "<M>" : "") + "(";
+  const char* x_kind = d.x == TERNJIT_TMATMUL_X_I8 ? "i8" : d.x == TERNJIT_TMATMUL_X_BF16 ? "bf16" : "f32";
+  t += std::string("%x: ") + x_kind + "[" + M + ", " + K + "]";
+  if (d.x == TERNJIT_TMATMUL_X_I8) t += ", %xs: f32[" + M + ", 1]";
+  if (d.residual()) t += ", %r: " + mn;
+  t += ") -> " + mn + " {\n^entry:\n";
+  t += "  %w = param @D.w : t2[" + K + ", " + N + "]\n";
+  if (d.scale != TERNJIT_TMATMUL_SCALE_NONE) t += "  %s = param @D.s : " + s_type + "\n";
+  if (d.bias()) t += "  %b = param @D.b : f32[" + N + "]\n";
+  std::string x = "%x";
+  if (d.x == TERNJIT_TMATMUL_X_BF16) {
+    // bf16 -> f32 is exact, and the f32 tmatmul sums in double: the f32 result of the bf16 products.
+    t += "  %xf = cast %x {to = f32} : f32[" + M + ", " + K + "]\n";
+    x = "%xf";
+  }
+  // The tmatmul carries the scales; bias, residual and activation are separate ops that
+  // fuse-epilogue folds in where its order allows (a GGUF weight with a column scale
+  // keeps that `mul` a step of its own).
+  std::string ops = x + ", %w";
+  std::string attrs;
+  if (d.x == TERNJIT_TMATMUL_X_I8) ops += ", %xs";
+  attrs += std::string("x_scale = ") + (d.x == TERNJIT_TMATMUL_X_I8 ? "true" : "false");
+  if (gguf) {
+    t += "  %d = param @D.d : " + blocks + "\n";
+    ops += ", %d";
+    attrs += ", w_scale = true, group = 256";
+  } else if (d.scale == TERNJIT_TMATMUL_SCALE_COLUMN) {
+    ops += ", %s";
+    attrs += ", w_scale = true";
+  } else if (d.scale == TERNJIT_TMATMUL_SCALE_GROUP) {
+    ops += ", %s";
+    attrs += ", w_scale = true, group = " + std::to_string(d.group);
+  } else {
+    attrs += ", w_scale = false";
+  }
+  attrs += ", bias = false, residual = false, act = none";
+  int v = 0;
+  std::string y = "%y0";
+  t += "  " + y + " = tmatmul " + ops + " {" + attrs + "} : " + mn + "\n";
+  auto step = [&](const std::string& op_and_operands) {
+    const std::string next = "%y" + std::to_string(++v);
+    t += "  " + next + " = " + op_and_operands + " : " + mn + "\n";
+    y = next;
+  };
+  if (gguf && d.scale == TERNJIT_TMATMUL_SCALE_COLUMN) step("mul " + y + ", %s");
+  if (d.bias()) step("add " + y + ", %b");
+  if (d.residual()) step("add " + y + ", %r");
+  switch (d.act) {
+    case TERNJIT_TMATMUL_ACT_RELU: step("relu " + y); break;
+    case TERNJIT_TMATMUL_ACT_RELU2: step("relu " + y); step("mul " + y + ", " + y); break;
+    case TERNJIT_TMATMUL_ACT_SILU: step("silu " + y); break;
+    case TERNJIT_TMATMUL_ACT_GELU: step("gelu " + y); break;
+    default: break;
+  }
+  t += "  ret " + y + "\n}\n";
+  return t;
+}
+
+// The kinds and shapes of D.forward's inputs for `rows` rows (data null).
+std::vector<TensorView> input_specs(const Desc& d, std::int64_t rows) {
+  std::vector<TensorView> in;
+  const ElemKind xk = d.x == TERNJIT_TMATMUL_X_I8 ? ElemKind::I8 : d.x == TERNJIT_TMATMUL_X_BF16 ? ElemKind::BF16
+                                                                                                 : ElemKind::F32;
+  in.push_back({nullptr, xk, {rows, d.k}});
+  if (d.x == TERNJIT_TMATMUL_X_I8) in.push_back({nullptr, ElemKind::F32, {rows, 1}});
+  if (d.residual()) in.push_back({nullptr, ElemKind::F32, {rows, d.n}});
+  return in;
+}
+
+// Compiles the layer once with random weights for the most rows a call passes, so that a
+// descriptor the engine cannot compile is refused by the dispatch itself (and the disk
+// cache holds the kernel before the first call).
+Result<void> probe(Engine& engine, const Module& module, const Desc& d) {
+  TERNJIT_TRY(Program program, engine.compile(module));
+  TERNJIT_TRY_VOID(program.bind_random(1));
+  auto k = program.kernel(kFunction, input_specs(d, d.rows_bound()));
+  if (!k.ok() && k.error().code == ErrorCode::Unsupported)
+    return make_error(ErrorCode::Unsupported,
+                      "tmatmul dispatch: the engine cannot compile this descriptor: " + k.error().message);
+  if (!k.ok()) return std::move(k).error();
+  return success();
+}
+
+// A GGUF TQ1_0/TQ2_0 weight of dims (K, N) as ternary values W[K, N] and block scales [K/256, N].
+Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<std::int8_t>* values,
+                         std::vector<float>* scales) {
+  const auto type = d.weight_format() == TERNJIT_TMATMUL_W_GGUF_TQ2_0 ? formats::GgufTensorType::TQ2_0
+                                                                      : formats::GgufTensorType::TQ1_0;
+  const auto block_bytes = static_cast<std::size_t>(formats::gguf_block_bytes(type));
+  const std::int64_t blocks = d.k / kGgufBlock;
+  values->resize(static_cast<std::size_t>(d.k * d.n));
+  scales->resize(static_cast<std::size_t>(blocks * d.n));
+  std::array<std::uint8_t, kGgufBlock> codes{};
+  for (std::int64_t n = 0; n < d.n; ++n)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* block = bytes + static_cast<std::size_t>(n * blocks + b) * block_bytes;
+      float scale = 0;
+      if (!formats::gguf_ternary_block(type, block, codes.data(), &scale))
+        return make_error(ErrorCode::InvalidInput, "tmatmul dispatch: the TQ2_0 weight's block " +
+                                                       std::to_string(b) + " of row " + std::to_string(n) +
+                                                       " holds code 3 (not a ternary value)");
+      (*scales)[static_cast<std::size_t>(b * d.n + n)] = scale;
+      for (std::int64_t e = 0; e < kGgufBlock; ++e)
+        (*values)[static_cast<std::size_t>((b * kGgufBlock + e) * d.n + n)] = static_cast<std::int8_t>(codes[e] - 1);
+    }
+  return success();
+}
+
+// The call's bound values: the weight, its scale and the bias (null when not asked for).
+struct BoundValues {
+  const void* w = nullptr;
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+};
+
+// One weight (with its scale and bias) a kernel has seen: copies of the caller's values and
+// a program with them bound.
+struct Binding {
+  const void* ptr = nullptr;  // where the weight was
+  std::vector<std::uint8_t> w;
+  std::vector<float> scale, bias;
+  Program program;
+  mutable std::vector<std::atomic<const Kernel*>> by_rows;  // [rows] once built (rows <= kRowTable)
+
+  Binding(const BoundValues& v, std::size_t w_bytes, std::size_t scale_n, std::size_t bias_n, Program prog,
+          std::size_t table)
+      : ptr(v.w),
+        w(static_cast<const std::uint8_t*>(v.w), static_cast<const std::uint8_t*>(v.w) + w_bytes),
+        scale(v.scale, v.scale + scale_n),
+        bias(v.bias, v.bias + bias_n),
+        program(std::move(prog)),
+        by_rows(table) {}
+
+  // Do the values at `v` equal the copies? (memcmp stops at the first differing byte.)
+  [[nodiscard]] bool holds(const BoundValues& v) const {
+    return std::memcmp(w.data(), v.w, w.size()) == 0 &&
+           (scale.empty() || std::memcmp(scale.data(), v.scale, scale.size() * sizeof(float)) == 0) &&
+           (bias.empty() || std::memcmp(bias.data(), v.bias, bias.size() * sizeof(float)) == 0);
+  }
+};
+
+// One dispatched kernel: its descriptor, its module, the weights it has bound.
+class DispatchKernel {
+ public:
+  DispatchKernel(Engine& engine, Desc d, Module module)
+      : engine_(engine), desc_(d), module_(std::move(module)), weight_bytes_(weight_bytes(d)) {}
+
+  static std::int32_t entry(const void* state, const TMatMulArgs* args) noexcept {
+    jit::last_error().clear();
+    try {
+      if (args == nullptr) return jit::kernel_failed(invalid("args is null"));
+      return static_cast<const DispatchKernel*>(state)->call(*args);
+    } catch (const std::exception& e) {
+      return jit::kernel_failed(Error{ErrorCode::Internal, std::string("unexpected exception: ") + e.what(), {}});
+    } catch (...) {
+      return jit::kernel_failed(Error{ErrorCode::Internal, "unexpected non-standard exception", {}});
+    }
+  }
+
+ private:
+  std::int32_t call(const TMatMulArgs& a) const {
+    if (auto r = check(a); !r.ok()) return jit::kernel_failed(r.error());
+    auto bound = binding(BoundValues{a.w, a.w_scale, a.bias});
+    if (!bound.ok()) return jit::kernel_failed(bound.error());
+    auto kernel = kernel_for(**bound, a.m);
+    if (!kernel.ok()) return jit::kernel_failed(kernel.error());
+    std::array<void*, 4> buffers{};
+    std::size_t i = 0;
+    buffers[i++] = const_cast<void*>(a.x);  // the kernel convention is void* const*; inputs are only read
+    if (desc_.x == TERNJIT_TMATMUL_X_I8) buffers[i++] = const_cast<float*>(a.x_scale);
+    if (desc_.residual()) buffers[i++] = const_cast<float*>(a.residual);
+    buffers[i] = a.y;
+    return (*kernel)->entry()((*kernel)->state(), buffers.data());
+  }
+
+  // The call's pointers against the descriptor: each it asks for present, each other null.
+  Result<void> check(const TMatMulArgs& a) const {
+    if (desc_.any_m() ? (a.m < 1 || a.m > desc_.m_max) : a.m != desc_.m)
+      return invalid("args.m is " + std::to_string(a.m) + ", the kernel takes " +
+                     (desc_.any_m() ? "1 .. " + std::to_string(desc_.m_max) : std::to_string(desc_.m)));
+    auto need = [](const void* p, bool wanted, const char* name, const char* why) -> Result<void> {
+      if (wanted && p == nullptr) return invalid(std::string("args.") + name + " is null (" + why + ")");
+      if (!wanted && p != nullptr)
+        return invalid(std::string("args.") + name + " is set but the descriptor has no " + name);
+      return success();
+    };
+    TERNJIT_TRY_VOID(need(a.x, true, "x", "the activation"));
+    TERNJIT_TRY_VOID(need(a.w, true, "w", "the weight"));
+    TERNJIT_TRY_VOID(need(a.y, true, "y", "the output"));
+    TERNJIT_TRY_VOID(need(a.x_scale, desc_.x == TERNJIT_TMATMUL_X_I8, "x_scale", "int8 x needs its row scales"));
+    TERNJIT_TRY_VOID(need(a.w_scale, desc_.scale != TERNJIT_TMATMUL_SCALE_NONE, "w_scale", "the descriptor's scale"));
+    TERNJIT_TRY_VOID(need(a.bias, desc_.bias(), "bias", "TERNJIT_TMATMUL_BIAS"));
+    TERNJIT_TRY_VOID(need(a.residual, desc_.residual(), "residual", "TERNJIT_TMATMUL_RESIDUAL"));
+    return success();
+  }
+
+  // A binding whose bytes equal those at `w` (at any address: a caller may pass the same
+  // weight from another buffer), or null. A compare with another weight's copy stops at
+  // its first differing byte. Called under mu_.
+  std::shared_ptr<const Binding> find(const BoundValues& v) const {
+    for (const auto& b : bindings_)
+      if (b->holds(v)) return b;
+    return nullptr;
+  }
+
+  // The binding of the call's values: one that holds them, else a new one.
+  Result<std::shared_ptr<const Binding>> binding(const BoundValues& v) const {
+    {
+      std::shared_lock lock(mu_);
+      if (auto b = find(v)) return b;
+    }
+    std::unique_lock lock(mu_);
+    if (auto b = find(v)) return b;
+    TERNJIT_TRY(std::shared_ptr<Binding> made, bind(v));
+    // A changed weight at the same address replaces its old binding; else the oldest goes.
+    std::erase_if(bindings_, [&](const std::shared_ptr<Binding>& b) { return b->ptr == v.w; });
+    if (bindings_.size() >= kMaxBindings) bindings_.erase(bindings_.begin());
+    bindings_.push_back(made);
+    return std::shared_ptr<const Binding>(made);
+  }
+
+  Result<std::shared_ptr<Binding>> bind(const BoundValues& v) const {
+    TERNJIT_TRY(Program program, engine_.compile(module_));
+    const std::int64_t scale_rows_n = desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP ? scale_rows(desc_) : 1;
+    const std::size_t scale_n =
+        desc_.scale == TERNJIT_TMATMUL_SCALE_NONE ? 0 : static_cast<std::size_t>(scale_rows_n * desc_.n);
+    const std::size_t bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
+    const auto table = static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1);
+    // The copies are what is bound (Program::bind copies again; the kernel's packed panels
+    // are made from that), and what later calls are compared with.
+    auto made = std::make_shared<Binding>(v, weight_bytes_, scale_n, bias_n, Program(std::move(program)), table);
+    Program& prog = made->program;
+    if (scale_n > 0) {
+      std::vector<std::int64_t> shape{desc_.n};
+      if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows_n, desc_.n};
+      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{made->scale.data(), ElemKind::F32, shape}));
+    }
+    if (bias_n > 0) TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{made->bias.data(), ElemKind::F32, {desc_.n}}));
+    std::vector<std::uint8_t>& copy = made->w;
+    const auto* p = copy.data();
+    const std::vector<std::int64_t> kn{desc_.k, desc_.n};
+    switch (desc_.weight_format()) {
+      case TERNJIT_TMATMUL_W_TERN2:
+      case TERNJIT_TMATMUL_W_TERN1_6: {
+        const WeightFormat f =
+            desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{copy.data(), ElemKind::U8, kn}, f, weight_bytes_));
+        break;
+      }
+      case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
+      case TERNJIT_TMATMUL_W_GGUF_TQ1_0: {
+        std::vector<std::int8_t> values;
+        std::vector<float> scales;
+        TERNJIT_TRY_VOID(decode_gguf(desc_, p, &values, &scales));
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
+        TERNJIT_TRY_VOID(
+            prog.bind("D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / kGgufBlock, desc_.n}}));
+        break;
+      }
+    }
+    return made;
+  }
+
+  // The Kernel of `rows` rows of a binding: remembered per row count (the engine's own
+  // cache behind it; with any M, the rows' M bucket and its run-time-rows kernel).
+  Result<const Kernel*> kernel_for(const Binding& b, std::int64_t rows) const {
+    const bool tabled = rows < static_cast<std::int64_t>(b.by_rows.size());
+    if (tabled) {
+      if (const Kernel* k = b.by_rows[static_cast<std::size_t>(rows)].load(std::memory_order_acquire)) return k;
+    }
+    // Program is thread-safe; the const_cast reaches its kernel cache, which is what Program::kernel fills.
+    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
+    if (tabled) b.by_rows[static_cast<std::size_t>(rows)].store(k, std::memory_order_release);
+    return k;
+  }
+
+  Engine& engine_;
+  const Desc desc_;
+  const Module module_;
+  const std::size_t weight_bytes_;
+  mutable std::shared_mutex mu_;                              // guards bindings_
+  mutable std::vector<std::shared_ptr<Binding>> bindings_;  // oldest first
+};
+
+}  // namespace
+
+struct TMatMulDispatcher::Impl {
+  explicit Impl(Engine& e) : engine(&e) {}
+  Engine* engine;
+  std::mutex engines_mu;
+  std::map<std::int32_t, std::unique_ptr<Engine>> engines;  // by thread count, other than the engine's
+  std::shared_mutex mu;                                      // guards kernels
+  // Declared after `engines`: destroyed first (their programs belong to those engines).
+  std::unordered_map<std::array<std::int64_t, 11>, std::unique_ptr<DispatchKernel>, KeyHash> kernels;
+
+  Result<Engine*> engine_for(std::int32_t threads) {
+    if (threads == 0 || threads == engine->options().threads) return engine;
+    std::lock_guard lock(engines_mu);
+    auto it = engines.find(threads);
+    if (it != engines.end()) return it->second.get();
+    EngineOptions o = engine->options();
+    o.threads = threads;
+    TERNJIT_TRY(Engine e, Engine::create(o));
+    return engines.emplace(threads, std::make_unique<Engine>(std::move(e))).first->second.get();
+  }
+};
+
+TMatMulDesc TMatMulDispatcher::desc(std::int64_t m, std::int64_t k, std::int64_t n) {
+  TMatMulDesc d{};
+  d.struct_size = sizeof(TMatMulDesc);
+  d.m = m;
+  d.k = k;
+  d.n = n;
+  d.weight = TERNJIT_TMATMUL_W_TERN2;
+  d.x = TERNJIT_TMATMUL_X_F32;
+  d.scale = TERNJIT_TMATMUL_SCALE_NONE;
+  d.act = TERNJIT_TMATMUL_ACT_NONE;
+  return d;
+}
+
+TMatMulDispatcher::TMatMulDispatcher(Engine& engine) : impl_(std::make_unique<Impl>(engine)) {}
+TMatMulDispatcher::~TMatMulDispatcher() = default;
+TMatMulDispatcher::TMatMulDispatcher(TMatMulDispatcher&&) noexcept = default;
+TMatMulDispatcher& TMatMulDispatcher::operator=(TMatMulDispatcher&&) noexcept = default;
+
+Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) try {
+  TERNJIT_TRY(Desc d, read_desc(desc));
+  const auto key = d.key();
+  {
+    // The hit: one shared lock and a hash lookup of the descriptor's fields.
+    std::shared_lock lock(impl_->mu);
+    auto it = impl_->kernels.find(key);
+    if (it != impl_->kernels.end()) return TMatMulKernel{&DispatchKernel::entry, it->second.get()};
+  }
+  TERNJIT_TRY(Engine * engine, impl_->engine_for(d.threads));
+  TERNJIT_TRY(Module module, Module::from_text(layer_ir(d), "<tmatmul dispatch>"));
+  TERNJIT_TRY_VOID(probe(*engine, module, d));
+  std::unique_lock lock(impl_->mu);
+  auto [it, added] = impl_->kernels.try_emplace(key);
+  if (added) it->second = std::make_unique<DispatchKernel>(*engine, d, std::move(module));
+  return TMatMulKernel{&DispatchKernel::entry, it->second.get()};
+} catch (const std::bad_alloc&) {
+  // No exception crosses the public API (STYLE.md section 5).
+  return make_error(ErrorCode::Internal, "tmatmul dispatch: out of memory");
+}
+
+}  // namespace ternjit
