@@ -48,13 +48,13 @@ from jax.custom_batching import custom_vmap
 import ternjit
 from ternjit import _capi
 
-__all__ = ["bitlinear", "ACTIVATIONS", "library_path"]
+__all__ = ["bitlinear", "register", "ACTIVATIONS", "TARGETS", "library_path"]
 
 #: Activations fused into the kernels (the .tri built-ins of the same names; gelu is the erf form).
 ACTIVATIONS = ("none", "relu", "gelu", "silu", "sigmoid", "tanh")
 
-#: The FFI target names, by the layer function each runs.
-_TARGETS = {"forward": "ternjit_bitlinear_forward", "fwd": "ternjit_bitlinear_fwd", "bwd": "ternjit_bitlinear_bwd"}
+#: The FFI target names (CPU), by the layer function each runs.
+TARGETS = _TARGETS = {"forward": "ternjit_bitlinear_forward", "fwd": "ternjit_bitlinear_fwd", "bwd": "ternjit_bitlinear_bwd"}
 _LIBRARY_NAME = "libternjit_jax.so"
 
 # ------------------------------------------------------------------------ the handler library
@@ -110,6 +110,14 @@ def _handlers():
             jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(symbol), platform="cpu")
         _library, _library_path = lib, path
         return lib
+
+
+def register():
+    """Loads the handler library and registers its FFI targets (:data:`TARGETS`) with XLA, as
+    the first :func:`bitlinear` call does; a process running a deserialized ``jax.export``
+    artifact that calls them must do this first. Returns the library's path."""
+    _handlers()
+    return _library_path
 
 
 # ------------------------------------------------------------------------ configuration and shapes
