@@ -253,10 +253,50 @@ def test_vmap():
         alone = jax.grad(loss, (0, 1, 2))(x[i], w, b)
         for name, p, a in zip(("dx", "dw", "db"), per_example, alone):
             check(bool(jnp.allclose(p[i], a, rtol=0, atol=0)), "per-example %s, member %d" % (name, i))
+    # Per-member weights: each member's gradients alone.
+    per_member = jax.vmap(jax.grad(loss, (0, 1, 2)))(x, ws, bs)
+    for i in range(3):
+        alone = jax.grad(loss, (0, 1, 2))(x[i], ws[i], bs[i])
+        for name, p, a in zip(("dx", "dw", "db"), per_member, alone):
+            check(bool(jnp.array_equal(p[i], a)), "per-member weights: %s, member %d" % (name, i))
     # grad of a vmapped loss: the members' dw summed.
     total = jax.grad(lambda x, w, b: jnp.sum(jax.vmap(loss, (0, None, None))(x, w, b)), (1, 2))(x, w, b)
     check(bool(jnp.allclose(total[0], per_example[1].sum(axis=0), rtol=1e-6, atol=1e-6)), "grad of vmap: dw")
     check(bool(jnp.allclose(total[1], per_example[2].sum(axis=0), rtol=1e-6, atol=1e-6)), "grad of vmap: db")
+
+
+def test_concurrent_calls():
+    # Calls from several threads at once, of configurations not compiled before (the handler
+    # library compiles each once, under its lock), equal the same calls made one at a time.
+    import threading
+    cases = [(inputs(3 + i, 11 + 3 * i, 5 + i, 60 + i, bias=i % 2 == 0), activation, dict(ste_clip=True) if i < 2 else
+              dict(int8_dx=True)) for i, activation in enumerate(("silu", "sigmoid", "tanh", "relu"))]
+
+    def run(case):
+        (x, w, b), activation, options = case
+        return jax.jit(jax.value_and_grad(lambda x, w: jnp.sum(tj.bitlinear(x, w, b, activation, **options) ** 2),
+                                          (0, 1)))(x, w)
+
+    results = [None] * len(cases)
+    errors = []
+
+    def worker(i):
+        try:
+            results[i] = jax.block_until_ready(run(cases[i]))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not errors, "no thread failed: %r" % errors)
+    for i, case in enumerate(cases):
+        value, grads = run(case)
+        check(bool(jnp.array_equal(value, results[i][0])), "case %d: the same value" % i)
+        for g, r in zip(grads, results[i][1]):
+            check(bool(jnp.array_equal(g, r)), "case %d: the same gradients" % i)
 
 
 def test_export():
@@ -411,7 +451,7 @@ def test_missing_library_says_why():
 
 if __name__ == "__main__":
     harness.run([test_forward_matches_jnp, test_leading_dims_fold_into_rows, test_gradients_match_jax_grad_of_ste,
-                 test_jit_equals_eager, test_vmap, test_export, test_saved_tensors_without_rows_come_from_the_weights,
+                 test_jit_equals_eager, test_vmap, test_concurrent_calls, test_export, test_saved_tensors_without_rows_come_from_the_weights,
                  test_int8_gradients_within_their_bounds, test_training_loss_goes_down,
                  test_bad_input_is_a_clear_error, test_handler_errors_are_xla_errors_not_crashes,
                  test_missing_library_says_why])
