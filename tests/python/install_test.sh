@@ -52,6 +52,24 @@ assert np.allclose(y, np.array([[25, 51, 76]]) * s, rtol=1e-5), y
 print("BitLinear ok:", y)
 EOF
   )
+  # ternjit.jax's handler library, installed beside the package when the build had jaxlib,
+  # is found there and reaches the installed libternjit.so through its relative run path.
+  if [ -e "$1/ternjit/libternjit_jax.so" ]; then
+    (cd "$work" && env -u TERNJIT_LIBRARY -u TERNJIT_JAX_LIBRARY PYTHONDONTWRITEBYTECODE=1 JAX_PLATFORMS=cpu \
+      TERNJIT_CACHE_DIR=off PYTHONPATH="$1" "$python" - "$2" <<'EOF'
+import sys
+import jax.numpy as jnp
+import ternjit.jax as tj
+prefix = sys.argv[1]
+assert tj.library_path().startswith(prefix + "/"), tj.library_path()
+# x/s = 42.3, -84.7, 127 -> 42, -85, 127; w/g = 1.5 or 0 with g = 2/3 -> codes 1 or 0.
+y = tj.bitlinear(jnp.array([[1.0, -2.0, 3.0]]), jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+expected = jnp.array([[169.0, 42.0]]) * (3 / 127) * (2 / 3)
+assert jnp.allclose(y, expected, rtol=1e-6), y
+print("ternjit.jax ok:", tj.library_path())
+EOF
+    )
+  fi
 }
 
 check "$site" "$work/prefix"
