@@ -14,7 +14,7 @@
 //                            token at pos 128, the f16 caches updated in place
 //   prefill/M128/t<threads>  the same, 128 tokens at pos 0
 //   llama.cpp/decode/M1/t<threads>, llama.cpp/prefill/M128/t<threads>   llama.cpp (this build has
-//                            it when tools/fetch-llama-cpp ran before configuring) on the same file
+//                            it when tools/build-llama-cpp ran before configuring) on the same file
 //                            and the same steps: 128 positions in its cache then one token; 128
 //                            tokens at pos 0, logits of every row as ternjit's step returns them;
 //                            vs_ternjit = llama.cpp's time / ternjit's of that step in this run.

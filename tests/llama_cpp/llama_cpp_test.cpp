@@ -3,7 +3,7 @@
 // (ternjit::write_synthetic_bitnet) and must compute the same model: the logits of every
 // position agree within the two implementations' different activation quantization.
 //
-// SKIPPED (exit 77) when this build has no llama.cpp (tools/fetch-llama-cpp, then configure).
+// SKIPPED (exit 77) when this build has no llama.cpp (tools/build-llama-cpp, then configure).
 //
 // What differs, and the tolerance. Both read the same TQ2_0 weights, f32 norms and the f16
 // embedding, use neox RoPE, an f16 KV cache and the same block order. The activations going

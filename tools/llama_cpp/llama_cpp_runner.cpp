@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// llama_cpp_runner.cpp - llama_cpp_runner.h over llama.cpp's C API (llama.h of the fetched
-// version; TERNJIT_HAVE_LLAMA_CPP), or the unavailable answers without it.
+// llama_cpp_runner.cpp - llama_cpp_runner.h over llama.cpp's C API (llama.h of the version
+// tools/build-llama-cpp built; TERNJIT_HAVE_LLAMA_CPP), or the unavailable answers without it.
 #include "tools/llama_cpp/llama_cpp_runner.h"
 
 #include <algorithm>
 #include <mutex>
 
 #if TERNJIT_HAVE_LLAMA_CPP
-#include <ggml-backend.h>
+#include <ggml.h>
 #include <llama.h>
 #endif
 
@@ -40,9 +40,7 @@ void init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     llama_log_set(on_log, nullptr);
-    // The CPU backends (one per x86 level) are loaded from the fetched lib directory; ggml
-    // picks the best one this CPU runs.
-    ggml_backend_load_all_from_path(TERNJIT_LLAMA_CPP_LIB_DIR);
+    // The CPU backend is linked (libggml-cpu, built for this CPU), registered with ggml at load.
     llama_backend_init();
   });
 }
@@ -124,7 +122,8 @@ struct Model::State {};
 
 bool available() { return false; }
 std::string unavailable_reason() {
-  return "llama.cpp is not built in: run tools/fetch-llama-cpp, then configure again (cmake -S . -B build)";
+  return std::string("llama.cpp is not built in (") + TERNJIT_LLAMA_CPP_MISSING +
+         "): run tools/build-llama-cpp, then configure again (cmake -S . -B build)";
 }
 std::string version() { return {}; }
 

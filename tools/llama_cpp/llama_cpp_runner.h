@@ -2,10 +2,11 @@
 // llama_cpp_runner.h - llama.cpp run beside ternjit on the same GGUF file: the side-by-side
 // decoder checks (tests/llama_cpp) and bench_bitnet's llama.cpp rows (docs/bitnet.md).
 //
-// llama.cpp is not a Debian package: tools/fetch-llama-cpp fetches its prebuilt CPU libraries
-// and matching headers (pinned by SHA-256) into .deps/llama.cpp, and CMake builds this runner
-// when they are there (TERNJIT_LLAMA_CPP_DIR). Without them, available() is false and
-// unavailable_reason() says how to get them; nothing else of ternjit depends on it.
+// llama.cpp is not a Debian package: tools/build-llama-cpp builds its CPU libraries from the
+// pinned llama-cpp-python source distribution into .deps/llama.cpp, and CMake builds this
+// runner with them when they are there (TERNJIT_LLAMA_CPP_DIR). Without them, available() is
+// false and unavailable_reason() says what is missing and how to get it; nothing else of
+// ternjit depends on it.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,11 @@
 
 namespace ternjit::llama_cpp {
 
-/// Whether this build has llama.cpp (tools/fetch-llama-cpp ran before CMake configured).
+/// Whether this build has llama.cpp (tools/build-llama-cpp ran before CMake configured).
 bool available();
 /// Why not, with the command that fixes it; empty when available.
 std::string unavailable_reason();
-/// "node-llama-cpp <version> llama.cpp <commit>" of the libraries linked, or "".
+/// "llama-cpp-python <version> llama.cpp <commit>" of the libraries linked, or "".
 std::string version();
 
 /// One llama.cpp model and context (CPU only, the file memory-mapped as llama.cpp does by
