@@ -155,7 +155,42 @@ def test_bitlinear_refuses_backward_under_compile():
         check("inference only" in str(e), "unexpected error: %s" % e)
 
 
+def test_op_errors():
+    """Bad arguments are torch exceptions naming the problem, never a crash."""
+    key = engine_key()
+    x, w, scale = torch.randn(2, 8), torch.randint(-1, 2, (4, 8), dtype=torch.int8), torch.ones(1)
+    xq, wq = torch.randn(2, 8), torch.randn(4, 8)
+    saved = torch.ops.ternjit.qat_linear_fwd(xq, wq, None, "none", False, False, False, key)[1:]
+    bitlinear, qat = torch.ops.ternjit.bitlinear, torch.ops.ternjit.qat_linear
+    cases = [
+        (lambda: bitlinear(x, w, scale, None, None, 1e-5, "none", "{bad"), ValueError, "bad ternjit engine string"),
+        (lambda: bitlinear(x, w, scale, None, None, 1e-5, "none", '{"target": 3}'), ValueError, "must be a string"),
+        (lambda: bitlinear(x, w, scale, None, None, 1e-5, "none", '{"colour": "red"}'), ValueError,
+         "unknown engine option 'colour'"),
+        (lambda: bitlinear(x, w, scale, None, None, 1e-5, "none", '{"target": "nosuch"}'), RuntimeError,
+         "cannot create the engine"),
+        (lambda: bitlinear(x, w, scale, None, None, 1e-5, "swish", key), ValueError, "unknown activation 'swish'"),
+        (lambda: bitlinear(x, w, torch.ones(3), None, None, 1e-5, "none", key), ValueError, "1 or 4 (out_features)"),
+        (lambda: bitlinear(x, w, scale, torch.ones(3), None, 1e-5, "none", key), ValueError, "bias must have 4"),
+        (lambda: bitlinear(x, w, scale, None, torch.ones(3), 1e-5, "none", key), ValueError,
+         "norm_weight must have 8"),
+        (lambda: bitlinear(x.reshape(-1), w, scale, None, None, 1e-5, "none", key), ValueError, "got x[..., 16]"),
+        (lambda: qat(xq, wq[:, :5], None, "none", False, False, False, key), ValueError, "x[..., 5], got x[..., 8]"),
+        (lambda: qat(xq, wq, torch.ones(3), "none", False, False, False, key), ValueError, "bias must have 4"),
+        (lambda: qat(xq, wq, None, "swish", False, False, False, key), ValueError, "unknown activation"),
+        (lambda: qat(xq[:0], wq, None, "none", False, False, False, key), ValueError, "no rows"),
+        (lambda: torch.ops.ternjit.qat_linear_bwd(torch.ones(2, 4), xq, wq, None, saved[1:], "none", False, False,
+                                                  False, key), ValueError, "saved tensors"),
+    ]
+    for fn, kind, fragment in cases:
+        try:
+            fn()
+            check(False, "no error for %r" % fragment)
+        except kind as e:
+            check(fragment in str(e), "message %r lacks %r" % (str(e), fragment))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     harness.run([test_extension_shares_the_library, test_opcheck_every_op, test_compile_fullgraph,
-                 test_export_save_load, test_qat_trains_under_compile, test_bitlinear_refuses_backward_under_compile])
+                 test_export_save_load, test_qat_trains_under_compile, test_bitlinear_refuses_backward_under_compile, test_op_errors])
