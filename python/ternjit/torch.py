@@ -32,7 +32,8 @@ must ``import ternjit.torch``. The op declares no aliasing and allocates its out
 every call. It is inference only: where autograd records it (an input requires grad) the
 result has a ``grad_fn`` whose backward raises a RuntimeError saying so; train with
 :class:`QATLinear`. Errors of the op are torch's exceptions: ValueError for bad
-arguments or weights, RuntimeError otherwise (the message ends with the ternjit status).
+arguments or weights, RuntimeError otherwise (a failure of the library ends with its
+ternjit status, e.g. "(ternjit: unavailable)").
 
 :class:`BitLinear` is an ``nn.Module`` around the op; :func:`convert` replaces a model's
 ``nn.Linear`` layers (ternarized with BitNet's absmean rule) and HF-style packed

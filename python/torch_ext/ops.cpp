@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 
 #include <array>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
