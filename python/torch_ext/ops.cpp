@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -137,20 +138,26 @@ struct BitLinearEntry {
 // Inference tensors carry no version counter (they cannot be changed outside inference mode).
 uint32_t version_of(const at::Tensor& t) { return t.is_inference() ? 0 : t._version(); }
 
-// The cache key: configuration, and each parameter's data pointer and layout.
-struct BitLinearKey {
-  std::string engine;
-  std::string activation;
+// The cache key: configuration, and each parameter's data pointer and layout. A call
+// looks up a BitLinearProbe (views of the op's strings, the layout inline: no allocation);
+// an entry is stored under a BitLinearKey (its own strings).
+template <class Text>
+struct BitLinearKeyOf {
+  Text engine;
+  Text activation;
   double eps = 0;
   int device = -1;  // -1: CPU; else the CUDA device index
   std::array<const void*, 4> data{};
-  std::vector<int64_t> layout;
-  bool operator==(const BitLinearKey&) const = default;
+  c10::SmallVector<int64_t, 40> layout;
 };
+using BitLinearKey = BitLinearKeyOf<std::string>;
+using BitLinearProbe = BitLinearKeyOf<std::string_view>;
 
 struct BitLinearKeyHash {
-  size_t operator()(const BitLinearKey& key) const {
-    size_t h = std::hash<std::string>()(key.engine) ^ (std::hash<std::string>()(key.activation) << 1);
+  using is_transparent = void;
+  template <class Text>
+  size_t operator()(const BitLinearKeyOf<Text>& key) const {
+    size_t h = std::hash<std::string_view>()(key.engine) ^ (std::hash<std::string_view>()(key.activation) << 1);
     auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
     mix(std::hash<double>()(key.eps));
     mix(static_cast<size_t>(key.device));
@@ -160,9 +167,19 @@ struct BitLinearKeyHash {
   }
 };
 
+struct BitLinearKeyEqual {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const BitLinearKeyOf<A>& a, const BitLinearKeyOf<B>& b) const {
+    return std::string_view(a.engine) == std::string_view(b.engine) &&
+           std::string_view(a.activation) == std::string_view(b.activation) && a.eps == b.eps &&
+           a.device == b.device && a.data == b.data && a.layout == b.layout;
+  }
+};
+
 struct BitLinearCache {
   std::mutex mutex;
-  std::unordered_map<BitLinearKey, std::shared_ptr<BitLinearEntry>, BitLinearKeyHash> entries;
+  std::unordered_map<BitLinearKey, std::shared_ptr<BitLinearEntry>, BitLinearKeyHash, BitLinearKeyEqual> entries;
 };
 
 BitLinearCache& bitlinear_cache() {
@@ -247,27 +264,27 @@ std::shared_ptr<BitLinearEntry> bitlinear_entry(const at::Tensor& weight, const 
                                                 c10::string_view activation, c10::string_view engine, int device) {
   std::array<const at::Tensor*, 4> tensors = {&weight, &weight_scale, bias ? &*bias : nullptr,
                                               norm_weight ? &*norm_weight : nullptr};
-  BitLinearKey key{std::string(engine), std::string(activation), eps, device, {}, {}};
-  key.layout.reserve(32);
+  BitLinearProbe probe{engine, activation, eps, device, {}, {}};
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor* t = tensors[i];
     if (t == nullptr) {
-      key.layout.push_back(-1);
+      probe.layout.push_back(-1);
       continue;
     }
-    key.data[i] = t->data_ptr();
-    key.layout.push_back(static_cast<int64_t>(t->scalar_type()));
-    key.layout.push_back(static_cast<int64_t>(t->device().type()) * 1024 + t->device().index());
-    key.layout.push_back(t->dim());
-    key.layout.insert(key.layout.end(), t->sizes().begin(), t->sizes().end());
-    key.layout.insert(key.layout.end(), t->strides().begin(), t->strides().end());
+    probe.data[i] = t->data_ptr();
+    probe.layout.push_back(static_cast<int64_t>(t->scalar_type()));
+    probe.layout.push_back(static_cast<int64_t>(t->device().type()) * 1024 + t->device().index());
+    probe.layout.push_back(t->dim());
+    probe.layout.append(t->sizes().begin(), t->sizes().end());
+    probe.layout.append(t->strides().begin(), t->strides().end());
   }
   auto& cache = bitlinear_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.entries.find(key);
+    auto it = cache.entries.find(probe);
     if (it != cache.entries.end() && alive(*it->second, tensors)) return it->second;
   }
+  BitLinearKey key{std::string(engine), std::string(activation), eps, device, probe.data, probe.layout};
   auto entry = compile_bitlinear(weight, weight_scale, bias, norm_weight, eps, key.activation, key.engine, device);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i] == nullptr) continue;
