@@ -159,6 +159,36 @@ def test_bitlinear_refuses_backward_under_compile():
         check("inference only" in str(e), "unexpected error: %s" % e)
 
 
+def test_threads():
+    """Several threads calling one layer (and compiling its kernels for new row counts at
+    the same time) get what one thread gets."""
+    import threading
+    layer = model()[0]
+    xs = [torch.randn(rows, 37) for rows in (1, 2, 3, 4, 5, 6, 7, 8)]
+    with torch.no_grad():
+        want = [layer(x) for x in xs[:4]]  # rows 5-8 are first compiled by the threads
+        results, errors = {}, []
+
+        def work(t):
+            try:
+                for i in range(len(xs)):
+                    results[(t, i)] = layer(xs[(i + t) % len(xs)])
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        check(not errors, "a thread failed: %r" % errors[:1])
+        for (t, i), y in results.items():
+            x = xs[(i + t) % len(xs)]
+            check(torch.equal(y, layer(x)), "thread %d differs on %d rows" % (t, x.shape[0]))
+        for x, y in zip(xs, want):
+            check(torch.equal(layer(x), y), "a result changed after the threads ran")
+
+
 def test_op_errors():
     """Bad arguments are torch exceptions naming the problem, never a crash."""
     key = engine_key()
@@ -197,4 +227,4 @@ def test_op_errors():
 if __name__ == "__main__":
     torch.set_num_threads(1)
     harness.run([test_extension_shares_the_library, test_opcheck_every_op, test_compile_fullgraph,
-                 test_export_save_load, test_qat_trains_under_compile, test_bitlinear_refuses_backward_under_compile, test_op_errors])
+                 test_export_save_load, test_qat_trains_under_compile, test_bitlinear_refuses_backward_under_compile, test_threads, test_op_errors])
