@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-# torch.py - PyTorch integration: the ternjit::bitlinear custom op, the BitLinear module and convert().
-"""PyTorch integration (CPU tensors, and CUDA tensors where the cuda target is available;
-Debian's python3-torch, 1.13 or later).
+# torch.py - PyTorch integration: loads the ternjit ops' extension; BitLinear, convert() and QATLinear.
+"""PyTorch integration (torch 2; CPU tensors, and CUDA tensors where the cuda target is available).
 
-Importing this module registers the custom op ``torch.ops.ternjit.bitlinear`` with
-``torch.library`` (a CPU kernel that runs a ternjit-compiled layer, a CUDA kernel, and a
-Meta kernel for shape propagation)::
+Importing this module loads ternjit's PyTorch extension (libternjit_torch.so, a C++
+library registered in torch's dispatcher with ``TORCH_LIBRARY``; see :func:`extension_path`
+for where it is found) which defines the custom op ``torch.ops.ternjit.bitlinear`` (a CPU
+kernel that runs a ternjit-compiled layer, a CUDA kernel, a Meta kernel for shape
+propagation, and an Autograd kernel)::
 
     ternjit::bitlinear(Tensor x, Tensor weight, Tensor weight_scale, Tensor? bias,
                        Tensor? norm_weight, float norm_eps, str activation, str engine) -> Tensor
@@ -23,46 +24,51 @@ absmax activation quantization) when ``norm_weight`` is None, ``weight_scale`` i
 weights' mean absolute value and ``activation`` is "none". The only difference from
 BitNet's own float code: a row with ``max|x| < 1e-5`` is scaled by its own max (BitNet
 clamps the max at 1e-5), so both are approximations of the row on different grids.
+``engine`` is "" (``Engine.from_env()``) or an engine's options as JSON (:func:`engine_key`).
 
-Because it is a registered op, ``torch.jit.trace`` records it, ``torch.jit.script``
-compiles calls to it, and scripted or traced modules save and load (the loading process
-must ``import ternjit.torch``). ``torch.compile`` and ``torch.export`` need torch 2; the
-op declares no aliasing and allocates its output on every call, which is what they
-require. The result has no ``grad_fn`` (inference only).
+Because it is a registered op, ``torch.jit.trace``/``script``, ``torch.compile`` (no graph
+break) and ``torch.export`` (save and load) record it; a process that loads such a graph
+must ``import ternjit.torch``. The op declares no aliasing and allocates its output on
+every call. It is inference only: where autograd records it (an input requires grad) the
+result has a ``grad_fn`` whose backward raises a RuntimeError saying so; train with
+:class:`QATLinear`. Errors of the op are torch's exceptions: ValueError for bad
+arguments or weights, RuntimeError otherwise (a failure of the library ends with its
+ternjit status, e.g. "(ternjit: unavailable)").
 
 :class:`BitLinear` is an ``nn.Module`` around the op; :func:`convert` replaces a model's
 ``nn.Linear`` layers (ternarized with BitNet's absmean rule) and HF-style packed
-``BitLinear`` layers with it.
+``BitLinear`` layers with it. :class:`QATLinear` trains through the ops
+``ternjit::qat_linear`` (its forward, with an autograd formula), ``qat_linear_fwd`` and
+``qat_linear_bwd`` (the ``.fwd`` and ``.bwd`` functions of ``Engine.compile_grad``).
 
 On CUDA tensors the op runs in place on the device: the layer is compiled by the
 ``cuda`` target (the op's engine options with ``target="cuda"`` and
 ``cuda.device=<x's device index>``), its weights are uploaded once per program, and the
-kernel is enqueued on ``torch.cuda.current_stream()`` reading ``x`` and writing a fresh
-output through their data pointers (``Kernel.launch_pointers``): no host copy and no
-synchronization. Where the cuda target is unavailable the CUDA kernel raises
-:class:`ternjit.Error` (UNAVAILABLE) saying why. Concurrent calls of one layer on several
-streams are serialized by a lock (a kernel owns its scratch buffers).
+kernel is enqueued on torch's current CUDA stream of x's device reading ``x`` and
+writing a fresh output through their data pointers (``ternjit_kernel_launch``): no host
+copy and no synchronization. Where the cuda target is unavailable the CUDA kernel raises
+a RuntimeError saying why. Concurrent calls of one layer on several streams are
+serialized by a lock (a kernel owns its scratch buffers).
 
 Compiled programs are cached per (engine, configuration, parameter tensors): a parameter
-is identified by its data pointer, shape, strides, dtype and version counter, and the
-cache holds only weak references, so changing a parameter in place (``load_state_dict``,
-``copy_``) or replacing it recompiles, and a dead tensor drops its program.
+is identified by its TensorImpl, data pointer, shape, strides, dtype and version counter
+(inference tensors have none: change them only outside inference mode), and the cache
+holds only weak references, so changing a parameter in place (``load_state_dict``,
+``copy_``) or replacing it recompiles, and a dead tensor's program goes at the next
+compile.
 """
 
+import ctypes
 import json
+import os
 import threading
-import weakref
 
 import torch
-from torch.library import Library
 
 import ternjit
 
 #: Activations fused into the kernel (the .tri built-ins of the same names).
 ACTIVATIONS = ("none", "relu", "gelu", "silu", "sigmoid", "tanh")
-
-_SCHEMA = ("bitlinear(Tensor x, Tensor weight, Tensor weight_scale, Tensor? bias, Tensor? norm_weight, "
-           "float norm_eps, str activation, str engine) -> Tensor")
 
 
 def bitlinear_source(norm, bias, activation, eps=1e-5):
@@ -116,9 +122,9 @@ _engines = {}  # key -> Engine
 def engine_key(engine):
     """The ``engine`` string the op takes for ``engine`` (None: ``Engine.from_env()``).
 
-    The key is the engine's options as JSON, so a traced or scripted graph that names it
-    recreates an equal engine in another process; in this one the first engine registered
-    under a key runs it (engines with equal options compile alike)."""
+    The key is the engine's options as JSON, so a traced, scripted, compiled or exported
+    graph that names it recreates an equal engine in another process (the extension keeps
+    one engine per key; engines with equal options compile alike)."""
     key = "" if engine is None or engine.options.get("from_env") else json.dumps(engine.options, sort_keys=True)
     if engine is not None:
         with _lock:
@@ -128,35 +134,8 @@ def engine_key(engine):
     return key
 
 
-def _require_cuda_target():
-    if not ternjit.has_feature("target:cuda"):
-        try:  # the reason, from the library itself
-            ternjit.Engine(target="cuda")
-        except ternjit.Error as e:
-            raise ternjit.Error(ternjit.UNAVAILABLE, "bitlinear on CUDA tensors needs the cuda target: %s" %
-                                e.message) from None
-
-
-def _cuda_engine_for(key, device_index):
-    """The engine of the op's `key` retargeted to the cuda target on device `device_index`."""
-    cuda_key = "%s|cuda:%d" % (key, device_index)
-    with _lock:
-        engine = _engines.get(cuda_key)
-        if engine is not None and not engine.closed:
-            return engine
-    _require_cuda_target()
-    options = {} if key == "" else json.loads(key)
-    options.pop("from_env", None)
-    options["target"] = "cuda"
-    extra = "cuda.device=%d" % device_index
-    given = options.get("target_options")
-    options["target_options"] = extra if not given else given + ";" + extra
-    engine = ternjit.Engine(**options)
-    with _lock:
-        return _engines.setdefault(cuda_key, engine)
-
-
 def _engine_for(key):
+    """A Python :class:`ternjit.Engine` for an engine string (the one registered under it, if any)."""
     with _lock:
         engine = _engines.get(key)
         if engine is None or engine.closed:
@@ -171,168 +150,46 @@ def _engine_for(key):
         return engine
 
 
-# ------------------------------------------------------------------------ programs
+# ------------------------------------------------------------------------ the extension
 
-class _Entry:
-    """One compiled configuration with its parameters bound, and its kernels per row count."""
-
-    def __init__(self, program, refs, versions, n, k):
-        self.program = program
-        self.refs = refs
-        self.versions = versions
-        self.kernels = {}
-        self.n = n
-        self.k = k
-
-    def alive(self, tensors):
-        for ref, version, t in zip(self.refs, self.versions, tensors):
-            if (ref is None) != (t is None):
-                return False
-            if t is not None and (ref() is None or t._version != version):
-                return False
-        return True
+#: The file name of the PyTorch extension (python/torch_ext).
+EXTENSION_NAME = "libternjit_torch.so"
 
 
-_programs = {}  # key -> _Entry
+def extension_path():
+    """Where the extension is loaded from: ``TERNJIT_TORCH_LIBRARY`` (set by ctest), else
+    ``libternjit_torch.so`` beside this package (installed there by python/CMakeLists.txt)."""
+    return os.environ.get("TERNJIT_TORCH_LIBRARY") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                    EXTENSION_NAME)
 
 
-def _identity(t):
-    if t is None:
-        return None
-    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device))
+def _load_extension():
+    path = extension_path()
+    if not os.path.isfile(path):
+        how = ("TERNJIT_TORCH_LIBRARY names %s, which does not exist" % path if os.environ.get("TERNJIT_TORCH_LIBRARY")
+               else "TERNJIT_TORCH_LIBRARY is not set and there is no %s beside the package (%s)" % (EXTENSION_NAME, path))
+        raise ternjit.Error(ternjit.UNAVAILABLE, "ternjit.torch needs its PyTorch extension: %s; it is built (target "
+                            "ternjit_torch) and installed when the build's Python imports torch" % how)
+    # libternjit first, through the package: the extension then binds to this instance
+    # (the loader matches its SONAME) rather than loading a second copy.
+    capi = ternjit._lib()
+    try:
+        torch.ops.load_library(path)
+        ext = ctypes.CDLL(path)
+    except OSError as e:
+        raise ternjit.Error(ternjit.UNAVAILABLE, "cannot load the ternjit PyTorch extension %s: %s" % (path, e)) from None
+    ext.ternjit_torch_libternjit_symbol.restype = ctypes.c_void_p
+    ext.ternjit_torch_libternjit_path.restype = ctypes.c_char_p
+    mine = ctypes.cast(capi.ternjit_version, ctypes.c_void_p).value
+    if ext.ternjit_torch_libternjit_symbol() != mine:
+        raise ternjit.Error(ternjit.UNAVAILABLE, "the ternjit PyTorch extension %s uses libternjit %s, the package %s: "
+                            "set TERNJIT_LIBRARY to the library the extension was built with" %
+                            (path, ext.ternjit_torch_libternjit_path().decode(), ternjit.library_path()))
+    return path, ext.ternjit_torch_libternjit_path().decode()
 
 
-def _drop(key):
-    with _lock:
-        _programs.pop(key, None)
-
-
-def _as_f32(t, what, numel=None, devices=("cpu",)):
-    if not isinstance(t, torch.Tensor) or t.device.type not in devices or not t.is_floating_point():
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: %s must be a floating %s tensor, got %s" %
-                            (what, " or ".join(d.upper() for d in devices), _describe(t)))
-    # Parameters are bound from host copies (ternjit uploads them to the device once).
-    flat = t.detach().to(torch.float32).reshape(-1).cpu().contiguous()
-    if numel is not None and flat.numel() != numel:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: %s must have %d values, got %s" %
-                            (what, numel, list(t.shape)))
-    return flat
-
-
-def _describe(t):
-    if isinstance(t, torch.Tensor):
-        return "%s%s on %s" % (str(t.dtype).replace("torch.", ""), list(t.shape), t.device)
-    return type(t).__name__
-
-
-def _check_weight(weight, devices=("cpu",)):
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.dtype != torch.int8 \
-            or weight.device.type not in devices:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT,
-                            "bitlinear: weight must be an int8 %s tensor [out_features, in_features] of "
-                            "{-1, 0, 1}, got %s" % (" or ".join(d.upper() for d in devices), _describe(weight)))
-
-
-def _entry(x_features, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine, cuda_device=None):
-    """The compiled configuration; `cuda_device` (an index): on the cuda target on that device."""
-    devices = ("cpu",) if cuda_device is None else ("cpu", "cuda")
-    _check_weight(weight, devices)
-    n, k = (int(d) for d in weight.shape)
-    if x_features != k:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear expects x[..., %d], got x[..., %d]" % (k, x_features))
-    tensors = (weight, weight_scale, bias, norm_weight)
-    key = (engine, cuda_device, activation, float(norm_eps)) + tuple(_identity(t) for t in tensors)
-    with _lock:
-        entry = _programs.get(key)
-    if entry is not None and entry.alive(tensors):
-        return entry
-    scale = _as_f32(weight_scale, "weight_scale", devices=devices)
-    if scale.numel() == 1:
-        scale = scale.expand(n).contiguous()
-    elif scale.numel() != n:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: weight_scale must have 1 or %d (out_features) "
-                                                      "values, got %s" % (n, list(weight_scale.shape)))
-    if weight.numel() and (int(weight.min()) < -1 or int(weight.max()) > 1):
-        raise ternjit.Error(ternjit.INVALID_INPUT, "bitlinear: weight has values outside {-1, 0, 1} (range [%d, %d])"
-                            % (int(weight.min()), int(weight.max())))
-    eng = _engine_for(engine) if cuda_device is None else _cuda_engine_for(engine, cuda_device)
-    program = eng.compile(bitlinear_source(norm_weight is not None, bias is not None, activation, norm_eps),
-                          "<ternjit::bitlinear>")
-    # [out, in] -> the layer's w[K, N]; ternjit copies what it binds.
-    program.bind("BitLinear.w", weight.detach().t().cpu().contiguous().numpy(), dtype="t2")
-    program.bind("BitLinear.w_scale", scale.numpy())
-    if bias is not None:
-        program.bind("BitLinear.bias", _as_f32(bias, "bias", n, devices).numpy())
-    if norm_weight is not None:
-        program.bind("BitLinear.gamma", _as_f32(norm_weight, "norm_weight", k, devices).numpy())
-    refs = [None if t is None else weakref.ref(t, lambda _ref, key=key: _drop(key)) for t in tensors]
-    entry = _Entry(program, refs, [None if t is None else t._version for t in tensors], n, k)
-    with _lock:
-        _programs[key] = entry
-    return entry
-
-
-def _bitlinear_cpu(x, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
-    if x.dim() < 1:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: x must have at least one dimension")
-    entry = _entry(int(x.shape[-1]), weight, weight_scale, bias, norm_weight, norm_eps, activation, engine)
-    out_dtype = x.dtype if x.is_floating_point() else torch.float32
-    x2 = x.detach().reshape(-1, entry.k).to(torch.float32).contiguous()
-    rows = int(x2.shape[0])
-    # A fresh output every call: nothing a caller (or a traced graph) holds is ever reused.
-    y = torch.empty((rows, entry.n), dtype=torch.float32)
-    if rows > 0:
-        with _lock:
-            kernel = entry.kernels.get(rows)
-        if kernel is None:
-            kernel = entry.program.kernel("BitLinear.forward", ternjit.TensorSpec((rows, entry.k), "f32"))
-            with _lock:
-                entry.kernels[rows] = kernel
-        kernel.call_pointers([x2.data_ptr(), y.data_ptr()])
-    return y.reshape(tuple(x.shape[:-1]) + (entry.n,)).to(out_dtype)
-
-
-def _bitlinear_cuda(x, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
-    """The op on a CUDA tensor `x`: the cuda target's kernel enqueued on torch's current
-    stream on x's and a fresh output's device memory (untested without a CUDA device)."""
-    if x.dim() < 1:
-        raise ternjit.Error(ternjit.INVALID_ARGUMENT, "bitlinear: x must have at least one dimension")
-    _require_cuda_target()
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    entry = _entry(int(x.shape[-1]), weight, weight_scale, bias, norm_weight, norm_eps, activation, engine, index)
-    out_dtype = x.dtype if x.is_floating_point() else torch.float32
-    x2 = x.detach().reshape(-1, entry.k).to(torch.float32).contiguous()
-    if x2.data_ptr() % 16 != 0:  # a view at an odd offset: the kernels load 16 bytes at a time
-        x2 = x2.clone()
-    rows = int(x2.shape[0])
-    y = torch.empty((rows, entry.n), dtype=torch.float32, device=x.device)
-    if rows > 0:
-        with _lock:
-            kernel = entry.kernels.get(rows)
-        if kernel is None:
-            kernel = entry.program.kernel("BitLinear.forward", ternjit.TensorSpec((rows, entry.k), "f32"))
-            with _lock:
-                entry.kernels[rows] = kernel
-        stream = torch.cuda.current_stream(x.device)
-        # One launch of a kernel at a time: it owns its scratch buffers. Stream order does
-        # the rest (x2 and y are allocated on this stream by the caching allocator).
-        with _lock:
-            kernel.launch_pointers(stream.cuda_stream, [x2.data_ptr(), y.data_ptr()])
-    return y.reshape(tuple(x.shape[:-1]) + (entry.n,)).to(out_dtype)
-
-
-def _bitlinear_meta(x, weight, weight_scale, bias, norm_weight, norm_eps, activation, engine):
-    out_dtype = x.dtype if x.is_floating_point() else torch.float32
-    return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],), dtype=out_dtype)
-
-
-_library = Library("ternjit", "DEF")
-_library.define(_SCHEMA)
-_library.impl("bitlinear", _bitlinear_cpu, "CPU")
-_library.impl("bitlinear", _bitlinear_cuda, "CUDA")
-_library.impl("bitlinear", _bitlinear_meta, "Meta")
-# torch 1.13 registers no autograd fallthrough for meta tensors.
-_library.impl("bitlinear", _bitlinear_meta, "AutogradMeta")
+#: (the extension's path, the path of the libternjit it and the package share).
+EXTENSION = _load_extension()
 
 #: The registered op.
 bitlinear = torch.ops.ternjit.bitlinear
@@ -424,9 +281,11 @@ class BitLinear(torch.nn.Module):
                                     "callable)" % (name, ", ".join(ACTIVATIONS)))
             self.activation = name
             self.post = torch.nn.Identity()
+            self.has_post = False  # skips the Identity's call: a module call is a few us of host time
         else:
             self.activation = "none"
             self.post = activation if isinstance(activation, torch.nn.Module) else _Call(activation)
+            self.has_post = True
         self.engine = engine
         self.engine_key = engine_key(engine)
 
@@ -440,12 +299,25 @@ class BitLinear(torch.nn.Module):
 
     def forward(self, x):
         """``x[..., in_features]`` (CPU) -> ``[..., out_features]`` in x's floating dtype."""
-        y = torch.ops.ternjit.bitlinear(x, self.weight, self.weight_scale, self.bias, self.norm, self.norm_eps,
-                                        self.activation, self.engine_key)
-        return self.post(y)
+        if torch.jit.is_scripting():
+            y = torch.ops.ternjit.bitlinear(x, self.weight, self.weight_scale, self.bias, self.norm, self.norm_eps,
+                                            self.activation, self.engine_key)
+        else:
+            y = self._call_op(x)
+        return self.post(y) if self.has_post else y
+
+    @torch.jit.unused
+    def _call_op(self, x):
+        # The buffers straight from their dict: nn.Module.__getattr__ costs about 0.5 us a
+        # read, most of the module's host time beside the op's.
+        buffers = self._buffers
+        return bitlinear(x, buffers["weight"], buffers["weight_scale"], buffers["bias"], buffers["norm"],
+                         self.norm_eps, self.activation, self.engine_key)
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        if "has_post" not in self.__dict__:  # pickled before the attribute existed
+            self.has_post = not isinstance(self._modules.get("post"), torch.nn.Identity)
         engine_key(self.engine)
 
     def extra_repr(self):
@@ -538,53 +410,6 @@ def qat_linear_source(bias, activation, ste_clip=None):
     return "layer QATLinear {\n    fn forward(%s) -> Tensor[M, N] {\n        return %s\n    }\n}\n" % (args, body)
 
 
-_qat_programs = {}  # (engine key, bias, activation, ste_clip, int8_dx, int8_dw) -> Program
-
-
-def _qat_program(engine_name, bias, activation, ste_clip, int8_dx=False, int8_dw=False):
-    key = (engine_name, bias, activation, ste_clip, int8_dx, int8_dw)
-    with _lock:
-        program = _qat_programs.get(key)
-    if program is None or program.closed:
-        engine = _engine_for(engine_name)
-        wrt = ["x", "w"] + (["b"] if bias else [])
-        # The clipping is the quantizer's attribute in the source (the pass default unused).
-        program = engine.compile_grad(qat_linear_source(bias, activation, ste_clip), "QATLinear.forward", wrt=wrt,
-                                      file_name="qat_linear.tri", int8_dx=int8_dx, int8_dw=int8_dw)
-        with _lock:
-            _qat_programs[key] = program
-    return program
-
-
-class _QATLinearFunction(torch.autograd.Function):
-    """Forward and backward of :class:`QATLinear` through ternjit's ``.fwd``/``.bwd``."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, activation, ste_clip, engine_name, int8_dx, int8_dw):
-        program = _qat_program(engine_name, bias is not None, activation, ste_clip, int8_dx, int8_dw)
-        lead = x.shape[:-1]
-        x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
-        w = weight.detach().to(torch.float32).t().contiguous().numpy()
-        args = [x2, w] + ([bias.detach().to(torch.float32).contiguous().numpy()] if bias is not None else [])
-        outs = program.run("QATLinear.forward.fwd", *args)
-        outs = outs if isinstance(outs, list) else [outs]
-        specs = program.kernel("QATLinear.forward.fwd", *args).outputs
-        # The saved tensors go back to .bwd as they came (a ternary one as "t2").
-        ctx.program, ctx.args = program, args
-        ctx.saved_outs = [(a, spec.dtype) for a, spec in zip(outs[1:], specs[1:])]
-        ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
-        return torch.from_numpy(outs[0]).reshape(*lead, w.shape[1]).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        dy = grad_out.detach().to(torch.float32).reshape(-1, grad_out.shape[-1]).contiguous().numpy()
-        grads = ctx.program.run("QATLinear.forward.bwd", *ctx.args, dy, *ctx.saved_outs)
-        dx = torch.from_numpy(grads[0]).reshape(ctx.x_shape).to(ctx.x_dtype)
-        dw = torch.from_numpy(grads[1]).t().contiguous()
-        db = torch.from_numpy(grads[2]) if len(grads) > 2 else None
-        return dx, dw, db, None, None, None, None, None
-
-
 class QATLinear(torch.nn.Module):
     """A BitNet b1.58 linear layer for quantization-aware training: latent float
     ``weight`` [out_features, in_features] (and ``bias``) are trained; the forward runs
@@ -613,20 +438,8 @@ class QATLinear(torch.nn.Module):
         self.engine = engine_key(engine)
 
     def forward(self, x):
-        needs_grad = torch.is_grad_enabled() and (
-            x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
-        if needs_grad:
-            return _QATLinearFunction.apply(x, self.weight, self.bias, self.activation, self.ste_clip, self.engine,
-                                            self.int8_dx, self.int8_dw)
-        # No backward will run: the plain forward, without the saved tensors .fwd returns.
-        program = _qat_program(self.engine, self.bias is not None, self.activation, self.ste_clip, self.int8_dx,
-                               self.int8_dw)
-        x2 = x.detach().to(torch.float32).reshape(-1, x.shape[-1]).contiguous().numpy()
-        w = self.weight.detach().to(torch.float32).t().contiguous().numpy()
-        args = [x2, w] + ([self.bias.detach().to(torch.float32).contiguous().numpy()] if self.bias is not None else [])
-        y = program.run("QATLinear.forward", *args)
-        y = y[0] if isinstance(y, list) else y
-        return torch.from_numpy(y).reshape(*x.shape[:-1], w.shape[1]).to(x.dtype)
+        return torch.ops.ternjit.qat_linear(x, self.weight, self.bias, self.activation, self.ste_clip, self.int8_dx,
+                                            self.int8_dw, self.engine)
 
     def to_bitlinear(self):
         """The inference layer (ternary weights, per-tensor absmean scale) this one computes."""

@@ -43,6 +43,20 @@ def import_ternjit():
     return ternjit
 
 
+def import_ternjit_torch():
+    """Imports ternjit.torch (after import_ternjit()). Its extension not built (no
+    TERNJIT_TORCH_LIBRARY: the build's Python had no torch when configured) is a skip; set
+    but failing to load is a failure."""
+    import ternjit
+    try:
+        import ternjit.torch
+    except ternjit.Error as e:
+        print("%s: %s" % ("FAIL" if os.environ.get("TERNJIT_TORCH_LIBRARY") else "SKIP", e))
+        sys.exit(1 if os.environ.get("TERNJIT_TORCH_LIBRARY") else SKIP)
+    print("ternjit.torch: %s" % ternjit.torch.extension_path())
+    return ternjit.torch
+
+
 class Failure(AssertionError):
     pass
 

@@ -5,7 +5,8 @@
 # Installs the build into WORK_DIR/prefix, then imports `ternjit` from there with
 # TERNJIT_LIBRARY unset (the package must find the library through _library_path.txt,
 # not the build tree), compiles and runs the BitLinear layer; moves the prefix and
-# imports again (the hint is relative). Exits 77 when numpy is missing.
+# imports again (the hint is relative). Where PYTHON imports torch, ternjit.torch must load the
+# installed PyTorch extension from beside the package. Exits 77 when numpy is missing.
 set -euo pipefail
 cmake=$1 build=$2 work=$3 python=$4
 
@@ -23,7 +24,7 @@ site=$(dirname "$(dirname "$init")")
 echo "package: ${site#"$work/"}/ternjit, hint: $(cat "$site/ternjit/_library_path.txt")"
 
 check() {  # check SITE PREFIX: import from SITE, the library must come from PREFIX
-  (cd "$work" && env -u TERNJIT_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$1" "$python" - "$2" <<'EOF'
+  (cd "$work" && env -u TERNJIT_LIBRARY -u TERNJIT_TORCH_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$1" "$python" - "$2" <<'EOF'
 import sys
 import numpy as np
 import ternjit
@@ -50,6 +51,19 @@ y = program.run("BitLinear.forward", np.array([[1, 2, 3, 4, 5]], np.float32))
 s = 5 / np.sqrt(11 + 1e-5) / 127
 assert np.allclose(y, np.array([[25, 51, 76]]) * s, rtol=1e-5), y
 print("BitLinear ok:", y)
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:  # the build made and installed the PyTorch extension beside the package
+    import ternjit.torch
+    ext = ternjit.torch.extension_path()
+    assert ext.startswith(prefix + "/") and ternjit.torch.EXTENSION[0] == ext, ext
+    layer = ternjit.torch.BitLinear(torch.eye(3, 5, dtype=torch.int8), torch.ones(1),
+                                    engine=ternjit.Engine(target="reference"))
+    got = layer(torch.tensor([[1.0, 2, 3, 4, 5]]))
+    assert torch.allclose(got, torch.tensor([[25.0, 51, 76]]) * 5 / 127, rtol=1e-5), got
+    print("torch extension ok:", ext)
 EOF
   )
   # ternjit.jax's handler library, installed beside the package when the build had jaxlib,

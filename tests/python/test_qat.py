@@ -23,7 +23,7 @@ from harness import check  # noqa: E402
 np = harness.require("numpy", "the pinned environment, tools/setup-python")
 torch = harness.require("torch", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
-import ternjit.torch  # noqa: E402
+harness.import_ternjit_torch()
 
 
 def targets():
@@ -188,7 +188,9 @@ def test_qat_mlp_loss_goes_down():
         train_mlp(engine, int8_dx, int8_dw)
 
 
-def train_mlp(engine, int8_dx, int8_dw=False):
+def train_mlp(engine, int8_dx, int8_dw=False, wrap=None):
+    """Trains the MLP 200 steps (through ``wrap(model)`` if given, e.g. torch.compile) and
+    checks that the loss goes down; returns the model."""
     torch.manual_seed(3)
     start = time.time()
     model = torch.nn.Sequential(ternjit.torch.QATLinear(16, 32, activation="relu", engine=engine, int8_dx=int8_dx,
@@ -199,17 +201,18 @@ def train_mlp(engine, int8_dx, int8_dw=False):
     with torch.no_grad():
         target = teacher(data)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    net = model if wrap is None else wrap(model)
     losses = []
     for step in range(200):
         idx = torch.randint(0, 256, (32,))
-        loss = torch.nn.functional.mse_loss(model(data[idx]), target[idx])
+        loss = torch.nn.functional.mse_loss(net(data[idx]), target[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
     first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
-    print("QAT (int8_dx=%s, int8_dw=%s): mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (
-        int8_dx, int8_dw, first, last, time.time() - start))
+    print("QAT (int8_dx=%s, int8_dw=%s%s): mean loss of the first 20 steps %.4f, of the last 20 %.4f (%.1f s)" % (
+        int8_dx, int8_dw, "" if wrap is None else ", wrapped", first, last, time.time() - start))
     check(all(np.isfinite(losses)), "a loss is not finite")
     check(last < 0.5 * first, "the loss did not go down: %.4f -> %.4f" % (first, last))
     # The trained layers export to inference BitLinear layers computing the same forward.
@@ -217,6 +220,7 @@ def train_mlp(engine, int8_dx, int8_dw=False):
         x = data[:8]
         h = model[0](x)
         close(model[0].to_bitlinear()(x), h, "exported BitLinear")
+    return model
 
 
 if __name__ == "__main__":
