@@ -5,6 +5,7 @@
 #include "formats/bitnet_gguf.h"
 #include "formats/hf_bitnet.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -29,11 +30,14 @@ std::vector<std::string> hf_bitnet_name_map(const std::string& layer) { return f
 
 Result<void> bind_hf_bitnet(Program& program, const HfBitNetConfig& config, const std::string& layer) {
   const std::vector<std::string> rules = formats::hf_bitnet_name_map(layer);
+  const auto of_layer = [&](const ParamInfo& p) { return p.decl.name.starts_with(layer + "."); };
+  if (std::ranges::none_of(program.params(), of_layer))
+    return make_error(ErrorCode::InvalidArgument, "the program has no parameters of layer '" + layer + "'");
   for (const std::string& file : config.files) TERNJIT_TRY_VOID(program.bind_file(file, rules));
   // Strict: a checkpoint that leaves a parameter of the decoder unbound is an error now,
   // not at the first run.
   for (const ParamInfo& p : program.params()) {
-    if (!p.bound && p.decl.name.starts_with(layer + "."))
+    if (!p.bound && of_layer(p))
       return make_error(ErrorCode::InvalidInput, "parameter '" + p.decl.name + "' has no tensor in the checkpoint (" +
                                                      std::to_string(config.files.size()) + " safetensors file(s))");
   }

@@ -112,8 +112,9 @@ Result<HfBitNetConfig> read_hf_bitnet_config(const std::string& dir);
 std::vector<std::string> hf_bitnet_name_map(const std::string& layer);
 
 /// Binds every file of `config` to `program` (compiled from bitnet_tri_source(
-/// config.decoder, C)) with hf_bitnet_name_map(layer). Errors: Program::bind_file's; a
-/// parameter of `layer` still unbound afterwards (InvalidInput, naming it).
+/// config.decoder, C)) with hf_bitnet_name_map(layer). Errors: InvalidArgument when the
+/// program has no parameter of `layer`; Program::bind_file's; a parameter of `layer` still
+/// unbound afterwards (InvalidInput, naming it).
 Result<void> bind_hf_bitnet(Program& program, const HfBitNetConfig& config, const std::string& layer = "BitNet");
 
 }  // namespace ternjit

@@ -28,6 +28,10 @@ harness.require("transformers", "the pinned environment, tools/setup-python")
 harness.require("safetensors", "the pinned environment, tools/setup-python")
 ternjit = harness.import_ternjit()
 
+# The model's tensors are far too small to gain from intra-op threads; on a busy machine
+# they only contend (10x slower measured with 2 threads on 2 shared cores).
+torch.set_num_threads(1)
+
 from safetensors.torch import load_file  # noqa: E402
 from transformers import BitNetConfig, BitNetForCausalLM, DynamicCache  # noqa: E402
 from transformers.integrations.bitnet import AutoBitLinear, BitLinear, pack_weights  # noqa: E402
@@ -273,6 +277,34 @@ def check_examples(directory):
         print("%s --hf: %s" % (os.path.basename(runner[-1]), want))
 
 
+def check_refusals(root, dirs):
+    """Through the C ABI: a checkpoint transformers runs as float projections is refused by
+    name; binding checks the program against the checkpoint."""
+    plain = os.path.join(root, "plain")
+    torch.manual_seed(1)
+    BitNetForCausalLM(BitNetConfig(**SHAPE)).save_pretrained(plain)
+    try:
+        ternjit.read_hf_bitnet_config(plain)
+        check(False, "a checkpoint without quantization_config is refused")
+    except ternjit.Error as e:
+        check("'quantization_config'" in str(e) and "float nn.Linear" in str(e), "the refusal says why: %s" % e)
+    config = ternjit.read_hf_bitnet_config(dirs["packed"])
+    engine = ternjit.Engine(target="reference", cache_dir="off")
+    for changed, needle in ((dict(config, vocab=301), "'BitNet.token_embd'"), (dict(config, ffn=512), ".ffn_")):
+        program = engine.compile(ternjit.bitnet_tri_source(changed, CAPACITY), "hf.tri")
+        try:
+            program.bind_hf_bitnet(dirs["packed"])
+            check(False, "a decoder of another shape is refused")
+        except ternjit.Error as e:
+            check(needle in str(e), "the refusal names the parameter: %s" % e)
+    program = engine.compile(ternjit.bitnet_tri_source(config, CAPACITY), "hf.tri")
+    try:
+        program.bind_hf_bitnet(dirs["packed"], layer="Decoder")
+        check(False, "a layer the program lacks is refused")
+    except ternjit.Error as e:
+        check("'Decoder'" in str(e), "the refusal names the layer: %s" % e)
+
+
 def main():
     targets = ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)]
     with tempfile.TemporaryDirectory(prefix="ternjit_hf_bitnet_") as root:
@@ -280,6 +312,7 @@ def main():
         for form, directory in dirs.items():
             check_form(form, directory, targets)
         check_examples(dirs["packed"])
+        check_refusals(root, dirs)
     print("ok")
 
 
