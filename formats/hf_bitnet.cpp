@@ -314,7 +314,9 @@ Result<HfBitNetConfig> hf_bitnet_config(const std::string& dir) {
     return top.error("'tie_word_embeddings' is " + std::string(top.find("tie_word_embeddings") ? "false" : "absent (false)") +
                      ": ternjit's decoder uses embed_tokens as the output head (as the published 2B4T does)");
   TERNJIT_TRY(out.weights, weights_form(top));
-  if (auto ok = check_bitnet_config(c); !ok.ok()) return top.error(ok.error().message);
+  if (auto ok = check_bitnet_config(c); !ok.ok())
+    return top.error(ok.error().message + " (in llama.cpp's names: hidden_size is embedding_length, "
+                                          "intermediate_size feed_forward_length)");
 
   std::map<std::string, std::string> shard_of;
   TERNJIT_TRY(out.files, weight_files(root, &shard_of));

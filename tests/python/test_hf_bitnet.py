@@ -6,6 +6,7 @@
 # directory into the decoder (read_hf_bitnet_config, bitnet_tri_source, bind_hf_bitnet); the
 # logits of a prefill and of decode steps with the KV caches match transformers' forward with
 # its own KV cache within a bound derived below, on every CPU target, with f32 and f16 caches.
+import ctypes
 import os
 import subprocess
 import sys
@@ -297,6 +298,18 @@ def check_refusals(root, dirs):
             check(False, "a decoder of another shape is refused")
         except ternjit.Error as e:
             check(needle in str(e), "the refusal names the parameter: %s" % e)
+    for key in ("kv_cache", "embedding"):
+        try:
+            ternjit.bitnet_tri_source(dict(config, **{key: "i8"}), CAPACITY)
+            check(False, "%s i8 refused" % key)
+        except ternjit.Error as e:
+            check(key in str(e), "the refusal names %s: %s" % (key, e))
+    c = ternjit._bitnet_struct(dict(config))
+    c.kv_cache = 3  # past the C ABI's codes 0 f16, 1 bf16, 2 f32
+    n = ctypes.c_size_t(0)
+    check(ternjit._lib().ternjit_bitnet_tri_source(ctypes.byref(c), CAPACITY, None,
+                                                   ctypes.byref(n)) == ternjit.INVALID_ARGUMENT,
+          "kv_cache 3 refused by the C ABI")
     program = engine.compile(ternjit.bitnet_tri_source(config, CAPACITY), "hf.tri")
     try:
         program.bind_hf_bitnet(dirs["packed"], layer="Decoder")
