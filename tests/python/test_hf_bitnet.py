@@ -98,6 +98,9 @@ def make_checkpoints(root):
         model.tie_weights()
         dirs[form] = os.path.join(root, form)
         model.save_pretrained(dirs[form])
+        if form == "master":  # the same checkpoint in shards (model.safetensors.index.json)
+            dirs["sharded"] = os.path.join(root, "sharded")
+            model.save_pretrained(dirs["sharded"], max_shard_size="300KB")
     return dirs
 
 
@@ -318,12 +321,31 @@ def check_refusals(root, dirs):
         check("'Decoder'" in str(e), "the refusal names the layer: %s" % e)
 
 
+def check_sharded(single, sharded):
+    """save_pretrained's shards (and index) bind the same parameters as its single file: the
+    same logits, bit for bit."""
+    config = ternjit.read_hf_bitnet_config(sharded)
+    files = [f for f in os.listdir(sharded) if f.endswith(".safetensors")]
+    check(len(files) > 1 and os.path.exists(os.path.join(sharded, "model.safetensors.index.json")),
+          "save_pretrained wrote shards: %s" % files)
+    check(config == ternjit.read_hf_bitnet_config(single), "the same configuration from the shards")
+    logits = []
+    for directory in (single, sharded):
+        program = ternjit.Engine(target="reference", cache_dir="off").compile(
+            ternjit.bitnet_tri_source(config, CAPACITY), "hf.tri")
+        program.bind_hf_bitnet(directory)
+        logits.append(ternjit_run(program, config, PROMPT + [3, 4], "f16"))
+    check(np.array_equal(logits[0], logits[1]), "sharded == single file, bitwise")
+    print("sharded (%d files): the same logits as the single file" % len(files))
+
+
 def main():
     targets = ["reference"] + [t for t in ("x86", "llvm") if ternjit.has_feature("target:" + t)]
     with tempfile.TemporaryDirectory(prefix="ternjit_hf_bitnet_") as root:
         dirs = make_checkpoints(root)
-        for form, directory in dirs.items():
-            check_form(form, directory, targets)
+        for form in FORMS:
+            check_form(form, dirs[form], targets)
+        check_sharded(dirs["master"], dirs["sharded"])
         check_examples(dirs["packed"])
         check_refusals(root, dirs)
     print("ok")
