@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "ir/numeric.h"
 #include "ir/tensor.h"
@@ -176,6 +177,8 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
     if (e->type == GgufTensorType::F32) c.embedding = ElemKind::F32;
     if (e->type == GgufTensorType::BF16) c.embedding = ElemKind::BF16;
   }
+  // llama.cpp's `bitnet` ties its head to token_embd unless the file has an output table.
+  c.separate_head = file.find_tensor("output.weight") != nullptr;
   if (auto ok = check_bitnet_config(c); !ok.ok()) return invalid(ok.error().message);
   return c;
 }
@@ -219,15 +222,16 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
 
   std::vector<GgufTensorSource> ts;
   auto index = [&] { return ts.size(); };
-  {
+  for (const char* table : {"token_embd.weight", "output.weight"}) {
+    if (std::string_view(table) == "output.weight" && !c.separate_head) break;
     GgufTensorSource e;
-    e.name = "token_embd.weight";
+    e.name = table;
     e.type = c.embedding == ElemKind::F32    ? GgufTensorType::F32
              : c.embedding == ElemKind::BF16 ? GgufTensorType::BF16
                                              : GgufTensorType::F16;
     e.dims = {static_cast<std::uint64_t>(c.hidden), static_cast<std::uint64_t>(c.vocab)};
-    e.fill = [seed, kind = c.embedding](std::span<std::uint8_t> out) -> Result<void> {
-      Rng r = tensor_rng(seed, 0);
+    e.fill = [seed, kind = c.embedding, index = index()](std::span<std::uint8_t> out) -> Result<void> {
+      Rng r = tensor_rng(seed, index);
       const auto width = static_cast<std::size_t>(elem_bits(kind) / 8);
       for (std::size_t i = 0; i < out.size(); i += width) ir::encode_element(kind, 2.0f * r.unit() - 1.0f, out.data() + i);
       return success();
@@ -259,6 +263,7 @@ std::vector<std::string> bitnet_name_map(const std::string& layer) {
   for (const char* t : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output", "ffn_norm",
                         "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"})
     rules.push_back("blk.{i}." + std::string(t) + ".weight=" + layer + ".blk.{i}." + t);
+  rules.push_back("output.weight=" + layer + ".output");  // a separate head, when the file has one
   return rules;
 }
 

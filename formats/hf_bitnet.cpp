@@ -309,10 +309,9 @@ Result<HfBitNetConfig> hf_bitnet_config(const std::string& dir) {
   c.ffn_activation = act == "silu" ? BitNetActivation::Silu : BitNetActivation::Relu2;
   TERNJIT_TRY(bool bias, top.flag("attention_bias", false));
   if (bias) return top.error("'attention_bias' is true: ternjit's decoder has no projection biases");
+  // false (transformers' default): the head is lm_head.weight, not embed_tokens.
   TERNJIT_TRY(bool tied, top.flag("tie_word_embeddings", false));
-  if (!tied)
-    return top.error("'tie_word_embeddings' is " + std::string(top.find("tie_word_embeddings") ? "false" : "absent (false)") +
-                     ": ternjit's decoder uses embed_tokens as the output head (as the published 2B4T does)");
+  c.separate_head = !tied;
   TERNJIT_TRY(out.weights, weights_form(top));
   if (auto ok = check_bitnet_config(c); !ok.ok())
     return top.error(ok.error().message + " (in llama.cpp's names: hidden_size is embedding_length, "
@@ -328,6 +327,15 @@ Result<HfBitNetConfig> hf_bitnet_config(const std::string& dir) {
   const TensorCheck check(std::move(files), out.files, std::move(shard_of));
   const std::int64_t e = c.hidden, f = c.ffn, kv = c.kv_heads * (c.hidden / c.heads);
   TERNJIT_TRY(c.embedding, (check.float_tensor("model.embed_tokens.weight", {c.vocab, e})));
+  if (c.separate_head) {
+    // The decoder declares both tables of one kind: a head of another dtype would be
+    // converted, which is exact only one way.
+    TERNJIT_TRY(ElemKind head, (check.float_tensor("lm_head.weight", {c.vocab, e})));
+    if (head != c.embedding)
+      return top.error("tie_word_embeddings is false and lm_head.weight is " + std::string(elem_name(head)) +
+                       " while model.embed_tokens.weight is " + std::string(elem_name(c.embedding)) +
+                       ": ternjit's decoder keeps both tables in one type");
+  }
   TERNJIT_TRY_VOID((check.float_tensor("model.norm.weight", {e})));
   for (std::int64_t i = 0; i < c.blocks; ++i) {
     const std::string b = "model.layers." + std::to_string(i) + ".";
@@ -344,7 +352,7 @@ Result<HfBitNetConfig> hf_bitnet_config(const std::string& dir) {
 
 std::vector<std::string> hf_bitnet_name_map(const std::string& layer) {
   std::vector<std::string> rules{"model.embed_tokens.weight=" + layer + ".token_embd",
-                                 "model.norm.weight=" + layer + ".output_norm"};
+                                 "model.norm.weight=" + layer + ".output_norm", "lm_head.weight=" + layer + ".output"};
   const std::pair<const char*, const char*> block[] = {
       {"input_layernorm", "attn_norm"},       {"self_attn.q_proj", "attn_q"},
       {"self_attn.k_proj", "attn_k"},         {"self_attn.v_proj", "attn_v"},

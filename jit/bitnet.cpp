@@ -71,8 +71,11 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   proj("ffn_up", c.hidden, c.ffn);
   t += "    param ffn_sub_norm: Tensor[" + s(c.ffn) + "]\n";
   proj("ffn_down", c.ffn, c.hidden);
-  t += "}\n\nlayer BitNet {\n    param token_embd: Tensor<" + std::string(elem_name(c.embedding)) + ">[" + s(c.vocab) + ", " + s(c.hidden) +
-       "]\n    param blk: Block[" + s(c.blocks) + "]\n    param output_norm: Tensor[" + s(c.hidden) + "]\n\n";
+  const std::string table = "Tensor<" + std::string(elem_name(c.embedding)) + ">[" + s(c.vocab) + ", " + s(c.hidden) + "]";
+  t += "}\n\nlayer BitNet {\n    param token_embd: " + table + "\n    param blk: Block[" + s(c.blocks) +
+       "]\n    param output_norm: Tensor[" + s(c.hidden) + "]\n";
+  if (c.separate_head) t += "    param output: " + table + "\n";
+  t += "\n";
   t += "    fn forward(ids: Tensor<i32>[M], pos: Tensor<i32>[], k_cache: " + cache + ", v_cache: " + cache +
        ") -> (Tensor[M, " + s(c.vocab) + "], " + cache + ", " + cache + ") {\n";
   t += "        let h = cast<f32>(gather(token_embd, ids))\n";
@@ -95,8 +98,8 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
        "blk[i].ffn_up_scale)\n";
   t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + std::string(eps) +
        ")) @ blk[i].ffn_down * blk[i].ffn_down_scale\n";
-  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) +
-       ") @ transpose(token_embd), k_cache, v_cache)\n    }\n}\n";
+  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) + ") @ transpose(" +
+       (c.separate_head ? "output" : "token_embd") + "), k_cache, v_cache)\n    }\n}\n";
   return t;
 }
 

@@ -582,6 +582,10 @@ ternjit::Result<ternjit::BitNetConfig> from_c(const ternjit_bitnet_config* confi
   if (config->struct_size >= sizeof(ternjit_bitnet_config)) {
     TERNJIT_TRY(c.embedding, bitnet_float_kind("embedding", config->embedding));
     TERNJIT_TRY(c.kv_cache, bitnet_float_kind("kv_cache", config->kv_cache));
+    if (config->separate_head != 0 && config->separate_head != 1)
+      return ternjit::make_error(ternjit::ErrorCode::InvalidArgument,
+                                 "config->separate_head is " + std::to_string(config->separate_head) + " (0 or 1)");
+    c.separate_head = config->separate_head == 1;
   }
   if (config->struct_size >= kBitnetConfigV2) {
     if (config->ffn_activation != 0 && config->ffn_activation != 1)
@@ -594,17 +598,21 @@ ternjit::Result<ternjit::BitNetConfig> from_c(const ternjit_bitnet_config* confi
 }
 
 // `c` into the caller's struct, as far as its struct_size reaches; a value it cannot say
-// (silu without ffn_activation) is an error naming `what`.
+// (silu without ffn_activation, a separate head without separate_head) is an error naming `what`.
 ternjit_status to_c(const char* fn, const std::string& what, const ternjit::BitNetConfig& c, ternjit_bitnet_config* config) {
   ternjit_bitnet_config full = {config->struct_size, c.blocks,     c.hidden,     c.heads,
                                 c.kv_heads,          c.ffn,        c.vocab,      c.context,
                                 c.rope_theta,        c.rms_eps,
                                 c.ffn_activation == ternjit::BitNetActivation::Silu ? 1 : 0,
-                                bitnet_float_code(c.embedding), bitnet_float_code(c.kv_cache)};
+                                bitnet_float_code(c.embedding), bitnet_float_code(c.kv_cache),
+                                c.separate_head ? 1 : 0};
   if (config->struct_size < kBitnetConfigV2 + sizeof(int32_t) && full.ffn_activation != 0)
     return misuse(fn, what + " uses the silu FFN gate, which a config of struct_size " +
                           std::to_string(config->struct_size) + " (without ffn_activation) cannot say");
   // A caller without `embedding` builds an f16 table, which binds any float one (converted).
+  if (config->struct_size < sizeof(ternjit_bitnet_config) && c.separate_head)
+    return misuse(fn, what + " has its own output head (output.weight), which a config of struct_size " +
+                          std::to_string(config->struct_size) + " (without separate_head) cannot say");
   std::memcpy(config, &full, std::min(config->struct_size, sizeof full));
   return TERNJIT_OK;
 }

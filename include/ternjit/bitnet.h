@@ -41,6 +41,10 @@ struct BitNetConfig {
   /// The KV caches' element kind (F16, BF16 or F32), the host's choice: f16 halves f32's
   /// memory and rounds k and v to 11 significant bits (docs/bitnet.md).
   ElemKind kv_cache = ElemKind::F16;
+  /// The output head: false, token_embd itself (llama.cpp's `bitnet`, the published 2B4T);
+  /// true, its own table `output` [V, E] of kind `embedding` (a GGUF file with output.weight,
+  /// a checkpoint with tie_word_embeddings false and its lm_head.weight).
+  bool separate_head = false;
 };
 
 /// The configuration of the `bitnet` GGUF file at `path`. Errors: NotFound/IoError for
@@ -58,8 +62,8 @@ Result<BitNetConfig> read_bitnet_config(const std::string& path);
 Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& config, std::uint64_t seed);
 
 /// The name-map rules (Program::bind_file) binding a `bitnet` file to the parameters of
-/// layer `layer`: "blk.{i}.attn_q.weight=<layer>.blk.{i}.attn_q", ..., token_embd and
-/// output_norm; a ternary tensor's scale binds "<layer>.blk.{i}.attn_q_scale".
+/// layer `layer`: "blk.{i}.attn_q.weight=<layer>.blk.{i}.attn_q", ..., token_embd,
+/// output_norm and output; a ternary tensor's scale binds "<layer>.blk.{i}.attn_q_scale".
 std::vector<std::string> bitnet_name_map(const std::string& layer);
 
 /// The `.tri` source of the decoder of `config` (llama.cpp's `bitnet` block order): layer
@@ -70,7 +74,8 @@ std::vector<std::string> bitnet_name_map(const std::string& layer);
 /// C, HKV, D]) -> (logits Tensor[M, V], k_cache', v_cache')` with C = `capacity` (the host's
 /// KV cache rows; docs/bitnet.md). RoPE is `neox` (llama.cpp's rope type for `bitnet`); the
 /// FFN gate is config.ffn_activation; token_embd is config.embedding (f16 above), the caches
-/// config.kv_cache (f16 above).
+/// config.kv_cache (f16 above); with config.separate_head the head is `param output` of the
+/// same kind and shape as token_embd.
 std::string bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
 
 /// How a Hugging Face BitNet checkpoint stores its ternary projections, as its config.json's
@@ -95,7 +100,8 @@ struct HfBitNetConfig {
 
 /// Reads and checks the checkpoint directory `dir` (save_pretrained of transformers'
 /// BitNetForCausalLM): config.json (model_type "bitnet"; the shape; hidden_act "relu2" or
-/// "silu"; RoPE rope_type "default"; tie_word_embeddings true; no attention_bias; a
+/// "silu"; RoPE rope_type "default"; no attention_bias; tie_word_embeddings, else an lm_head
+/// of embed_tokens' dtype (separate_head); a
 /// quantization_config with quant_method "bitnet", linear_class "bitlinear", or
 /// "autobitlinear" with quantization_mode "online", use_rms_norm false,
 /// modules_to_not_convert null or ["lm_head"]) and every tensor the decoder binds, in the
@@ -107,7 +113,7 @@ Result<HfBitNetConfig> read_hf_bitnet_config(const std::string& dir);
 
 /// The name-map rules binding a checkpoint's tensors to layer `layer` of bitnet_tri_source:
 /// "model.layers.{i}.self_attn.q_proj.weight=<layer>.blk.{i}.attn_q", ...,
-/// model.embed_tokens -> token_embd, model.norm -> output_norm; a projection's scale
+/// model.embed_tokens -> token_embd, model.norm -> output_norm, lm_head -> output; a projection's scale
 /// (1 / weight_scale, or its absmean) binds "<layer>.blk.{i}.attn_q_scale".
 std::vector<std::string> hf_bitnet_name_map(const std::string& layer);
 

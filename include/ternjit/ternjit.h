@@ -257,13 +257,14 @@ ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream,
  *  published 2B4T; a file without bitnet.hidden_activation), 1 silu(g) (llama.cpp's graph);
  *  a caller built before it (struct_size ending at rms_eps) reads and writes relu^2 models.
  *  embedding, kv_cache (feature "bitnet-dtypes"): the token table's and the KV caches' element
- *  types, 0 f16 (as a caller built before them gets), 1 bf16, 2 f32. */
+ *  types, 0 f16 (as a caller built before them gets), 1 bf16, 2 f32; separate_head: 0 the head
+ *  is the token table, 1 its own table `output` (ternjit::BitNetConfig::separate_head). */
 typedef struct ternjit_bitnet_config {
   size_t struct_size;
   int64_t blocks, hidden, heads, kv_heads, ffn, vocab, context;
   double rope_theta, rms_eps;
   int32_t ffn_activation;
-  int32_t embedding, kv_cache;
+  int32_t embedding, kv_cache, separate_head;
 } ternjit_bitnet_config;
 /** Reads the configuration of the `bitnet` GGUF file at `path` into *config. */
 ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config);

@@ -302,12 +302,13 @@ def from_bf16(array):
 
 #: The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T), as :func:`read_bitnet_config` returns one.
 #: ``ffn_activation`` is ``"relu2"`` (the published 2B4T) or ``"silu"`` (llama.cpp's `bitnet` graph);
-#: ``embedding`` and ``kv_cache`` the token table's and the KV caches' element types ("f16", "bf16", "f32").
+#: ``embedding`` and ``kv_cache`` the token table's and the KV caches' element types ("f16", "bf16", "f32");
+#: ``separate_head`` True when the head is its own table ``output`` rather than the token table.
 BITNET_2B4T = {"blocks": 30, "hidden": 2560, "heads": 20, "kv_heads": 5, "ffn": 6912, "vocab": 128256,
                "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5, "ffn_activation": "relu2",
-               "embedding": "f16", "kv_cache": "f16"}
+               "embedding": "f16", "kv_cache": "f16", "separate_head": False}
 _BITNET_ACTIVATIONS = ("relu2", "silu")
-_BITNET_NAMED = ("ffn_activation", "embedding", "kv_cache")
+_BITNET_NAMED = ("ffn_activation", "embedding", "kv_cache", "separate_head")
 _BITNET_FLOATS = ("f16", "bf16", "f32")  # ternjit_bitnet_config's codes 0, 1, 2
 
 
@@ -321,7 +322,8 @@ def _bitnet_struct(full):
             raise _misuse("bitnet config: %s %r is not one of %s" % (key, full[key], ", ".join(_BITNET_FLOATS)))
         kinds.append(_BITNET_FLOATS.index(full[key]))
     values = [full[k] for k in BITNET_2B4T if k not in _BITNET_NAMED]
-    return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act), *kinds)
+    return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act), *kinds,
+                              1 if full["separate_head"] else 0)
 
 
 def _bitnet_dict(c):
@@ -329,6 +331,7 @@ def _bitnet_dict(c):
     out["ffn_activation"] = _BITNET_ACTIVATIONS[c.ffn_activation]
     out["embedding"] = _BITNET_FLOATS[c.embedding]
     out["kv_cache"] = _BITNET_FLOATS[c.kv_cache]
+    out["separate_head"] = bool(c.separate_head)
     return out
 
 
@@ -362,7 +365,8 @@ def read_hf_bitnet_config(directory):
 def hf_bitnet_name_map(layer="BitNet"):
     """The name-map rules from a Hugging Face BitNet checkpoint's tensor names to layer `layer`'s
     parameters (the same list as the C++ ternjit::hf_bitnet_name_map)."""
-    rules = ["model.embed_tokens.weight=%s.token_embd" % layer, "model.norm.weight=%s.output_norm" % layer]
+    rules = ["model.embed_tokens.weight=%s.token_embd" % layer, "model.norm.weight=%s.output_norm" % layer,
+             "lm_head.weight=%s.output" % layer]
     for hf, ours in (("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
                      ("self_attn.v_proj", "attn_v"), ("self_attn.attn_sub_norm", "attn_sub_norm"),
                      ("self_attn.o_proj", "attn_output"), ("post_attention_layernorm", "ffn_norm"),
@@ -408,6 +412,7 @@ def bitnet_name_map(layer="BitNet"):
     for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output", "ffn_norm", "ffn_gate",
               "ffn_up", "ffn_sub_norm", "ffn_down"):
         rules.append("blk.{i}.%s.weight=%s.blk.{i}.%s" % (t, layer, t))
+    rules.append("output.weight=%s.output" % layer)
     return rules
 
 

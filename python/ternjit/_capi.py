@@ -78,6 +78,7 @@ class BitNetConfig(ctypes.Structure):
         ("ffn_activation", ctypes.c_int32),
         ("embedding", ctypes.c_int32),
         ("kv_cache", ctypes.c_int32),
+        ("separate_head", ctypes.c_int32),
     ]
 
 

@@ -47,7 +47,9 @@ SHAPE = dict(vocab_size=300, hidden_size=256, intermediate_size=768, num_hidden_
              tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
              rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
 FORMS = {"packed": BitNetQuantConfig(linear_class="bitlinear", quantization_mode="offline"),
-         "master": BitNetQuantConfig(linear_class="autobitlinear", quantization_mode="online")}
+         "master": BitNetQuantConfig(linear_class="autobitlinear", quantization_mode="online"),
+         # transformers' default head: tie_word_embeddings false, lm_head.weight its own table
+         "untied": BitNetQuantConfig(linear_class="bitlinear", quantization_mode="offline")}
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 PROMPT = [17, 203, 5, 88, 150]
 DECODE = 6
@@ -72,7 +74,8 @@ def absmean(w):
 
 
 def make_checkpoints(root):
-    """The two checkpoint directories of one random model (seed 0)."""
+    """The checkpoint directories of one random model (seed 0): packed, master weights, packed
+    with its own head, and the master weights in shards."""
     torch.manual_seed(0)
     base = BitNetForCausalLM(BitNetConfig(**SHAPE))
     with torch.no_grad():
@@ -85,17 +88,22 @@ def make_checkpoints(root):
     state = {k: v.to(torch.bfloat16) for k, v in base.state_dict().items() if k != "lm_head.weight"}
     dirs = {}
     for form, quant in FORMS.items():
-        model = quantized(BitNetConfig(**SHAPE), quant, torch.bfloat16)
+        tied = form != "untied"
+        model = quantized(BitNetConfig(**dict(SHAPE, tie_word_embeddings=tied)), quant, torch.bfloat16)
         weights = dict(state)
-        if form == "packed":
+        if not tied:
+            weights["lm_head.weight"] = torch.randn(weights["model.embed_tokens.weight"].shape).to(torch.bfloat16)
+        if form != "master":
             for k in list(weights):
                 if k.split(".")[-2] in PROJECTIONS:
                     q, s = absmean(weights[k])
                     weights[k] = pack_weights(q)  # transformers' own packing
                     weights[k[:-len("weight")] + "weight_scale"] = s.reshape(1).to(torch.bfloat16)
         missing, unexpected = model.load_state_dict(weights, strict=False, assign=True)
-        check(missing == ["lm_head.weight"] and not unexpected, "%s: state %s %s" % (form, missing, unexpected))
-        model.tie_weights()
+        check(missing == (["lm_head.weight"] if tied else []) and not unexpected,
+              "%s: state %s %s" % (form, missing, unexpected))
+        if tied:
+            model.tie_weights()
         dirs[form] = os.path.join(root, form)
         model.save_pretrained(dirs[form])
         if form == "master":  # the same checkpoint in shards (model.safetensors.index.json)
@@ -107,14 +115,17 @@ def make_checkpoints(root):
 def oracle(directory):
     """transformers' model of the checkpoint directory, computing in float32 (the checkpoint's
     bf16 values widened exactly): config.json, the quantizer's layer replacement, the saved
-    tensors, the tied head."""
+    tensors, the head (tied, or lm_head.weight)."""
     config = BitNetConfig.from_pretrained(directory)
     model = quantized(config, BitNetQuantConfig(**config.quantization_config), torch.float32)
     state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(os.path.join(directory, "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    check(missing == ["lm_head.weight"] and not unexpected, "%s: loaded %s %s" % (directory, missing, unexpected))
-    model.tie_weights()
-    check(model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr(), "tied head")
+    tied = config.tie_word_embeddings
+    check(missing == (["lm_head.weight"] if tied else []) and not unexpected,
+          "%s: loaded %s %s" % (directory, missing, unexpected))
+    if tied:
+        model.tie_weights()
+    check((model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()) == tied, "the head")
     return model.eval()
 
 
@@ -353,9 +364,9 @@ def main():
 
 def check_form(form, directory, targets):
     config = ternjit.read_hf_bitnet_config(directory)
-    check(config["weights"] == form, "%s: weights %s" % (form, config["weights"]))
-    check(config["embedding"] == "bf16" and config["blocks"] == 2 and config["kv_heads"] == 1 and config["ffn"] == 768,
-          "%s: the configuration read back: %s" % (form, config))
+    check(config["weights"] == ("master" if form == "master" else "packed"), "%s: weights %s" % (form, config["weights"]))
+    check(config["embedding"] == "bf16" and config["blocks"] == 2 and config["kv_heads"] == 1 and config["ffn"] == 768
+          and config["separate_head"] == (form == "untied"), "%s: the configuration read back: %s" % (form, config))
     if form == "master":
         check_ternarization(directory)
     model = oracle(directory)

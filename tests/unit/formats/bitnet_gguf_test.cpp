@@ -258,8 +258,22 @@ TEST_CASE("bitnet config: the token table's type round-trips through the file; e
     REQUIRE(back.ok());
     CHECK(back->embedding == kind);
     CHECK(back->kv_cache == ElemKind::F16);
+    CHECK(!back->separate_head);
   }
+  // A separate head: output.weight written, read back, bound by the name map.
   BitNetConfig c = formats::tiny_bitnet_config();
+  c.separate_head = true;
+  TempFile file("head.gguf");
+  REQUIRE(formats::write_synthetic_bitnet(file.path, c, 9).ok());
+  auto g = formats::read_gguf(file.path);
+  REQUIRE(g.ok());
+  REQUIRE(g->find_tensor("output.weight") != nullptr);
+  CHECK(g->find_tensor("output.weight")->dims == std::vector<std::uint64_t>{256, 50});
+  CHECK(formats::bitnet_config(g.value())->separate_head);
+  auto names = formats::NameMap::parse(formats::bitnet_name_map("BitNet"));
+  REQUIRE(names.ok());
+  CHECK(names->apply("output.weight") == "BitNet.output");
+  c = formats::tiny_bitnet_config();
   c.embedding = ElemKind::I8;
   auto r = formats::check_bitnet_config(c);
   REQUIRE(!r.ok());

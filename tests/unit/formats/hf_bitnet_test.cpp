@@ -148,6 +148,7 @@ TEST_CASE("hf bitnet: the packed form's config.json and tensors read into the de
   CHECK(c.ffn_activation == BitNetActivation::Relu2);
   CHECK(c.embedding == ElemKind::BF16);
   CHECK(c.kv_cache == ElemKind::F16);
+  CHECK(!c.separate_head);
   CHECK(r->weights == HfBitNetWeights::Packed);
   REQUIRE(r->files.size() == 1);
   CHECK(r->files[0].ends_with("model.safetensors"));
@@ -244,8 +245,19 @@ TEST_CASE("hf bitnet: every configuration the decoder does not compute is refuse
   refused(read_edited([](json& j) { j["head_dim"] = 32; }), "'head_dim' is 32");
   refused(read_edited([](json& j) { j["hidden_act"] = "gelu"; }), "'hidden_act' is \"gelu\"");
   refused(read_edited([](json& j) { j["attention_bias"] = true; }), "'attention_bias' is true");
-  refused(read_edited([](json& j) { j["tie_word_embeddings"] = false; }), "'tie_word_embeddings' is false");
-  refused(read_edited([](json& j) { j.erase("tie_word_embeddings"); }), "absent (false)");
+  // Untied (transformers' default when absent): the head is lm_head.weight, of embed_tokens' dtype.
+  refused(read_edited([](json& j) { j["tie_word_embeddings"] = false; }), "no tensor 'lm_head.weight'");
+  refused(read_edited([](json& j) { j.erase("tie_word_embeddings"); }), "no tensor 'lm_head.weight'");
+  auto untied = read_edited([](json& j) { j.erase("tie_word_embeddings"); },
+                            [](std::vector<StTensor>& ts) { ts.push_back(bf16_tensor("lm_head.weight", {kV, kE}, 0.25f)); });
+  REQUIRE_MESSAGE(untied.ok(), (untied.ok() ? "" : untied.error().message));
+  CHECK(untied->decoder.separate_head);
+  refused(read_edited([](json& j) { j["tie_word_embeddings"] = false; },
+                      [](std::vector<StTensor>& ts) {
+                        const std::vector<float> head(kV * kE, 0.25f);
+                        ts.push_back(formats::make_f32_tensor("lm_head.weight", {kV, kE}, head));
+                      }),
+          "lm_head.weight is f32 while model.embed_tokens.weight is bf16");
   refused(read_edited([](json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}}; }), "'rope_type' is \"llama3\"");
   refused(read_edited([](json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}}; }), "\"yarn\"");
   refused(read_edited([](json& j) { j["rms_norm_eps"] = "small"; }), "'rms_norm_eps' is \"small\"");
