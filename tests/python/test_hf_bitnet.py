@@ -6,6 +6,8 @@
 # directory into the decoder (read_hf_bitnet_config, bitnet_tri_source, bind_hf_bitnet); the
 # logits of a prefill and of decode steps with the KV caches match transformers' forward with
 # its own KV cache within a bound derived below, on every CPU target, with f32 and f16 caches.
+# Also: a packed checkpoint with its own head (tie_word_embeddings false), the master weights
+# in save_pretrained's shards, the examples/bitnet runners with --hf, and refusals.
 import ctypes
 import os
 import subprocess
