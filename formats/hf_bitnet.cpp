@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
