@@ -243,18 +243,23 @@ TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, abs
 }
 
 TEST_CASE("bitnet config: the token table's type round-trips through the file; embedding and kv_cache are float kinds") {
-  for (ElemKind kind : {ElemKind::F16, ElemKind::BF16, ElemKind::F32}) {
-    BitNetConfig c = formats::tiny_bitnet_config();
-    c.embedding = kind;
-    TempFile file("embd.gguf");
+  // `c` written as a synthetic file and read back.
+  auto written = [](const BitNetConfig& c) {
+    TempFile file("written.gguf");
     REQUIRE(formats::write_synthetic_bitnet(file.path, c, 9).ok());
     auto g = formats::read_gguf(file.path);
     REQUIRE(g.ok());
+    return std::move(g.value());
+  };
+  for (ElemKind kind : {ElemKind::F16, ElemKind::BF16, ElemKind::F32}) {
+    BitNetConfig c = formats::tiny_bitnet_config();
+    c.embedding = kind;
+    const formats::GgufFile g = written(c);
     const GgufTensorType want = kind == ElemKind::F16 ? GgufTensorType::F16
                                 : kind == ElemKind::BF16 ? GgufTensorType::BF16
                                                          : GgufTensorType::F32;
-    CHECK(g->find_tensor("token_embd.weight")->type == want);
-    auto back = formats::bitnet_config(g.value());
+    CHECK(g.find_tensor("token_embd.weight")->type == want);
+    auto back = formats::bitnet_config(g);
     REQUIRE(back.ok());
     CHECK(back->embedding == kind);
     CHECK(back->kv_cache == ElemKind::F16);
@@ -263,13 +268,10 @@ TEST_CASE("bitnet config: the token table's type round-trips through the file; e
   // A separate head: output.weight written, read back, bound by the name map.
   BitNetConfig c = formats::tiny_bitnet_config();
   c.separate_head = true;
-  TempFile file("head.gguf");
-  REQUIRE(formats::write_synthetic_bitnet(file.path, c, 9).ok());
-  auto g = formats::read_gguf(file.path);
-  REQUIRE(g.ok());
-  REQUIRE(g->find_tensor("output.weight") != nullptr);
-  CHECK(g->find_tensor("output.weight")->dims == std::vector<std::uint64_t>{256, 50});
-  CHECK(formats::bitnet_config(g.value())->separate_head);
+  const formats::GgufFile g = written(c);
+  REQUIRE(g.find_tensor("output.weight") != nullptr);
+  CHECK(g.find_tensor("output.weight")->dims == std::vector<std::uint64_t>{256, 50});
+  CHECK(formats::bitnet_config(g)->separate_head);
   auto names = formats::NameMap::parse(formats::bitnet_name_map("BitNet"));
   REQUIRE(names.ok());
   CHECK(names->apply("output.weight") == "BitNet.output");
