@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "ir/numeric.h"
+#include "ir/tensor.h"
 
 namespace ternjit::formats {
 namespace {
@@ -135,6 +137,9 @@ Result<void> check_bitnet_config(const BitNetConfig& c) {
   // 2^62 bytes given the 2^31 bounds above.
   if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0) return bad("rope.freq_base must be positive");
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0) return bad("layer_norm_rms_epsilon must be positive");
+  for (const auto& [name, kind] : {std::pair{"embedding", c.embedding}, std::pair{"kv_cache", c.kv_cache}})
+    if (!is_float(kind))
+      return bad(std::string(name) + " is " + std::string(elem_name(kind)) + ", not f16, bf16 or f32");
   return success();
 }
 
@@ -166,6 +171,14 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != GgufValueType::Array) return invalid("no tokenizer.ggml.tokens array (the vocabulary)");
   c.vocab = static_cast<std::int64_t>(tokens->array.size());
+  // The table as stored when it is a float type the decoder declares; another (Q8_0, ...)
+  // is converted to f16 at bind.
+  if (const GgufTensor* e = file.find_tensor("token_embd.weight")) {
+    if (e->type == GgufTensorType::F32) c.embedding = ElemKind::F32;
+    if (e->type == GgufTensorType::BF16) c.embedding = ElemKind::BF16;
+  }
+  // llama.cpp's `bitnet` ties its head to token_embd unless the file has an output table.
+  c.separate_head = file.find_tensor("output.weight") != nullptr;
   if (auto ok = check_bitnet_config(c); !ok.ok()) return invalid(ok.error().message);
   return c;
 }
@@ -209,18 +222,18 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
 
   std::vector<GgufTensorSource> ts;
   auto index = [&] { return ts.size(); };
-  {
+  for (const char* table : {"token_embd.weight", "output.weight"}) {
+    if (std::string_view(table) == "output.weight" && !c.separate_head) break;
     GgufTensorSource e;
-    e.name = "token_embd.weight";
-    e.type = GgufTensorType::F16;
+    e.name = table;
+    e.type = c.embedding == ElemKind::F32    ? GgufTensorType::F32
+             : c.embedding == ElemKind::BF16 ? GgufTensorType::BF16
+                                             : GgufTensorType::F16;
     e.dims = {static_cast<std::uint64_t>(c.hidden), static_cast<std::uint64_t>(c.vocab)};
-    e.fill = [seed](std::span<std::uint8_t> out) -> Result<void> {
-      Rng r = tensor_rng(seed, 0);
-      for (std::size_t i = 0; i < out.size(); i += 2) {
-        const std::uint16_t h = ir::f32_to_f16_bits(2.0f * r.unit() - 1.0f);
-        out[i] = static_cast<std::uint8_t>(h & 0xFF);
-        out[i + 1] = static_cast<std::uint8_t>(h >> 8);
-      }
+    e.fill = [seed, kind = c.embedding, index = index()](std::span<std::uint8_t> out) -> Result<void> {
+      Rng r = tensor_rng(seed, index);
+      const auto width = static_cast<std::size_t>(elem_bits(kind) / 8);
+      for (std::size_t i = 0; i < out.size(); i += width) ir::encode_element(kind, 2.0f * r.unit() - 1.0f, out.data() + i);
       return success();
     };
     ts.push_back(std::move(e));
@@ -250,6 +263,7 @@ std::vector<std::string> bitnet_name_map(const std::string& layer) {
   for (const char* t : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output", "ffn_norm",
                         "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"})
     rules.push_back("blk.{i}." + std::string(t) + ".weight=" + layer + ".blk.{i}." + t);
+  rules.push_back("output.weight=" + layer + ".output");  // a separate head, when the file has one
   return rules;
 }
 

@@ -34,26 +34,30 @@ BitNetConfig tiny_bitnet_config();
 
 /// Success when `c` can be written and run: every count positive, HQ % HKV == 0, E % HQ
 /// == 0, D even (RoPE pairs), E, HQ*D and F multiples of 256 (TQ2_0 blocks along K), V
-/// and every tensor's byte size within int64. InvalidArgument naming the field otherwise.
+/// and every tensor's byte size within int64, embedding and kv_cache F16, BF16 or F32.
+/// InvalidArgument naming the field otherwise.
 Result<void> check_bitnet_config(const BitNetConfig& c);
 
 /// The configuration of a `bitnet` GGUF file. Errors (InvalidInput): another
 /// general.architecture, a missing or non-integer key (named), a bitnet.hidden_activation
 /// other than "relu2" / "silu", no tokenizer.ggml.tokens array, a configuration
-/// check_bitnet_config refuses.
+/// check_bitnet_config refuses. `embedding` is token_embd's type when F32 or BF16, else F16;
+/// `separate_head` whether the file has an output.weight.
 Result<BitNetConfig> bitnet_config(const GgufFile& file);
 
 /// Writes a synthetic `bitnet` model of configuration `c` to `path` (streamed: one tensor
 /// in memory at a time): ternary projections as TQ2_0 with values drawn uniformly from
 /// {-1, 0, 1} and one scale d per tensor in [0.5, 1.5) / sqrt(K), norms in [0.9, 1.1),
-/// an F16 token_embd in [-1, 1), tokens "<t0>" .. "<tV-1>" (tokenizer.ggml.model
+/// a token_embd in [-1, 1) of c.embedding (F16, BF16 or F32; output.weight likewise when
+/// c.separate_head), tokens "<t0>" .. "<tV-1>" (tokenizer.ggml.model
 /// "gpt2", no merges), bitnet.hidden_activation "relu2" or "silu" (c.ffn_activation), all from `seed`: the same seed writes the same bytes.
 /// Errors: check_bitnet_config's; IoError.
 Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig& c, std::uint64_t seed);
 
 /// The name map binding a `bitnet` file to the example model's parameters
 /// (examples/bitnet/bitnet.tri, layer `layer`): "blk.{i}.attn_q.weight=<layer>.blk.{i}.attn_q",
-/// ..., "token_embd.weight=<layer>.token_embd", "output_norm.weight=<layer>.output_norm".
+/// ..., "token_embd.weight=<layer>.token_embd", "output_norm.weight=<layer>.output_norm",
+/// "output.weight=<layer>.output".
 /// The ternary tensors' derived scales follow (`<layer>.blk.{i}.attn_q_scale`).
 std::vector<std::string> bitnet_name_map(const std::string& layer);
 

@@ -3,7 +3,9 @@
 #include "ternjit/bitnet.h"
 
 #include "formats/bitnet_gguf.h"
+#include "formats/hf_bitnet.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +24,26 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
 
 std::vector<std::string> bitnet_name_map(const std::string& layer) { return formats::bitnet_name_map(layer); }
 
+Result<HfBitNetConfig> read_hf_bitnet_config(const std::string& dir) { return formats::hf_bitnet_config(dir); }
+
+std::vector<std::string> hf_bitnet_name_map(const std::string& layer) { return formats::hf_bitnet_name_map(layer); }
+
+Result<void> bind_hf_bitnet(Program& program, const HfBitNetConfig& config, const std::string& layer) {
+  const std::vector<std::string> rules = formats::hf_bitnet_name_map(layer);
+  const auto of_layer = [&](const ParamInfo& p) { return p.decl.name.starts_with(layer + "."); };
+  if (std::ranges::none_of(program.params(), of_layer))
+    return make_error(ErrorCode::InvalidArgument, "the program has no parameters of layer '" + layer + "'");
+  for (const std::string& file : config.files) TERNJIT_TRY_VOID(program.bind_file(file, rules));
+  // Strict: a checkpoint that leaves a parameter of the decoder unbound is an error now,
+  // not at the first run.
+  for (const ParamInfo& p : program.params()) {
+    if (!p.bound && of_layer(p))
+      return make_error(ErrorCode::InvalidInput, "parameter '" + p.decl.name + "' has no tensor in the checkpoint (" +
+                                                     std::to_string(config.files.size()) + " safetensors file(s))");
+  }
+  return success();
+}
+
 std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   auto s = [](auto v) { return std::to_string(v); };
   const std::int64_t d = c.hidden / c.heads, q = c.heads * d, kv = c.kv_heads * d;
@@ -29,7 +51,7 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   std::snprintf(eps, sizeof eps, "%.9g", c.rms_eps);
   std::snprintf(theta, sizeof theta, "%.1f", c.rope_theta);
   std::snprintf(scale, sizeof scale, "%.17g", 1.0 / std::sqrt(static_cast<double>(d)));
-  const std::string cache = "Tensor<f16>[" + s(c.blocks) + ", " + s(capacity) + ", " + s(c.kv_heads) + ", " + s(d) + "]";
+  const std::string cache = "Tensor<" + std::string(elem_name(c.kv_cache)) + ">[" + s(c.blocks) + ", " + s(capacity) + ", " + s(c.kv_heads) + ", " + s(d) + "]";
   std::string t = "// The llama.cpp `bitnet` decoder (ternjit::bitnet_tri_source): " + s(c.blocks) + " blocks, E " +
                   s(c.hidden) + ", " + s(c.heads) + "/" + s(c.kv_heads) + " heads of " + s(d) + ", FFN " + s(c.ffn) +
                   (c.ffn_activation == BitNetActivation::Silu ? " (silu gate)" : " (relu^2 gate)") +
@@ -49,8 +71,11 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
   proj("ffn_up", c.hidden, c.ffn);
   t += "    param ffn_sub_norm: Tensor[" + s(c.ffn) + "]\n";
   proj("ffn_down", c.ffn, c.hidden);
-  t += "}\n\nlayer BitNet {\n    param token_embd: Tensor<f16>[" + s(c.vocab) + ", " + s(c.hidden) +
-       "]\n    param blk: Block[" + s(c.blocks) + "]\n    param output_norm: Tensor[" + s(c.hidden) + "]\n\n";
+  const std::string table = "Tensor<" + std::string(elem_name(c.embedding)) + ">[" + s(c.vocab) + ", " + s(c.hidden) + "]";
+  t += "}\n\nlayer BitNet {\n    param token_embd: " + table + "\n    param blk: Block[" + s(c.blocks) +
+       "]\n    param output_norm: Tensor[" + s(c.hidden) + "]\n";
+  if (c.separate_head) t += "    param output: " + table + "\n";
+  t += "\n";
   t += "    fn forward(ids: Tensor<i32>[M], pos: Tensor<i32>[], k_cache: " + cache + ", v_cache: " + cache +
        ") -> (Tensor[M, " + s(c.vocab) + "], " + cache + ", " + cache + ") {\n";
   t += "        let h = cast<f32>(gather(token_embd, ids))\n";
@@ -73,8 +98,8 @@ std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
        "blk[i].ffn_up_scale)\n";
   t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + std::string(eps) +
        ")) @ blk[i].ffn_down * blk[i].ffn_down_scale\n";
-  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) +
-       ") @ transpose(token_embd), k_cache, v_cache)\n    }\n}\n";
+  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) + ") @ transpose(" +
+       (c.separate_head ? "output" : "token_embd") + "), k_cache, v_cache)\n    }\n}\n";
   return t;
 }
 

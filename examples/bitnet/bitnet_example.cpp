@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// bitnet_example.cpp - a BitNet b1.58 model from a llama.cpp `bitnet` GGUF file, run through
-// the public API only (include/ternjit): prefill on given token ids, then greedy decoding
-// with the host-owned KV cache updated in place (docs/bitnet.md).
+// bitnet_example.cpp - a BitNet b1.58 model from a llama.cpp `bitnet` GGUF file or a Hugging
+// Face checkpoint directory, run through the public API only (include/ternjit): prefill on
+// given token ids, then greedy decoding with the host-owned KV cache updated in place
+// (docs/bitnet.md).
 //
-//   bitnet_example [--model FILE.gguf] [--tiny] [--dir DIR] [--tokens 1,2,3] [--decode N]
+//   bitnet_example [--model FILE.gguf | --hf DIR] [--tiny] [--dir DIR] [--tokens 1,2,3] [--decode N]
 //                  [--target auto|x86|llvm|reference] [--threads T] [--context C]
 //
-// Without --model it writes a synthetic model (random ternary weights, llama.cpp names and
+// --hf DIR reads a transformers BitNetForCausalLM checkpoint (config.json + safetensors,
+// packed or bf16 master weights: ternjit::read_hf_bitnet_config, bind_hf_bitnet).
+// Without --model or --hf it writes a synthetic model (random ternary weights, llama.cpp names and
 // metadata) into DIR (default: a fresh temporary directory, removed at exit): the 2B4T
 // shapes, or with --tiny a 2-block E 256 model. It prints the generated token ids and the
 // prefill and decode tokens per second.
@@ -52,7 +55,7 @@ std::int32_t argmax(const float* row, std::int64_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, dir, target = "auto";
+  std::string model, hf, dir, target = "auto";
   std::vector<std::int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
   int decode = 16, threads = 0;
   bool tiny = false;
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--model") model = next();
+    else if (a == "--hf") hf = next();
     else if (a == "--dir") dir = next();
     else if (a == "--tiny") tiny = true;
     else if (a == "--tokens") prompt = parse_ids(next());
@@ -71,10 +75,11 @@ int main(int argc, char** argv) {
     else return fail("unknown argument '" + a + "' (see the file comment for usage)");
   }
   if (prompt.empty() || decode < 0) return fail("--tokens needs at least one id, --decode a count >= 0");
+  if (!model.empty() && !hf.empty()) return fail("--model and --hf name two models: give one");
 
   // The model file: given, or a synthetic one written now.
   std::filesystem::path tmp;
-  if (model.empty()) {
+  if (model.empty() && hf.empty()) {
     ternjit::BitNetConfig cfg;
     if (tiny) cfg = {2, 256, 4, 2, 512, 50, 64, 500000.0, 1e-5};
     if (dir.empty()) {
@@ -96,9 +101,18 @@ int main(int argc, char** argv) {
     }
   } cleanup{tmp};
 
-  auto cfg = ternjit::read_bitnet_config(model);
-  if (!cfg.ok()) return fail(cfg.error().message);
-  const ternjit::BitNetConfig& c = cfg.value();
+  // The decoder's configuration: the GGUF file's metadata, or the checkpoint's config.json.
+  ternjit::HfBitNetConfig checkpoint;
+  if (!hf.empty()) {
+    auto r = ternjit::read_hf_bitnet_config(hf);
+    if (!r.ok()) return fail(r.error().message);
+    checkpoint = std::move(r.value());
+  } else {
+    auto r = ternjit::read_bitnet_config(model);
+    if (!r.ok()) return fail(r.error().message);
+    checkpoint.decoder = r.value();
+  }
+  const ternjit::BitNetConfig& c = checkpoint.decoder;
   const auto total = static_cast<std::int64_t>(prompt.size()) + decode;
   if (context == 0) context = total;
   if (context < total) return fail("--context " + std::to_string(context) + " < prompt + decode = " + std::to_string(total));
@@ -117,8 +131,11 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return fail(engine.error().message);
   auto program = engine->compile(ternjit::bitnet_tri_source(c, context), "bitnet.tri");
   if (!program.ok()) return fail(program.error().message);
-  const std::vector<std::string> map = ternjit::bitnet_name_map("BitNet");
-  if (auto b = program->bind_file(model, map); !b.ok()) return fail(b.error().message);
+  if (!hf.empty()) {
+    if (auto b = ternjit::bind_hf_bitnet(*program, checkpoint); !b.ok()) return fail(b.error().message);
+  } else if (auto b = program->bind_file(model, ternjit::bitnet_name_map("BitNet")); !b.ok()) {
+    return fail(b.error().message);
+  }
 
   // The host-owned caches [blocks, context, kv_heads, head_dim] of f16, passed as input and
   // output of every step (updated in place: only rows [pos, pos + M) are written).

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # bitnet_example.py - bitnet_example.cpp through the Python package: a llama.cpp `bitnet` GGUF
-# file (or a synthetic one written first), prefill on token ids, greedy decoding with the
-# host-owned f16 KV caches passed as input and output of every step (updated in place).
+# file (or a synthetic one written first) or a Hugging Face checkpoint directory (--hf DIR:
+# config.json + safetensors as transformers' save_pretrained writes them), prefill on token
+# ids, greedy decoding with the host-owned f16 KV caches passed as input and output of every
+# step (updated in place).
 #
 #   PYTHONPATH=python TERNJIT_LIBRARY=build/lib/libternjit.so \
-#     python3 examples/bitnet/bitnet_example.py [--model F.gguf] [--tiny] [--tokens 1,2,3] [--decode N]
-#                                               [--target auto|x86|llvm|reference] [--threads T]
+#     python3 examples/bitnet/bitnet_example.py [--model F.gguf | --hf DIR] [--tiny] [--tokens 1,2,3]
+#                                               [--decode N] [--target auto|x86|llvm|reference] [--threads T]
 import argparse
 import os
 import shutil
@@ -24,6 +26,7 @@ TINY = {"blocks": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 512, "voca
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model")
+    ap.add_argument("--hf", help="a Hugging Face BitNet checkpoint directory")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--tokens", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--decode", type=int, default=16)
@@ -33,19 +36,24 @@ def main():
     prompt = [int(t) for t in a.tokens.split(",")]
     tmp = None
     model = a.model
-    if model is None:
+    if a.model and a.hf:
+        ap.error("--model and --hf name two models: give one")
+    if model is None and a.hf is None:
         tmp = tempfile.mkdtemp(prefix="ternjit_bitnet_example_")
         model = os.path.join(tmp, "bitnet-synthetic.gguf")
         t0 = time.perf_counter()
         ternjit.write_synthetic_bitnet(model, TINY if a.tiny else None, seed=1)
         print("wrote synthetic model %s in %.1f s" % (model, time.perf_counter() - t0))
     try:
-        c = ternjit.read_bitnet_config(model)
+        c = ternjit.read_hf_bitnet_config(a.hf) if a.hf else ternjit.read_bitnet_config(model)
         context = len(prompt) + a.decode
         d = c["hidden"] // c["heads"]
         engine = ternjit.Engine(target=a.target, threads=a.threads)
         program = engine.compile(ternjit.bitnet_tri_source(c, context), "bitnet.tri")
-        program.bind_file(model, map=ternjit.bitnet_name_map("BitNet"))
+        if a.hf:
+            program.bind_hf_bitnet(a.hf)
+        else:
+            program.bind_file(model, map=ternjit.bitnet_name_map("BitNet"))
         k_cache = np.zeros((c["blocks"], context, c["kv_heads"], d), dtype=np.float16)
         v_cache = np.zeros_like(k_cache)
 

@@ -255,12 +255,16 @@ ternjit_status ternjit_kernel_launch(const ternjit_kernel* kernel, void* stream,
  *  ternjit::BitNetConfig of ternjit/bitnet.h; fill struct_size with sizeof). (Added in ABI 2;
  *  feature "bitnet-gguf".) ffn_activation (feature "bitnet-activation"): 0 relu(g)^2 (the
  *  published 2B4T; a file without bitnet.hidden_activation), 1 silu(g) (llama.cpp's graph);
- *  a caller built before it (struct_size ending at rms_eps) reads and writes relu^2 models. */
+ *  a caller built before it (struct_size ending at rms_eps) reads and writes relu^2 models.
+ *  embedding, kv_cache (feature "bitnet-dtypes"): the token table's and the KV caches' element
+ *  types, 0 f16 (as a caller built before them gets), 1 bf16, 2 f32; separate_head: 0 the head
+ *  is the token table, 1 its own table `output` (ternjit::BitNetConfig::separate_head). */
 typedef struct ternjit_bitnet_config {
   size_t struct_size;
   int64_t blocks, hidden, heads, kv_heads, ffn, vocab, context;
   double rope_theta, rms_eps;
   int32_t ffn_activation;
+  int32_t embedding, kv_cache, separate_head;
 } ternjit_bitnet_config;
 /** Reads the configuration of the `bitnet` GGUF file at `path` into *config. */
 ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config);
@@ -272,6 +276,13 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
  *  terminating NUL. INVALID_ARGUMENT (with *len set to the size needed, NUL included) when buf is
  *  NULL or too small. */
 ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len);
+/** A Hugging Face BitNet checkpoint directory (ternjit::read_hf_bitnet_config; feature
+ *  "hf-bitnet-dir"): its decoder into *config (struct_size covering kv_cache), and, when
+ *  `weights` is not NULL, how it stores its projections (0 packed, 1 float master weights). */
+ternjit_status ternjit_read_hf_bitnet_config(const char* dir, ternjit_bitnet_config* config, int32_t* weights);
+/** Binds the checkpoint directory `dir` to layer `layer` (NULL: "BitNet") of a program compiled
+ *  from its decoder's source (ternjit::bind_hf_bitnet); every parameter of the layer must bind. */
+ternjit_status ternjit_bind_hf_bitnet(ternjit_program* program, const char* dir, const char* layer);
 
 /* ------------------------------------------------------------------ DLPack (feature "dlpack") */
 /** DLPack 1.x tensors in and out. The types below are the DLPack specification's (its

@@ -41,6 +41,7 @@ __all__ = [
     "version", "abi_version", "has_feature", "feature_names", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
     "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
+    "read_hf_bitnet_config", "hf_bitnet_name_map",
 ]
 
 #: The binding's own version (the library's is :func:`version`).
@@ -300,18 +301,38 @@ def from_bf16(array):
 # ------------------------------------------------------------------------ bitnet files
 
 #: The 2B4T configuration (microsoft/bitnet-b1.58-2B-4T), as :func:`read_bitnet_config` returns one.
-#: ``ffn_activation`` is ``"relu2"`` (the published 2B4T) or ``"silu"`` (llama.cpp's `bitnet` graph).
+#: ``ffn_activation`` is ``"relu2"`` (the published 2B4T) or ``"silu"`` (llama.cpp's `bitnet` graph);
+#: ``embedding`` and ``kv_cache`` the token table's and the KV caches' element types ("f16", "bf16", "f32");
+#: ``separate_head`` True when the head is its own table ``output`` rather than the token table.
 BITNET_2B4T = {"blocks": 30, "hidden": 2560, "heads": 20, "kv_heads": 5, "ffn": 6912, "vocab": 128256,
-               "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5, "ffn_activation": "relu2"}
+               "context": 4096, "rope_theta": 500000.0, "rms_eps": 1e-5, "ffn_activation": "relu2",
+               "embedding": "f16", "kv_cache": "f16", "separate_head": False}
 _BITNET_ACTIVATIONS = ("relu2", "silu")
+_BITNET_NAMED = ("ffn_activation", "embedding", "kv_cache", "separate_head")
+_BITNET_FLOATS = ("f16", "bf16", "f32")  # ternjit_bitnet_config's codes 0, 1, 2
 
 
 def _bitnet_struct(full):
     act = full["ffn_activation"]
     if act not in _BITNET_ACTIVATIONS:
         raise _misuse("bitnet config: ffn_activation %r is not one of %s" % (act, ", ".join(_BITNET_ACTIVATIONS)))
-    values = [full[k] for k in BITNET_2B4T if k != "ffn_activation"]
-    return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act))
+    kinds = []
+    for key in ("embedding", "kv_cache"):
+        if full[key] not in _BITNET_FLOATS:
+            raise _misuse("bitnet config: %s %r is not one of %s" % (key, full[key], ", ".join(_BITNET_FLOATS)))
+        kinds.append(_BITNET_FLOATS.index(full[key]))
+    values = [full[k] for k in BITNET_2B4T if k not in _BITNET_NAMED]
+    return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act), *kinds,
+                              1 if full["separate_head"] else 0)
+
+
+def _bitnet_dict(c):
+    out = {k: getattr(c, k) for k in BITNET_2B4T if k not in _BITNET_NAMED}
+    out["ffn_activation"] = _BITNET_ACTIVATIONS[c.ffn_activation]
+    out["embedding"] = _BITNET_FLOATS[c.embedding]
+    out["kv_cache"] = _BITNET_FLOATS[c.kv_cache]
+    out["separate_head"] = bool(c.separate_head)
+    return out
 
 
 def read_bitnet_config(path):
@@ -321,9 +342,38 @@ def read_bitnet_config(path):
     c = _capi.BitNetConfig()
     c.struct_size = ctypes.sizeof(_capi.BitNetConfig)
     _check(lib, lib.ternjit_read_bitnet_config(str(path).encode(), ctypes.byref(c)))
-    out = {k: getattr(c, k) for k in BITNET_2B4T if k != "ffn_activation"}
-    out["ffn_activation"] = _BITNET_ACTIVATIONS[c.ffn_activation]
+    return _bitnet_dict(c)
+
+
+def read_hf_bitnet_config(directory):
+    """The decoder of the Hugging Face BitNet checkpoint directory `directory` (config.json +
+    safetensors, as transformers' ``save_pretrained`` writes it; ternjit::read_hf_bitnet_config):
+    a dict with the keys of :data:`BITNET_2B4T` (``embedding``: the checkpoint's token table type)
+    and ``weights``: ``"packed"`` (linear_class bitlinear) or ``"master"`` (float master weights,
+    autobitlinear online). A field transformers computes another way than the decoder raises
+    :class:`Error` naming it. Bind it with :meth:`Program.bind_hf_bitnet` (docs/bitnet.md)."""
+    lib = _lib()
+    c = _capi.BitNetConfig()
+    c.struct_size = ctypes.sizeof(_capi.BitNetConfig)
+    weights = ctypes.c_int32(0)
+    _check(lib, lib.ternjit_read_hf_bitnet_config(str(directory).encode(), ctypes.byref(c), ctypes.byref(weights)))
+    out = _bitnet_dict(c)
+    out["weights"] = ("packed", "master")[weights.value]
     return out
+
+
+def hf_bitnet_name_map(layer="BitNet"):
+    """The name-map rules from a Hugging Face BitNet checkpoint's tensor names to layer `layer`'s
+    parameters (the same list as the C++ ternjit::hf_bitnet_name_map)."""
+    rules = ["model.embed_tokens.weight=%s.token_embd" % layer, "model.norm.weight=%s.output_norm" % layer,
+             "lm_head.weight=%s.output" % layer]
+    for hf, ours in (("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                     ("self_attn.v_proj", "attn_v"), ("self_attn.attn_sub_norm", "attn_sub_norm"),
+                     ("self_attn.o_proj", "attn_output"), ("post_attention_layernorm", "ffn_norm"),
+                     ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.ffn_sub_norm", "ffn_sub_norm"),
+                     ("mlp.down_proj", "ffn_down")):
+        rules.append("model.layers.{i}.%s.weight=%s.blk.{i}.%s" % (hf, layer, ours))
+    return rules
 
 
 def write_synthetic_bitnet(path, config=None, seed=0):
@@ -362,6 +412,7 @@ def bitnet_name_map(layer="BitNet"):
     for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output", "ffn_norm", "ffn_gate",
               "ffn_up", "ffn_sub_norm", "ffn_down"):
         rules.append("blk.{i}.%s.weight=%s.blk.{i}.%s" % (t, layer, t))
+    rules.append("output.weight=%s.output" % layer)
     return rules
 
 
@@ -781,6 +832,14 @@ class Program:
         arr = (ctypes.c_char_p * len(rules))(*rules)
         _check(self._lib, self._lib.ternjit_bind_weights_file_mapped(
             self._live_handle(), str(path).encode(), arr, len(rules)))
+
+    def bind_hf_bitnet(self, directory, layer="BitNet"):
+        """Binds the Hugging Face BitNet checkpoint directory `directory` (every safetensors file
+        of it, with :func:`hf_bitnet_name_map`) to layer `layer` of a program compiled from
+        ``bitnet_tri_source(read_hf_bitnet_config(directory), capacity)``; every parameter of
+        the layer must bind, else :class:`Error` names the first that does not."""
+        _check(self._lib, self._lib.ternjit_bind_hf_bitnet(self._live_handle(), str(directory).encode(),
+                                                          str(layer).encode()))
 
     def bind_random(self, seed):
         """Binds every still-unbound parameter to random values drawn from `seed`."""

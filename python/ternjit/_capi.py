@@ -76,6 +76,9 @@ class BitNetConfig(ctypes.Structure):
         ("rope_theta", ctypes.c_double),
         ("rms_eps", ctypes.c_double),
         ("ffn_activation", ctypes.c_int32),
+        ("embedding", ctypes.c_int32),
+        ("kv_cache", ctypes.c_int32),
+        ("separate_head", ctypes.c_int32),
     ]
 
 
@@ -138,6 +141,9 @@ _PROTOTYPES = {
     "ternjit_write_synthetic_bitnet": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig), ctypes.c_uint64]),
     "ternjit_bitnet_tri_source": (_status, [ctypes.POINTER(BitNetConfig), ctypes.c_int64, ctypes.c_char_p,
                                             ctypes.POINTER(ctypes.c_size_t)]),
+    "ternjit_read_hf_bitnet_config": (_status, [ctypes.c_char_p, ctypes.POINTER(BitNetConfig),
+                                                ctypes.POINTER(ctypes.c_int32)]),
+    "ternjit_bind_hf_bitnet": (_status, [_handle, ctypes.c_char_p, ctypes.c_char_p]),
     "ternjit_run": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
                               ctypes.POINTER(Tensor), ctypes.c_size_t]),
     "ternjit_get_kernel": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,

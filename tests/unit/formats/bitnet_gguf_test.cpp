@@ -242,5 +242,49 @@ TEST_CASE("bitnet config: bitnet.hidden_activation relu2 / silu round-trips, abs
   CHECK(formats::check_bitnet_config(BitNetConfig{}).ok());
 }
 
+TEST_CASE("bitnet config: the token table's type round-trips through the file; embedding and kv_cache are float kinds") {
+  // `c` written as a synthetic file and read back.
+  auto written = [](const BitNetConfig& c) {
+    TempFile file("written.gguf");
+    REQUIRE(formats::write_synthetic_bitnet(file.path, c, 9).ok());
+    auto g = formats::read_gguf(file.path);
+    REQUIRE(g.ok());
+    return std::move(g.value());
+  };
+  for (ElemKind kind : {ElemKind::F16, ElemKind::BF16, ElemKind::F32}) {
+    BitNetConfig c = formats::tiny_bitnet_config();
+    c.embedding = kind;
+    const formats::GgufFile g = written(c);
+    const GgufTensorType want = kind == ElemKind::F16 ? GgufTensorType::F16
+                                : kind == ElemKind::BF16 ? GgufTensorType::BF16
+                                                         : GgufTensorType::F32;
+    CHECK(g.find_tensor("token_embd.weight")->type == want);
+    auto back = formats::bitnet_config(g);
+    REQUIRE(back.ok());
+    CHECK(back->embedding == kind);
+    CHECK(back->kv_cache == ElemKind::F16);
+    CHECK(!back->separate_head);
+  }
+  // A separate head: output.weight written, read back, bound by the name map.
+  BitNetConfig c = formats::tiny_bitnet_config();
+  c.separate_head = true;
+  const formats::GgufFile g = written(c);
+  REQUIRE(g.find_tensor("output.weight") != nullptr);
+  CHECK(g.find_tensor("output.weight")->dims == std::vector<std::uint64_t>{256, 50});
+  CHECK(formats::bitnet_config(g)->separate_head);
+  auto names = formats::NameMap::parse(formats::bitnet_name_map("BitNet"));
+  REQUIRE(names.ok());
+  CHECK(names->apply("output.weight") == "BitNet.output");
+  c = formats::tiny_bitnet_config();
+  c.embedding = ElemKind::I8;
+  auto r = formats::check_bitnet_config(c);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("embedding is i8") != std::string::npos);
+  c = formats::tiny_bitnet_config();
+  c.kv_cache = ElemKind::T2;
+  REQUIRE(!formats::check_bitnet_config(c).ok());
+  CHECK(formats::check_bitnet_config(c).error().message.find("kv_cache is t2") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace ternjit
