@@ -33,6 +33,9 @@ target="$(sed -n 's/^# [^ ]* on \([a-z0-9_]*\) .*/\1/p' tune.txt)"
 threads="$(sed -n 's/^#.* threads=\([0-9]*\) strategy=.*/\1/p' tune.txt)"
 [ -n "$target" ] && [ -n "$threads" ] && [ "$threads" -ge 1 ]
 check "tune names the target ($target) and the thread count ($threads) it measured with" $?
+# A record's key is the problem; its config names the conditions it was measured under.
+expect_ok "cache ls: the records' problem and conditions" \
+  '^record .* config=M=1;cpu=[^;]*;.*version=[^;]*;config=.* op=[a-z0-9]+\.tmatmul problem=K=256;N=128' -- "$bin" cache ls
 
 # 2. A default engine uses the record: `run` and `bench`, verbose trace only.
 TERNJIT_VERBOSE=1 "$bin" run "$tri" "${layer[@]}" "${shape[@]}" >run.txt 2>run.err
