@@ -12,7 +12,7 @@ std::string RecordSource::decide(const targets::TuningSpace& space) const {
     d.config = space.default_config();
   } else {
     cache::DiskCache* disk = o.disk ? o.disk() : nullptr;
-    d = autotune::decide(disk, space);
+    d = autotune::decide(disk, space, o.scope);
     if (o.mode == targets::TuningMode::Tune && disk && d.source != DecisionSource::Exact) {
       // Tune at first call: a short halving search, stored, then decided again (so the
       // choice is the same one a later "cached" load makes).
@@ -27,7 +27,7 @@ std::string RecordSource::decide(const targets::TuningSpace& space) const {
         auto r = tune(space, **bench, to);
         if (r.ok() && store_result(*disk, space.problem(), *r).ok()) {
           tuned_now = true;
-          d = autotune::decide(disk, space);
+          d = autotune::decide(disk, space, o.scope);
         }
       }
     }

@@ -26,7 +26,12 @@ struct DispatchOptions {
   std::function<cache::DiskCache*()> disk;
   double tune_budget_s = 5;          ///< Tune: time budget per space
   int tune_max_trials = 0;           ///< Tune: trial budget per space (0: the tuner's default)
-  /// Called once per decision (may be empty): for trace lines and tests.
+  /// Which records are read: Explain also finds the older format's records measured under
+  /// other conditions, so on_decision can report them as skipped (costs a read of every
+  /// record's key: for verbose traces).
+  RecordScope scope = RecordScope::Problem;
+  /// Called once per decision (may be empty): for trace lines and tests. The decision
+  /// lists the records that did not apply and why.
   std::function<void(const targets::TuningProblem&, const Decision&, bool tuned_now)> on_decision;
 };
 

@@ -2,10 +2,13 @@
 // records.cpp - tuning records in the cache and the dispatch decision (records.h).
 #include "autotune/records.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "targets/host_cpu.h"
 
@@ -18,7 +21,25 @@ const std::string& cpu_model() {
   return model;
 }
 
-std::string record_config(std::int64_t m, std::string_view config) { return "M=" + std::to_string(m) + ";" + std::string(config); }
+// A condition value as the record's config text holds it: ';' separates its fields.
+std::string condition_value(std::string_view v) {
+  std::string out(v);
+  std::replace(out.begin(), out.end(), ';', ',');
+  return out;
+}
+
+bool condition_name_ok(std::string_view n) {
+  return !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// "M=<m>;<name>=<value>;...;config=<config>" (conditions in map order).
+std::string record_config(std::int64_t m, const Conditions& conditions, std::string_view config) {
+  std::string text = "M=" + std::to_string(m) + ";";
+  for (const auto& [name, value] : conditions) text += name + "=" + value + ";";
+  return text + "config=" + std::string(config);
+}
 
 std::string record_measurements(std::int64_t m, const Measurement& meas, std::string_view role) {
   nlohmann::json j;
@@ -30,20 +51,128 @@ std::string record_measurements(std::int64_t m, const Measurement& meas, std::st
   return j.dump();
 }
 
+// The M of a config text "M=<m>;...", and where its rest begins; nullopt when malformed.
+std::optional<std::pair<std::int64_t, std::size_t>> parse_m(std::string_view text) {
+  const std::size_t semi = text.find(';');
+  if (text.substr(0, 2) != "M=" || semi == std::string_view::npos) return std::nullopt;
+  std::int64_t m = 0;
+  if (auto [end, ec] = std::from_chars(text.data() + 2, text.data() + semi, m);
+      ec != std::errc() || end != text.data() + semi || m < 1)
+    return std::nullopt;
+  return std::pair{m, semi + 1};
+}
+
+// "name=value;name=value" -> conditions; nullopt when a field is not name=value or a
+// name repeats.
+std::optional<Conditions> parse_conditions(std::string_view text) {
+  Conditions out;
+  while (!text.empty()) {
+    const std::size_t semi = text.find(';');
+    const std::string_view field = text.substr(0, semi);
+    text = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
+    const std::size_t eq = field.find('=');
+    if (eq == std::string_view::npos || !condition_name_ok(field.substr(0, eq))) return std::nullopt;
+    if (!out.emplace(std::string(field.substr(0, eq)), std::string(field.substr(eq + 1))).second) return std::nullopt;
+  }
+  return out;
+}
+
+// A record of the current format: "M=<m>;<conditions>;config=<config>".
+std::optional<Record> decode_record(std::string_view text) {
+  auto m = parse_m(text);
+  if (!m) return std::nullopt;
+  const std::string_view rest = text.substr(m->second);
+  const std::size_t at = rest.substr(0, 7) == "config=" ? 0 : rest.find(";config=");
+  if (at == std::string_view::npos) return std::nullopt;
+  auto conditions = parse_conditions(rest.substr(0, at));
+  if (!conditions) return std::nullopt;
+  Record r;
+  r.M = m->first;
+  r.config = std::string(rest.substr(at == 0 ? 7 : at + 8));
+  r.conditions = std::move(*conditions);
+  return r;
+}
+
+// The measured fields of a record's JSON; false when it does not decode.
+bool decode_measurements(std::string_view text, Record& r) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("median_ns") || !j["median_ns"].is_number()) return false;
+  r.median_ns = j["median_ns"].get<double>();
+  if (j.contains("role") && j["role"].is_string()) r.role = j["role"].get<std::string>();
+  return true;
+}
+
+// The older format's family text: the problem's, then its own conditions in its order.
+std::string legacy_family(const targets::TuningProblem& p) {
+  std::string text = p.family;
+  for (const targets::TuningCondition& c : p.conditions) text += ";" + c.name + "=" + c.value;
+  return text;
+}
+
+// The older format's records of `p` under other conditions than `here`: every record
+// whose key is a "tuning_family" of the same op and family (its own conditions appended,
+// the same names as the problem's). Only their keys are read: they are reported, never
+// applied.
+Result<std::vector<Record>> legacy_others(cache::DiskCache& disk, const targets::TuningProblem& p,
+                                          const Conditions& here) {
+  TERNJIT_TRY(auto entries, disk.list());
+  std::vector<Record> out;
+  const std::string prefix = p.family + ";";
+  for (const cache::EntryInfo& e : entries) {
+    if (e.kind != cache::EntryKind::Record || !e.key || e.key->kind() != "record") continue;
+    auto kernel = cache::Key::parse(e.key->field("kernel"));
+    if (!kernel || kernel->kind() != "tuning_family" || kernel->field("op") != p.op) continue;
+    const std::string_view family = kernel->field("family");
+    if (family.substr(0, prefix.size()) != prefix) continue;
+    auto conditions = parse_conditions(family.substr(prefix.size()));
+    if (!conditions || conditions->size() != p.conditions.size()) continue;
+    bool same_names = true;
+    for (const targets::TuningCondition& c : p.conditions) same_names = same_names && conditions->count(c.name);
+    if (!same_names) continue;
+    (*conditions)["cpu"] = condition_value(kernel->field("device"));
+    (*conditions)["version"] = condition_value(kernel->field("version"));
+    if (*conditions == here) continue;  // read through legacy_family_key, and verified
+    const std::string_view config = e.key->field("config");
+    auto m = parse_m(config);
+    if (!m) continue;
+    Record r;
+    r.M = m->first;
+    r.config = std::string(config.substr(m->second));
+    r.conditions = std::move(*conditions);
+    r.legacy = true;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
-cache::Key family_key(const targets::TuningProblem& p) {
+Conditions conditions_of(const targets::TuningProblem& p) {
+  Conditions c;
+  for (const targets::TuningCondition& t : p.conditions) c[t.name] = condition_value(t.value);
+  c["cpu"] = condition_value(cpu_model());
+  c["version"] = condition_value(cache::ternjit_version());
+  return c;
+}
+
+cache::Key problem_key(const targets::TuningProblem& p) {
+  return cache::Key("tuning_problem", {{"op", p.op}, {"problem", p.family}});
+}
+
+cache::Key legacy_family_key(const targets::TuningProblem& p) {
   return cache::Key("tuning_family", {{"op", p.op},
-                                      {"family", p.family},
+                                      {"family", legacy_family(p)},
                                       {"device", cpu_model()},
                                       {"version", std::string(cache::ternjit_version())}});
 }
 
 Result<int> store_result(cache::DiskCache& disk, const targets::TuningProblem& p, const TuneResult& r) {
-  const cache::Key key = family_key(p);
+  const cache::Key key = problem_key(p);
+  const Conditions conditions = conditions_of(p);
   int added = 0;
   auto put = [&](const std::string& c, const Measurement& m, std::string_view role) -> Result<void> {
-    TERNJIT_TRY(bool stored, disk.put_record(key, record_config(p.m, c), record_measurements(p.m, m, role)));
+    TERNJIT_TRY(bool stored,
+                disk.put_record(key, record_config(p.m, conditions, c), record_measurements(p.m, m, role)));
     added += stored ? 1 : 0;
     return success();
   };
@@ -54,25 +183,55 @@ Result<int> store_result(cache::DiskCache& disk, const targets::TuningProblem& p
   return added;
 }
 
-Result<std::vector<Record>> load_records(cache::DiskCache& disk, const targets::TuningProblem& p) {
-  TERNJIT_TRY(auto raw, disk.records(family_key(p)));
+Result<std::vector<Record>> load_records(cache::DiskCache& disk, const targets::TuningProblem& p, RecordScope scope) {
   std::vector<Record> out;
+  TERNJIT_TRY(auto raw, disk.records(problem_key(p)));
   for (const cache::TuningRecord& t : raw) {
-    const std::size_t semi = t.config.find(';');
-    if (t.config.rfind("M=", 0) != 0 || semi == std::string::npos) continue;
-    auto j = nlohmann::json::parse(t.measurements, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("median_ns") || !j["median_ns"].is_number()) continue;
+    auto r = decode_record(t.config);
+    if (!r || !decode_measurements(t.measurements, *r)) continue;
+    out.push_back(std::move(*r));
+  }
+  // The older format: its key holds the conditions, so these were measured under ours.
+  const Conditions here = conditions_of(p);
+  TERNJIT_TRY(auto old, disk.records(legacy_family_key(p)));
+  for (const cache::TuningRecord& t : old) {
+    auto m = parse_m(t.config);
+    if (!m) continue;
     Record r;
-    const char* first = t.config.data() + 2;
-    if (auto [end, ec] = std::from_chars(first, t.config.data() + semi, r.M);
-        ec != std::errc() || end != t.config.data() + semi || r.M < 1)
-      continue;
-    r.config = t.config.substr(semi + 1);
-    r.median_ns = j["median_ns"].get<double>();
-    if (j.contains("role") && j["role"].is_string()) r.role = j["role"].get<std::string>();
-    out.push_back(std::move(r));
+    r.M = m->first;
+    r.config = t.config.substr(m->second);
+    r.conditions = here;
+    r.legacy = true;
+    if (decode_measurements(t.measurements, r)) out.push_back(std::move(r));
+  }
+  if (scope == RecordScope::Explain) {
+    TERNJIT_TRY(auto others, legacy_others(disk, p, here));
+    for (Record& r : others) out.push_back(std::move(r));
   }
   return out;
+}
+
+std::string mismatch(const Record& record, const Conditions& here, const targets::TuningSpace& space) {
+  if (record.conditions != here) {
+    // Every name either side has, in name order: "measured with a=1 b=2; here a=3 b=4".
+    std::string theirs, ours;
+    auto value = [](const Conditions& c, const std::string& name) {
+      auto it = c.find(name);
+      return it == c.end() ? std::string("(none)") : it->second;
+    };
+    std::map<std::string, int> names;
+    for (const auto& [n, v] : record.conditions) names[n];
+    for (const auto& [n, v] : here) names[n];
+    for (const auto& [n, unused] : names) {
+      const std::string a = value(record.conditions, n), b = value(here, n);
+      if (a == b) continue;
+      theirs += (theirs.empty() ? "" : " ") + n + "=" + a;
+      ours += (ours.empty() ? "" : " ") + n + "=" + b;
+    }
+    return "measured with " + theirs + "; here " + ours;
+  }
+  if (!space.valid(record.config)) return "config not valid for M=" + std::to_string(space.problem().m);
+  return {};
 }
 
 std::string_view decision_source_name(DecisionSource s) {
@@ -86,14 +245,19 @@ std::string_view decision_source_name(DecisionSource s) {
 
 Decision decide(const std::vector<Record>& records, const targets::TuningSpace& space) {
   const std::int64_t M = std::max<std::int64_t>(1, space.problem().m);
-  // The best usable record per M.
+  const Conditions here = conditions_of(space.problem());
+  Decision d;
+  // The best applicable record per M.
   std::map<std::int64_t, const Record*> best;
   for (const Record& r : records) {
-    if (!space.valid(r.config)) continue;
+    if (std::string why = mismatch(r, here, space); !why.empty()) {
+      d.skipped.push_back({r, std::move(why)});
+      continue;
+    }
+    ++d.applicable;
     const Record*& b = best[r.M];
     if (!b || r.median_ns < b->median_ns || (r.median_ns == b->median_ns && r.config < b->config)) b = &r;
   }
-  Decision d;
   if (auto it = best.find(M); it != best.end()) {
     d.config = it->second->config;
     d.source = DecisionSource::Exact;
@@ -119,9 +283,9 @@ Decision decide(const std::vector<Record>& records, const targets::TuningSpace& 
   return d;
 }
 
-Decision decide(cache::DiskCache* disk, const targets::TuningSpace& space) {
+Decision decide(cache::DiskCache* disk, const targets::TuningSpace& space, RecordScope scope) {
   if (disk) {
-    auto recs = load_records(*disk, space.problem());
+    auto recs = load_records(*disk, space.problem(), scope);
     if (recs.ok()) return decide(*recs, space);
   }
   return decide(std::vector<Record>{}, space);

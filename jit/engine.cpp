@@ -327,12 +327,20 @@ Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& op
   autotune::DispatchOptions dopts;
   dopts.mode = shared->typed.tuning;
   dopts.disk = [sp] { return sp->disk_cache->disk(); };  // opened on first use
-  if (shared->verbose())
+  if (shared->verbose()) {
+    // Every record of the problem that does not apply is said, with why, before the decision.
+    dopts.scope = autotune::RecordScope::Explain;
     dopts.on_decision = [sp](const targets::TuningProblem& p, const autotune::Decision& d, bool tuned_now) {
+      for (const autotune::SkippedRecord& s : d.skipped)
+        sp->trace("ternjit_verbose,tuning,skipped,op=" + p.op + ",problem=" + p.label + ",record_m=" +
+                  std::to_string(s.record.M) + (s.record.legacy ? ",legacy=1" : "") + ",why=" + s.why +
+                  ",config=" + s.record.config);
       sp->trace("ternjit_verbose,tuning,op=" + p.op + ",problem=" + p.label + ",source=" +
                 std::string(autotune::decision_source_name(d.source)) + (tuned_now ? ",tuned_now=1" : "") +
+                ",applicable=" + std::to_string(d.applicable) + ",skipped=" + std::to_string(d.skipped.size()) +
                 ",config=" + d.config);
     };
+  }
   shared->tuning = std::make_unique<autotune::RecordSource>(std::move(dopts));
   return shared;
 }

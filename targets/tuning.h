@@ -37,12 +37,24 @@ std::string_view tuning_mode_name(TuningMode mode);
 /// Parses tuning_mode_name's spellings; nullopt otherwise.
 std::optional<TuningMode> parse_tuning_mode(std::string_view text);
 
+/// One condition a measurement depends on: a name ("threads") and its value ("2").
+struct TuningCondition {
+  std::string name;   ///< an identifier: letters, digits, '_'
+  std::string value;  ///< no ';'
+  friend bool operator==(const TuningCondition&, const TuningCondition&) = default;
+};
+
 /// What identifies one tunable kernel call.
 struct TuningProblem {
   std::string op;      ///< target-qualified op family: "x86.tmatmul"
-  std::string family;  ///< canonical text of everything but M ("K=4096;N=14336;x=i8;...;isa=avx512_vnni;threads=2")
+  std::string family;  ///< canonical text of the kernel's problem but M ("K=4096;N=14336;x=i8;out=f32;epilogue=...")
   std::int64_t m = 0;  ///< the row count records are matched on (nearest tuned M)
   std::string label;   ///< a short human description for progress lines ("M=1 K=4096 N=14336 i8->f32")
+  /// What a configuration's speed depends on besides the problem, as the kernel will run
+  /// (x86: the code path `isa` and the resolved `threads`), in the target's order. A
+  /// tuning record carries the conditions it was measured under and applies only where
+  /// every one of them is the same (autotune/records.h).
+  std::vector<TuningCondition> conditions;
 };
 
 /// One candidate configuration and the target's cost-model estimate of it.

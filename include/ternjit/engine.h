@@ -45,9 +45,11 @@ struct EngineOptions {
   /// Accept a cache directory shared by a Unix group: group-writable directories and
   /// entries written by other members of the directory's group (never world-writable ones).
   bool cache_shared_group = false;
-  /// "off": default configurations; "cached": use tuning records (exact shape, else the
-  /// nearest tuned shape, else the default); "tune": tune at first call what has no record.
-  std::string tuning = "off";
+  /// "cached" (the default): use the tuning records `ternjit tune` stored in the disk cache
+  /// that were measured under this engine's conditions (exact shape, else the nearest
+  /// tuned shape, else the default; autotune/README.md); "off": default configurations;
+  /// "tune": tune at first call what has no record.
+  std::string tuning = "cached";
   /// Serve a new row count M from its M bucket's kernel, compiled once per bucket for
   /// run-time rows (docs/caching.md), where the function and the target allow it;
   /// false: specialize every M (the kernels of both ways compute the same bits).

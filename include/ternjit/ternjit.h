@@ -91,7 +91,7 @@ typedef struct ternjit_engine_options {
    *  "llvm.cpu=znver4"), validated by the targets (an unknown one is TERNJIT_INVALID_ARGUMENT).
    *  max_isa above is an alias of x86.max_isa; the two must agree. */
   const char* target_options;
-  const char* tuning; /**< NULL/"": "off"; "cached" (use tuning records) or "tune" (tune at first call) */
+  const char* tuning; /**< NULL/"": "cached" (use tuning records); "off" or "tune" (tune at first call) */
   /* ABI 2. */
   /** NULL: verbose trace lines go to stderr; else each line (without '\n', `len` bytes, not
    *  NUL-terminated) is passed here, from whichever thread compiles, possibly concurrently. */

@@ -561,9 +561,9 @@ class Engine:
     ``Engine(target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None,
     target_options=None, tuning=None)`` or :meth:`from_env` (TERNJIT_TARGET,
     TERNJIT_OPT_LEVEL, ...). ``target_options`` is each target's own options as
-    ``"x86.max_isa=avx2;llvm.cpu=znver4"``; ``tuning`` is "off", "cached" or "tune". An
-    unknown or unavailable target, or an option a target does not take, raises
-    :class:`Error` saying why.
+    ``"x86.max_isa=avx2;llvm.cpu=znver4"``; ``tuning`` is "cached" (None: the default),
+    "off" or "tune". An unknown or unavailable target, or an option a target does not
+    take, raises :class:`Error` saying why.
     """
 
     def __init__(self, target="auto", opt_level=2, threads=0, verbose=False, cache_dir=None,

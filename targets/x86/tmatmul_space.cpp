@@ -162,9 +162,10 @@ class TMatMulSpace final : public TuningSpace {
                       ";x=" + std::string(elem_name(p.x_kind)) + ";out=" + std::string(elem_name(p.out_kind)) +
                       ";epilogue=" + flag(p.x_scale) + flag(p.w_scale) + flag(p.w_scale_per_channel) + flag(p.bias) +
                       flag(p.residual) + flag(p.relu) +
-                      (p.w_scale_group > 0 ? ";group=" + std::to_string(p.w_scale_group) : std::string()) +
-                      ";isa=" + std::string(isa_name(isa)) +
-                      ";threads=" + std::to_string(threads_);
+                      (p.w_scale_group > 0 ? ";group=" + std::to_string(p.w_scale_group) : std::string());
+    // The code path and the thread count the kernel runs with: the search space itself
+    // depends on them (vector widths, t <= threads), and so does each candidate's speed.
+    problem_.conditions = {{"isa", std::string(isa_name(isa))}, {"threads", std::to_string(threads_)}};
     problem_.m = p.M;
     problem_.label = "M=" + std::to_string(p.M) + " K=" + std::to_string(p.K) + " N=" + std::to_string(p.N) + " " +
                      std::string(elem_name(p.x_kind)) + "->" + std::string(elem_name(p.out_kind));

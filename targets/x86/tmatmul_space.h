@@ -41,11 +41,12 @@ std::string describe_space();
 double estimated_cost(const TMatMulProblem& problem, const TMatMulConfig& config);
 
 /// The tmatmul call `problem` on `isa` with at most `max_threads` threads as a
-/// TuningSpace: op "x86.tmatmul", the family text names K, N, kinds, epilogue, isa and
-/// threads; candidates are search_space() with estimated_cost() and the algorithm class
-/// (variant and vector width) as their group; valid() parses a config and checks it
-/// against the problem, the isa and the thread count; bench() is a TMatMulBench
-/// (tmatmul_bench.h), Unavailable when the host cannot run `isa`.
+/// TuningSpace: op "x86.tmatmul", the family text names K, N, kinds and epilogue, the
+/// conditions `isa` and `threads` (max_threads); candidates are search_space() with
+/// estimated_cost() and the algorithm class (variant and vector width) as their group;
+/// valid() parses a config and checks it against the problem, the isa and the thread
+/// count; bench() is a TMatMulBench (tmatmul_bench.h), Unavailable when the host cannot
+/// run `isa`.
 std::unique_ptr<TuningSpace> tmatmul_tuning_space(const TMatMulProblem& problem, Isa isa, int max_threads);
 
 }  // namespace ternjit::targets::x86

@@ -61,9 +61,12 @@ std::string describe(const cache::Key& key) {
     std::string s = "config=" + std::string(key.field("config"));
     if (kernel) {
       s += " kernel=" + kernel->hex().substr(0, 12);
-      // A tuning family (autotune/records.h) names its op and family; an artifact key its function.
+      // A tuning problem (autotune/records.h; "family" in the older format) names its op
+      // and problem; an artifact key its function.
       if (!kernel->field("op").empty())
-        s += " op=" + std::string(kernel->field("op")) + " family=" + std::string(kernel->field("family"));
+        s += " op=" + std::string(kernel->field("op")) +
+             (kernel->kind() == "tuning_family" ? " family=" + std::string(kernel->field("family"))
+                                                : " problem=" + std::string(kernel->field("problem")));
       else
         s += " fn=" + std::string(kernel->field("function"));
     }
@@ -182,7 +185,7 @@ int cmd_cache(const CacheCommandOptions& o) {
             if (!e.key->field(f).empty()) fields[f] = std::string(e.key->field(f));
           if (auto kernel = e.key->kind() == "record" ? cache::Key::parse(e.key->field("kernel")) : std::nullopt) {
             fields["kernel"] = kernel->hex();
-            for (const char* f : {"op", "family", "function"})
+            for (const char* f : {"op", "problem", "family", "function"})
               if (!kernel->field(f).empty()) fields[f] = std::string(kernel->field(f));
           }
           j["key"] = std::move(fields);

@@ -121,6 +121,71 @@ struct ProgressPrinter {
   }
 };
 
+// One tunable kernel call of one shape, as the target declares it.
+struct Job {
+  std::string shape;
+  std::string key;  // "<op>.<i>": the i-th space of that shape
+  std::unique_ptr<targets::TuningSpace> space;
+};
+
+// "a=1 b=2": conditions as a line shows them.
+std::string conditions_text(const autotune::Conditions& c) {
+  std::string text;
+  for (const auto& [name, value] : c) text += (text.empty() ? "" : " ") + name + "=" + value;
+  return text;
+}
+
+// `tune --check`: for each job, the decision an engine of these options makes from the
+// records of `disk` and every record of its problem that applies or does not (and why).
+int check_records(const std::string& function, const std::string& target_name, const std::vector<Job>& jobs,
+                  cache::DiskCache& disk, targets::TuningMode mode) {
+  std::printf("# %s on %s: tuning=%s, records in %s\n", function.c_str(), target_name.c_str(),
+              std::string(targets::tuning_mode_name(mode)).c_str(), disk.dir().c_str());
+  std::string last_here;
+  std::size_t served = 0;
+  for (const Job& j : jobs) {
+    const autotune::Conditions conditions = autotune::conditions_of(j.space->problem());
+    const std::string here = conditions_text(conditions);
+    if (here != last_here) std::printf("# here: %s\n", here.c_str());
+    last_here = here;
+    auto records = autotune::load_records(disk, j.space->problem(), autotune::RecordScope::Explain);
+    if (!records.ok()) return report(records.error());
+    const autotune::Decision d = autotune::decide(*records, *j.space);
+    const bool uses = d.source != autotune::DecisionSource::Default && mode != targets::TuningMode::Off;
+    served += uses ? 1 : 0;
+    std::string what = std::string(autotune::decision_source_name(d.source));
+    if (d.source != autotune::DecisionSource::Default) what += " M=" + std::to_string(d.tuned_m);
+    std::printf("%-20s %-10s %zu record%s, %zu skipped: uses %s: %s\n", j.shape.c_str(), j.key.c_str(), d.applicable,
+                d.applicable == 1 ? " applies" : "s apply", d.skipped.size(), what.c_str(), d.config.c_str());
+    // The records that apply (by M, then median), then those that do not, with why.
+    std::vector<const autotune::Record*> applying;
+    for (const autotune::Record& r : *records)
+      if (autotune::mismatch(r, conditions, *j.space).empty()) applying.push_back(&r);
+    std::stable_sort(applying.begin(), applying.end(), [](const autotune::Record* a, const autotune::Record* b) {
+      return a->M != b->M ? a->M < b->M : a->median_ns < b->median_ns;
+    });
+    auto older = [](const autotune::Record& r) { return r.legacy ? " (older format)" : ""; };
+    for (const autotune::Record* r : applying)
+      std::printf("  applies  M=%-5lld %-9s %9.4f ms  %s%s\n", static_cast<long long>(r->M),
+                  r->role.empty() ? "-" : r->role.c_str(), r->median_ns / 1e6, r->config.c_str(), older(*r));
+    for (const autotune::SkippedRecord& sk : d.skipped)
+      std::printf("  skipped  M=%-5lld %-9s %s%s: %s\n", static_cast<long long>(sk.record.M),
+                  sk.record.role.empty() ? "-" : sk.record.role.c_str(), sk.why.c_str(), older(sk.record),
+                  sk.record.config.c_str());
+  }
+  std::fflush(stdout);
+  if (mode == targets::TuningMode::Off) {
+    std::fprintf(stderr, "ternjit: tune --check: tuning is off (TERNJIT_TUNING=off): engines use no record\n");
+    return 1;
+  }
+  if (served < jobs.size()) {
+    std::fprintf(stderr, "ternjit: tune --check: %zu of %zu kernels have no record that applies here\n",
+                 jobs.size() - served, jobs.size());
+    return 1;
+  }
+  return 0;
+}
+
 int run_tune(const TuneCommandOptions& o, const targets::TargetRegistry& registry, const autotune::Collective& coll) {
   const bool root = coll.rank() == 0;
   auto fail = [&](const Error& e) { return root ? report(e) : 1; };
@@ -143,11 +208,6 @@ int run_tune(const TuneCommandOptions& o, const targets::TargetRegistry& registr
 
   // Every shape's tunable kernels, as the target declares them, before any tuning (the
   // budget is split evenly across them).
-  struct Job {
-    std::string shape;
-    std::string key;  // "<op>.<i>": the i-th space of that shape
-    std::unique_ptr<targets::TuningSpace> space;
-  };
   std::vector<Job> jobs;
   for (auto& s : *shapes) {
     auto resolved = resolve_shapes(*m, s);
@@ -182,12 +242,18 @@ int run_tune(const TuneCommandOptions& o, const targets::TargetRegistry& registr
     if (!d.ok()) return fail(d.error());
     disk = std::move(*d);
   }
+  if (o.check) {
+    if (!disk)
+      return fail(bad("tune --check reads the tuning records: it needs a cache directory, not --cache-dir off"));
+    return check_records(*function, target_name, jobs, *disk, *targets::parse_tuning_mode(chosen->engine.tuning));
+  }
 
   const double per_job = *budget / static_cast<double>(jobs.size());
   if (root)
-    std::printf("# %s on %s (%s) threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
-                target_name.c_str(), jobs.front().space->problem().family.c_str(), copts.threads, o.strategy.c_str(),
-                *budget, per_job,
+    std::printf("# %s on %s (%s; %s) threads=%d strategy=%s budget=%.3gs (%.3gs per kernel)%s\n", function->c_str(),
+                target_name.c_str(), jobs.front().space->problem().family.c_str(),
+                conditions_text(autotune::conditions_of(jobs.front().space->problem())).c_str(), copts.threads,
+                o.strategy.c_str(), *budget, per_job,
                 coll.size() > 1 ? (" ranks=" + std::to_string(coll.size())).c_str() : "");
   std::vector<std::string> rows;
   std::vector<std::string> failures;
@@ -272,6 +338,10 @@ void add_tune_command(CLI::App& app, const targets::TargetRegistry& registry) {
   add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_flag("--mpi", o->mpi, "split candidates across MPI ranks: mpirun -n R ternjit tune ... --mpi");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress output");
+  cmd->add_flag("--check", o->check,
+                "measure nothing: list which tuning records in the cache apply to each kernel on this machine with "
+                "these options, which do not and why (exit 1 when a kernel has none)")
+      ->excludes("--mpi");
   // Each target that declares tuning spaces describes them (Target::describe_tuning).
   std::string spaces;
   for (const auto& t : registry.all())

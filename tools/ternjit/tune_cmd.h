@@ -26,12 +26,18 @@ struct TuneCommandOptions {
   unsigned long long seed = 1;       ///< random choices of the search
   bool mpi = false;                  ///< split candidates across MPI ranks (mpirun -n R ternjit tune ... --mpi)
   bool quiet = false;                ///< no progress output
+  /// Measure nothing: list, for each tunable kernel of each shape, the records in the
+  /// cache that apply under this machine and these options, those that do not and why,
+  /// and the decision an engine makes from them (check_records).
+  bool check = false;
 };
 
 /// Runs the tuning on the target the flags name (`registry`: the CLI's) and prints the
 /// table (shapes x kernels x chosen config x speedup over the default configuration) to
 /// stdout; progress to stderr (a bar on a terminal, plain lines otherwise). Returns 0,
-/// or 1 after printing an error.
+/// or 1 after printing an error. With `check`: the records report instead (nothing is
+/// measured or stored); 0 when every kernel has a record that applies (exact or nearest
+/// M), else 1 after saying how many have none.
 int cmd_tune(const TuneCommandOptions& options, const targets::TargetRegistry& registry);
 
 /// Adds the `tune` subcommand to `app` (its callback runs cmd_tune and ends parsing

@@ -389,10 +389,10 @@ TEST_CASE("records round-trip through the cache; decide: exact, nearest, default
   CHECK(def.source == DecisionSource::Default);
   CHECK(def.config == x86::default_config(other, isa, 2).str());
   CHECK(decide(nullptr, *s8).source == DecisionSource::Default);
-  // Another thread count is another family.
+  // Records measured with another thread count never apply (the key rule's test below).
   CHECK(decide(disk->get(), *x86::tmatmul_tuning_space(p8, isa, 1)).source == DecisionSource::Default);
   // A record the space does not accept (a config for more threads) is never chosen.
-  std::vector<Record> foreign = {{8, x86::default_config(p8, isa, 8).str(), 1, "winner"}};
+  std::vector<Record> foreign = {{8, x86::default_config(p8, isa, 8).str(), 1, "winner", conditions_of(s8->problem())}};
   if (x86::default_config(p8, isa, 8).threads > 2) CHECK(decide(foreign, *s8).source == DecisionSource::Default);
 
   // Records merge into another cache and decide the same there.
@@ -405,12 +405,13 @@ TEST_CASE("records round-trip through the cache; decide: exact, nearest, default
   CHECK(merged->copied == 3);
   CHECK(decide(disk2->get(), *s8).config == r.winner);
 
-  // Nearest prefers the closer M in log scale, ties the smaller.
+  // Nearest prefers the closer M in log scale, ties the smaller (records measured under
+  // the spaces' conditions: those do not depend on M).
   std::vector<Record> many;
   auto rec = [&](std::int64_t m, int ku) {
     x86::TMatMulConfig c = x86::default_config(small_problem(m), isa, 2);
     c.k_unroll = ku;
-    return Record{m, c.str(), 100, "winner"};
+    return Record{m, c.str(), 100, "winner", conditions_of(s8->problem())};
   };
   many.push_back(rec(1, 1));
   many.push_back(rec(32, 4));
@@ -418,6 +419,133 @@ TEST_CASE("records round-trip through the cache; decide: exact, nearest, default
   CHECK(decide(many, *x86::tmatmul_tuning_space(small_problem(2), isa, 2)).tuned_m == 1);
   Decision tie = decide(many, *x86::tmatmul_tuning_space(small_problem(4), isa, 2));  // log distances: 2 vs 3
   CHECK(tie.tuned_m == 1);
+}
+
+// What the record tests share: an empty cache, and the M = 8 problem's spaces on
+// avx512_vnni with 2 and 1 threads.
+struct RecordsFixture {
+  TempDir dir;
+  std::unique_ptr<cache::DiskCache> disk;
+  const x86::Isa isa = x86::Isa::Avx512Vnni;
+  const x86::TMatMulProblem p8 = small_problem(8);
+  const std::unique_ptr<targets::TuningSpace> two = x86::tmatmul_tuning_space(p8, isa, 2);
+  const std::unique_ptr<targets::TuningSpace> one = x86::tmatmul_tuning_space(p8, isa, 1);
+  RecordsFixture() {
+    cache::CacheOptions co;
+    co.dir = dir.path();
+    auto opened = cache::DiskCache::open(co);
+    REQUIRE(opened.ok());
+    disk = std::move(*opened);
+  }
+};
+
+TEST_CASE_FIXTURE(RecordsFixture,
+                  "records: the key holds the problem, the record its conditions; a mismatch is skipped with why") {
+  const auto avx2 = x86::tmatmul_tuning_space(p8, x86::Isa::Avx2, 2);
+  // One key for the problem, whatever the conditions; the conditions tell them apart.
+  CHECK(problem_key(two->problem()).hex() == problem_key(one->problem()).hex());
+  CHECK(problem_key(two->problem()).hex() == problem_key(avx2->problem()).hex());
+  x86::TMatMulProblem wider = p8;
+  wider.N = 160;
+  CHECK(problem_key(two->problem()).hex() != problem_key(x86::tmatmul_tuning_space(wider, isa, 2)->problem()).hex());
+  const Conditions c2 = conditions_of(two->problem());
+  CHECK(c2.at("threads") == "2");
+  CHECK(c2.at("isa") == "avx512_vnni");
+  CHECK(c2.count("cpu") == 1);
+  CHECK(c2.at("version") == cache::ternjit_version());
+  CHECK(conditions_of(one->problem()).at("threads") == "1");
+
+  // Tuned with 1 thread: applies to a 1-thread engine, skipped by a 2-thread one.
+  TuneResult r;
+  r.winner = one->default_config();
+  r.winner_m = Measurement{1000, 990, 0.01, 5};
+  REQUIRE(store_result(*disk, one->problem(), r).ok());
+  Decision d1 = decide(disk.get(), *one);
+  CHECK(d1.source == DecisionSource::Exact);
+  CHECK(d1.applicable == 1);
+  CHECK(d1.skipped.empty());
+  Decision d2 = decide(disk.get(), *two);
+  CHECK(d2.source == DecisionSource::Default);
+  CHECK(d2.applicable == 0);
+  REQUIRE(d2.skipped.size() == 1);
+  CHECK(d2.skipped[0].why == "measured with threads=1; here threads=2");
+  CHECK(d2.skipped[0].record.config == r.winner);
+  CHECK(!d2.skipped[0].record.legacy);
+  // Several conditions differ: each is named.
+  Decision da = decide(disk.get(), *avx2);
+  REQUIRE(da.skipped.size() == 1);
+  CHECK(da.skipped[0].why == "measured with isa=avx512_vnni threads=1; here isa=avx2 threads=2");
+
+  // The same config tuned with 2 threads is another record (the conditions are in its
+  // key): both are kept, each applies to its own engine.
+  TuneResult r2 = r;
+  REQUIRE(store_result(*disk, two->problem(), r2).ok());
+  CHECK(*store_result(*disk, two->problem(), r2) == 0);
+  Decision both = decide(disk.get(), *two);
+  CHECK(both.source == DecisionSource::Exact);
+  CHECK(both.applicable == 1);
+  CHECK(both.skipped.size() == 1);
+
+  // Another machine or build: skipped, saying which.
+  Record foreign{8, two->default_config(), 5, "winner", c2, false};
+  foreign.conditions["cpu"] = "Some Other CPU";
+  foreign.conditions["version"] = "0.0.1";
+  CHECK(mismatch(foreign, c2, *two) == "measured with cpu=Some Other CPU version=0.0.1; here cpu=" + c2.at("cpu") +
+                                           " version=" + std::string(cache::ternjit_version()));
+  // Same conditions, a config the space refuses: skipped too, with that reason.
+  Record refused{8, x86::default_config(p8, isa, 2).str(), 5, "winner", c2, false};
+  refused.config.replace(refused.config.find("isa=avx512_vnni"), 15, "isa=avx2");
+  CHECK(mismatch(refused, c2, *two) == "config not valid for M=8");
+  Decision dd = decide(std::vector<Record>{foreign, refused}, *two);
+  CHECK(dd.source == DecisionSource::Default);
+  CHECK(dd.skipped.size() == 2);
+}
+
+TEST_CASE_FIXTURE(RecordsFixture,
+                  "records: the older format is read under its own conditions and only reported under others") {
+  // What the format before conditions wrote: key "tuning_family" (op, family with
+  // ";isa=..;threads=.." appended, device, version), config "M=<m>;<config>".
+  const cache::Key old_one = legacy_family_key(one->problem());
+  CHECK(old_one.kind() == "tuning_family");
+  CHECK(std::string(old_one.field("family")) == one->problem().family + ";isa=avx512_vnni;threads=1");
+  x86::TMatMulConfig w = *x86::TMatMulConfig::parse(one->default_config());
+  w.k_unroll = w.k_unroll == 1 ? 2 : 1;
+  REQUIRE(one->valid(w.str()));
+  const std::string json = R"({"M":8,"median_ns":900,"spread":0.01,"reps":5,"role":"winner"})";
+  REQUIRE(*disk->put_record(old_one, "M=8;" + w.str(), json));
+  REQUIRE(*disk->put_record(old_one, "M=oops;" + w.str(), json));  // undecodable: ignored
+
+  // Its own conditions: read and applied, as before.
+  auto recs = load_records(*disk, one->problem());
+  REQUIRE(recs.ok());
+  REQUIRE(recs->size() == 1);
+  CHECK((*recs)[0].legacy);
+  CHECK((*recs)[0].median_ns == 900);
+  Decision d1 = decide(disk.get(), *one);
+  CHECK(d1.source == DecisionSource::Exact);
+  CHECK(d1.config == w.str());
+
+  // Other conditions: never applied; an explaining scope finds and skips it with why.
+  Decision d2 = decide(disk.get(), *two);
+  CHECK(d2.source == DecisionSource::Default);
+  CHECK(d2.skipped.empty());
+  Decision e2 = decide(disk.get(), *two, RecordScope::Explain);
+  CHECK(e2.source == DecisionSource::Default);
+  REQUIRE(e2.skipped.size() == 1);
+  CHECK(e2.skipped[0].record.legacy);
+  CHECK(e2.skipped[0].record.config == w.str());
+  CHECK(e2.skipped[0].why == "measured with threads=1; here threads=2");
+  // Another problem's older records (a family that only starts like ours) are not ours.
+  x86::TMatMulProblem grouped = p8;
+  grouped.w_scale_group = 64;  // its family text is ours + ";group=64"
+  const auto g = x86::tmatmul_tuning_space(grouped, isa, 2);
+  REQUIRE(g->problem().family == two->problem().family + ";group=64");
+  REQUIRE(*disk->put_record(legacy_family_key(g->problem()), "M=8;" + w.str(), json));
+  CHECK(decide(disk.get(), *two, RecordScope::Explain).skipped.size() == 1);
+  // Undecodable records of the current format are ignored, never applied.
+  REQUIRE(*disk->put_record(problem_key(two->problem()), "M=8;isa=avx512_vnni;" + w.str(), json));
+  REQUIRE(*disk->put_record(problem_key(two->problem()), "M=8;bad name=1;config=" + w.str(), json));
+  CHECK(decide(disk.get(), *two).applicable == 0);
 }
 
 TEST_CASE("dispatch: the x86 target asks the record source for each tmatmul at load (exact, nearest, default)") {

@@ -42,7 +42,7 @@ TEST_CASE("from_env: no variables gives the defaults") {
   CHECK(o->opt_level == 2);
   CHECK(o->threads == 0);
   CHECK(o->cache_dir.empty());
-  CHECK(o->tuning == "off");
+  CHECK(o->tuning == "cached");
   CHECK(o->verbose == 0);
 }
 
