@@ -59,9 +59,9 @@ CAPACITY = 16
 
 
 def quantized(config, quant, dtype):
-    """A BitNetForCausalLM whose projections transformers' own quantizer replaced (as
-    from_pretrained does for a quantization_config; loading through from_pretrained itself
-    needs the accelerate package, which the pinned environment does not have)."""
+    """A BitNetForCausalLM whose projections transformers' own quantizer replaced, as
+    from_pretrained does for a quantization_config: the model whose state save_pretrained
+    writes in each form."""
     config.quantization_config = quant.to_dict()
     model = BitNetForCausalLM(config).to(dtype)
     BitNetHfQuantizer(quant)._process_model_before_weight_loading(model)
@@ -115,18 +115,11 @@ def make_checkpoints(root):
 
 
 def oracle(directory):
-    """transformers' model of the checkpoint directory, computing in float32 (the checkpoint's
-    bf16 values widened exactly): config.json, the quantizer's layer replacement, the saved
-    tensors, the head (tied, or lm_head.weight)."""
-    config = BitNetConfig.from_pretrained(directory)
-    model = quantized(config, BitNetQuantConfig(**config.quantization_config), torch.float32)
-    state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(os.path.join(directory, "model.safetensors")).items()}
-    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    tied = config.tie_word_embeddings
-    check(missing == (["lm_head.weight"] if tied else []) and not unexpected,
-          "%s: loaded %s %s" % (directory, missing, unexpected))
-    if tied:
-        model.tie_weights()
+    """transformers' own model of the checkpoint directory, loaded by from_pretrained (config.json,
+    the quantizer's layer replacement, the saved tensors, the head: tied, or lm_head.weight),
+    computing in float32 (the checkpoint's bf16 values widened exactly)."""
+    model = BitNetForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    tied = model.config.tie_word_embeddings
     check((model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()) == tied, "the head")
     return model.eval()
 
