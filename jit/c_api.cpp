@@ -6,7 +6,9 @@
 // (shared with the kernel trampoline, required by ternjit_last_error). Each entry point
 // is wrapped in guarded(), which clears the message first (ternjit.h's last-error rule):
 // an exception from anywhere below (std::bad_alloc, a foreign library) becomes
-// TERNJIT_INTERNAL with its what() text and never crosses the ABI.
+// TERNJIT_INTERNAL with its what() text and never crosses the ABI. The handles and these
+// helpers are in jit/c_api_internal.h; the BitNet models' entry points are in
+// c_api_bitnet.cpp, DLPack's and the ternary matmul dispatch's in c_api_dlpack.cpp.
 #include "ternjit/ternjit.h"
 
 #include <algorithm>
@@ -23,52 +25,20 @@
 
 #include "jit/loader.h"
 #include "targets/registry.h"
-#include "ternjit/bitnet.h"
 #include "ternjit/builder.h"
 #include "ternjit/engine.h"
 #include "ternjit/result.h"
-#include "ternjit/tmatmul.h"
 #include "ternjit/types.h"
 
 #ifndef TERNJIT_VERSION_STRING
 #error "TERNJIT_VERSION_STRING must be defined by the build (lib/CMakeLists.txt)"
 #endif
 
-// The opaque handles of ternjit.h. A kernel handle is the C++ Kernel itself (owned by
-// its Program), so ternjit_kernel is never defined: it is only a pointer type.
-struct ternjit_engine {
-  explicit ternjit_engine(ternjit::Engine e) : engine(std::move(e)), dispatcher(engine) {}
-  ternjit::Engine engine;
-  ternjit::TMatMulDispatcher dispatcher;  // ternjit_tmatmul_dispatch; destroyed before the engine
-};
-
-// A declaration with the flat arrays ternjit_tensor_decl points into.
-struct CTensorDecl {
-  ternjit::TensorDecl decl;
-  std::vector<int64_t> extents;
-  std::vector<const char*> symbols;
-};
-
-// A declaration list built once; nothing is resized after the pointers are taken.
-struct CFunctionDecl {
-  std::string name;
-  std::vector<CTensorDecl> inputs, outputs;
-};
-
-struct ternjit_program {
-  explicit ternjit_program(ternjit::Program p);
-  ternjit::Program program;
-  std::vector<CFunctionDecl> functions;  // the module never changes: built once
-  std::vector<CTensorDecl> params;       // declarations only; the bound state is read live
-};
+#include "jit/c_api_internal.h"
 
 static_assert(std::is_same_v<ternjit::KernelFn, ternjit_kernel_fn>, "the C and C++ kernel entry types differ");
 
-namespace {
-
-using ternjit::ElemKind;
-using ternjit::Error;
-using ternjit::ErrorCode;
+namespace ternjit::jit::capi {
 
 void set_error(std::string_view message) noexcept {
   try {
@@ -79,7 +49,7 @@ void set_error(std::string_view message) noexcept {
 }
 
 // Records "function: what detail" without allocating before the try (used in handlers).
-void set_error(const char* function, const char* what, const char* detail = "") noexcept {
+void set_error(const char* function, const char* what, const char* detail) noexcept {
   try {
     ternjit::jit::last_error().assign(function).append(": ").append(what).append(detail);
   } catch (...) {
@@ -102,32 +72,6 @@ ternjit_status fail(const Error& e) {
 ternjit_status misuse(const char* function, std::string_view message) {
   set_error(std::string(function) + ": " + std::string(message));
   return TERNJIT_INVALID_ARGUMENT;
-}
-
-// Runs `body` (returning a ternjit_status); no exception escapes.
-template <class F>
-ternjit_status guarded(const char* function, F&& body) noexcept {
-  ternjit::jit::last_error().clear();
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    set_error(function, "out of memory");
-  } catch (const std::exception& e) {
-    set_error(function, "internal error: unexpected exception: ", e.what());
-  } catch (...) {
-    set_error(function, "internal error: unexpected non-standard exception");
-  }
-  return TERNJIT_INTERNAL;
-}
-
-// The int a C caller stored in an enum, read without an enum-typed load: a value outside
-// the enumerators (e.g. (ternjit_dtype)99) is fine in C but undefined to load as the C++ enum.
-template <class E>
-int raw_enum(const E& e) {
-  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
 }
 
 // The C dtype as an element kind; false for a value outside the enum.
@@ -208,6 +152,14 @@ ternjit_status make_views(const char* function, const char* kind, const ternjit_
   }
   return TERNJIT_OK;
 }
+
+}  // namespace ternjit::jit::capi
+
+using namespace ternjit::jit::capi;
+
+namespace {
+
+using ternjit::ElemKind;
 
 // The size of the first ternjit_engine_options (up to `verbose`): callers built against it
 // stay valid; later fields are read only when struct_size says the caller has them.
@@ -308,61 +260,6 @@ constexpr std::string_view kStaticFeatures[] = {
     "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",
 };
-
-// The ternjit_tensor of a DLPack tensor (ternjit.h, ternjit_run_dlpack): version 1.x, CPU,
-// a dtype ternjit takes, compact row-major; `writable` also refuses a read-only one.
-ternjit_status dlpack_view(const char* function, const std::string& what, const DLManagedTensorVersioned* m,
-                           bool writable, ternjit_tensor* out) {
-  if (m == nullptr) return misuse(function, what + " is null");
-  if (m->version.major != DLPACK_MAJOR_VERSION)
-    return misuse(function, what + " is DLPack " + std::to_string(m->version.major) + "." +
-                                std::to_string(m->version.minor) + ": only DLPack 1.x is read");
-  const DLTensor& t = m->dl_tensor;
-  if (raw_enum(t.device.device_type) != kDLCPU)
-    return misuse(function, what + " is on DLPack device type " + std::to_string(raw_enum(t.device.device_type)) +
-                                ": only kDLCPU (1) memory is read");
-  if (writable && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0)
-    return misuse(function, what + " is read-only (DLPACK_FLAG_BITMASK_READ_ONLY)");
-  struct Kind {
-    uint8_t code, bits;
-    ternjit_dtype dtype;
-  };
-  static constexpr Kind kKinds[] = {{kDLFloat, 32, TERNJIT_F32}, {kDLFloat, 16, TERNJIT_F16},
-                                    {kDLBfloat, 16, TERNJIT_BF16}, {kDLInt, 8, TERNJIT_I8},
-                                    {kDLUInt, 8, TERNJIT_U8}, {kDLInt, 32, TERNJIT_I32}};
-  const Kind* kind = nullptr;
-  for (const Kind& k : kKinds)
-    if (k.code == t.dtype.code && k.bits == t.dtype.bits) kind = &k;
-  if (kind == nullptr || t.dtype.lanes != 1)
-    return misuse(function, what + " has DLPack dtype code " + std::to_string(t.dtype.code) + ", " +
-                                std::to_string(t.dtype.bits) + " bits, " + std::to_string(t.dtype.lanes) +
-                                " lanes: ternjit takes float32, float16, bfloat16, int8, uint8 or int32, 1 lane");
-  if (t.ndim < 0 || t.ndim > 64) return misuse(function, what + " has ndim " + std::to_string(t.ndim));
-  if (t.ndim > 0 && t.shape == nullptr) return misuse(function, what + " has a null shape");
-  int64_t elems = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) return misuse(function, what + " has a negative extent in dim " + std::to_string(i));
-    elems *= t.shape[i];
-  }
-  // Compact row-major: each stride the product of the extents after it, except where the
-  // extent is 1 (any stride reads the same element). An empty tensor has no layout.
-  if (t.strides != nullptr && elems > 0) {
-    int64_t expect = 1;
-    for (int32_t i = t.ndim - 1; i >= 0; --i) {
-      if (t.shape[i] != 1 && t.strides[i] != expect)
-        return misuse(function, what + " is not contiguous row-major: dim " + std::to_string(i) + " has stride " +
-                                    std::to_string(t.strides[i]) + ", expected " + std::to_string(expect) +
-                                    " (make it contiguous first; ternjit makes no copy)");
-      expect *= t.shape[i];
-    }
-  }
-  if (t.data == nullptr && elems > 0) return misuse(function, what + " has null data");
-  out->data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
-  out->dtype = kind->dtype;
-  out->rank = t.ndim;
-  out->shape = t.shape;
-  return TERNJIT_OK;
-}
 
 }  // namespace
 
@@ -607,151 +504,6 @@ ternjit_status ternjit_bind_random(ternjit_program* program, uint64_t seed) {
   });
 }
 
-// A caller's ternjit_bitnet_config: at least up to rms_eps (ABI 2); ffn_activation when
-// struct_size covers it (feature "bitnet-activation"), else relu^2; embedding and kv_cache
-// when it covers them (feature "bitnet-dtypes"), else f16.
-namespace {
-constexpr std::size_t kBitnetConfigV1 = offsetof(ternjit_bitnet_config, ffn_activation);
-constexpr std::size_t kBitnetConfigV2 = offsetof(ternjit_bitnet_config, embedding);
-
-// ternjit_bitnet_config's embedding / kv_cache codes: 0 f16, 1 bf16, 2 f32.
-constexpr ElemKind kBitnetFloats[] = {ElemKind::F16, ElemKind::BF16, ElemKind::F32};
-
-ternjit::Result<ElemKind> bitnet_float_kind(const char* field, int32_t code) {
-  if (code < 0 || code > 2)
-    return ternjit::make_error(ternjit::ErrorCode::InvalidArgument, std::string("config->") + field + " is " +
-                                                                        std::to_string(code) + " (0: f16, 1: bf16, 2: f32)");
-  return kBitnetFloats[code];
-}
-
-int32_t bitnet_float_code(ElemKind k) {
-  return static_cast<int32_t>(std::find(std::begin(kBitnetFloats), std::end(kBitnetFloats), k) - std::begin(kBitnetFloats));
-}
-
-ternjit_status check_bitnet_struct(const char* fn, const ternjit_bitnet_config* config) {
-  if (config->struct_size < kBitnetConfigV1)
-    return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
-                          std::to_string(sizeof(ternjit_bitnet_config)));
-  return TERNJIT_OK;
-}
-
-ternjit::Result<ternjit::BitNetConfig> from_c(const ternjit_bitnet_config* config) {
-  ternjit::BitNetConfig c{config->blocks, config->hidden,  config->heads,      config->kv_heads, config->ffn,
-                          config->vocab,  config->context, config->rope_theta, config->rms_eps};
-  if (config->struct_size >= sizeof(ternjit_bitnet_config)) {
-    TERNJIT_TRY(c.embedding, bitnet_float_kind("embedding", config->embedding));
-    TERNJIT_TRY(c.kv_cache, bitnet_float_kind("kv_cache", config->kv_cache));
-    if (config->separate_head != 0 && config->separate_head != 1)
-      return ternjit::make_error(ternjit::ErrorCode::InvalidArgument,
-                                 "config->separate_head is " + std::to_string(config->separate_head) + " (0 or 1)");
-    c.separate_head = config->separate_head == 1;
-  }
-  if (config->struct_size >= kBitnetConfigV2) {
-    if (config->ffn_activation != 0 && config->ffn_activation != 1)
-      return ternjit::make_error(ternjit::ErrorCode::InvalidArgument,
-                                 "config->ffn_activation is " + std::to_string(config->ffn_activation) +
-                                     " (0: relu^2, 1: silu)");
-    if (config->ffn_activation == 1) c.ffn_activation = ternjit::BitNetActivation::Silu;
-  }
-  return c;
-}
-
-// `c` into the caller's struct, as far as its struct_size reaches; a value it cannot say
-// (silu without ffn_activation, a separate head without separate_head) is an error naming `what`.
-ternjit_status to_c(const char* fn, const std::string& what, const ternjit::BitNetConfig& c, ternjit_bitnet_config* config) {
-  ternjit_bitnet_config full = {config->struct_size, c.blocks,     c.hidden,     c.heads,
-                                c.kv_heads,          c.ffn,        c.vocab,      c.context,
-                                c.rope_theta,        c.rms_eps,
-                                c.ffn_activation == ternjit::BitNetActivation::Silu ? 1 : 0,
-                                bitnet_float_code(c.embedding), bitnet_float_code(c.kv_cache),
-                                c.separate_head ? 1 : 0};
-  if (config->struct_size < kBitnetConfigV2 + sizeof(int32_t) && full.ffn_activation != 0)
-    return misuse(fn, what + " uses the silu FFN gate, which a config of struct_size " +
-                          std::to_string(config->struct_size) + " (without ffn_activation) cannot say");
-  // A caller without `embedding` builds an f16 table, which binds any float one (converted).
-  if (config->struct_size < sizeof(ternjit_bitnet_config) && c.separate_head)
-    return misuse(fn, what + " has its own output head (output.weight), which a config of struct_size " +
-                          std::to_string(config->struct_size) + " (without separate_head) cannot say");
-  std::memcpy(config, &full, std::min(config->struct_size, sizeof full));
-  return TERNJIT_OK;
-}
-}  // namespace
-
-ternjit_status ternjit_read_bitnet_config(const char* path, ternjit_bitnet_config* config) {
-  constexpr const char* fn = "ternjit_read_bitnet_config";
-  return guarded(fn, [&] {
-    if (path == nullptr) return misuse(fn, "path is null");
-    if (config == nullptr) return misuse(fn, "config is null");
-    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    auto r = ternjit::read_bitnet_config(path);
-    if (!r.ok()) return fail(r.error());
-    return to_c(fn, path, r.value(), config);
-  });
-}
-
-ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bitnet_config* config, uint64_t seed) {
-  constexpr const char* fn = "ternjit_write_synthetic_bitnet";
-  return guarded(fn, [&] {
-    if (path == nullptr) return misuse(fn, "path is null");
-    if (config == nullptr) return misuse(fn, "config is null");
-    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    auto cr = from_c(config);
-    if (!cr.ok()) return misuse(fn, cr.error().message);
-    const ternjit::BitNetConfig& c = cr.value();
-    if (auto r = ternjit::write_synthetic_bitnet(path, c, seed); !r.ok()) return fail(r.error());
-    return TERNJIT_OK;
-  });
-}
-
-ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len) {
-  constexpr const char* fn = "ternjit_bitnet_tri_source";
-  return guarded(fn, [&] {
-    if (config == nullptr) return misuse(fn, "config is null");
-    if (len == nullptr) return misuse(fn, "len is null");
-    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    if (capacity <= 0) return misuse(fn, "capacity " + std::to_string(capacity) + " is not positive");
-    auto cr = from_c(config);
-    if (!cr.ok()) return misuse(fn, cr.error().message);
-    const ternjit::BitNetConfig& c = cr.value();
-    const std::string text = ternjit::bitnet_tri_source(c, capacity);
-    if (buf == nullptr || *len < text.size() + 1) {
-      *len = text.size() + 1;
-      return misuse(fn, "the buffer holds fewer than the " + std::to_string(text.size() + 1) + " bytes needed");
-    }
-    std::memcpy(buf, text.c_str(), text.size() + 1);
-    *len = text.size();
-    return TERNJIT_OK;
-  });
-}
-
-ternjit_status ternjit_read_hf_bitnet_config(const char* dir, ternjit_bitnet_config* config, int32_t* weights) {
-  constexpr const char* fn = "ternjit_read_hf_bitnet_config";
-  return guarded(fn, [&] {
-    if (dir == nullptr) return misuse(fn, "dir is null");
-    if (config == nullptr) return misuse(fn, "config is null");
-    if (config->struct_size < sizeof(ternjit_bitnet_config))
-      return misuse(fn, "config->struct_size is " + std::to_string(config->struct_size) + ", expected " +
-                            std::to_string(sizeof(ternjit_bitnet_config)) + " (a checkpoint's token table need not be f16)");
-    auto r = ternjit::read_hf_bitnet_config(dir);
-    if (!r.ok()) return fail(r.error());
-    if (weights != nullptr) *weights = r->weights == ternjit::HfBitNetWeights::Master ? 1 : 0;
-    return to_c(fn, dir, r->decoder, config);
-  });
-}
-
-ternjit_status ternjit_bind_hf_bitnet(ternjit_program* program, const char* dir, const char* layer) {
-  constexpr const char* fn = "ternjit_bind_hf_bitnet";
-  return guarded(fn, [&] {
-    if (program == nullptr) return misuse(fn, "program is null");
-    if (dir == nullptr) return misuse(fn, "dir is null");
-    auto r = ternjit::read_hf_bitnet_config(dir);
-    if (!r.ok()) return fail(r.error());
-    if (auto b = ternjit::bind_hf_bitnet(program->program, r.value(), layer ? layer : "BitNet"); !b.ok())
-      return fail(b.error());
-    return TERNJIT_OK;
-  });
-}
-
 ternjit_status ternjit_run(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
                            size_t n_inputs, ternjit_tensor* outputs, size_t n_outputs) {
   constexpr const char* fn = "ternjit_run";
@@ -917,70 +669,6 @@ ternjit_status ternjit_program_param(const ternjit_program* program, size_t i, t
                             std::to_string(program->params.size()) + ")");
     fill_decl(program->params[i], out);
     if (bound != nullptr) *bound = program->program.params().at(i).bound ? 1 : 0;
-    return TERNJIT_OK;
-  });
-}
-
-// ---------------------------------------------------------------- DLPack
-
-ternjit_status ternjit_tensor_from_dlpack(const DLManagedTensorVersioned* tensor, int32_t writable,
-                                          ternjit_tensor* out) {
-  constexpr const char* fn = "ternjit_tensor_from_dlpack";
-  return guarded(fn, [&] {
-    if (out == nullptr) return misuse(fn, "out is null");
-    return dlpack_view(fn, "tensor", tensor, writable != 0, out);
-  });
-}
-
-ternjit_status ternjit_run_dlpack(ternjit_program* program, const char* function,
-                                  DLManagedTensorVersioned* const* inputs, size_t n_inputs,
-                                  DLManagedTensorVersioned* const* outputs, size_t n_outputs) {
-  constexpr const char* fn = "ternjit_run_dlpack";
-  return guarded(fn, [&] {
-    if (program == nullptr) return misuse(fn, "program is null");
-    if (function == nullptr) return misuse(fn, "function is null");
-    if (n_inputs > 0 && inputs == nullptr) return misuse(fn, "inputs is null but n_inputs is " + std::to_string(n_inputs));
-    if (n_outputs > 0 && outputs == nullptr)
-      return misuse(fn, "outputs is null but n_outputs is " + std::to_string(n_outputs));
-    std::vector<ternjit_tensor> in(n_inputs), out(n_outputs);
-    for (size_t i = 0; i < n_inputs; ++i)
-      if (auto st = dlpack_view(fn, "input " + std::to_string(i), inputs[i], false, &in[i]); st != TERNJIT_OK)
-        return st;
-    for (size_t i = 0; i < n_outputs; ++i)
-      if (auto st = dlpack_view(fn, "output " + std::to_string(i), outputs[i], true, &out[i]); st != TERNJIT_OK)
-        return st;
-    std::vector<ternjit::TensorView> vin, vout;
-    if (auto st = make_views(fn, "input", in.data(), in.size(), true, &vin); st != TERNJIT_OK) return st;
-    if (auto st = make_views(fn, "output", out.data(), out.size(), true, &vout); st != TERNJIT_OK) return st;
-    if (auto r = program->program.run(function, vin, vout); !r.ok()) return fail(r.error());
-    return TERNJIT_OK;
-  });
-}
-
-// ---------------------------------------------------------------- the ternary matmul dispatch
-
-void ternjit_tmatmul_desc_init(ternjit_tmatmul_desc* desc) {
-  (void)guarded("ternjit_tmatmul_desc_init", [&] {
-    if (desc == nullptr) return misuse("ternjit_tmatmul_desc_init", "desc is null");
-    *desc = ternjit::TMatMulDispatcher::desc(1, 0, 0);
-    return TERNJIT_OK;
-  });
-}
-
-ternjit_status ternjit_tmatmul_dispatch(ternjit_engine* engine, const ternjit_tmatmul_desc* desc,
-                                        ternjit_tmatmul_fn* fn_out, const void** state) {
-  constexpr const char* fn = "ternjit_tmatmul_dispatch";
-  return guarded(fn, [&] {
-    if (fn_out == nullptr) return misuse(fn, "fn is null");
-    if (state == nullptr) return misuse(fn, "state is null");
-    *fn_out = nullptr;
-    *state = nullptr;
-    if (engine == nullptr) return misuse(fn, "engine is null");
-    if (desc == nullptr) return misuse(fn, "desc is null");
-    auto k = engine->dispatcher.dispatch(*desc);
-    if (!k.ok()) return fail(k.error());
-    *fn_out = k->fn;
-    *state = k->state;
     return TERNJIT_OK;
   });
 }
