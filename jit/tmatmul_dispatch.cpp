@@ -34,6 +34,10 @@
 #include <unordered_map>
 #include <vector>
 
+// xxHash header-only, as the cache's keys use it (cache/CMakeLists.txt).
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "formats/gguf.h"
 #include "formats/ternary.h"
 #include "jit/loader.h"
@@ -76,9 +80,7 @@ struct Desc {
 
 struct KeyHash {
   std::size_t operator()(const std::array<std::int64_t, 11>& a) const noexcept {
-    std::uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (std::int64_t v : a) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL + (h >> 29);
-    return static_cast<std::size_t>(h);
+    return static_cast<std::size_t>(XXH3_64bits(a.data(), sizeof a));
   }
 };
 

@@ -10,14 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "layer_sources.h"
 #include "ternjit/ternjit.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 
 namespace {
-
-constexpr std::array<std::string_view, 6> kActivations = {"none", "relu", "gelu", "silu", "sigmoid", "tanh"};
 
 /// The functions a layer's program holds, in the order of Layer::function_index.
 enum class Function { Forward, Fwd, Bwd };
@@ -45,18 +44,6 @@ Failure ternjit_failure(int32_t status, std::string_view what) {
   return {status, std::string(what) + ": " + ternjit_last_error()};
 }
 
-/// The layer's source; written like ternjit.torch.qat_linear_source with the clipping explicit.
-std::string layer_source(const Config& config) {
-  std::string z = "quantize_int8(x) @ ternarize_absmean(w, ";
-  z += config.ste_clip ? "1)" : "0)";
-  if (config.has_bias) z += " + b";
-  std::string body = config.activation == "none" ? z : config.activation + "(" + z + ")";
-  std::string args = "x: Tensor[M, K], w: Tensor[K, N]";
-  if (config.has_bias) args += ", b: Tensor[N]";
-  return "layer BitLinear {\n    fn forward(" + args + ") -> Tensor[M, N] {\n        return " + body +
-         "\n    }\n}\n";
-}
-
 /// One compiled configuration: its program and the indices of its three functions.
 struct Layer {
   ternjit_program* program = nullptr;
@@ -76,13 +63,9 @@ class LayerCache {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = layers_.find(config);
     if (found != layers_.end()) return found->second.get();
-    bool known = false;
-    for (std::string_view name : kActivations) known = known || name == config.activation;
-    if (!known) {
-      std::string expected;
-      for (std::string_view name : kActivations) expected += (expected.empty() ? "" : ", ") + std::string(name);
-      *failure = {TERNJIT_INVALID_ARGUMENT,
-                  "unknown activation '" + config.activation + "' (expected one of " + expected + ")"};
+    if (!ternjit::framework::known_activation(config.activation)) {
+      *failure = {TERNJIT_INVALID_ARGUMENT, "unknown activation '" + config.activation + "' (expected one of " +
+                                                ternjit::framework::activation_names() + ")"};
       return nullptr;
     }
     if (engine_ == nullptr) {
@@ -93,7 +76,8 @@ class LayerCache {
         return nullptr;
       }
     }
-    std::string source = layer_source(config);
+    std::string source =
+        ternjit::framework::qat_linear_source("BitLinear", config.has_bias, config.activation, config.ste_clip);
     std::vector<const char*> wrt = {"x", "w"};
     if (config.has_bias) wrt.push_back("b");
     uint32_t flags = (config.int8_dx ? TERNJIT_GRAD_INT8_DX : 0u) | (config.int8_dw ? TERNJIT_GRAD_INT8_DW : 0u);

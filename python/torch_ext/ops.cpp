@@ -31,6 +31,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "layer_sources.h"
 #include "runtime.h"
 
 namespace ternjit::torch_ext {
@@ -221,8 +222,8 @@ std::shared_ptr<BitLinearEntry> compile_bitlinear(const at::Tensor& weight, cons
                                                   int device) {
   bool cuda = device >= 0;
   int64_t n = weight.size(0), k = weight.size(1);
-  TORCH_CHECK_VALUE(known_activation(activation), "bitlinear: unknown activation '", activation,
-                    "' (expected one of none, relu, gelu, silu, sigmoid, tanh)");
+  TORCH_CHECK_VALUE(framework::known_activation(activation), "bitlinear: unknown activation '", activation,
+                    "' (expected one of ", framework::activation_names(), ")");
   at::Tensor scale = host_f32(weight_scale, "weight_scale", cuda);
   TORCH_CHECK_VALUE(scale.numel() == 1 || scale.numel() == n, "bitlinear: weight_scale must have 1 or ", n,
                     " (out_features) values, got ", weight_scale.sizes());
@@ -247,8 +248,9 @@ std::shared_ptr<BitLinearEntry> compile_bitlinear(const at::Tensor& weight, cons
   entry->k = k;
   guarded("bitlinear", [&] {
     auto eng = engines().get(engine, device);
-    entry->program = Program::compile(eng, bitlinear_source(norm_weight.has_value(), bias.has_value(), activation, eps),
-                                      "<ternjit::bitlinear>");
+    entry->program = Program::compile(
+        eng, framework::bitlinear_source(norm_weight.has_value(), bias.has_value(), activation, eps),
+        "<ternjit::bitlinear>");
     // ternjit copies what it binds (and uploads it once on a GPU target).
     entry->program->bind("BitLinear.w", w.data_ptr(), w.nbytes(), TERNJIT_T2, {k, n});
     entry->program->bind("BitLinear.w_scale", scale.data_ptr(), scale.nbytes(), TERNJIT_F32, {n});
@@ -449,8 +451,8 @@ std::shared_ptr<QatProgram> qat_program(const QatConfig& config) {
     auto it = programs->find(config);
     if (it != programs->end()) return it->second;
   }
-  TORCH_CHECK_VALUE(known_activation(config.activation), "qat_linear: unknown activation '", config.activation,
-                    "' (expected one of none, relu, gelu, silu, sigmoid, tanh)");
+  TORCH_CHECK_VALUE(framework::known_activation(config.activation), "qat_linear: unknown activation '",
+                    config.activation, "' (expected one of ", framework::activation_names(), ")");
   auto p = std::make_shared<QatProgram>();
   guarded("qat_linear", [&] {
     std::vector<std::string> wrt = {"x", "w"};
@@ -458,7 +460,7 @@ std::shared_ptr<QatProgram> qat_program(const QatConfig& config) {
     uint32_t flags = (config.int8_dx ? TERNJIT_GRAD_INT8_DX : 0u) | (config.int8_dw ? TERNJIT_GRAD_INT8_DW : 0u);
     // The clipping is the quantizer's attribute in the source.
     p->program = Program::compile_grad(engines().get(config.engine, -1),
-                                       qat_linear_source(config.bias, config.activation, config.ste_clip),
+                                       framework::qat_linear_source("QATLinear", config.bias, config.activation, config.ste_clip),
                                        "qat_linear.tri", "QATLinear.forward", wrt, flags);
     p->fwd_outputs = p->program->declared_outputs("QATLinear.forward.fwd");
   });

@@ -3,7 +3,6 @@
 #include "runtime.h"
 
 #include <array>
-#include <charconv>
 
 #include <nlohmann/json.hpp>
 
@@ -199,45 +198,6 @@ std::vector<Decl> Program::declared_outputs(const std::string& function) const {
     return decls;
   }
   throw CallError(TERNJIT_NOT_FOUND, "no function '" + function + "' in the program");
-}
-
-// ------------------------------------------------------------------------------- sources
-
-bool known_activation(const std::string& activation) {
-  for (const char* a : {"none", "relu", "gelu", "silu", "sigmoid", "tanh"}) {
-    if (activation == a) return true;
-  }
-  return false;
-}
-
-std::string bitlinear_source(bool norm, bool bias, const std::string& activation, double eps) {
-  // The shortest text that reads back as `eps` (Python's repr).
-  std::array<char, 32> digits{};
-  auto end = std::to_chars(digits.data(), digits.data() + digits.size(), eps).ptr;
-  std::string eps_text(digits.data(), end);
-  std::string s = "layer BitLinear {\n";
-  if (norm) s += "    param gamma: Tensor[K]\n";
-  s += "    param w: TernaryTensor[K, N]\n    param w_scale: Tensor[N]\n";
-  if (bias) s += "    param bias: Tensor[N]\n";
-  s += "    fn forward(x: Tensor[M, K]) -> Tensor[M, N] {\n";
-  if (norm) {
-    s += "        let h = rmsnorm(x, gamma, " + eps_text + ")\n        let q = quantize_int8(h)\n";
-  } else {
-    s += "        let q = quantize_int8(x)\n";
-  }
-  s += "        let y = q @ w\n";
-  s += std::string("        let z = y * w_scale") + (bias ? " + bias" : "") + "\n";
-  s += "        return " + (activation == "none" ? std::string("z") : activation + "(z)") + "\n";
-  s += "    }\n}\n";
-  return s;
-}
-
-std::string qat_linear_source(bool bias, const std::string& activation, bool ste_clip) {
-  std::string args = std::string("x: Tensor[M, K], w: Tensor[K, N]") + (bias ? ", b: Tensor[N]" : "");
-  std::string z = std::string("quantize_int8(x) @ ternarize_absmean(w, ") + (ste_clip ? "1" : "0") + ")" +
-                  (bias ? " + b" : "");
-  std::string body = activation == "none" ? z : activation + "(" + z + ")";
-  return "layer QATLinear {\n    fn forward(" + args + ") -> Tensor[M, N] {\n        return " + body + "\n    }\n}\n";
 }
 
 }  // namespace ternjit::torch_ext

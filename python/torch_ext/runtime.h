@@ -124,14 +124,6 @@ class Program {
   std::map<std::pair<std::string, std::vector<Spec>>, std::unique_ptr<Kernel>> kernels_;
 };
 
-/// The .tri layer of ternjit::bitlinear for one configuration (python/ternjit/torch.py's
-/// bitlinear_source writes the same text).
-std::string bitlinear_source(bool norm, bool bias, const std::string& activation, double eps);
-/// The .tri layer of ternjit::qat_linear (torch.py's qat_linear_source with ste_clip given).
-std::string qat_linear_source(bool bias, const std::string& activation, bool ste_clip);
-/// True if `activation` is one the layers fuse ("none", "relu", "gelu", "silu", "sigmoid", "tanh").
-bool known_activation(const std::string& activation);
-
 }  // namespace ternjit::torch_ext
 
 #endif  // TERNJIT_PYTHON_TORCH_EXT_RUNTIME_H
