@@ -2,7 +2,9 @@
 # cmake/llama_cpp.cmake - llama.cpp beside ternjit (tools/llama_cpp/llama_cpp_runner.h): the
 # library ternjit_llama_cpp, built with llama.cpp when tools/build-llama-cpp has put its
 # libraries and headers in TERNJIT_LLAMA_CPP_DIR, else answering "unavailable: run
-# tools/build-llama-cpp". Used only by tests/llama_cpp and bench_bitnet; never by libternjit.
+# tools/build-llama-cpp". Used only by tests/llama_cpp, bench_bitnet and llama_cpp_logits (every
+# position's logits on this host or across llama.cpp RPC servers: e2e/ggml_rpc, docs/ggml.md);
+# never by libternjit.
 set(TERNJIT_LLAMA_CPP_DIR "${PROJECT_SOURCE_DIR}/.deps/llama.cpp" CACHE PATH
     "llama.cpp built by tools/build-llama-cpp (include/, lib/, VERSION)")
 add_library(ternjit_llama_cpp STATIC ${PROJECT_SOURCE_DIR}/tools/llama_cpp/llama_cpp_runner.cpp)
@@ -37,6 +39,10 @@ if(NOT _llama_missing)
   target_link_libraries(ternjit_llama_cpp PUBLIC ${_llama_libs})
   # Programs linking it find the libraries there (build tree only; nothing of this is installed).
   target_link_options(ternjit_llama_cpp INTERFACE "LINKER:-rpath,${TERNJIT_LLAMA_CPP_DIR}/lib")
+  # Its RPC server, which e2e/ggml_rpc starts on two hosts, and the program run against them.
+  set(TERNJIT_LLAMA_CPP_RPC_SERVER "${TERNJIT_LLAMA_CPP_DIR}/bin/ggml-rpc-server")
+  add_executable(llama_cpp_logits ${PROJECT_SOURCE_DIR}/tools/llama_cpp/llama_cpp_logits.cpp)
+  target_link_libraries(llama_cpp_logits PRIVATE ternjit_llama_cpp ternjit_formats ternjit_warnings CLI11::CLI11)
   # A rebuild of llama.cpp (another pin) configures again.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${TERNJIT_LLAMA_CPP_DIR}/VERSION")
 else()
