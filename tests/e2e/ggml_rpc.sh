@@ -20,7 +20,7 @@
 # --backend). Without libggml-ternjit.so the CPU part runs and the test reports SKIPPED, naming it.
 # SKIPPED also without llama.cpp, without root, or where `ip netns` cannot make namespaces.
 # Everything is removed on every exit: servers, namespaces (and so the veth pair), files.
-#   tests/e2e/ggml_rpc.sh LLAMA_CPP_LOGITS GGML_RPC_SERVER LIBGGML_TERNJIT
+#   tests/e2e/ggml_rpc.sh LLAMA_CPP_LOGITS GGML_RPC_SERVER LIBGGML_TERNJIT   ("none" for what this build lacks)
 set -u
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -175,8 +175,10 @@ skip=""
 if [ -n "$ternjit_lib" ] && [ -f "$ternjit_lib" ]; then
   echo "TERNJIT (libggml-ternjit.so on both hosts):"
   run_device TERNJIT "$ternjit_lib"
+elif [ -z "$ternjit_lib" ] || [ "$ternjit_lib" = none ]; then
+  skip="this build has no libggml-ternjit.so (integrations/ggml), so the servers offered only the CPU device (that part passed)"
 else
-  skip="${ternjit_lib:-libggml-ternjit.so} is not built, so the servers offered only the CPU device (that part passed)"
+  skip="$ternjit_lib is not built yet, so the servers offered only the CPU device (that part passed)"
 fi
 # Bad input (lib.sh's expect_fail: exit 1 to 127, never a signal, and the message).
 E2E_FAIL_RC=1 expect_fail "a server that does not listen" "cannot connect to RPC server $addr_b:$((port + 1))" \
