@@ -11,7 +11,8 @@
 #     client's traffic with its own server; the veth of the second) is at least the bytes of
 #     the weights it holds, and the second sent back at least the logits it computed;
 #   - the logits of every position equal the one-host run's: bit-identical (max-rel 0);
-#   - prefill and decode tokens/s of both runs are printed (timings, never thresholds).
+#   - prefill and decode tokens/s of both runs (after an untimed warm-up run) are printed
+#     (timings, never thresholds).
 # And bad input is an error with a message, never a crash: a server that is not host:port or
 # does not listen, a library that is not a backend, logits of another model (so the
 # comparison can fail), a file that is not logits.
@@ -128,7 +129,7 @@ run_device() {
     local lo0 va_rx0 va_tx0 vb_rx0 vb_tx0
     lo0=$(bytes "$ns_a" lo rx) va_rx0=$(bytes "$ns_a" "$veth_a" rx) va_tx0=$(bytes "$ns_a" "$veth_a" tx)
     vb_rx0=$(bytes "$ns_b" "$veth_b" rx) vb_tx0=$(bytes "$ns_b" "$veth_b" tx)
-    ip netns exec "$ns_a" timeout 90 "$logits_bin" model.gguf --rpc "$addr_a:$port,$addr_b:$port" --threads 1 \
+    ip netns exec "$ns_a" timeout 90 "$logits_bin" model.gguf --rpc "$addr_a:$port,$addr_b:$port" --threads 1 --warmup \
       --out "rpc-$dev.bin" >"rpc-$dev.txt" 2>&1
     verify "$dev: the model runs across the two servers" $? "$(cat "rpc-$dev.txt")"
     local lo=$(($(bytes "$ns_a" lo rx) - lo0))
@@ -156,7 +157,7 @@ run_device() {
       verify "$dev: server $host served the client" $? "$(cat "server-$dev-$host.log")"
     done
 
-    ip netns exec "$ns_a" timeout 60 "$logits_bin" model.gguf "${backend[@]}" --threads 1 --out "one-$dev.bin" \
+    ip netns exec "$ns_a" timeout 60 "$logits_bin" model.gguf "${backend[@]}" --threads 1 --warmup --out "one-$dev.bin" \
       >"one-$dev.txt" 2>&1
     verify "$dev: the model runs on one host" $? "$(cat "one-$dev.txt")"
     "$logits_bin" --compare "rpc-$dev.bin" "one-$dev.bin" --max-rel 0 >"cmp-$dev.txt" 2>&1

@@ -4,10 +4,11 @@
 // the comparison of two such runs (tests/e2e/ggml_rpc.sh, docs/ggml.md):
 //
 //   llama_cpp_logits MODEL.gguf --out FILE [--rpc HOST:PORT,HOST:PORT] [--threads N]
-//                    [--backend LIB] [--prefill P] [--decode D]
+//                    [--backend LIB] [--prefill P] [--decode D] [--warmup]
 //       runs a fixed token sequence: a prefill of P tokens (logits of every one), then D
 //       single-token decodes, and writes the P + D rows of logits to FILE; prints where
-//       llama.cpp put the model and the prefill's and the decode steps' tokens/s.
+//       llama.cpp put the model and the prefill's and the decode steps' tokens/s. --warmup
+//       runs the sequence once before, untimed (the cache emptied between the two).
 //   llama_cpp_logits --compare A B [--max-rel X]
 //       per row: max|a - b| / max|b|; whether the files are bit-identical; exit 1 when a row
 //       differs by more than X (default 0) or holds a value that is not finite.
@@ -107,7 +108,33 @@ std::vector<std::string> split_commas(const std::string& s) {
 struct RunOptions {
   std::string model, out, rpc, backend;
   int threads = 1, prefill = 4, decode = 12;
+  bool warmup = false;
 };
+
+// The sequence once: its logits and the prefill's and the decode steps' seconds.
+struct Pass {
+  std::vector<float> logits;
+  double prefill_s = 0, decode_s = 0;
+};
+
+ternjit::Result<Pass> run_sequence(ternjit::llama_cpp::Model& m, const std::vector<std::int32_t>& ids, int prefill) {
+  using Clock = std::chrono::steady_clock;
+  Pass p;
+  m.truncate(0);
+  const auto p0 = Clock::now();
+  auto first = m.decode({ids.begin(), ids.begin() + prefill}, 0, true);
+  if (!first.ok()) return first.error();
+  p.prefill_s = std::chrono::duration<double>(Clock::now() - p0).count();
+  p.logits = std::move(first.value());
+  const auto d0 = Clock::now();
+  for (std::size_t t = static_cast<std::size_t>(prefill); t < ids.size(); ++t) {
+    auto r = m.decode({ids[t]}, static_cast<std::int32_t>(t), false);
+    if (!r.ok()) return r.error();
+    p.logits.insert(p.logits.end(), r->begin(), r->end());
+  }
+  p.decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  return p;
+}
 
 int run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -130,21 +157,19 @@ int run(const RunOptions& o) {
   l.vocab = m->vocab();
   l.rows = o.prefill + o.decode;
   const std::vector<std::int32_t> ids = token_ids(l.rows, l.vocab);
-  const auto p0 = Clock::now();
-  auto first = m->decode({ids.begin(), ids.begin() + o.prefill}, 0, true);
-  if (!first.ok()) return fail(first.error().message);
-  const double prefill_s = std::chrono::duration<double>(Clock::now() - p0).count();
-  l.values = std::move(first.value());
-  const auto d0 = Clock::now();
-  for (int t = o.prefill; t < o.prefill + o.decode; ++t) {
-    auto r = m->decode({ids[static_cast<std::size_t>(t)]}, t, false);
-    if (!r.ok()) return fail(r.error().message);
-    l.values.insert(l.values.end(), r->begin(), r->end());
+  if (o.warmup) {
+    auto w = run_sequence(*m, ids, o.prefill);
+    if (!w.ok()) return fail(w.error().message);
+    std::printf("warm-up: the sequence once, untimed: prefill %.2f ms, decode %.2f ms\n", w->prefill_s * 1e3,
+                w->decode_s * 1e3);
   }
-  const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
-  std::printf("prefill: %d tokens in %.2f ms: %.1f tokens/s\n", o.prefill, prefill_s * 1e3, o.prefill / prefill_s);
+  auto p = run_sequence(*m, ids, o.prefill);
+  if (!p.ok()) return fail(p.error().message);
+  l.values = std::move(p->logits);
+  std::printf("prefill: %d tokens in %.2f ms: %.1f tokens/s\n", o.prefill, p->prefill_s * 1e3,
+              o.prefill / p->prefill_s);
   if (o.decode > 0)
-    std::printf("decode: %d tokens in %.2f ms: %.1f tokens/s\n", o.decode, decode_s * 1e3, o.decode / decode_s);
+    std::printf("decode: %d tokens in %.2f ms: %.1f tokens/s\n", o.decode, p->decode_s * 1e3, o.decode / p->decode_s);
   if (auto w = write_logits(o.out, l); !w.ok()) return fail(w.error().message);
   std::printf("wrote %lld x %lld logits to %s\n", static_cast<long long>(l.rows), static_cast<long long>(l.vocab),
               o.out.c_str());
@@ -214,6 +239,8 @@ int main(int argc, char** argv) {
   app.add_option("--backend", o.backend, "a ggml backend library to load first (libggml-ternjit.so)");
   app.add_option("--prefill", o.prefill, "tokens of the prefill (default 4)")->check(CLI::Range(1, 4096));
   app.add_option("--decode", o.decode, "single-token decode steps after it (default 12)")->check(CLI::Range(0, 4096));
+  app.add_flag("--warmup", o.warmup,
+               "run the sequence once untimed first (kernels compiled, caches warm), then the timed run written");
   app.add_option("--compare", compare_files, "compare two logits files A B")->expected(2);
   app.add_option("--max-rel", max_rel, "with --compare: the largest max|a - b| / max|b| of a row allowed (default 0)")
       ->check(CLI::NonNegativeNumber);
