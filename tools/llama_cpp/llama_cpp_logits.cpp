@@ -204,7 +204,11 @@ int compare(const std::string& a_path, const std::string& b_path, double max_rel
               static_cast<long long>(a->rows), static_cast<long long>(a->vocab), identical ? "yes" : "no", worst,
               max_rel);
   if (!finite) return fail("a logit is not finite");
-  if (!(worst <= max_rel)) return fail("the logits differ by more than --max-rel " + std::to_string(max_rel));
+  if (!(worst <= max_rel)) {
+    char allowed[32];
+    std::snprintf(allowed, sizeof allowed, "%g", max_rel);
+    return fail(std::string("the logits differ by more than --max-rel ") + allowed);
+  }
   return 0;
 }
 
