@@ -133,7 +133,8 @@ Result<Desc> read_desc(const TMatMulDesc& d) {
     return invalid("k * n is " + std::to_string(r.k * r.n) + ", above the 2^34 weights a kernel takes");
   if (r.weight < TERNJIT_TMATMUL_W_TERN2 || r.weight > TERNJIT_TMATMUL_W_GGUF_Q2_0)
     return invalid("unknown weight format " + std::to_string(r.weight));
-  if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_F32_ROW_I8) return invalid("unknown x kind " + std::to_string(r.x));
+  if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_F32_ROW_I8)
+    return invalid("unknown x kind " + std::to_string(r.x));
   if (r.scale < TERNJIT_TMATMUL_SCALE_NONE || r.scale > TERNJIT_TMATMUL_SCALE_GROUP)
     return invalid("unknown scale kind " + std::to_string(r.scale));
   if (r.act < TERNJIT_TMATMUL_ACT_NONE || r.act > TERNJIT_TMATMUL_ACT_GELU)
@@ -154,7 +155,8 @@ Result<Desc> read_desc(const TMatMulDesc& d) {
     if (r.scale == TERNJIT_TMATMUL_SCALE_GROUP)
       return Error{ErrorCode::Unsupported,
                    "tmatmul dispatch: a per-group weight scale on a GGUF weight, whose blocks already carry one "
-                   "scale per " + block + " along K (a tmatmul takes one grouped scale): fold it into the blocks' scales",
+                   "scale per " + block +
+                       " along K (a tmatmul takes one grouped scale): fold it into the blocks' scales",
                    {}};
   }
   return r;
@@ -406,7 +408,8 @@ class DispatchKernel {
       if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows(desc_), desc_.n};
       TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{const_cast<float*>(v.scale), ElemKind::F32, shape}));
     }
-    if (bias_n > 0) TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
+    if (bias_n > 0)
+      TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
     const std::vector<std::int64_t> kn{desc_.k, desc_.n};
     void* w = const_cast<void*>(v.w);  // TensorView holds void*; bind only reads
     switch (desc_.weight_format()) {

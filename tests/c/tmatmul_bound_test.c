@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tmatmul_bound_test.c - the ternary matmul dispatch's bound weights, f32 x quantized per row and GGUF Q2_0 in strict C11. */
+/* tmatmul_bound_test.c - bound weights, f32 x quantized per row and GGUF Q2_0 of the dispatch, in strict C11. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -135,7 +135,10 @@ static void q2_0(ternjit_engine* e) {
   EXPECT(fn(state, &a) == TERNJIT_OK);
   for (int n = 0; n < QN; ++n) {
     double want = 0;
-    for (int j = 0; j < QK; ++j) want += (double)x[j] * (((blocks[n][2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d_value[n];
+    for (int j = 0; j < QK; ++j) {
+      const int code = (blocks[n][2 + j / 4] >> (2 * (j % 4))) & 3;
+      want += (double)x[j] * (code - 1) * d_value[n];
+    }
     EXPECT(y[n] == (float)want); /* small integers times a power-of-two-ish f16: exact */
   }
   ternjit_tmatmul_bound_destroy(bound);

@@ -124,7 +124,8 @@ Case make_case(const TMatMulDesc& d, std::int64_t m, std::uint32_t seed) {
           const auto bits = static_cast<std::uint16_t>((expo(rng) << 10) | mant(rng));
           c.blocks[static_cast<std::size_t>(g * N + n)] = ir::f16_bits_to_f32(bits);
           std::array<std::uint8_t, 64> codes{};
-          for (int e = 0; e < 64; ++e) codes[e] = static_cast<std::uint8_t>(c.w[static_cast<std::size_t>((g * 64 + e) * N + n)] + 1);
+          for (int e = 0; e < 64; ++e)
+            codes[e] = static_cast<std::uint8_t>(c.w[static_cast<std::size_t>((g * 64 + e) * N + n)] + 1);
           encode_q2_0_block(codes.data(), bits, c.packed.data() + static_cast<std::size_t>(n * G + g) * 18);
         }
       break;
@@ -497,7 +498,8 @@ void check_same(const Case& c, const std::vector<float>& a, const std::vector<fl
         p += c.x_i8[static_cast<std::size_t>(r * K + k)] * c.w[static_cast<std::size_t>(k * N + n)];
       sum += std::abs(c.blocks[static_cast<std::size_t>(gi * N + n)] * static_cast<double>(p));
     }
-    double bound = 2.0 * static_cast<double>(G + 1) * std::ldexp(sum, -24) * std::abs(c.xs[static_cast<std::size_t>(r)]);
+    double bound =
+        2.0 * static_cast<double>(G + 1) * std::ldexp(sum, -24) * std::abs(c.xs[static_cast<std::size_t>(r)]);
     if (!c.s.empty()) bound *= std::abs(c.s[static_cast<std::size_t>(n)]);
     CHECK(std::abs(static_cast<double>(a[i]) - b[i]) <= bound + std::ldexp(std::abs(static_cast<double>(a[i])), -22));
   }
