@@ -170,7 +170,11 @@ ternjit_status ternjit_tmatmul_bound_entry(const ternjit_tmatmul_bound* bound, t
 }
 
 size_t ternjit_tmatmul_bound_bytes(const ternjit_tmatmul_bound* bound) {
-  return bound == nullptr ? 0 : bound->bound.bytes();
+  try {
+    return bound == nullptr ? 0 : bound->bound.bytes();
+  } catch (...) {  // a mutex that cannot lock: no exception crosses the C ABI
+    return 0;
+  }
 }
 
 void ternjit_tmatmul_bound_destroy(ternjit_tmatmul_bound* bound) {

@@ -28,7 +28,7 @@ struct TMatMulKernel {
 
 /// A weight with its scale and bias bound once to a descriptor's kernel (TMatMulDispatcher::bind):
 /// calls pass only x (x_scale, residual), args.w, args.w_scale and args.bias null. Move-only;
-/// the kernel is valid while this object lives, and the engine must outlive it.
+/// the kernel is valid while this object lives; the dispatcher (and its engine) must outlive it.
 class TMatMulBound {
  public:
   ~TMatMulBound();
@@ -41,6 +41,7 @@ class TMatMulBound {
   /// kernels packed from them so far (ternjit_tmatmul_bound_bytes).
   [[nodiscard]] std::size_t bytes() const;
 
+  /// Internal.
   struct Impl;
   explicit TMatMulBound(std::unique_ptr<Impl> impl);
 
