@@ -7,18 +7,28 @@
 // prebuilt key. The call rows compare a dispatched kernel (the weight passed per call, so
 // compared with the kept copy on each call) with the same layer compiled from .tri with
 // the weight bound once (ternjit_kernel_entry): their ratio is the per-call compare's cost.
-// Report: BM_DispatchHitC / BM_GetKernelHitC, BM_CallDispatched / BM_CallBound. Run:
+// BM_CallBoundWeight is the dispatch's own bound weight (ternjit_tmatmul_bind: x only per
+// call, no compare). BM_BindTQ2_0 times binds of K = 2560, N = 6912 TQ2_0 weights (BitNet
+// 2B's FFN up projection) on one descriptor: the first (which compiles), the second
+// (another weight: the engine's compiled code reused?), with the disk cache on (arg 1) or
+// off (arg 0), and the bytes a bound weight holds.
+// Report: BM_DispatchHitC / BM_GetKernelHitC, BM_CallDispatched / BM_CallBound /
+// BM_CallBoundWeight, BM_BindTQ2_0's counters. Run:
 //   build/bench/bench_tmatmul_dispatch --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "formats/ternary.h"
 #include "ir/tensor.h"
 #include "ternjit/engine.h"
@@ -185,6 +195,84 @@ void BM_CallBound(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(f.packed.size()));
 }
 BENCHMARK(BM_CallBound);
+
+// The dispatch's bound weight: the same layer and weight bound once, calls pass x only.
+void BM_CallBoundWeight(benchmark::State& state) {
+  Fixture& f = fixture();
+  ternjit_tmatmul_bound* bound = nullptr;
+  check(ternjit_tmatmul_bind(f.engine, &f.desc, f.packed.data(), f.packed.size(), f.s.data(), f.b.data(), &bound) ==
+            TERNJIT_OK,
+        "bind");
+  ternjit_tmatmul_fn fn;
+  const void* st;
+  check(ternjit_tmatmul_bound_entry(bound, &fn, &st) == TERNJIT_OK, "entry");
+  ternjit_tmatmul_args a{};
+  a.x = f.x.data();
+  a.y = f.y.data();
+  a.m = 1;
+  for (auto _ : state) {
+    auto r = fn(st, &a);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(f.packed.size()));
+  ternjit_tmatmul_bound_destroy(bound);
+}
+BENCHMARK(BM_CallBoundWeight);
+
+// Random TQ2_0 blocks of a K x N weight (N rows of K / 256 blocks), scale 1/64.
+std::vector<std::uint8_t> tq2_0_weight(std::int64_t K, std::int64_t N, std::uint64_t seed) {
+  const auto values = ternjit::ir::HostTensor::random(ternjit::ElemKind::T2, {K * N}, seed).to_i8();
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(K * N / 256 * 66));
+  for (std::size_t b = 0; b < bytes.size() / 66; ++b)
+    ternjit::formats::encode_tq2_0_block(values.data() + b * 256, 1.0f / 64, bytes.data() + b * 66);
+  return bytes;
+}
+
+// Two binds of different K = 2560, N = 6912 TQ2_0 weights to one descriptor (any M up to
+// 512, int8 x quantized in the kernel: BitNet's FFN up projection) on a fresh engine.
+void BM_BindTQ2_0(benchmark::State& state) {
+  constexpr std::int64_t K = 2560, N = 6912;
+  const bool disk = state.range(0) != 0;
+  std::array<std::vector<std::uint8_t>, 2> weights{tq2_0_weight(K, N, 1), tq2_0_weight(K, N, 2)};
+  std::string dir = "off";
+  if (disk) {
+    char tmpl[] = "/tmp/ternjit-bind-bench-XXXXXX";
+    check(mkdtemp(tmpl) != nullptr, "mkdtemp");
+    dir = tmpl;
+  }
+  for (auto _ : state) {
+    ternjit_engine_options o;
+    ternjit_engine_options_init(&o);
+    o.cache_dir = dir.c_str();
+    ternjit_engine* engine = nullptr;
+    check(ternjit_engine_create(&o, &engine) == TERNJIT_OK, "engine");
+    ternjit_tmatmul_desc d;
+    ternjit_tmatmul_desc_init(&d);
+    d.m = TERNJIT_TMATMUL_ANY_M;
+    d.m_max = 512;
+    d.k = K;
+    d.n = N;
+    d.weight = TERNJIT_TMATMUL_W_GGUF_TQ2_0;
+    d.x = TERNJIT_TMATMUL_X_F32_ROW_I8;
+    std::array<ternjit_tmatmul_bound*, 2> bound{};
+    std::array<double, 2> seconds{};
+    for (std::size_t i = 0; i < 2; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      check(ternjit_tmatmul_bind(engine, &d, weights[i].data(), weights[i].size(), nullptr, nullptr, &bound[i]) ==
+                TERNJIT_OK,
+            "bind");
+      seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    state.counters["first_bind_ms"] = seconds[0] * 1e3;
+    state.counters["second_bind_ms"] = seconds[1] * 1e3;
+    state.counters["resident_MiB"] = static_cast<double>(ternjit_tmatmul_bound_bytes(bound[1])) / (1 << 20);
+    state.counters["tq2_0_MiB"] = static_cast<double>(weights[1].size()) / (1 << 20);
+    for (auto* b : bound) ternjit_tmatmul_bound_destroy(b);
+    ternjit_engine_destroy(engine);
+  }
+  if (disk) std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_BindTQ2_0)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -753,6 +753,19 @@ bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* p, std::uint8_t
   return true;  // (q * 3) >> 8 of a byte is at most 2
 }
 
+bool gguf_q2_0_block(const std::uint8_t* p, std::uint8_t* codes, float* scale) {
+  // block_q2_0 { ggml_half d; uint8_t qs[16]; } (dequantize_row_q2_0): element j is
+  // (qs[j / 4] >> 2 (j % 4)) & 3, the value code - 1: 0, 1, 2 are -1, 0, +1; 3 is +2.
+  *scale = f16_at(p);
+  std::uint8_t bad = 0;
+  for (std::size_t j = 0; j < kGgufQ2_0Elems; ++j) {
+    const auto q = static_cast<std::uint8_t>((p[2 + j / 4] >> (2 * (j % 4))) & 3);
+    codes[j] = q;
+    bad |= static_cast<std::uint8_t>(q & (q >> 1));
+  }
+  return bad == 0;
+}
+
 Result<GgufTernary> gguf_ternary(const GgufTensor& t) {
   if (t.type != GgufTensorType::TQ1_0 && t.type != GgufTensorType::TQ2_0) {
     return make_error(ErrorCode::InvalidInput, "tensor " + quoted(t.name) + ": type " +

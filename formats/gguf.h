@@ -8,6 +8,7 @@
 // end rounded up to `general.alignment` (default 32).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -176,6 +177,18 @@ struct GgufTernary {
 /// code 3 is passed through as 3) in ggml element order, and *scale = the block's d as
 /// f32. Returns false when a code is 3 (not ternary). Precondition: type is TQ1_0 or TQ2_0.
 bool gguf_ternary_block(GgufTensorType type, const std::uint8_t* block, std::uint8_t* codes, float* scale);
+
+/// ggml's Q2_0 block (GGML_TYPE_Q2_0, type id 42): 64 values along a row as
+/// { ggml_half d; uint8_t qs[16] }, 18 bytes, element j's code (qs[j/4] >> 2*(j%4)) & 3
+/// and value (code - 1) * d (dequantize_row_q2_0). Not a GgufTensorType: GGUF files with
+/// Q2_0 tensors are not converted; the ternary matmul dispatch reads such blocks from memory.
+inline constexpr std::size_t kGgufQ2_0Elems = 64;
+inline constexpr std::size_t kGgufQ2_0Bytes = 18;
+
+/// Decodes one Q2_0 block (kGgufQ2_0Bytes at `block`): codes[j] = code of element j
+/// (value + 1, as gguf_ternary_block) for j < 64, *scale = d as f32. Returns false when a
+/// code is 3 (value +2, not ternary); codes are written either way.
+bool gguf_q2_0_block(const std::uint8_t* block, std::uint8_t* codes, float* scale);
 
 /// Splits a TQ1_0 or TQ2_0 tensor into ternary values and block scales. Errors
 /// (InvalidInput): another type, a size mismatch, or a TQ2_0 code 3 (value 2, which

@@ -256,6 +256,9 @@ constexpr std::string_view kStaticFeatures[] = {
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
     "dlpack",          // ternjit_run_dlpack / ternjit_tensor_from_dlpack (DLPack 1.x)
     "tmatmul-dispatch",  // ternjit_tmatmul_dispatch
+    "tmatmul-bound",     // ternjit_tmatmul_bind and its bound weights
+    "tmatmul-q2_0",      // TERNJIT_TMATMUL_W_GGUF_Q2_0
+    "tmatmul-x-row-i8",  // TERNJIT_TMATMUL_X_F32_ROW_I8
     "kernel-launch",   // ternjit_kernel_device / ternjit_kernel_launch (GPU targets)
     "builder",         // the C++ ModuleBuilder (libternjit exports the C++ API too)
     "format:plain", "format:tern2", "format:tern2-sm", "format:tern1.6", "format:bitplane",

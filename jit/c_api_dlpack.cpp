@@ -132,4 +132,56 @@ ternjit_status ternjit_tmatmul_dispatch(ternjit_engine* engine, const ternjit_tm
   });
 }
 
+// A bound weight of the ternary matmul dispatch.
+struct ternjit_tmatmul_bound {
+  ternjit::TMatMulBound bound;
+};
+
+ternjit_status ternjit_tmatmul_bind(ternjit_engine* engine, const ternjit_tmatmul_desc* desc, const void* w,
+                                    size_t w_bytes, const float* w_scale, const float* bias,
+                                    ternjit_tmatmul_bound** out) {
+  constexpr const char* fn = "ternjit_tmatmul_bind";
+  return guarded(fn, [&] {
+    if (out == nullptr) return misuse(fn, "out is null");
+    *out = nullptr;
+    if (engine == nullptr) return misuse(fn, "engine is null");
+    if (desc == nullptr) return misuse(fn, "desc is null");
+    auto b = engine->dispatcher.bind(*desc, w, w_bytes, w_scale, bias);
+    if (!b.ok()) return fail(b.error());
+    *out = new ternjit_tmatmul_bound{std::move(b).value()};
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_tmatmul_bound_entry(const ternjit_tmatmul_bound* bound, ternjit_tmatmul_fn* fn_out,
+                                           const void** state) {
+  constexpr const char* fn = "ternjit_tmatmul_bound_entry";
+  return guarded(fn, [&] {
+    if (fn_out == nullptr) return misuse(fn, "fn is null");
+    if (state == nullptr) return misuse(fn, "state is null");
+    *fn_out = nullptr;
+    *state = nullptr;
+    if (bound == nullptr) return misuse(fn, "bound is null");
+    const ternjit::TMatMulKernel k = bound->bound.kernel();
+    *fn_out = k.fn;
+    *state = k.state;
+    return TERNJIT_OK;
+  });
+}
+
+size_t ternjit_tmatmul_bound_bytes(const ternjit_tmatmul_bound* bound) {
+  try {
+    return bound == nullptr ? 0 : bound->bound.bytes();
+  } catch (...) {  // a mutex that cannot lock: no exception crosses the C ABI
+    return 0;
+  }
+}
+
+void ternjit_tmatmul_bound_destroy(ternjit_tmatmul_bound* bound) {
+  (void)guarded("ternjit_tmatmul_bound_destroy", [&] {
+    delete bound;
+    return TERNJIT_OK;
+  });
+}
+
 }  // extern "C"

@@ -252,6 +252,17 @@ std::vector<ParamInfo> Program::params() const {
   return out;
 }
 
+std::size_t Program::resident_bytes() const {
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(impl_->weights_mu);
+    for (const auto& [name, value] : impl_->weights.values().values) n += value.bytes().size();
+  }
+  for (const auto* state : {impl_->target_state.get(), impl_->fallback_state.get()})
+    if (state != nullptr) n += state->host_bytes();
+  return n;
+}
+
 Result<const Kernel*> Program::kernel(std::string_view function, std::span<const TensorView> inputs) {
   const jit::EngineShared& engine = *impl_->engine;
   const jit::CallKey key(function, inputs);

@@ -8,6 +8,9 @@
 // what Engine::compile makes of that module: the disk cache, the tuning records and the
 // run-time rows of the M buckets (docs/caching.md) all apply.
 //
+// A bound weight (TMatMulDispatcher::bind) is the same Program with the weight bound once:
+// its calls pass only x, and run the bound kernel with no compare and no copy kept.
+//
 // The weight is a call argument in its own packed format, but the engine's fast kernels
 // read a bound weight repacked once into their panels (targets/x86/README.md): a weight
 // read per call would be repacked per call or run on the reference step. So the kernel
@@ -57,7 +60,16 @@ constexpr std::int64_t kRowTable = 4096;
 constexpr std::int64_t kGgufBlock = 256;
 
 bool is_gguf(ternjit_tmatmul_weight w) {
-  return w == TERNJIT_TMATMUL_W_GGUF_TQ2_0 || w == TERNJIT_TMATMUL_W_GGUF_TQ1_0;
+  return w == TERNJIT_TMATMUL_W_GGUF_TQ2_0 || w == TERNJIT_TMATMUL_W_GGUF_TQ1_0 || w == TERNJIT_TMATMUL_W_GGUF_Q2_0;
+}
+
+// A GGUF weight's values per block along K (each block has one scale): its tmatmul group.
+std::int64_t gguf_block(ternjit_tmatmul_weight w) {
+  return w == TERNJIT_TMATMUL_W_GGUF_Q2_0 ? static_cast<std::int64_t>(formats::kGgufQ2_0Elems) : kGgufBlock;
+}
+
+const char* gguf_name(ternjit_tmatmul_weight w) {
+  return w == TERNJIT_TMATMUL_W_GGUF_TQ2_0 ? "TQ2_0" : w == TERNJIT_TMATMUL_W_GGUF_TQ1_0 ? "TQ1_0" : "Q2_0";
 }
 
 // The descriptor's fields as read (an enum stored by a C caller may hold any int: it is
@@ -73,6 +85,9 @@ struct Desc {
   [[nodiscard]] ternjit_tmatmul_weight weight_format() const { return static_cast<ternjit_tmatmul_weight>(weight); }
   [[nodiscard]] bool bias() const { return (flags & TERNJIT_TMATMUL_BIAS) != 0; }
   [[nodiscard]] bool residual() const { return (flags & TERNJIT_TMATMUL_RESIDUAL) != 0; }
+  // The call passes int8 x with its row scales (the kernel's own quantization reads f32).
+  [[nodiscard]] bool x_i8() const { return x == TERNJIT_TMATMUL_X_I8; }
+  [[nodiscard]] bool x_row_i8() const { return x == TERNJIT_TMATMUL_X_F32_ROW_I8; }
   [[nodiscard]] std::array<std::int64_t, 11> key() const {
     return {m, m_max, k, n, group, weight, x, scale, act, static_cast<std::int64_t>(flags), threads};
   }
@@ -116,9 +131,10 @@ Result<Desc> read_desc(const TMatMulDesc& d) {
   // that would otherwise surface as an allocation of that size.
   if (r.k * r.n > (std::int64_t{1} << 34))
     return invalid("k * n is " + std::to_string(r.k * r.n) + ", above the 2^34 weights a kernel takes");
-  if (r.weight < TERNJIT_TMATMUL_W_TERN2 || r.weight > TERNJIT_TMATMUL_W_GGUF_TQ1_0)
+  if (r.weight < TERNJIT_TMATMUL_W_TERN2 || r.weight > TERNJIT_TMATMUL_W_GGUF_Q2_0)
     return invalid("unknown weight format " + std::to_string(r.weight));
-  if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_I8) return invalid("unknown x kind " + std::to_string(r.x));
+  if (r.x < TERNJIT_TMATMUL_X_F32 || r.x > TERNJIT_TMATMUL_X_F32_ROW_I8)
+    return invalid("unknown x kind " + std::to_string(r.x));
   if (r.scale < TERNJIT_TMATMUL_SCALE_NONE || r.scale > TERNJIT_TMATMUL_SCALE_GROUP)
     return invalid("unknown scale kind " + std::to_string(r.scale));
   if (r.act < TERNJIT_TMATMUL_ACT_NONE || r.act > TERNJIT_TMATMUL_ACT_GELU)
@@ -132,12 +148,15 @@ Result<Desc> read_desc(const TMatMulDesc& d) {
     return invalid("group is set (" + std::to_string(r.group) + ") but scale is not TERNJIT_TMATMUL_SCALE_GROUP");
   }
   if (is_gguf(r.weight_format())) {
-    if (r.k % kGgufBlock != 0)
-      return invalid("a GGUF TQ1_0/TQ2_0 weight needs K a multiple of 256, got " + std::to_string(r.k));
+    const std::string block = std::to_string(gguf_block(r.weight_format()));
+    if (r.k % gguf_block(r.weight_format()) != 0)
+      return invalid(std::string("a GGUF ") + gguf_name(r.weight_format()) + " weight needs K a multiple of " + block +
+                     ", got " + std::to_string(r.k));
     if (r.scale == TERNJIT_TMATMUL_SCALE_GROUP)
       return Error{ErrorCode::Unsupported,
                    "tmatmul dispatch: a per-group weight scale on a GGUF weight, whose blocks already carry one "
-                   "scale per 256 along K (a tmatmul takes one grouped scale): fold it into the blocks' scales",
+                   "scale per " + block +
+                       " along K (a tmatmul takes one grouped scale): fold it into the blocks' scales",
                    {}};
   }
   return r;
@@ -153,6 +172,7 @@ std::size_t weight_bytes(const Desc& d) {
       return static_cast<std::size_t>(formats::gguf_block_bytes(formats::GgufTensorType::TQ2_0)) * numel / kGgufBlock;
     case TERNJIT_TMATMUL_W_GGUF_TQ1_0:
       return static_cast<std::size_t>(formats::gguf_block_bytes(formats::GgufTensorType::TQ1_0)) * numel / kGgufBlock;
+    case TERNJIT_TMATMUL_W_GGUF_Q2_0: return formats::kGgufQ2_0Bytes * numel / formats::kGgufQ2_0Elems;
   }
   return 0;
 }
@@ -166,7 +186,8 @@ std::string layer_ir(const Desc& d) {
   const std::string mn = "f32[" + M + ", " + N + "]";
   const bool gguf = is_gguf(d.weight_format());
   std::string t = "param @D.w : t2[" + K + ", " + N + "]\n";
-  const std::string blocks = "f32[" + std::to_string(d.k / kGgufBlock) + ", " + N + "]";
+  const std::int64_t block = gguf ? gguf_block(d.weight_format()) : 0;
+  const std::string blocks = gguf ? "f32[" + std::to_string(d.k / block) + ", " + N + "]" : "";
   if (gguf) t += "param @D.d : " + blocks + "\n";
   // The weight scale and the bias are parameters too, bound with the weight: every
   // argument then has the rows at axis 0, which run-time rows need (passes/row_batch.h).
@@ -176,9 +197,9 @@ std::string layer_ir(const Desc& d) {
   if (d.scale != TERNJIT_TMATMUL_SCALE_NONE) t += "param @D.s : " + s_type + "\n";
   if (d.bias()) t += "param @D.b : f32[" + N + "]\n";
   t += std::string("\nfunc @D.forward") + (d.any_m() ? "<M>" : "") + "(";
-  const char* x_kind = d.x == TERNJIT_TMATMUL_X_I8 ? "i8" : d.x == TERNJIT_TMATMUL_X_BF16 ? "bf16" : "f32";
+  const char* x_kind = d.x_i8() ? "i8" : d.x == TERNJIT_TMATMUL_X_BF16 ? "bf16" : "f32";
   t += std::string("%x: ") + x_kind + "[" + M + ", " + K + "]";
-  if (d.x == TERNJIT_TMATMUL_X_I8) t += ", %xs: f32[" + M + ", 1]";
+  if (d.x_i8()) t += ", %xs: f32[" + M + ", 1]";
   if (d.residual()) t += ", %r: " + mn;
   t += ") -> " + mn + " {\n^entry:\n";
   t += "  %w = param @D.w : t2[" + K + ", " + N + "]\n";
@@ -190,17 +211,24 @@ std::string layer_ir(const Desc& d) {
     t += "  %xf = cast %x {to = f32} : f32[" + M + ", " + K + "]\n";
     x = "%xf";
   }
+  if (d.x_row_i8()) {
+    // The integer form of quantize_int8 (what fuse-quantization makes of BitLinear's
+    // quantize_int8(x) @ w): the int8 rows and their absmax scales, then the int8 tmatmul.
+    t += "  %q, %xs = quantize %x : i8[" + M + ", " + K + "], f32[" + M + ", 1]\n";
+    x = "%q";
+  }
   // The tmatmul carries the scales; bias, residual and activation are separate ops that
   // fuse-epilogue folds in where its order allows (a GGUF weight with a column scale
   // keeps that `mul` a step of its own).
   std::string ops = x + ", %w";
   std::string attrs;
-  if (d.x == TERNJIT_TMATMUL_X_I8) ops += ", %xs";
-  attrs += std::string("x_scale = ") + (d.x == TERNJIT_TMATMUL_X_I8 ? "true" : "false");
+  const bool x_scale = d.x_i8() || d.x_row_i8();
+  if (x_scale) ops += ", %xs";
+  attrs += std::string("x_scale = ") + (x_scale ? "true" : "false");
   if (gguf) {
     t += "  %d = param @D.d : " + blocks + "\n";
     ops += ", %d";
-    attrs += ", w_scale = true, group = 256";
+    attrs += ", w_scale = true, group = " + std::to_string(block);
   } else if (d.scale == TERNJIT_TMATMUL_SCALE_COLUMN) {
     ops += ", %s";
     attrs += ", w_scale = true";
@@ -236,10 +264,9 @@ std::string layer_ir(const Desc& d) {
 // The kinds and shapes of D.forward's inputs for `rows` rows (data null).
 std::vector<TensorView> input_specs(const Desc& d, std::int64_t rows) {
   std::vector<TensorView> in;
-  const ElemKind xk = d.x == TERNJIT_TMATMUL_X_I8 ? ElemKind::I8 : d.x == TERNJIT_TMATMUL_X_BF16 ? ElemKind::BF16
-                                                                                                 : ElemKind::F32;
+  const ElemKind xk = d.x_i8() ? ElemKind::I8 : d.x == TERNJIT_TMATMUL_X_BF16 ? ElemKind::BF16 : ElemKind::F32;
   in.push_back({nullptr, xk, {rows, d.k}});
-  if (d.x == TERNJIT_TMATMUL_X_I8) in.push_back({nullptr, ElemKind::F32, {rows, 1}});
+  if (d.x_i8()) in.push_back({nullptr, ElemKind::F32, {rows, 1}});
   if (d.residual()) in.push_back({nullptr, ElemKind::F32, {rows, d.n}});
   return in;
 }
@@ -258,28 +285,49 @@ Result<void> probe(Engine& engine, const Module& module, const Desc& d) {
   return success();
 }
 
-// A GGUF TQ1_0/TQ2_0 weight of dims (K, N) as ternary values W[K, N] and block scales [K/256, N].
+// A GGUF weight of dims (K, N) as ternary values W[K, N] and block scales [K/block, N].
 Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<std::int8_t>* values,
                          std::vector<float>* scales) {
-  const auto type = d.weight_format() == TERNJIT_TMATMUL_W_GGUF_TQ2_0 ? formats::GgufTensorType::TQ2_0
-                                                                      : formats::GgufTensorType::TQ1_0;
-  const auto block_bytes = static_cast<std::size_t>(formats::gguf_block_bytes(type));
-  const std::int64_t blocks = d.k / kGgufBlock;
+  const ternjit_tmatmul_weight format = d.weight_format();
+  const bool q2_0 = format == TERNJIT_TMATMUL_W_GGUF_Q2_0;
+  const auto type = format == TERNJIT_TMATMUL_W_GGUF_TQ2_0 ? formats::GgufTensorType::TQ2_0
+                                                           : formats::GgufTensorType::TQ1_0;
+  const std::size_t block_bytes =
+      q2_0 ? formats::kGgufQ2_0Bytes : static_cast<std::size_t>(formats::gguf_block_bytes(type));
+  const std::int64_t block_len = gguf_block(format);
+  const std::int64_t blocks = d.k / block_len;
   values->resize(static_cast<std::size_t>(d.k * d.n));
   scales->resize(static_cast<std::size_t>(blocks * d.n));
+  // The file's rows are W's columns: decoded kTile rows at a time into `tile` (row-major
+  // [kTile, K]), then written out along W's rows kTile values at a time, so neither side
+  // strides through memory N apart per value (a K = 2560, N = 6912 weight: 17.7M values).
+  constexpr std::int64_t kTile = 64;
+  std::vector<std::int8_t> tile(static_cast<std::size_t>(kTile * d.k));
   std::array<std::uint8_t, kGgufBlock> codes{};
-  for (std::int64_t n = 0; n < d.n; ++n)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::uint8_t* block = bytes + static_cast<std::size_t>(n * blocks + b) * block_bytes;
-      float scale = 0;
-      if (!formats::gguf_ternary_block(type, block, codes.data(), &scale))
-        return make_error(ErrorCode::InvalidInput, "tmatmul dispatch: the TQ2_0 weight's block " +
-                                                       std::to_string(b) + " of row " + std::to_string(n) +
-                                                       " holds code 3 (not a ternary value)");
-      (*scales)[static_cast<std::size_t>(b * d.n + n)] = scale;
-      for (std::int64_t e = 0; e < kGgufBlock; ++e)
-        (*values)[static_cast<std::size_t>((b * kGgufBlock + e) * d.n + n)] = static_cast<std::int8_t>(codes[e] - 1);
+  for (std::int64_t n0 = 0; n0 < d.n; n0 += kTile) {
+    const std::int64_t rows = std::min(kTile, d.n - n0);
+    for (std::int64_t j = 0; j < rows; ++j) {
+      const std::int64_t n = n0 + j;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* block = bytes + static_cast<std::size_t>(n * blocks + b) * block_bytes;
+        float scale = 0;
+        const bool ternary = q2_0 ? formats::gguf_q2_0_block(block, codes.data(), &scale)
+                                  : formats::gguf_ternary_block(type, block, codes.data(), &scale);
+        if (!ternary)
+          return make_error(ErrorCode::InvalidInput,
+                            std::string("tmatmul dispatch: the ") + gguf_name(format) + " weight's block " +
+                                std::to_string(b) + " of row " + std::to_string(n) +
+                                " holds code 3 (+2, not a ternary value)");
+        (*scales)[static_cast<std::size_t>(b * d.n + n)] = scale;
+        std::int8_t* out = tile.data() + static_cast<std::size_t>(j * d.k + b * block_len);
+        for (std::int64_t e = 0; e < block_len; ++e) out[e] = static_cast<std::int8_t>(codes[e] - 1);
+      }
     }
+    for (std::int64_t k = 0; k < d.k; ++k) {
+      std::int8_t* out = values->data() + static_cast<std::size_t>(k * d.n + n0);
+      for (std::int64_t j = 0; j < rows; ++j) out[j] = tile[static_cast<std::size_t>(j * d.k + k)];
+    }
+  }
   return success();
 }
 
@@ -290,23 +338,29 @@ struct BoundValues {
   const float* bias = nullptr;
 };
 
-// One weight (with its scale and bias) a kernel has seen: copies of the caller's values and
-// a program with them bound.
+// A weight (with its scale and bias) bound into a Program of the layer, and the Kernels of
+// the row counts run so far.
+struct BoundProgram {
+  Program program;
+  mutable std::vector<std::atomic<const Kernel*>> by_rows;  // [rows] once built (rows <= kRowTable)
+
+  BoundProgram(Program prog, std::size_t table) : program(std::move(prog)), by_rows(table) {}
+};
+
+// One weight a per-call kernel has seen: copies of the caller's values (what later calls are
+// compared with) and its bound program.
 struct Binding {
   const void* ptr = nullptr;  // where the weight was
   std::vector<std::uint8_t> w;
   std::vector<float> scale, bias;
-  Program program;
-  mutable std::vector<std::atomic<const Kernel*>> by_rows;  // [rows] once built (rows <= kRowTable)
+  BoundProgram bound;
 
-  Binding(const BoundValues& v, std::size_t w_bytes, std::size_t scale_n, std::size_t bias_n, Program prog,
-          std::size_t table)
+  Binding(const BoundValues& v, std::size_t w_bytes, std::size_t scale_n, std::size_t bias_n, BoundProgram b)
       : ptr(v.w),
         w(static_cast<const std::uint8_t*>(v.w), static_cast<const std::uint8_t*>(v.w) + w_bytes),
         scale(v.scale, v.scale + scale_n),
         bias(v.bias, v.bias + bias_n),
-        program(std::move(prog)),
-        by_rows(table) {}
+        bound(std::move(b)) {}
 
   // Do the values at `v` equal the copies? (memcmp stops at the first differing byte.)
   [[nodiscard]] bool holds(const BoundValues& v) const {
@@ -316,42 +370,87 @@ struct Binding {
   }
 };
 
-// One dispatched kernel: its descriptor, its module, the weights it has bound.
+// Runs `body` as a kernel entry: the last-error rule, no exception out.
+template <class F>
+std::int32_t entry_guard(const TMatMulArgs* args, F body) noexcept {
+  jit::last_error().clear();
+  try {
+    if (args == nullptr) return jit::kernel_failed(invalid("args is null"));
+    return body(*args);
+  } catch (const std::exception& e) {
+    return jit::kernel_failed(Error{ErrorCode::Internal, std::string("unexpected exception: ") + e.what(), {}});
+  } catch (...) {
+    return jit::kernel_failed(Error{ErrorCode::Internal, "unexpected non-standard exception", {}});
+  }
+}
+
+// One dispatched kernel: its descriptor, its module, the weights it has bound per call.
 class DispatchKernel {
  public:
   DispatchKernel(Engine& engine, Desc d, Module module)
       : engine_(engine), desc_(d), module_(std::move(module)), weight_bytes_(weight_bytes(d)) {}
 
   static std::int32_t entry(const void* state, const TMatMulArgs* args) noexcept {
-    jit::last_error().clear();
-    try {
-      if (args == nullptr) return jit::kernel_failed(invalid("args is null"));
-      return static_cast<const DispatchKernel*>(state)->call(*args);
-    } catch (const std::exception& e) {
-      return jit::kernel_failed(Error{ErrorCode::Internal, std::string("unexpected exception: ") + e.what(), {}});
-    } catch (...) {
-      return jit::kernel_failed(Error{ErrorCode::Internal, "unexpected non-standard exception", {}});
-    }
+    return entry_guard(args, [&](const TMatMulArgs& a) { return static_cast<const DispatchKernel*>(state)->call(a); });
   }
 
- private:
-  std::int32_t call(const TMatMulArgs& a) const {
-    if (auto r = check(a); !r.ok()) return jit::kernel_failed(r.error());
-    auto bound = binding(BoundValues{a.w, a.w_scale, a.bias});
-    if (!bound.ok()) return jit::kernel_failed(bound.error());
-    auto kernel = kernel_for(**bound, a.m);
-    if (!kernel.ok()) return jit::kernel_failed(kernel.error());
-    std::array<void*, 4> buffers{};
-    std::size_t i = 0;
-    buffers[i++] = const_cast<void*>(a.x);  // the kernel convention is void* const*; inputs are only read
-    if (desc_.x == TERNJIT_TMATMUL_X_I8) buffers[i++] = const_cast<float*>(a.x_scale);
-    if (desc_.residual()) buffers[i++] = const_cast<float*>(a.residual);
-    buffers[i] = a.y;
-    return (*kernel)->entry()((*kernel)->state(), buffers.data());
+  [[nodiscard]] const Desc& desc() const { return desc_; }
+  [[nodiscard]] std::size_t weight_size() const { return weight_bytes_; }
+
+  // A Program of the layer with the values at `v` bound (Program::bind keeps its own stored
+  // form; nothing of the caller's is referenced after). The weight's packed panels are
+  // made when a row count's kernel is first built (kernel_for).
+  Result<BoundProgram> bind(const BoundValues& v) const {
+    TERNJIT_TRY(Program prog, engine_.compile(module_));
+    const std::size_t scale_n = scale_count(), bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
+    if (scale_n > 0) {
+      std::vector<std::int64_t> shape{desc_.n};
+      if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows(desc_), desc_.n};
+      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{const_cast<float*>(v.scale), ElemKind::F32, shape}));
+    }
+    if (bias_n > 0)
+      TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
+    const std::vector<std::int64_t> kn{desc_.k, desc_.n};
+    void* w = const_cast<void*>(v.w);  // TensorView holds void*; bind only reads
+    switch (desc_.weight_format()) {
+      case TERNJIT_TMATMUL_W_TERN2:
+      case TERNJIT_TMATMUL_W_TERN1_6: {
+        const WeightFormat f =
+            desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{w, ElemKind::U8, kn}, f, weight_bytes_));
+        break;
+      }
+      case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
+      case TERNJIT_TMATMUL_W_GGUF_TQ1_0:
+      case TERNJIT_TMATMUL_W_GGUF_Q2_0: {
+        std::vector<std::int8_t> values;
+        std::vector<float> scales;
+        TERNJIT_TRY_VOID(decode_gguf(desc_, static_cast<const std::uint8_t*>(v.w), &values, &scales));
+        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
+        TERNJIT_TRY_VOID(prog.bind(
+            "D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / gguf_block(desc_.weight_format()), desc_.n}}));
+        break;
+      }
+    }
+    return BoundProgram(std::move(prog), static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1));
+  }
+
+  // The Kernel of `rows` rows of a bound program: remembered per row count (the engine's
+  // own cache behind it; with any M, the rows' M bucket and its run-time-rows kernel).
+  Result<const Kernel*> kernel_for(const BoundProgram& b, std::int64_t rows) const {
+    const bool tabled = rows < static_cast<std::int64_t>(b.by_rows.size());
+    if (tabled) {
+      if (const Kernel* k = b.by_rows[static_cast<std::size_t>(rows)].load(std::memory_order_acquire)) return k;
+    }
+    // Program is thread-safe; the const_cast reaches its kernel cache, which is what Program::kernel fills.
+    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
+    if (tabled) b.by_rows[static_cast<std::size_t>(rows)].store(k, std::memory_order_release);
+    return k;
   }
 
   // The call's pointers against the descriptor: each it asks for present, each other null.
-  Result<void> check(const TMatMulArgs& a) const {
+  // A bound weight's call (`bound`) passes no weight, scale or bias.
+  Result<void> check(const TMatMulArgs& a, bool bound) const {
     if (desc_.any_m() ? (a.m < 1 || a.m > desc_.m_max) : a.m != desc_.m)
       return invalid("args.m is " + std::to_string(a.m) + ", the kernel takes " +
                      (desc_.any_m() ? "1 .. " + std::to_string(desc_.m_max) : std::to_string(desc_.m)));
@@ -361,14 +460,51 @@ class DispatchKernel {
         return invalid(std::string("args.") + name + " is set but the descriptor has no " + name);
       return success();
     };
+    auto none = [](const void* p, const char* name) -> Result<void> {
+      if (p != nullptr) return invalid(std::string("args.") + name + " is set but the weight is bound (pass NULL)");
+      return success();
+    };
     TERNJIT_TRY_VOID(need(a.x, true, "x", "the activation"));
-    TERNJIT_TRY_VOID(need(a.w, true, "w", "the weight"));
     TERNJIT_TRY_VOID(need(a.y, true, "y", "the output"));
-    TERNJIT_TRY_VOID(need(a.x_scale, desc_.x == TERNJIT_TMATMUL_X_I8, "x_scale", "int8 x needs its row scales"));
-    TERNJIT_TRY_VOID(need(a.w_scale, desc_.scale != TERNJIT_TMATMUL_SCALE_NONE, "w_scale", "the descriptor's scale"));
-    TERNJIT_TRY_VOID(need(a.bias, desc_.bias(), "bias", "TERNJIT_TMATMUL_BIAS"));
+    TERNJIT_TRY_VOID(need(a.x_scale, desc_.x_i8(), "x_scale", "int8 x needs its row scales"));
     TERNJIT_TRY_VOID(need(a.residual, desc_.residual(), "residual", "TERNJIT_TMATMUL_RESIDUAL"));
-    return success();
+    if (bound) {
+      TERNJIT_TRY_VOID(none(a.w, "w"));
+      TERNJIT_TRY_VOID(none(a.w_scale, "w_scale"));
+      TERNJIT_TRY_VOID(none(a.bias, "bias"));
+      return success();
+    }
+    TERNJIT_TRY_VOID(need(a.w, true, "w", "the weight"));
+    TERNJIT_TRY_VOID(need(a.w_scale, desc_.scale != TERNJIT_TMATMUL_SCALE_NONE, "w_scale", "the descriptor's scale"));
+    return need(a.bias, desc_.bias(), "bias", "TERNJIT_TMATMUL_BIAS");
+  }
+
+  // Runs a checked call on a bound program.
+  std::int32_t run(const BoundProgram& b, const TMatMulArgs& a) const {
+    auto kernel = kernel_for(b, a.m);
+    if (!kernel.ok()) return jit::kernel_failed(kernel.error());
+    std::array<void*, 4> buffers{};
+    std::size_t i = 0;
+    buffers[i++] = const_cast<void*>(a.x);  // the kernel convention is void* const*; inputs are only read
+    if (desc_.x_i8()) buffers[i++] = const_cast<float*>(a.x_scale);
+    if (desc_.residual()) buffers[i++] = const_cast<float*>(a.residual);
+    buffers[i] = a.y;
+    return (*kernel)->entry()((*kernel)->state(), buffers.data());
+  }
+
+  // The number of w_scale values the descriptor asks for (0: none).
+  [[nodiscard]] std::size_t scale_count() const {
+    if (desc_.scale == TERNJIT_TMATMUL_SCALE_NONE) return 0;
+    const std::int64_t rows = desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP ? scale_rows(desc_) : 1;
+    return static_cast<std::size_t>(rows * desc_.n);
+  }
+
+ private:
+  std::int32_t call(const TMatMulArgs& a) const {
+    if (auto r = check(a, false); !r.ok()) return jit::kernel_failed(r.error());
+    auto bound = binding(BoundValues{a.w, a.w_scale, a.bias});
+    if (!bound.ok()) return jit::kernel_failed(bound.error());
+    return run((*bound)->bound, a);
   }
 
   // A binding whose bytes equal those at `w` (at any address: a caller may pass the same
@@ -388,67 +524,14 @@ class DispatchKernel {
     }
     std::unique_lock lock(mu_);
     if (auto b = find(v)) return b;
-    TERNJIT_TRY(std::shared_ptr<Binding> made, bind(v));
+    TERNJIT_TRY(BoundProgram bound, bind(v));
+    auto made = std::make_shared<Binding>(v, weight_bytes_, scale_count(),
+                                          desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0, std::move(bound));
     // A changed weight at the same address replaces its old binding; else the oldest goes.
     std::erase_if(bindings_, [&](const std::shared_ptr<Binding>& b) { return b->ptr == v.w; });
     if (bindings_.size() >= kMaxBindings) bindings_.erase(bindings_.begin());
     bindings_.push_back(made);
     return std::shared_ptr<const Binding>(made);
-  }
-
-  Result<std::shared_ptr<Binding>> bind(const BoundValues& v) const {
-    TERNJIT_TRY(Program program, engine_.compile(module_));
-    const std::int64_t scale_rows_n = desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP ? scale_rows(desc_) : 1;
-    const std::size_t scale_n =
-        desc_.scale == TERNJIT_TMATMUL_SCALE_NONE ? 0 : static_cast<std::size_t>(scale_rows_n * desc_.n);
-    const std::size_t bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
-    const auto table = static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1);
-    // The copies are what is bound (Program::bind copies again; the kernel's packed panels
-    // are made from that), and what later calls are compared with.
-    auto made = std::make_shared<Binding>(v, weight_bytes_, scale_n, bias_n, Program(std::move(program)), table);
-    Program& prog = made->program;
-    if (scale_n > 0) {
-      std::vector<std::int64_t> shape{desc_.n};
-      if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows_n, desc_.n};
-      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{made->scale.data(), ElemKind::F32, shape}));
-    }
-    if (bias_n > 0) TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{made->bias.data(), ElemKind::F32, {desc_.n}}));
-    std::vector<std::uint8_t>& copy = made->w;
-    const auto* p = copy.data();
-    const std::vector<std::int64_t> kn{desc_.k, desc_.n};
-    switch (desc_.weight_format()) {
-      case TERNJIT_TMATMUL_W_TERN2:
-      case TERNJIT_TMATMUL_W_TERN1_6: {
-        const WeightFormat f =
-            desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
-        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{copy.data(), ElemKind::U8, kn}, f, weight_bytes_));
-        break;
-      }
-      case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
-      case TERNJIT_TMATMUL_W_GGUF_TQ1_0: {
-        std::vector<std::int8_t> values;
-        std::vector<float> scales;
-        TERNJIT_TRY_VOID(decode_gguf(desc_, p, &values, &scales));
-        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
-        TERNJIT_TRY_VOID(
-            prog.bind("D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / kGgufBlock, desc_.n}}));
-        break;
-      }
-    }
-    return made;
-  }
-
-  // The Kernel of `rows` rows of a binding: remembered per row count (the engine's own
-  // cache behind it; with any M, the rows' M bucket and its run-time-rows kernel).
-  Result<const Kernel*> kernel_for(const Binding& b, std::int64_t rows) const {
-    const bool tabled = rows < static_cast<std::int64_t>(b.by_rows.size());
-    if (tabled) {
-      if (const Kernel* k = b.by_rows[static_cast<std::size_t>(rows)].load(std::memory_order_acquire)) return k;
-    }
-    // Program is thread-safe; the const_cast reaches its kernel cache, which is what Program::kernel fills.
-    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
-    if (tabled) b.by_rows[static_cast<std::size_t>(rows)].store(k, std::memory_order_release);
-    return k;
   }
 
   Engine& engine_;
@@ -481,6 +564,29 @@ struct TMatMulDispatcher::Impl {
     return engines.emplace(threads, std::make_unique<Engine>(std::move(e))).first->second.get();
   }
 };
+
+// A bound weight: its kernel's descriptor and module (the dispatcher's) and its program.
+struct TMatMulBound::Impl {
+  const DispatchKernel* kernel;
+  BoundProgram bound;
+
+  static std::int32_t entry(const void* state, const TMatMulArgs* args) noexcept {
+    return entry_guard(args, [&](const TMatMulArgs& a) {
+      const auto* self = static_cast<const Impl*>(state);
+      if (auto r = self->kernel->check(a, true); !r.ok()) return jit::kernel_failed(r.error());
+      return self->kernel->run(self->bound, a);
+    });
+  }
+};
+
+TMatMulBound::TMatMulBound(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TMatMulBound::~TMatMulBound() = default;
+TMatMulBound::TMatMulBound(TMatMulBound&&) noexcept = default;
+TMatMulBound& TMatMulBound::operator=(TMatMulBound&&) noexcept = default;
+
+TMatMulKernel TMatMulBound::kernel() const { return TMatMulKernel{&Impl::entry, impl_.get()}; }
+
+std::size_t TMatMulBound::bytes() const { return impl_->bound.program.resident_bytes(); }
 
 TMatMulDesc TMatMulDispatcher::desc(std::int64_t m, std::int64_t k, std::int64_t n) {
   TMatMulDesc d{};
@@ -518,6 +624,30 @@ Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) try {
   return TMatMulKernel{&DispatchKernel::entry, it->second.get()};
 } catch (const std::bad_alloc&) {
   // No exception crosses the public API (STYLE.md section 5).
+  return make_error(ErrorCode::Internal, "tmatmul dispatch: out of memory");
+}
+
+Result<TMatMulBound> TMatMulDispatcher::bind(const TMatMulDesc& desc, const void* w, std::size_t w_bytes,
+                                              const float* w_scale, const float* bias) try {
+  TERNJIT_TRY(TMatMulKernel k, dispatch(desc));
+  const auto* kernel = static_cast<const DispatchKernel*>(k.state);
+  const Desc& d = kernel->desc();
+  if (w == nullptr) return invalid("bind: w is null");
+  if (w_bytes != kernel->weight_size())
+    return invalid("bind: w_bytes is " + std::to_string(w_bytes) + ", the descriptor's weight format needs " +
+                   std::to_string(kernel->weight_size()) + " for K = " + std::to_string(d.k) +
+                   ", N = " + std::to_string(d.n));
+  if ((w_scale != nullptr) != (d.scale != TERNJIT_TMATMUL_SCALE_NONE))
+    return invalid(w_scale == nullptr ? "bind: w_scale is null (the descriptor's scale)"
+                                      : "bind: w_scale is set but the descriptor has no scale");
+  if ((bias != nullptr) != d.bias())
+    return invalid(bias == nullptr ? "bind: bias is null (TERNJIT_TMATMUL_BIAS)"
+                                   : "bind: bias is set but the descriptor has no TERNJIT_TMATMUL_BIAS");
+  TERNJIT_TRY(BoundProgram bound, kernel->bind(BoundValues{w, w_scale, bias}));
+  // The kernel of the most rows now: its panels are packed here, not at the first call.
+  TERNJIT_TRY_VOID(kernel->kernel_for(bound, d.rows_bound()));
+  return TMatMulBound(std::make_unique<TMatMulBound::Impl>(TMatMulBound::Impl{kernel, std::move(bound)}));
+} catch (const std::bad_alloc&) {
   return make_error(ErrorCode::Internal, "tmatmul dispatch: out of memory");
 }
 

@@ -10,6 +10,7 @@
 // targets/README.md says what a new target writes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,6 +93,8 @@ struct CompileOptions {
 class ProgramState {
  public:
   virtual ~ProgramState() = default;
+  /// Host bytes it holds (packed weight panels); device memory is not counted.
+  [[nodiscard]] virtual std::size_t host_bytes() const { return 0; }
 };
 
 /// What a kernel may refer to besides its artifact. Everything pointed to must outlive

@@ -159,6 +159,12 @@ class Program {
   /// Specializes (once) and runs.
   Result<void> run(std::string_view function, std::span<const TensorView> inputs, std::span<TensorView> outputs);
 
+  /// Host bytes the bound parameters hold as the kernels read them: their stored form
+  /// (ternary at 2 bits a value; a mapped file's tensors included) plus the panels the
+  /// targets packed from them so far (made when a kernel is first built). Device-resident
+  /// copies (GPU targets) are not counted.
+  [[nodiscard]] std::size_t resident_bytes() const;
+
   /// The module's functions in declaration order (fixed for the program's life).
   [[nodiscard]] std::vector<FunctionDecl> functions() const;
   /// The module's parameters in declaration order, with their bound state now.

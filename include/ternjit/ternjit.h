@@ -391,18 +391,27 @@ typedef enum ternjit_tmatmul_weight {
   TERNJIT_TMATMUL_W_TERN1_6 = 1,    /**< element k*N+n, base 3, 5 per byte: ceil(K*N/5) bytes */
   TERNJIT_TMATMUL_W_GGUF_TQ2_0 = 2, /**< a GGUF TQ2_0 tensor of dims (K, N): N rows of K/256 blocks of 66
                                          bytes, each with its f16 scale (K % 256 == 0) */
-  TERNJIT_TMATMUL_W_GGUF_TQ1_0 = 3  /**< the same in TQ1_0 blocks of 54 bytes */
+  TERNJIT_TMATMUL_W_GGUF_TQ1_0 = 3, /**< the same in TQ1_0 blocks of 54 bytes */
+  TERNJIT_TMATMUL_W_GGUF_Q2_0 = 4   /**< a GGUF (ggml) Q2_0 tensor of dims (K, N): N rows of K/64 blocks of 18
+                                         bytes { f16 d; uint8 qs[16] }, element j at (qs[j/4] >> 2*(j%4)) & 3,
+                                         value = code - 1 (K % 64 == 0); code 3 (+2, not ternary) is refused */
 } ternjit_tmatmul_weight;
 
 /** The activation x[m, K] of each call. */
 typedef enum ternjit_tmatmul_x {
   TERNJIT_TMATMUL_X_F32 = 0,
   TERNJIT_TMATMUL_X_BF16 = 1, /**< widened to f32 exactly, then as f32 */
-  TERNJIT_TMATMUL_X_I8 = 2    /**< int8 with a per-row f32 scale (args.x_scale[m]): exact int32 sums */
+  TERNJIT_TMATMUL_X_I8 = 2,   /**< int8 with a per-row f32 scale (args.x_scale[m]): exact int32 sums */
+  /** f32 quantized per row to int8 inside the kernel, then as TERNJIT_TMATMUL_X_I8 with that
+   *  row scale (BitNet b1.58's activation quantization; the IR's quantize_int8): per row,
+   *  s = max|x| / 127 (f32 division), q = clamp(round_half_even(x / s), -127, 127) (an f32
+   *  division). An all-zero row gives s = 0, q = 0 (its sums are 0); a row holding a NaN
+   *  or an infinity gives s = NaN, so every output of that row is NaN. args.x_scale is NULL. */
+  TERNJIT_TMATMUL_X_F32_ROW_I8 = 3
 } ternjit_tmatmul_x;
 
 /** The weight scale a call passes (args.w_scale), applied to the sum. GGUF weights carry
- *  their own per-block scale (a group of 256 along K) in addition. */
+ *  their own per-block scale (a group of 256 along K; 64 for Q2_0) in addition. */
 typedef enum ternjit_tmatmul_scale {
   TERNJIT_TMATMUL_SCALE_NONE = 0,
   TERNJIT_TMATMUL_SCALE_COLUMN = 1, /**< f32[N] */
@@ -469,10 +478,39 @@ void ternjit_tmatmul_desc_init(ternjit_tmatmul_desc* desc);
  *  lives. The first dispatch of a descriptor compiles its layer through the engine's normal
  *  flow (disk cache and tuning included) for m (or m_max) rows; later ones are a lookup by
  *  the descriptor's fields. Errors: INVALID_ARGUMENT (a field out of range, an unknown enum
- *  value or flag, K not a multiple of 256 for a GGUF weight), UNSUPPORTED (a combination the
+ *  value or flag, K not a multiple of 256 for a GGUF TQ weight or of 64 for Q2_0), UNSUPPORTED (a combination the
  *  engine does not compute: the message names it). (Feature "tmatmul-dispatch".) */
 ternjit_status ternjit_tmatmul_dispatch(ternjit_engine* engine, const ternjit_tmatmul_desc* desc,
                                         ternjit_tmatmul_fn* fn, const void** state);
+
+/* ------------------------------------------------- bound weights (feature "tmatmul-bound") */
+/** A weight (with its w_scale and bias) bound once to a descriptor's kernel. */
+typedef struct ternjit_tmatmul_bound ternjit_tmatmul_bound;
+
+/** Binds `w` (`w_bytes` long: exactly the bytes the descriptor's format needs, else
+ *  INVALID_ARGUMENT), `w_scale` and `bias` (each non-NULL exactly when the descriptor asks
+ *  for it) to the kernel of *desc on `engine`; the caller's buffers may be freed after
+ *  (only the packed form the kernel reads is kept, no copy of the caller's bytes). *out is
+ *  NULL on error. Errors: as ternjit_tmatmul_dispatch, INVALID_ARGUMENT for a NULL or a
+ *  wrong-sized buffer, INVALID_INPUT for weight bytes that are not ternary (the message
+ *  names the row and block, or the element). (Feature "tmatmul-bound".) */
+ternjit_status ternjit_tmatmul_bind(ternjit_engine* engine, const ternjit_tmatmul_desc* desc, const void* w,
+                                    size_t w_bytes, const float* w_scale, const float* bias,
+                                    ternjit_tmatmul_bound** out);
+/** The kernel entry of a bound weight, called as a dispatched one except that args.w,
+ *  args.w_scale and args.bias must be NULL (INVALID_ARGUMENT otherwise): a call reads only
+ *  x (x_scale, residual) and writes y, with no compare. Safe from several threads at once;
+ *  valid while the bound weight lives. */
+ternjit_status ternjit_tmatmul_bound_entry(const ternjit_tmatmul_bound* bound, ternjit_tmatmul_fn* fn,
+                                           const void** state);
+/** Host bytes the bound weight holds resident: its weight, block scales, w_scale and bias
+ *  in their stored form (ternary at 2 bits a value) plus the panels the kernels packed from
+ *  them. Packing happens when a row count's kernel is first made: bind makes the one of m
+ *  (or m_max) rows, so this counts at least that; another M bucket of an ANY_M kernel may
+ *  add a pack of its own later. 0 for NULL. */
+size_t ternjit_tmatmul_bound_bytes(const ternjit_tmatmul_bound* bound);
+/** Frees a bound weight (NULL: no-op). Its engine must still live. */
+void ternjit_tmatmul_bound_destroy(ternjit_tmatmul_bound* bound);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 // tmatmul.h - the ternary matmul dispatch from C++: a kernel for a descriptor, without .tri text.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -25,6 +26,29 @@ struct TMatMulKernel {
   std::int32_t operator()(const TMatMulArgs& args) const { return fn(state, &args); }
 };
 
+/// A weight with its scale and bias bound once to a descriptor's kernel (TMatMulDispatcher::bind):
+/// calls pass only x (x_scale, residual), args.w, args.w_scale and args.bias null. Move-only;
+/// the kernel is valid while this object lives; the dispatcher (and its engine) must outlive it.
+class TMatMulBound {
+ public:
+  ~TMatMulBound();
+  TMatMulBound(TMatMulBound&&) noexcept;
+  TMatMulBound& operator=(TMatMulBound&&) noexcept;
+
+  /// The entry and its state. Thread-safe.
+  [[nodiscard]] TMatMulKernel kernel() const;
+  /// Host bytes held resident: the stored weight, scales and bias plus the panels the
+  /// kernels packed from them so far (ternjit_tmatmul_bound_bytes).
+  [[nodiscard]] std::size_t bytes() const;
+
+  /// Internal.
+  struct Impl;
+  explicit TMatMulBound(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Kernels by descriptor over an Engine: the first dispatch of a descriptor generates the
 /// layer's IR and compiles it through the engine's flow (cache, tuning, run-time rows);
 /// later ones are a lookup. Thread-safe. The engine must outlive the dispatcher; a
@@ -43,6 +67,13 @@ class TMatMulDispatcher {
   /// The kernel of `desc`. Errors: InvalidArgument (a field out of range or an unknown
   /// enum value), Unsupported (a combination the engine does not compute, named).
   Result<TMatMulKernel> dispatch(const TMatMulDesc& desc);
+
+  /// Binds `w` (`w_bytes`: exactly what the format needs), `w_scale` and `bias` (each
+  /// non-null exactly when `desc` asks for it) to the kernel of `desc`; the buffers may be
+  /// freed after. Errors: as dispatch; InvalidArgument (a null or wrong-sized buffer, one
+  /// the descriptor does not take), InvalidInput (weight bytes that are not ternary, named).
+  Result<TMatMulBound> bind(const TMatMulDesc& desc, const void* w, std::size_t w_bytes, const float* w_scale,
+                            const float* bias);
 
   struct Impl;
 

@@ -37,7 +37,7 @@ import numpy as np
 from . import _capi
 
 __all__ = [
-    "Error", "Engine", "Program", "Kernel", "TMatMulKernel", "TensorSpec",
+    "Error", "Engine", "Program", "Kernel", "TMatMulKernel", "TMatMulBound", "TensorSpec",
     "version", "abi_version", "has_feature", "feature_names", "features", "library_path",
     "to_bf16", "from_bf16", "ABI_VERSION", "__version__",
     "BITNET_2B4T", "read_bitnet_config", "write_synthetic_bitnet", "bitnet_name_map", "bitnet_tri_source",
@@ -474,9 +474,12 @@ class _DLPack:
         return t.data, t.dtype, shape
 
 
+_FEATURE_ENTRY = {"dlpack": "ternjit_run_dlpack", "tmatmul-dispatch": "ternjit_tmatmul_dispatch",
+                  "tmatmul-bound": "ternjit_tmatmul_bind"}
+
+
 def _need_feature(lib, name, what):
-    if getattr(lib, "ternjit_tmatmul_dispatch" if name == "tmatmul-dispatch" else "ternjit_run_dlpack",
-               None) is None:
+    if getattr(lib, _FEATURE_ENTRY[name], None) is None:
         raise Error(UNSUPPORTED, "%s needs a libternjit with feature '%s'" % (what, name))
 
 
@@ -500,13 +503,13 @@ class TMatMulKernel:
     def _weight_bytes(self):
         d = self.desc
         n = d.k * d.n
-        return {0: -(-n // 4), 1: -(-n // 5), 2: n // 256 * 66, 3: n // 256 * 54}[d.weight]
+        return {0: -(-n // 4), 1: -(-n // 5), 2: n // 256 * 66, 3: n // 256 * 54, 4: n // 64 * 18}[d.weight]
 
     def _expected(self, rows):
         """Per argument: (dtypes taken, element count) for `rows` rows (the C kernel reads
         raw pointers, so every size is checked here before the call)."""
         d = self.desc
-        x_dtype = {0: _capi.F32, 1: _capi.BF16, 2: _capi.I8}[d.x]
+        x_dtype = {0: _capi.F32, 1: _capi.BF16, 2: _capi.I8, 3: _capi.F32}[d.x]
         scale_n = {0: 0, 1: d.n, 2: -(-d.k // max(d.group, 1)) * d.n}[d.scale]
         return {
             "x": ((x_dtype,), rows * d.k),
@@ -519,23 +522,24 @@ class TMatMulKernel:
         }
 
     def __call__(self, x, w, y, x_scale=None, w_scale=None, bias=None, residual=None):
-        lib = self._engine._lib
-        self._engine._live_handle()
-        args = _capi.TMatMulArgs()
+        return self._call(x=x, w=w, y=y, x_scale=x_scale, w_scale=w_scale, bias=bias, residual=residual)
+
+    def _views(self, lib, buffers, rows=None):
+        """The DLPack exports (kept alive by the caller) and views of the non-None
+        `buffers`, each checked against the descriptor for `rows` rows (None: x's)."""
         keep = []
         views = {}
-        for name, value, writable in (("x", x, False), ("w", w, False), ("y", y, True), ("x_scale", x_scale, False),
-                                      ("w_scale", w_scale, False), ("bias", bias, False),
-                                      ("residual", residual, False)):
+        for name, value in buffers.items():
             if value is None:
                 continue
             export = _DLPack(value, name)
             keep.append(export)
-            views[name] = export.view(lib, writable)
-        x_shape = views["x"][2]
-        if len(x_shape) != 2:
-            raise _misuse("x must be a matrix [m, K], got shape %s" % (list(x_shape),))
-        rows = x_shape[0]
+            views[name] = export.view(lib, name == "y")
+        if rows is None:
+            x_shape = views["x"][2]
+            if len(x_shape) != 2:
+                raise _misuse("x must be a matrix [m, K], got shape %s" % (list(x_shape),))
+            rows = x_shape[0]
         for name, (dtypes, count) in self._expected(rows).items():
             if name not in views:
                 continue
@@ -547,12 +551,53 @@ class TMatMulKernel:
                 raise _misuse("tmatmul kernel: %s is %s of shape %s; the descriptor (m = %d rows) needs %d elements "
                               "of %s" % (name, _dtype_name(dtype), list(shape), rows, count,
                                          " or ".join(_dtype_name(t) for t in dtypes)))
+        return keep, views, rows
+
+    def _call(self, **buffers):
+        lib = self._engine._lib
+        self._engine._live_handle()
+        keep, views, rows = self._views(lib, buffers)
+        args = _capi.TMatMulArgs()
+        for name, (data, _, _) in views.items():
             setattr(args, name, data)
         args.m = rows
         status = self.fn(self.state, ctypes.byref(args))
         _check(lib, status)
         del keep
-        return y
+        return buffers["y"]
+
+
+class TMatMulBound(TMatMulKernel):
+    """A weight bound once by :meth:`Engine.tmatmul_bind`: ``bound(x, y, x_scale=None,
+    residual=None)`` (the weight, its scale and bias are bound). ``bytes`` is the host
+    memory it holds; ``close()`` frees it now (also done by its engine's close).
+    """
+
+    def __init__(self, engine, desc, handle):
+        lib = engine._lib
+        fn = _capi.TMATMUL_FN()
+        state = ctypes.c_void_p()
+        _check(lib, lib.ternjit_tmatmul_bound_entry(handle, ctypes.byref(fn), ctypes.byref(state)))
+        super().__init__(engine, desc, fn, state)
+        self._handle = handle
+
+    def __call__(self, x, y, x_scale=None, residual=None):
+        if self._handle is None:
+            raise _misuse("the bound weight is closed")
+        return self._call(x=x, y=y, x_scale=x_scale, residual=residual)
+
+    @property
+    def bytes(self):
+        return self._engine._lib.ternjit_tmatmul_bound_bytes(self._handle) if self._handle is not None else 0
+
+    def close(self):
+        """Frees the bound weight now. Idempotent."""
+        if getattr(self, "_handle", None) is not None:
+            self._engine._lib.ternjit_tmatmul_bound_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
 
 
 class Engine:
@@ -601,6 +646,7 @@ class Engine:
         self._lib = lib
         self._handle = handle
         self._programs = weakref.WeakSet()
+        self._bound = weakref.WeakSet()  # bound weights, freed before the engine
         self.options = options
 
     @property
@@ -668,8 +714,8 @@ class Engine:
                          residual=False, act=None, threads=0, m_max=0):
         """The ternary matmul kernel of a descriptor (docs/c_abi.md, "Ternary matmul
         dispatch"): ``m`` rows (or None for any m up to ``m_max``), weight ``[k, n]`` in
-        ``weight`` ("tern2", "tern1.6", "tq2_0", "tq1_0"), activation ``x`` ("f32",
-        "bf16", "i8" with a per-row scale), ``scale`` (None, "column", "group" with
+        ``weight`` ("tern2", "tern1.6", "tq2_0", "tq1_0", "q2_0"), activation ``x`` ("f32",
+        "bf16", "i8" with a per-row scale, "f32_row_i8": quantized per row in the kernel), ``scale`` (None, "column", "group" with
         ``group``), ``bias``/``residual`` flags, ``act`` (None, "relu", "relu2", "silu",
         "gelu"), ``threads`` (0: the engine's). The same descriptor returns the same kernel
         (a lookup); a combination the engine does not compute raises :class:`Error`
@@ -677,6 +723,37 @@ class Engine:
         """
         lib = self._lib
         _need_feature(lib, "tmatmul-dispatch", "tmatmul_dispatch")
+        d = self._tmatmul_desc(m, k, n, weight, x, scale, group, bias, residual, act, threads, m_max)
+        fn = _capi.TMATMUL_FN()
+        state = ctypes.c_void_p()
+        _check(lib, lib.ternjit_tmatmul_dispatch(self._live_handle(), ctypes.byref(d), ctypes.byref(fn),
+                                                 ctypes.byref(state)))
+        return TMatMulKernel(self, d, fn, state)
+
+    def tmatmul_bind(self, w, m, k, n, w_scale=None, bias=None, weight="tern2", x="f32", scale=None, group=0,
+                     residual=False, act=None, threads=0, m_max=0):
+        """Binds weight `w` (packed bytes in `weight`'s format), `w_scale` and `bias` (arrays,
+        when the descriptor has them: ``scale`` set, ``bias`` given) once to the kernel of
+        the descriptor of :meth:`tmatmul_dispatch` (``ternjit_tmatmul_bind``): the arrays
+        may be freed after. Returns a :class:`TMatMulBound`, called with x only.
+        """
+        lib = self._lib
+        _need_feature(lib, "tmatmul-bound", "tmatmul_bind")
+        d = self._tmatmul_desc(m, k, n, weight, x, scale, group, bias is not None, residual, act, threads, m_max)
+        probe = TMatMulKernel(self, d, None, None)  # the descriptor's size checks
+        keep, views, _ = probe._views(lib, {"w": w, "w_scale": w_scale, "bias": bias}, rows=1)
+        handle = ctypes.c_void_p()
+        w_data = views["w"][0] if "w" in views else None
+        _check(lib, lib.ternjit_tmatmul_bind(self._live_handle(), ctypes.byref(d), w_data, probe._weight_bytes(),
+                                             views["w_scale"][0] if "w_scale" in views else None,
+                                             views["bias"][0] if "bias" in views else None, ctypes.byref(handle)))
+        del keep
+        bound = TMatMulBound(self, d, handle)
+        self._bound.add(bound)
+        return bound
+
+    def _tmatmul_desc(self, m, k, n, weight, x, scale, group, bias, residual, act, threads, m_max):
+        lib = self._lib
         d = _capi.TMatMulDesc()
         lib.ternjit_tmatmul_desc_init(ctypes.byref(d))
         try:
@@ -692,11 +769,7 @@ class Engine:
         d.m_max = int(m_max)
         d.k, d.n, d.group, d.threads = int(k), int(n), int(group), int(threads)
         d.flags = (_capi.TMATMUL_BIAS if bias else 0) | (_capi.TMATMUL_RESIDUAL if residual else 0)
-        fn = _capi.TMATMUL_FN()
-        state = ctypes.c_void_p()
-        _check(lib, lib.ternjit_tmatmul_dispatch(self._live_handle(), ctypes.byref(d), ctypes.byref(fn),
-                                                 ctypes.byref(state)))
-        return TMatMulKernel(self, d, fn, state)
+        return d
 
     def close(self):
         """Destroys the engine now, closing its programs first. Idempotent."""
@@ -704,6 +777,8 @@ class Engine:
             return
         for program in list(self._programs):
             program.close()
+        for bound in list(self._bound):
+            bound.close()
         self._lib.ternjit_engine_destroy(self._handle)
         self._handle = None
 

@@ -195,8 +195,8 @@ class DLManagedTensorVersioned(ctypes.Structure):
 
 # ternjit_tmatmul_desc / ternjit_tmatmul_args (ternjit.h, "the ternary matmul dispatch").
 TMATMUL_ANY_M = -1
-TMATMUL_WEIGHTS = {"tern2": 0, "tern1.6": 1, "tq2_0": 2, "tq1_0": 3}
-TMATMUL_X = {"f32": 0, "bf16": 1, "i8": 2}
+TMATMUL_WEIGHTS = {"tern2": 0, "tern1.6": 1, "tq2_0": 2, "tq1_0": 3, "q2_0": 4}
+TMATMUL_X = {"f32": 0, "bf16": 1, "i8": 2, "f32_row_i8": 3}
 TMATMUL_SCALES = {None: 0, "none": 0, "column": 1, "group": 2}
 TMATMUL_ACTS = {None: 0, "none": 0, "relu": 1, "relu2": 2, "silu": 3, "gelu": 4}
 TMATMUL_BIAS = 1
@@ -237,7 +237,7 @@ class TMatMulArgs(ctypes.Structure):
 TMATMUL_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(TMatMulArgs))
 
 # Added within ABI 2: declared where the library has them (an older ABI-2 library loads
-# without them; the features "dlpack" and "tmatmul-dispatch" say which it has).
+# without them; the features "dlpack", "tmatmul-dispatch" and "tmatmul-bound" say which it has).
 _OPTIONAL_PROTOTYPES = {
     "ternjit_run_dlpack": (_status, [_handle, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                      ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]),
@@ -245,6 +245,12 @@ _OPTIONAL_PROTOTYPES = {
     "ternjit_tmatmul_desc_init": (None, [ctypes.POINTER(TMatMulDesc)]),
     "ternjit_tmatmul_dispatch": (_status, [_handle, ctypes.POINTER(TMatMulDesc), ctypes.POINTER(TMATMUL_FN),
                                            ctypes.POINTER(ctypes.c_void_p)]),
+    "ternjit_tmatmul_bind": (_status, [_handle, ctypes.POINTER(TMatMulDesc), ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "ternjit_tmatmul_bound_entry": (_status, [ctypes.c_void_p, ctypes.POINTER(TMATMUL_FN),
+                                              ctypes.POINTER(ctypes.c_void_p)]),
+    "ternjit_tmatmul_bound_bytes": (ctypes.c_size_t, [ctypes.c_void_p]),
+    "ternjit_tmatmul_bound_destroy": (None, [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

@@ -255,6 +255,13 @@ std::size_t PackCache::packs_made() const {
   return made_;
 }
 
+std::size_t PackCache::host_bytes() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, bytes] : packs_) n += bytes->size();
+  return n;
+}
+
 Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& a, const ir::ParamValues& params,
                                                   const Parallel& parallel, PackCache* packs) {
   TERNJIT_TRY_VOID(check_artifact_kind(a, kArtifactKind, "llvm"));

@@ -50,6 +50,8 @@ class PackCache final : public ProgramState {
                                                           std::shared_ptr<const std::vector<std::uint8_t>> bytes);
   /// How many panels were stored (tests check that a weight is packed once per layout).
   [[nodiscard]] std::size_t packs_made() const;
+  /// The bytes of the stored panels.
+  [[nodiscard]] std::size_t host_bytes() const override;
 
  private:
   mutable std::mutex mu_;

@@ -55,6 +55,22 @@ std::size_t PackCache::packs_made() const {
 }
 
 namespace {
+std::size_t pack_bytes(const PackedWeights& w) {
+  std::size_t n = w.storage.capacity();
+  for (const PackedWeights& part : w.parts) n += pack_bytes(part);
+  return n;
+}
+}  // namespace
+
+std::size_t PackCache::host_bytes() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, w] : packs_) n += pack_bytes(*w);
+  for (const auto& [key, b] : matmul_packs_) n += b->data.capacity() * sizeof(float);
+  return n;
+}
+
+namespace {
 
 using ir::InstId;
 using ir::Op;

@@ -65,6 +65,8 @@ class PackCache final : public ProgramState {
                                                           const std::function<MatMulPackedB()>& pack);
   /// How many packs were made, of both kinds (tests check that a weight is packed once).
   [[nodiscard]] std::size_t packs_made() const;
+  /// The bytes the packs hold (their storage, grouped parts included).
+  [[nodiscard]] std::size_t host_bytes() const override;
 
  private:
   mutable std::mutex mu_;

@@ -5,17 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "expect.h"
 #include "ternjit/ternjit.h"
-
-static int failures = 0;
-#define EXPECT(cond)                                                              \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "%s:%d: FAILED: %s (%s)\n", __FILE__, __LINE__, #cond,      \
-              ternjit_last_error());                                              \
-      ++failures;                                                                 \
-    }                                                                             \
-  } while (0)
 
 static const char kSource[] =
     "layer L {\n"

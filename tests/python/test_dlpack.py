@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# test_dlpack.py - Program.run_dlpack and Engine.tmatmul_dispatch on torch, numpy and jax arrays: zero copy, refusals.
+# test_dlpack.py - Program.run_dlpack, Engine.tmatmul_dispatch and tmatmul_bind on torch, numpy and jax arrays: zero copy, refusals.
 """Inputs and outputs go through DLPack 1.x: the library reads and writes the frameworks'
 memory in place, checked by data pointer. Strided, float64, GPU-less device types and
 read-only outputs are refused with INVALID_ARGUMENT. The dispatched kernel is checked
@@ -145,5 +145,64 @@ def test_tmatmul_dispatch():
         harness.check(e.status == ternjit.UNSUPPORTED, str(e))
 
 
+def quantize_rows(x):
+    """The IR's quantize_int8 per row: s = max|x| / 127 (f32), q = round half to even of x / s."""
+    s = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float32)
+    safe = np.where(s == 0, np.float32(1), s)
+    q = np.clip(np.rint(x / safe[:, None]), -127, 127).astype(np.int8)
+    return q, s
+
+
+def test_tmatmul_bound():
+    engine = ternjit.Engine(cache_dir="off", threads=1)
+    rng = np.random.default_rng(3)
+    M, K, N = 4, 37, 11
+    w = rng.integers(-1, 2, size=(K, N)).astype(np.int8)
+    s = rng.uniform(0.5, 2, size=(N,)).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    packed = tern2(w)
+    bound = engine.tmatmul_bind(torch.from_numpy(packed.copy()), None, K, N, w_scale=s.copy(), bias=jnp.asarray(b),
+                                x="f32_row_i8", scale="column", m_max=M)
+    harness.check(bound.bytes >= packed.size, "bytes %d below the packed weight" % bound.bytes)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    q, xs = quantize_rows(x)
+    for m in (1, M):
+        y = torch.full((m, N), float("nan"))
+        bound(torch.from_numpy(x[:m]), y)
+        want = (q[:m].astype(np.float64) @ w) * xs[:m, None] * s + b
+        harness.check(np.allclose(y.numpy(), want, rtol=1e-5, atol=1e-5), "bound result differs at m = %d" % m)
+    # GGUF Q2_0 per call: 18-byte blocks {f16 d; 16 bytes of 2-bit codes}, value code - 1.
+    K2, N2 = 128, 3
+    codes = rng.integers(0, 3, size=(N2, K2)).astype(np.uint8)
+    d = np.array([0.5, 1.0, 2.0], dtype=np.float16)
+    blocks = np.zeros((N2, K2 // 64, 18), dtype=np.uint8)
+    for n in range(N2):
+        for blk in range(K2 // 64):
+            blocks[n, blk, :2] = np.frombuffer(d[n].tobytes(), np.uint8)
+            c = codes[n, blk * 64:(blk + 1) * 64].reshape(16, 4)
+            blocks[n, blk, 2:] = c[:, 0] | (c[:, 1] << 2) | (c[:, 2] << 4) | (c[:, 3] << 6)
+    k = engine.tmatmul_dispatch(2, K2, N2, weight="q2_0")
+    x2 = rng.standard_normal((2, K2)).astype(np.float32)
+    y2 = np.full((2, N2), np.nan, dtype=np.float32)
+    k(x2, blocks.reshape(-1), y2)
+    want2 = x2.astype(np.float64) @ ((codes.astype(np.float64) - 1) * d.astype(np.float64)[:, None]).T
+    harness.check(np.allclose(y2, want2, rtol=1e-5, atol=1e-4), "Q2_0 result differs")
+    # A wrong-sized weight never reaches the library; a closed bound weight is refused.
+    try:
+        engine.tmatmul_bind(packed[:-1], 1, K, N)
+        raise harness.Failure("a short weight was bound")
+    except ternjit.Error as e:
+        harness.check(e.status == ternjit.INVALID_ARGUMENT, str(e))
+    bound.close()
+    try:
+        bound(x, torch.empty(M, N))
+        raise harness.Failure("a closed bound weight ran")
+    except ternjit.Error as e:
+        harness.check(e.status == ternjit.INVALID_ARGUMENT, str(e))
+    engine.tmatmul_bind(packed, 1, K, N)  # freed by the engine's close
+    engine.close()
+
+
 if __name__ == "__main__":
-    harness.run([test_torch_in_out_zero_copy, test_numpy_and_jax_inputs, test_refusals, test_tmatmul_dispatch])
+    harness.run([test_torch_in_out_zero_copy, test_numpy_and_jax_inputs, test_refusals, test_tmatmul_dispatch,
+                 test_tmatmul_bound])

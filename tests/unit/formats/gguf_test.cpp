@@ -100,6 +100,26 @@ TEST_CASE("gguf: TQ2_0 block by hand") {
   CHECK(two.value()[0] == 2.0f);
 }
 
+TEST_CASE("gguf: Q2_0 block by hand") {
+  // block_q2_0 { f16 d; uint8 qs[16] }: element j is (qs[j / 4] >> 2 (j % 4)) & 3, value code - 1.
+  std::vector<std::uint8_t> blk(kGgufQ2_0Bytes, 0x55);  // every code 01: value 0
+  blk[0] = 0x55;
+  blk[1] = 0x3e;  // d = 0x3e55 = 1.5830078125
+  blk[2] = 0b00'01'01'10;   // elements 0..3: +1, 0, 0, -1
+  blk[17] = 0b10'00'01'01;  // elements 60..63: 0, 0, -1, +1
+  std::vector<std::uint8_t> codes(kGgufQ2_0Elems);
+  float d = 0;
+  CHECK(gguf_q2_0_block(blk.data(), codes.data(), &d));
+  CHECK(d == 1.5830078125f);
+  std::vector<std::uint8_t> want(kGgufQ2_0Elems, 1);
+  want[0] = 2; want[3] = 0; want[62] = 0; want[63] = 2;
+  CHECK(codes == want);
+  // Code 3 (+2) anywhere is not ternary; the codes are still written.
+  blk[9] = 0b11'01'01'01;  // element 31
+  CHECK_FALSE(gguf_q2_0_block(blk.data(), codes.data(), &d));
+  CHECK(codes[31] == 3);
+}
+
 TEST_CASE("gguf: TQ1_0 block by hand") {
   // Literal: digits (2,0,1,2,1) -> q = 178 -> byte ceil(178 * 256 / 243) = 188.
   CHECK(tq1_pack(std::vector<int>{2, 0, 1, 2, 1}.data(), 5) == 188);
