@@ -13,7 +13,7 @@ target_link_libraries(ternjit_llama_cpp PRIVATE ternjit_warnings)
 # libllama and ggml's libraries of that build, only there (never a system copy).
 set(_llama_missing "")
 set(_llama_libs "")
-foreach(_name llama ggml ggml-base)
+foreach(_name llama ggml ggml-base ggml-cpu)
   string(MAKE_C_IDENTIFIER "TERNJIT_LLAMA_CPP_LIB_${_name}" _var)
   find_library(${_var} NAMES ${_name} PATHS "${TERNJIT_LLAMA_CPP_DIR}/lib" NO_DEFAULT_PATH NO_CACHE)
   if(${_var})

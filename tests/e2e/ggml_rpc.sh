@@ -76,6 +76,11 @@ if ! ip netns add "$ns_b" 2>err.txt ||
   exit 77
 fi
 set -e
+# No IPv6 on either host (ggml's RPC is IPv4): a new link's IPv6 chatter (router
+# solicitations, MLD reports) would cross the pair between the traffic counters' reads.
+for ns in "$ns_a" "$ns_b"; do
+  ip netns exec "$ns" sh -c 'for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 >"$f"; done' 2>/dev/null || true
+done
 ip -n "$ns_a" link set lo up
 ip -n "$ns_b" link set lo up
 ip -n "$ns_a" addr add "$addr_a/30" dev "$veth_a"
@@ -137,9 +142,16 @@ run_device() {
       --out "rpc-$dev.bin" >"rpc-$dev.txt" 2>&1
     verify "$dev: the model runs across the two servers" $? "$(cat "rpc-$dev.txt")"
     local lo=$(($(bytes "$ns_a" lo rx) - lo0))
-    local b_in=$(($(bytes "$ns_b" "$veth_b" rx) - vb_rx0)) b_out=$(($(bytes "$ns_b" "$veth_b" tx) - vb_tx0))
-    # The pair carries only the client's traffic with the second server: both ends agree.
-    local a_out=$(($(bytes "$ns_a" "$veth_a" tx) - va_tx0)) a_in=$(($(bytes "$ns_a" "$veth_a" rx) - va_rx0))
+    # The pair carries only the client's traffic with the second server: both ends agree, once
+    # the last packets of the closed connection (its FIN and ACK) have crossed: read again
+    # until they do (at most 2 s).
+    local b_in b_out a_out a_in tries
+    for tries in $(seq 20); do
+      b_in=$(($(bytes "$ns_b" "$veth_b" rx) - vb_rx0)) b_out=$(($(bytes "$ns_b" "$veth_b" tx) - vb_tx0))
+      a_out=$(($(bytes "$ns_a" "$veth_a" tx) - va_tx0)) a_in=$(($(bytes "$ns_a" "$veth_a" rx) - va_rx0))
+      [ $a_out -eq $b_in ] && [ $a_in -eq $b_out ] && break
+      sleep 0.1
+    done
     verify "$dev: the veth pair's two ends count the same traffic" $((a_out == b_in && a_in == b_out ? 0 : 1)) \
       "$a_out/$b_in, $a_in/$b_out bytes"
     sed 's/^/    /' "rpc-$dev.txt" | grep -E 'placement|tokens/s'
