@@ -25,6 +25,7 @@
 #include "ternjit/tmatmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -285,9 +287,13 @@ Result<void> probe(Engine& engine, const Module& module, const Desc& d) {
   return success();
 }
 
-// A GGUF weight of dims (K, N) as ternary values W[K, N] and block scales [K/block, N].
+// A GGUF weight of dims (K, N) as ternary values W[K, N] and block scales [K/block, N], and
+// *columns: when every block of each column that holds a nonzero value has the same finite
+// scale (bit for bit; blocks of zeros only with a finite scale), that scale per column (0 for
+// a column of zeros), else empty. BitNet's files are so (one scale per tensor): their
+// weight then takes the column-scale kernel, whose sum over K needs no step per block.
 Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<std::int8_t>* values,
-                         std::vector<float>* scales) {
+                         std::vector<float>* scales, std::vector<float>* columns) {
   const ternjit_tmatmul_weight format = d.weight_format();
   const bool q2_0 = format == TERNJIT_TMATMUL_W_GGUF_Q2_0;
   const auto type = format == TERNJIT_TMATMUL_W_GGUF_TQ2_0 ? formats::GgufTensorType::TQ2_0
@@ -304,10 +310,13 @@ Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<s
   constexpr std::int64_t kTile = 64;
   std::vector<std::int8_t> tile(static_cast<std::size_t>(kTile * d.k));
   std::array<std::uint8_t, kGgufBlock> codes{};
+  columns->assign(static_cast<std::size_t>(d.n), 0.0f);
+  bool uniform = true;
   for (std::int64_t n0 = 0; n0 < d.n; n0 += kTile) {
     const std::int64_t rows = std::min(kTile, d.n - n0);
     for (std::int64_t j = 0; j < rows; ++j) {
       const std::int64_t n = n0 + j;
+      bool seen = false;  // a block of this column with a nonzero value
       for (std::int64_t b = 0; b < blocks; ++b) {
         const std::uint8_t* block = bytes + static_cast<std::size_t>(n * blocks + b) * block_bytes;
         float scale = 0;
@@ -320,7 +329,16 @@ Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<s
                                 " holds code 3 (+2, not a ternary value)");
         (*scales)[static_cast<std::size_t>(b * d.n + n)] = scale;
         std::int8_t* out = tile.data() + static_cast<std::size_t>(j * d.k + b * block_len);
-        for (std::int64_t e = 0; e < block_len; ++e) out[e] = static_cast<std::int8_t>(codes[e] - 1);
+        bool nonzero = false;
+        for (std::int64_t e = 0; e < block_len; ++e) {
+          out[e] = static_cast<std::int8_t>(codes[e] - 1);
+          nonzero |= out[e] != 0;
+        }
+        if (!uniform) continue;
+        float& column = (*columns)[static_cast<std::size_t>(n)];
+        if (!std::isfinite(scale)) uniform = false;
+        else if (nonzero && !seen) column = scale, seen = true;
+        else if (nonzero && std::memcmp(&column, &scale, sizeof scale) != 0) uniform = false;
       }
     }
     for (std::int64_t k = 0; k < d.k; ++k) {
@@ -328,6 +346,7 @@ Result<void> decode_gguf(const Desc& d, const std::uint8_t* bytes, std::vector<s
       for (std::int64_t j = 0; j < rows; ++j) out[j] = tile[static_cast<std::size_t>(j * d.k + k)];
     }
   }
+  if (!uniform) columns->clear();
   return success();
 }
 
@@ -387,8 +406,12 @@ std::int32_t entry_guard(const TMatMulArgs* args, F body) noexcept {
 // One dispatched kernel: its descriptor, its module, the weights it has bound per call.
 class DispatchKernel {
  public:
-  DispatchKernel(Engine& engine, Desc d, Module module)
-      : engine_(engine), desc_(d), module_(std::move(module)), weight_bytes_(weight_bytes(d)) {}
+  DispatchKernel(Engine& engine, Desc d, Module module, std::optional<Module> column_module)
+      : engine_(engine),
+        desc_(d),
+        module_(std::move(module)),
+        column_module_(std::move(column_module)),
+        weight_bytes_(weight_bytes(d)) {}
 
   static std::int32_t entry(const void* state, const TMatMulArgs* args) noexcept {
     return entry_guard(args, [&](const TMatMulArgs& a) { return static_cast<const DispatchKernel*>(state)->call(a); });
@@ -401,6 +424,7 @@ class DispatchKernel {
   // form; nothing of the caller's is referenced after). The weight's packed panels are
   // made when a row count's kernel is first built (kernel_for).
   Result<BoundProgram> bind(const BoundValues& v) const {
+    if (is_gguf(desc_.weight_format())) return bind_gguf(v);
     TERNJIT_TRY(Program prog, engine_.compile(module_));
     const std::size_t scale_n = scale_count(), bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
     if (scale_n > 0) {
@@ -420,18 +444,34 @@ class DispatchKernel {
         TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{w, ElemKind::U8, kn}, f, weight_bytes_));
         break;
       }
-      case TERNJIT_TMATMUL_W_GGUF_TQ2_0:
-      case TERNJIT_TMATMUL_W_GGUF_TQ1_0:
-      case TERNJIT_TMATMUL_W_GGUF_Q2_0: {
-        std::vector<std::int8_t> values;
-        std::vector<float> scales;
-        TERNJIT_TRY_VOID(decode_gguf(desc_, static_cast<const std::uint8_t*>(v.w), &values, &scales));
-        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
-        TERNJIT_TRY_VOID(prog.bind(
-            "D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / gguf_block(desc_.weight_format()), desc_.n}}));
-        break;
-      }
+      default: break;  // GGUF weights: bind_gguf
     }
+    return bound_program(std::move(prog));
+  }
+
+  // A GGUF weight: its values and block scales (D.w, D.d), or, when each column's blocks
+  // share one scale, its values and that scale per column on the column-scale layer.
+  Result<BoundProgram> bind_gguf(const BoundValues& v) const {
+    std::vector<std::int8_t> values;
+    std::vector<float> scales, columns;
+    TERNJIT_TRY_VOID(decode_gguf(desc_, static_cast<const std::uint8_t*>(v.w), &values, &scales, &columns));
+    const bool by_column = column_module_.has_value() && !columns.empty();
+    TERNJIT_TRY(Program prog, engine_.compile(by_column ? *column_module_ : module_));
+    if (desc_.bias())
+      TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
+    if (desc_.scale == TERNJIT_TMATMUL_SCALE_COLUMN)
+      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{const_cast<float*>(v.scale), ElemKind::F32, {desc_.n}}));
+    TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, {desc_.k, desc_.n}}));
+    if (by_column) {
+      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{columns.data(), ElemKind::F32, {desc_.n}}));
+    } else {
+      TERNJIT_TRY_VOID(prog.bind(
+          "D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / gguf_block(desc_.weight_format()), desc_.n}}));
+    }
+    return bound_program(std::move(prog));
+  }
+
+  [[nodiscard]] BoundProgram bound_program(Program prog) const {
     return BoundProgram(std::move(prog), static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1));
   }
 
@@ -537,6 +577,9 @@ class DispatchKernel {
   Engine& engine_;
   const Desc desc_;
   const Module module_;
+  // For a GGUF weight without a scale of the caller's: the same layer with a ternary weight
+  // and a column scale (bind_gguf's column case).
+  const std::optional<Module> column_module_;
   const std::size_t weight_bytes_;
   mutable std::shared_mutex mu_;                              // guards bindings_
   mutable std::vector<std::shared_ptr<Binding>> bindings_;  // oldest first
@@ -618,9 +661,17 @@ Result<TMatMulKernel> TMatMulDispatcher::dispatch(const TMatMulDesc& desc) try {
   TERNJIT_TRY(Engine * engine, impl_->engine_for(d.threads));
   TERNJIT_TRY(Module module, Module::from_text(layer_ir(d), "<tmatmul dispatch>"));
   TERNJIT_TRY_VOID(probe(*engine, module, d));
+  std::optional<Module> column_module;
+  if (is_gguf(d.weight_format()) && d.scale == TERNJIT_TMATMUL_SCALE_NONE) {
+    Desc column = d;
+    column.weight = TERNJIT_TMATMUL_W_TERN2;
+    column.scale = TERNJIT_TMATMUL_SCALE_COLUMN;
+    TERNJIT_TRY(Module m, Module::from_text(layer_ir(column), "<tmatmul dispatch>"));
+    column_module = std::move(m);
+  }
   std::unique_lock lock(impl_->mu);
   auto [it, added] = impl_->kernels.try_emplace(key);
-  if (added) it->second = std::make_unique<DispatchKernel>(*engine, d, std::move(module));
+  if (added) it->second = std::make_unique<DispatchKernel>(*engine, d, std::move(module), std::move(column_module));
   return TMatMulKernel{&DispatchKernel::entry, it->second.get()};
 } catch (const std::bad_alloc&) {
   // No exception crosses the public API (STYLE.md section 5).

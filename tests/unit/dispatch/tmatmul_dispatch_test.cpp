@@ -751,5 +751,60 @@ TEST_CASE("tmatmul dispatch: refused binds and bound calls") {
   CHECK(std::string(ternjit_last_error()).empty());
   check(c);
 }
+
+// c's TQ2_0 weight re-encoded with one scale per column (as BitNet's files are: the bound
+// weight takes the column-scale kernel), block 1 of column 2 all zeros with another finite
+// scale (it multiplies nothing: still one scale), and, with `nan_block`, block 1 of column 0
+// all zeros with a NaN scale (not one scale: the block sum 0 * NaN is NaN, as ggml computes).
+void one_scale_per_column(Case& c, bool nan_block) {
+  const std::int64_t K = c.d.k, N = c.d.n, G = K / 256;
+  const float scales[] = {0.5f, 1.0f, 2.0f, 0.25f};
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t g = 0; g < G; ++g) {
+      float sc = scales[n % 4];
+      const bool zero_block = g == 1 && (n == 2 || (nan_block && n == 0));
+      if (zero_block) {
+        sc = n == 2 ? 8.0f : std::numeric_limits<float>::quiet_NaN();
+        for (int e = 0; e < 256; ++e) c.w[static_cast<std::size_t>((g * 256 + e) * N + n)] = 0;
+      }
+      c.blocks[static_cast<std::size_t>(g * N + n)] = sc;
+      std::array<std::int8_t, 256> vals{};
+      for (int e = 0; e < 256; ++e) vals[e] = c.w[static_cast<std::size_t>((g * 256 + e) * N + n)];
+      formats::encode_tq2_0_block(vals.data(), sc, c.packed.data() + static_cast<std::size_t>(n * G + g) * 66);
+    }
+}
+
+TEST_CASE("tmatmul dispatch: a GGUF weight with one scale per column computes as the block form does") {
+  Engine engine = make_engine(2);
+  TMatMulDispatcher disp(engine);
+  for (int x : {TERNJIT_TMATMUL_X_F32, TERNJIT_TMATMUL_X_F32_ROW_I8})
+    for (bool nan_block : {false, true}) {
+      TMatMulDesc d = TMatMulDispatcher::desc(TERNJIT_TMATMUL_ANY_M, 768, 11);
+      d.m_max = 8;
+      d.weight = TERNJIT_TMATMUL_W_GGUF_TQ2_0;
+      d.x = static_cast<ternjit_tmatmul_x>(x);
+      Case first = make_case(d, 1, 901);
+      one_scale_per_column(first, nan_block);
+      auto b = bind_from_copies(disp, first);
+      REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : render(b.error())));
+      for (std::int64_t m : {1, 5}) {
+        Case c = make_case(d, m, 901);
+        one_scale_per_column(c, nan_block);
+        INFO("x " << x << " m " << m << " NaN block " << nan_block);
+        REQUIRE_MESSAGE(b->kernel()(bound_args(c)) == TERNJIT_OK, ternjit_last_error());
+        if (!nan_block) {
+          check(c);
+          continue;
+        }
+        // Column 0 is NaN in every row (its NaN-scaled block of zeros); the others as the reference.
+        for (std::int64_t r = 0; r < m; ++r) {
+          CHECK(std::isnan(c.y[static_cast<std::size_t>(r * d.n)]));
+          c.y[static_cast<std::size_t>(r * d.n)] = 0;
+        }
+        for (std::int64_t r = 0; r < m; ++r) CHECK(std::isfinite(c.y[static_cast<std::size_t>(r * d.n + 1)]));
+      }
+    }
+}
+
 }  // namespace
 }  // namespace ternjit
