@@ -25,6 +25,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
@@ -45,10 +46,15 @@ TernaryMatmuls* matmuls() { return TernaryMatmuls::get(nullptr); }
 
 // ---------------------------------------------------------------------------- buffers
 
-// A buffer: host memory it owns (aligned_alloc) or a caller's (a memory-mapped model file).
+// A buffer: host memory it owns (aligned_alloc) or a caller's (a memory-mapped model file),
+// and the ternary weights allocated in it (init_tensor), packed all at once at the first
+// graph that reads one of them.
 struct Buffer {
   char* base = nullptr;
   bool owned = false;
+  std::mutex mu;  // guards weights
+  std::vector<ternjit::ggml::WeightRef> weights;
+  std::atomic<bool> packed_all{false};
 };
 
 char* base_of(ggml_backend_buffer_t b) { return static_cast<Buffer*>(b->context)->base; }
@@ -73,6 +79,16 @@ void buffer_free(ggml_backend_buffer_t b) {
 }
 
 void* buffer_base(ggml_backend_buffer_t b) { return base_of(b); }
+
+ggml_status buffer_init_tensor(ggml_backend_buffer_t b, ggml_tensor* t) {
+  auto* ctx = static_cast<Buffer*>(b->context);
+  ternjit::ggml::WeightRef w;
+  if (!t->view_src && ternjit::ggml::ternary_weight(t, !ctx->owned, &w)) {
+    std::lock_guard lock(ctx->mu);
+    ctx->weights.push_back(std::move(w));
+  }
+  return GGML_STATUS_SUCCESS;
+}
 
 void buffer_memset(ggml_backend_buffer_t, ggml_tensor* t, std::uint8_t value, std::size_t offset, std::size_t size) {
   forget(t, offset, size);
@@ -103,7 +119,7 @@ void buffer_clear(ggml_backend_buffer_t b, std::uint8_t value) {
 const ggml_backend_buffer_i kBufferInterface = {
     /* .free_buffer   = */ buffer_free,
     /* .get_base      = */ buffer_base,
-    /* .init_tensor   = */ nullptr,
+    /* .init_tensor   = */ buffer_init_tensor,
     /* .memset_tensor = */ buffer_memset,
     /* .set_tensor    = */ buffer_set,
     /* .get_tensor    = */ buffer_get,
@@ -115,7 +131,10 @@ const ggml_backend_buffer_i kBufferInterface = {
 };
 
 ggml_backend_buffer_t make_buffer(char* base, bool owned, std::size_t size) {
-  return ggml_backend_buffer_init(ternjit_buft(), kBufferInterface, new Buffer{base, owned}, size);
+  auto* ctx = new Buffer;
+  ctx->base = base;
+  ctx->owned = owned;
+  return ggml_backend_buffer_init(ternjit_buft(), kBufferInterface, ctx, size);
 }
 
 const char* buft_name(ggml_backend_buffer_type_t) { return kName; }
@@ -134,10 +153,25 @@ ggml_backend_buffer_t buft_alloc(ggml_backend_buffer_type_t, std::size_t size) {
 std::size_t buft_alignment(ggml_backend_buffer_type_t) { return kAlignment; }
 bool buft_is_host(ggml_backend_buffer_type_t) { return true; }
 
-// Whether `t`'s bytes are a caller's mapping (buffer_from_host_ptr: llama.cpp's mapped file).
-bool mapped(const ggml_tensor* t) {
+Buffer* buffer_of(const ggml_tensor* t) {
   const ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
-  return b && !static_cast<Buffer*>(b->context)->owned;
+  return static_cast<Buffer*>(b->context);
+}
+
+// Whether `t`'s bytes are a caller's mapping (buffer_from_host_ptr: llama.cpp's mapped file).
+bool mapped(const ggml_tensor* t) { return !buffer_of(t)->owned; }
+
+// At the first graph that reads a weight of `t`'s buffer: every weight of that buffer packed,
+// on the graph's threads.
+void pack_buffer_once(TernaryMatmuls* m, const ggml_tensor* t, int threads) {
+  Buffer* b = buffer_of(t);
+  if (b->packed_all.exchange(true)) return;
+  std::vector<ternjit::ggml::WeightRef> weights;
+  {
+    std::lock_guard lock(b->mu);
+    weights = b->weights;
+  }
+  m->pack_all(weights, threads);
 }
 
 bool in_own_buffer(const ggml_tensor* t) {
@@ -202,6 +236,7 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
       continue;
     }
     if (m && own_node(node)) {
+      pack_buffer_once(m, node->src[0], ctx->threads);
       std::string error;
       switch (m->compute(node, ctx->threads, mapped(node->src[0]), &error)) {
         case TernaryMatmuls::Outcome::Done: ++i; continue;

@@ -97,14 +97,22 @@ std::string last_error() {
 
 }  // namespace
 
+bool ternary_weight(const ggml_tensor* t, bool mapped, WeightRef* out) {
+  WeightType wt{};
+  if (!t || !weight_type(t->type, &wt) || t->ne[2] != 1 || t->ne[3] != 1 || !ggml_is_contiguous(t) ||
+      t->ne[0] % wt.block != 0)
+    return false;
+  *out = WeightRef{static_cast<const char*>(t->data), t->type, t->ne[0], t->ne[1], t->name, mapped};
+  return true;
+}
+
 bool takes_mul_mat(const ggml_tensor* op) {
   if (op->op != GGML_OP_MUL_MAT) return false;
   const ggml_tensor* w = op->src[0];
   const ggml_tensor* x = op->src[1];
-  WeightType wt{};
-  if (!w || !x || !weight_type(w->type, &wt)) return false;
-  return w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && w->ne[0] % wt.block == 0 &&
-         x->type == GGML_TYPE_F32 && ggml_is_contiguous(x) && x->ne[0] == w->ne[0] && op->type == GGML_TYPE_F32 &&
+  WeightRef ref;
+  if (!x || !ternary_weight(w, false, &ref)) return false;
+  return x->type == GGML_TYPE_F32 && ggml_is_contiguous(x) && x->ne[0] == w->ne[0] && op->type == GGML_TYPE_F32 &&
          ggml_is_contiguous(op) && op->ne[0] == w->ne[1] && ggml_nrows(op) == ggml_nrows(x);
 }
 
@@ -115,25 +123,39 @@ struct TernaryMatmuls::Impl {
   mutable std::shared_mutex mu;                           // guards packed
   std::map<const char*, std::shared_ptr<Packed>> packed;  // by the source bytes' start
 
-  // The packed weight of `w`, packing it on first use.
-  std::shared_ptr<Packed> find_or_pack(const ggml_tensor* w, bool mapped, std::string* error) {
-    const auto* begin = static_cast<const char*>(w->data);
-    auto matches = [&](const Packed& p) { return p.type == w->type && p.k == w->ne[0] && p.n == w->ne[1]; };
-    {
-      std::shared_lock lock(mu);
-      auto it = packed.find(begin);
-      if (it != packed.end() && matches(*it->second)) return it->second;
-    }
+  std::shared_ptr<Packed> find(const WeightRef& w) const {
+    std::shared_lock lock(mu);
+    auto it = packed.find(w.data);
+    if (it != packed.end() && it->second->type == w.type && it->second->k == w.k && it->second->n == w.n)
+      return it->second;
+    return nullptr;
+  }
+
+  // The packed weight of `w`, packing it on first use. Packing runs outside the lock (several
+  // weights pack at once in pack_all); of two threads packing one weight, the first to
+  // finish is kept.
+  std::shared_ptr<Packed> find_or_pack(const WeightRef& w, std::string* error) {
+    if (auto p = find(w)) return p;
+    auto p = pack(w, error);
+    if (!p) return nullptr;
     std::unique_lock lock(mu);
-    auto it = packed.find(begin);
-    if (it != packed.end() && matches(*it->second)) return it->second;
+    auto it = packed.find(w.data);
+    if (it != packed.end() && it->second->type == w.type && it->second->k == w.k && it->second->n == w.n)
+      return it->second;
+    packed.insert_or_assign(w.data, p);
+    if (!p->declined) packs.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+
+  std::shared_ptr<Packed> pack(const WeightRef& w, std::string* error) const {
     WeightType wt{};
-    weight_type(w->type, &wt);
+    weight_type(w.type, &wt);
     auto p = std::make_shared<Packed>();
-    p->end = begin + ggml_nbytes(w);
-    p->type = w->type;
-    p->k = w->ne[0];
-    p->n = w->ne[1];
+    const std::size_t bytes = ggml_row_size(w.type, w.k) * static_cast<std::size_t>(w.n);
+    p->end = w.data + bytes;
+    p->type = w.type;
+    p->k = w.k;
+    p->n = w.n;
     ternjit_tmatmul_desc d;
     ternjit_tmatmul_desc_init(&d);
     d.m = TERNJIT_TMATMUL_ANY_M;
@@ -142,24 +164,21 @@ struct TernaryMatmuls::Impl {
     d.n = p->n;
     d.weight = wt.format;
     d.x = x_kind;
-    const ternjit_status bound = ternjit_tmatmul_bind(engine, &d, begin, ggml_nbytes(w), nullptr, nullptr, &p->bound);
-    if (bound == TERNJIT_INVALID_INPUT && w->type == GGML_TYPE_Q2_0) {
+    const ternjit_status bound = ternjit_tmatmul_bind(engine, &d, w.data, bytes, nullptr, nullptr, &p->bound);
+    if (bound == TERNJIT_INVALID_INPUT && w.type == GGML_TYPE_Q2_0) {
       // Q2_0's fourth code is +2: such a weight is not ternary, and ggml-cpu computes it.
       GGML_LOG_WARN("ggml-ternjit: the Q2_0 weight '%s' holds values outside {-1, 0, +1}: ggml-cpu computes it (%s)\n",
-                    w->name, last_error().c_str());
+                    w.name.c_str(), last_error().c_str());
       p->declined = true;
-      packed.insert_or_assign(begin, p);
       return p;
     }
     if (bound != TERNJIT_OK || ternjit_tmatmul_bound_entry(p->bound, &p->fn, &p->state) != TERNJIT_OK) {
-      *error = std::string("ternjit cannot take the ") + ggml_type_name(w->type) + " weight '" + w->name + "' (" +
+      *error = std::string("ternjit cannot take the ") + ggml_type_name(w.type) + " weight '" + w.name + "' (" +
                std::to_string(p->k) + " x " + std::to_string(p->n) + "): " + last_error();
       return nullptr;
     }
     p->packed_bytes = ternjit_tmatmul_bound_bytes(p->bound);
-    packed.insert_or_assign(begin, p);
-    packs.fetch_add(1, std::memory_order_relaxed);
-    if (mapped) release_pages(begin, p->end);
+    if (w.mapped) release_pages(w.data, p->end);
     return p;
   }
 };
@@ -198,9 +217,10 @@ TernaryMatmuls* TernaryMatmuls::get(std::string* why) {
 }
 
 TernaryMatmuls::Outcome TernaryMatmuls::compute(const ggml_tensor* op, int threads, bool mapped, std::string* error) {
-  const ggml_tensor* w = op->src[0];
   const ggml_tensor* x = op->src[1];
-  const std::shared_ptr<Packed> p = impl_->find_or_pack(w, mapped, error);
+  WeightRef w;
+  ternary_weight(op->src[0], mapped, &w);
+  const std::shared_ptr<Packed> p = impl_->find_or_pack(w, error);
   if (!p) return Outcome::Failed;
   if (p->declined) return Outcome::Declined;
   t_threads = std::max(1, threads);
@@ -231,6 +251,15 @@ void TernaryMatmuls::forget(const void* begin, const void* end) {
   while (it != impl_->packed.end() && it->first < e) {
     if (it->second->end > b) it = impl_->packed.erase(it);
     else ++it;
+  }
+}
+
+void TernaryMatmuls::pack_all(const std::vector<WeightRef>& weights, int threads) {
+  const auto n = static_cast<std::int64_t>(weights.size());
+#pragma omp parallel for num_threads(std::max(1, threads)) schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::string ignored;  // compute reports a weight that cannot be packed, when it reads it
+    impl_->find_or_pack(weights[static_cast<std::size_t>(i)], &ignored);
   }
 }
 

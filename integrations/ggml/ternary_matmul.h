@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ggml.h"
 
@@ -25,6 +26,19 @@ struct PackedMemory {
 /// buffer is the caller's check): a contiguous 2-D weight of a ternary type whose K is a
 /// whole number of blocks, contiguous f32 activations and result.
 bool takes_mul_mat(const ggml_tensor* op);
+
+/// A ternary weight by where its bytes are (what a packed weight is keyed by).
+struct WeightRef {
+  const char* data = nullptr;
+  ggml_type type = GGML_TYPE_COUNT;
+  std::int64_t k = 0, n = 0;  // ggml's ne0 (along a row: K) and ne1 (rows: N)
+  std::string name;
+  bool mapped = false;  // the bytes are a mapping of their file (see compute)
+};
+
+/// The weight `t` refers to, when it is one ternjit takes (ternary type, 2-D, contiguous,
+/// K whole blocks); else false.
+bool ternary_weight(const ggml_tensor* t, bool mapped, WeightRef* out);
 
 /// The process's ternary matmuls: one ternjit engine and the packed weights (made at first
 /// use; thread-safe).
@@ -45,6 +59,10 @@ class TernaryMatmuls {
   /// clean file pages are dropped and read again from the file if anything reads them), and
   /// the process holds the weight once, packed, instead of twice.
   Outcome compute(const ggml_tensor* op, int threads, bool mapped, std::string* error);
+  /// Packs every weight of `weights` not packed yet, `threads` at a time (OpenMP), so that a
+  /// model's first graph does not pack its weights one after another. A weight that cannot
+  /// be packed is left for compute, which reports it.
+  void pack_all(const std::vector<WeightRef>& weights, int threads);
   /// Drops every packed weight whose source bytes overlap [begin, end): they were written or freed.
   void forget(const void* begin, const void* end);
   [[nodiscard]] PackedMemory memory() const;

@@ -258,6 +258,56 @@ TEST_CASE("a packed weight is forgotten when its bytes are written or its buffer
   }
 }
 
+TEST_CASE("the first graph reading a weight of a buffer packs every weight of that buffer (on the graph's threads)") {
+  Backends be;
+  be.threads(2);
+  std::mt19937 rng(21);
+  const std::int64_t k = 512, n = 24, m = 3;
+  ggml_init_params p{16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+  ggml_context* wctx = ggml_init(p);
+  const ggml_type types[] = {GGML_TYPE_TQ2_0, GGML_TYPE_TQ1_0, GGML_TYPE_Q2_0, GGML_TYPE_TQ2_0};
+  std::vector<ggml_tensor*> ws;
+  for (ggml_type t : types) ws.push_back(ggml_new_tensor_2d(wctx, t, k, n));
+  ggml_new_tensor_1d(wctx, GGML_TYPE_F32, k);  // not a ternary weight: not packed
+  ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, ternjit_buft());
+  REQUIRE(wbuf);
+  std::vector<std::vector<std::uint8_t>> bytes;
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    bytes.push_back(ternary_weight(types[i], k, n, rng));
+    ggml_backend_tensor_set(ws[i], bytes.back().data(), 0, bytes.back().size());
+  }
+  ggml_init_params q{16 * ggml_tensor_overhead() + 4 * ggml_graph_overhead(), nullptr, true};  // a graph per product
+  ggml_context* xctx = ggml_init(q);
+  ggml_tensor* x = ggml_new_tensor_2d(xctx, GGML_TYPE_F32, k, m);
+  std::vector<ggml_tensor*> ys;
+  for (ggml_tensor* w : ws) ys.push_back(ggml_mul_mat(xctx, w, x));
+  ggml_backend_buffer_t xbuf = ggml_backend_alloc_ctx_tensors_from_buft(xctx, ggml_backend_cpu_buffer_type());
+  const auto xv = random_x(k, m, rng);
+  ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+  size_t weights = 9;
+  ggml_backend_ternjit_memory(&weights, nullptr, nullptr);
+  CHECK(weights == 0);
+  // A graph of the first product only: all four weights are packed after it.
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    ggml_cgraph* g = ggml_new_graph(xctx);
+    ggml_build_forward_expand(g, ys[i]);
+    REQUIRE(ggml_backend_graph_compute(be.tj, g) == GGML_STATUS_SUCCESS);
+    ggml_backend_ternjit_memory(&weights, nullptr, nullptr);
+    CHECK(weights == ws.size());
+    std::vector<float> got(static_cast<std::size_t>(n * m));
+    ggml_backend_tensor_get(ys[i], got.data(), 0, ggml_nbytes(ys[i]));
+    std::vector<double> want, tol;
+    reference(types[i], bytes[i], xv, k, n, m, &want, &tol);
+    check_close(got, want, tol, std::string("weight ") + std::to_string(i));
+  }
+  ggml_backend_buffer_free(xbuf);
+  ggml_backend_buffer_free(wbuf);
+  ggml_backend_ternjit_memory(&weights, nullptr, nullptr);
+  CHECK(weights == 0);
+  ggml_free(xctx);
+  ggml_free(wctx);
+}
+
 TEST_CASE("a Q2_0 weight holding +2 is not ternary: ggml-cpu computes it, bit for bit") {
   Backends be;
   std::mt19937 rng(3);
