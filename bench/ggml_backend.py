@@ -14,7 +14,7 @@ GGUF's bytes (from its log line, llama-bench -v).
 
 Usage (from a build tree; the files, ~1.3 GB each, are written once into --dir)::
 
-    TERNJIT_LIBRARY=build/lib/libternjit.so PYTHONPATH=python python3 bench/ggml_backend.py \\
+    TERNJIT_LIBRARY=build/lib/libternjit.so PYTHONPATH=python .deps/venv/bin/python bench/ggml_backend.py \\
         --backend build/integrations/ggml/libggml-ternjit.so [--dir DIR] [--threads 1,2] \\
         [--prompts 128,512] [--gen 32] [--reps 3] [--markdown]
 """
