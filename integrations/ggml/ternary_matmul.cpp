@@ -177,6 +177,17 @@ struct TernaryMatmuls::Impl {
                std::to_string(p->k) + " x " + std::to_string(p->n) + "): " + last_error();
       return nullptr;
     }
+    // The bind packed the kernel of kRowsPerCall rows (prefill); one call of one row packs
+    // the layout decoding reads too, here rather than inside the first token.
+    std::vector<float> x(static_cast<std::size_t>(p->k), 0.0f), y(static_cast<std::size_t>(p->n));
+    ternjit_tmatmul_args a{};
+    a.x = x.data();
+    a.y = y.data();
+    a.m = 1;
+    if (p->fn(p->state, &a) != TERNJIT_OK) {
+      *error = std::string("ternjit's kernel for the weight '") + w.name + "' failed: " + last_error();
+      return nullptr;
+    }
     p->packed_bytes = ternjit_tmatmul_bound_bytes(p->bound);
     if (w.mapped) release_pages(w.data, p->end);
     return p;
