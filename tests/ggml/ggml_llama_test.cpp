@@ -30,6 +30,7 @@
 
 #include "ggml-backend.h"
 #include "ternjit/bitnet.h"
+#include "tests/llama_cpp/llama_logits.h"
 #include "tools/llama_cpp/llama_cpp_runner.h"
 
 namespace {
@@ -39,41 +40,20 @@ using namespace ternjit;
 std::string g_backend;    // libggml-ternjit.so
 std::string g_quantize;   // llama-quantize
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("ternjit_ggml_llama_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using llama_cpp_test::kContext;
+using llama_cpp_test::TempDir;
 
-constexpr int kContext = 64;
 constexpr std::int64_t kVocab = 50;
 constexpr std::int64_t kBlocks = 2;
-const std::vector<std::int32_t> kIds = {1, 7, 13, 2, 45, 33, 8, 21, 3};
 
 std::size_t packed_weights();
 
-// A prefill of 4 tokens, then one token at a time: every position's logits. With the backend
-// loaded, *packed is the number of weights it holds packed at the end (the model still alive).
+// Every position's logits (llama_cpp_test::llama_logits). With the backend loaded, *packed is
+// the number of weights it holds packed at the end (the model still alive).
 std::vector<float> logits(const std::string& path, int threads, std::size_t* packed = nullptr) {
-  auto m = llama_cpp::Model::load(path, threads, kContext);
-  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
-  const std::vector<std::int32_t> prefill(kIds.begin(), kIds.begin() + 4);
-  auto first = m->decode(prefill, 0, true);
-  REQUIRE_MESSAGE(first.ok(), (first.ok() ? "" : first.error().message));
-  std::vector<float> all = first.value();
-  for (std::size_t t = 4; t < kIds.size(); ++t) {
-    auto r = m->decode({kIds[t]}, static_cast<std::int32_t>(t), false);
-    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-    all.insert(all.end(), r->begin(), r->end());
-  }
-  if (packed) *packed = packed_weights();
-  return all;
+  return llama_cpp_test::llama_logits(path, threads, [&](const llama_cpp::Model&) {
+    if (packed) *packed = packed_weights();
+  });
 }
 
 // Runs llama-quantize (no shell): IN -> OUT of `type`, the embedding and head kept f16.
@@ -105,7 +85,7 @@ std::size_t packed_weights() {
 }
 
 TEST_CASE("llama.cpp with the ternjit backend and stock llama.cpp: the same logits, TQ2_0, TQ1_0 and Q2_0") {
-  TempDir dir;
+  TempDir dir("ternjit_ggml_llama_test_");
   const std::string tq2 = (dir.path / "tiny-tq2_0.gguf").string();
   BitNetConfig c{kBlocks, 256, 4, 2, 512, kVocab, kContext};
   c.ffn_activation = BitNetActivation::Silu;
@@ -135,25 +115,11 @@ TEST_CASE("llama.cpp with the ternjit backend and stock llama.cpp: the same logi
       // buffers are freed with it: the next model starts from none).
       CHECK(packed == static_cast<std::size_t>(7 * kBlocks));
       CHECK(packed_weights() == 0);
-      REQUIRE(got.size() == stock[i].size());
-      double worst_rel = 0, worst_cos = 1;
-      for (std::size_t r = 0; r * kVocab < got.size(); ++r) {
-        double d = 0, mx = 0, ab = 0, aa = 0, bb = 0;
-        for (std::int64_t v = 0; v < kVocab; ++v) {
-          const double a = got[r * kVocab + static_cast<std::size_t>(v)];
-          const double b = stock[i][r * kVocab + static_cast<std::size_t>(v)];
-          REQUIRE(std::isfinite(a));
-          d = std::max(d, std::fabs(a - b));
-          mx = std::max(mx, std::fabs(b));
-          ab += a * b, aa += a * a, bb += b * b;
-        }
-        worst_rel = std::max(worst_rel, d / mx);
-        worst_cos = std::min(worst_cos, ab / std::sqrt(aa * bb));
-      }
-      MESSAGE(files[i].type << ", " << threads << " thread(s): worst row max|ternjit - stock| = " << worst_rel * 100
-                            << "% of its largest |logit|, cosine " << worst_cos);
-      CHECK(worst_rel <= 0.03);
-      CHECK(worst_cos >= 0.999);
+      const llama_cpp_test::RowDiff w = llama_cpp_test::compare_rows(got, stock[i], kVocab);
+      MESSAGE(type << ", " << threads << " thread(s): worst row max|ternjit - stock| = " << w.rel * 100
+                   << "% of its largest |logit|, cosine " << w.cosine);
+      CHECK(w.rel <= 0.03);
+      CHECK(w.cosine >= 0.999);
     }
 }
 

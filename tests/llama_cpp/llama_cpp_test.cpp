@@ -31,26 +31,16 @@
 
 #include "ternjit/bitnet.h"
 #include "ternjit/engine.h"
+#include "tests/llama_cpp/llama_logits.h"
 #include "tools/llama_cpp/llama_cpp_runner.h"
 
 namespace {
 
 using namespace ternjit;
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("ternjit_llama_cpp_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-constexpr std::int64_t kContext = 64;
-const std::vector<std::int32_t> kIds = {1, 7, 13, 2, 45, 33, 8, 21, 3};
+using llama_cpp_test::kContext;
+using llama_cpp_test::kIds;
+using llama_cpp_test::TempDir;
 
 // 2 blocks, E 256, 4/2 heads of 64, F 512, V 50.
 BitNetConfig tiny(BitNetActivation act) {
@@ -61,19 +51,7 @@ BitNetConfig tiny(BitNetActivation act) {
 
 // llama.cpp: a prefill of 4 tokens, then one token at a time; every position's logits.
 std::vector<float> llama_logits(const std::string& path) {
-  auto m = llama_cpp::Model::load(path, 1, static_cast<int>(kContext));
-  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
-  const std::vector<std::int32_t> prefill(kIds.begin(), kIds.begin() + 4);
-  auto first = m->decode(prefill, 0, true);
-  REQUIRE_MESSAGE(first.ok(), (first.ok() ? "" : first.error().message));
-  std::vector<float> all = first.value();
-  for (std::size_t t = 4; t < kIds.size(); ++t) {
-    auto r = m->decode({kIds[t]}, static_cast<std::int32_t>(t), false);
-    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-    all.insert(all.end(), r->begin(), r->end());
-  }
-  CHECK(m->vocab() == 50);
-  return all;
+  return llama_cpp_test::llama_logits(path, 1, [](const llama_cpp::Model& m) { CHECK(m.vocab() == 50); });
 }
 
 // ternjit on `target`: the whole sequence in one step.
@@ -106,32 +84,8 @@ std::vector<float> ternjit_logits(const std::string& path, const std::string& ta
   return logits;
 }
 
-struct RowDiff {
-  double rel = 0, cosine = 1;  // max |a - b| / max |b| and cos(a, b), the worst row
-};
-
-RowDiff compare(const std::vector<float>& a, const std::vector<float>& b, std::int64_t vocab) {
-  REQUIRE(a.size() == b.size());
-  RowDiff w;
-  for (std::size_t r = 0; r * static_cast<std::size_t>(vocab) < a.size(); ++r) {
-    double d = 0, mx = 0, ab = 0, aa = 0, bb = 0;
-    for (std::int64_t i = 0; i < vocab; ++i) {
-      const double x = a[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(i)];
-      const double y = b[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(i)];
-      REQUIRE(std::isfinite(x));
-      REQUIRE(std::isfinite(y));
-      d = std::max(d, std::fabs(x - y));
-      mx = std::max(mx, std::fabs(y));
-      ab += x * y, aa += x * x, bb += y * y;
-    }
-    w.rel = std::max(w.rel, d / mx);
-    w.cosine = std::min(w.cosine, ab / std::sqrt(aa * bb));
-  }
-  return w;
-}
-
 TEST_CASE("llama.cpp and ternjit compute the same model from the same silu `bitnet` file, every position") {
-  TempDir dir;
+  TempDir dir("ternjit_llama_cpp_test_");
   const std::string path = (dir.path / "tiny-silu.gguf").string();
   REQUIRE(write_synthetic_bitnet(path, tiny(BitNetActivation::Silu), 7).ok());
   const std::vector<float> want = llama_logits(path);
@@ -143,7 +97,7 @@ TEST_CASE("llama.cpp and ternjit compute the same model from the same silu `bitn
       continue;
     }
     const std::vector<float> got = ternjit_logits(path, target);
-    const RowDiff w = compare(got, want, 50);
+    const llama_cpp_test::RowDiff w = llama_cpp_test::compare_rows(got, want, 50);
     MESSAGE(std::string(target) << ": worst row max|ternjit - llama.cpp| = " << w.rel * 100 << "% of its largest |logit|, cosine "
                    << w.cosine);
     CHECK(w.rel <= 0.03);
@@ -152,10 +106,10 @@ TEST_CASE("llama.cpp and ternjit compute the same model from the same silu `bitn
 }
 
 TEST_CASE("a relu^2 `bitnet` file: ternjit computes relu^2, llama.cpp (this version) silu, so they differ") {
-  TempDir dir;
+  TempDir dir("ternjit_llama_cpp_test_");
   const std::string path = (dir.path / "tiny-relu2.gguf").string();
   REQUIRE(write_synthetic_bitnet(path, tiny(BitNetActivation::Relu2), 7).ok());
-  const RowDiff w = compare(ternjit_logits(path, "reference"), llama_logits(path), 50);
+  const llama_cpp_test::RowDiff w = llama_cpp_test::compare_rows(ternjit_logits(path, "reference"), llama_logits(path), 50);
   MESSAGE("relu^2 file: worst row differs by " << w.rel * 100 << "% of its largest |logit|");
   CHECK(w.rel > 0.05);
 }
