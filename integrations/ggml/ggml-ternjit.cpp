@@ -80,7 +80,7 @@ void buffer_free(ggml_backend_buffer_t b) {
 
 void* buffer_base(ggml_backend_buffer_t b) { return base_of(b); }
 
-ggml_status buffer_init_tensor(ggml_backend_buffer_t b, ggml_tensor* t) {
+ggml_status buffer_init_tensor(ggml_backend_buffer_t b, ggml_tensor* t) try {
   auto* ctx = static_cast<Buffer*>(b->context);
   ternjit::ggml::WeightRef w;
   if (!t->view_src && ternjit::ggml::ternary_weight(t, !ctx->owned, &w)) {
@@ -88,6 +88,8 @@ ggml_status buffer_init_tensor(ggml_backend_buffer_t b, ggml_tensor* t) {
     ctx->weights.push_back(std::move(w));
   }
   return GGML_STATUS_SUCCESS;
+} catch (const std::bad_alloc&) {
+  return GGML_STATUS_ALLOC_FAILED;
 }
 
 void buffer_memset(ggml_backend_buffer_t, ggml_tensor* t, std::uint8_t value, std::size_t offset, std::size_t size) {
@@ -224,8 +226,7 @@ ggml_status on_cpu(Backend* ctx, ggml_cgraph* graph, int i0, int i1) {
   return ggml_backend_graph_compute(ctx->cpu, &view);
 }
 
-ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
-  auto* ctx = static_cast<Backend*>(backend->context);
+ggml_status compute_graph(Backend* ctx, ggml_cgraph* graph) {
   TernaryMatmuls* m = matmuls();
   const std::uint64_t packs_before = m ? m->packs() : 0;
   const int n = ggml_graph_n_nodes(graph);
@@ -257,11 +258,23 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
   }
   if (m && m->packs() != packs_before) {
     const ternjit::ggml::PackedMemory mem = m->memory();
-      GGML_LOG_INFO("ggml-ternjit: %zu weights packed: %.1f MiB in ternjit's layout, from %.1f MiB of GGUF blocks\n",
-                    mem.weights, static_cast<double>(mem.packed_bytes) / (1 << 20),
-                    static_cast<double>(mem.source_bytes) / (1 << 20));
+    GGML_LOG_INFO("ggml-ternjit: %zu weights packed: %.1f MiB in ternjit's layout, from %.1f MiB of GGUF blocks\n",
+                  mem.weights, static_cast<double>(mem.packed_bytes) / (1 << 20),
+                  static_cast<double>(mem.source_bytes) / (1 << 20));
   }
   return GGML_STATUS_SUCCESS;
+}
+
+// No exception leaves the backend into ggml (C callers, and OpenMP regions, above it).
+ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph* graph) {
+  try {
+    return compute_graph(static_cast<Backend*>(backend->context), graph);
+  } catch (const std::exception& e) {
+    GGML_LOG_ERROR("ggml-ternjit: %s\n", e.what());
+  } catch (...) {
+    GGML_LOG_ERROR("ggml-ternjit: an unexpected exception\n");
+  }
+  return GGML_STATUS_FAILED;
 }
 
 const ggml_backend_i kBackendInterface = {

@@ -14,7 +14,6 @@
 // regions), so the two never fight over cores and no thread is started per call.
 #include "integrations/ggml/ternary_matmul.h"
 
-#include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -269,8 +268,13 @@ void TernaryMatmuls::pack_all(const std::vector<WeightRef>& weights, int threads
   const auto n = static_cast<std::int64_t>(weights.size());
 #pragma omp parallel for num_threads(std::max(1, threads)) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < n; ++i) {
-    std::string ignored;  // compute reports a weight that cannot be packed, when it reads it
-    impl_->find_or_pack(weights[static_cast<std::size_t>(i)], &ignored);
+    // A weight that cannot be packed (its error, or out of memory: nothing may leave an
+    // OpenMP region) is left for compute, which reports it when it reads the weight.
+    try {
+      std::string ignored;
+      impl_->find_or_pack(weights[static_cast<std::size_t>(i)], &ignored);
+    } catch (...) {
+    }
   }
 }
 
