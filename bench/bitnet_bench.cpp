@@ -152,7 +152,8 @@ Result<Program*> model(int threads) {
   o.cache_dir = "off";
   o.runtime_rows = false;
   TERNJIT_TRY(Engine e, Engine::create(o));
-  TERNJIT_TRY(Program p, e.compile(bitnet_tri_source(g_cfg, kContext), "bitnet.tri"));
+  TERNJIT_TRY(std::string source, bitnet_tri_source(g_cfg, kContext));
+  TERNJIT_TRY(Program p, e.compile(source, "bitnet.tri"));
   const std::vector<std::string> map = bitnet_name_map("BitNet");
   TERNJIT_TRY_VOID(p.bind_file(g_path, map));
   auto& slot = cache[threads];

@@ -115,7 +115,7 @@ BitNetConfig tiny_bitnet_config() {
   return c;
 }
 
-Result<void> check_bitnet_config(const BitNetConfig& c) {
+Result<void> check_bitnet_decoder(const BitNetConfig& c) {
   const std::pair<const char*, std::int64_t> counts[] = {{"block_count", c.blocks},
                                                          {"embedding_length", c.hidden},
                                                          {"head_count", c.heads},
@@ -130,16 +130,19 @@ Result<void> check_bitnet_config(const BitNetConfig& c) {
   if (c.hidden % c.heads != 0 || bitnet_head_dim(c) % 2 != 0)
     return bad("embedding_length " + std::to_string(c.hidden) + " / head_count " + std::to_string(c.heads) +
                " is not an even head dimension");
-  if (c.hidden % kQK != 0 || c.ffn % kQK != 0)
-    return bad("embedding_length and feed_forward_length must be multiples of 256 (TQ2_0 blocks), got " +
-               std::to_string(c.hidden) + " and " + std::to_string(c.ffn));
-  // The largest tensors: the embedding (E x V f16) and an FFN projection; both far below
-  // 2^62 bytes given the 2^31 bounds above.
   if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0) return bad("rope.freq_base must be positive");
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0) return bad("layer_norm_rms_epsilon must be positive");
   for (const auto& [name, kind] : {std::pair{"embedding", c.embedding}, std::pair{"kv_cache", c.kv_cache}})
     if (!is_float(kind))
       return bad(std::string(name) + " is " + std::string(elem_name(kind)) + ", not f16, bf16 or f32");
+  return success();
+}
+
+Result<void> check_bitnet_config(const BitNetConfig& c) {
+  TERNJIT_TRY_VOID(check_bitnet_decoder(c));
+  if (c.hidden % kQK != 0 || c.ffn % kQK != 0)
+    return bad("embedding_length and feed_forward_length must be multiples of 256 (TQ2_0 blocks), got " +
+               std::to_string(c.hidden) + " and " + std::to_string(c.ffn));
   return success();
 }
 

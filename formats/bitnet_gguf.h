@@ -32,10 +32,16 @@ inline std::int64_t bitnet_head_dim(const BitNetConfig& c) { return c.hidden / c
 /// context 64 (TQ2_0 blocks are 256 values along K, so E, HQ*D and F are multiples of 256).
 BitNetConfig tiny_bitnet_config();
 
-/// Success when `c` can be written and run: every count positive, HQ % HKV == 0, E % HQ
-/// == 0, D even (RoPE pairs), E, HQ*D and F multiples of 256 (TQ2_0 blocks along K), V
-/// and every tensor's byte size within int64, embedding and kv_cache F16, BF16 or F32.
-/// InvalidArgument naming the field otherwise.
+/// Success when `c` is a decoder bitnet_tri_source can write: every count in 1 .. 2^31,
+/// HQ % HKV == 0, E % HQ == 0, D even (RoPE pairs), rope_theta and rms_eps finite and
+/// positive, embedding and kv_cache F16, BF16 or F32. InvalidArgument naming the field
+/// otherwise. Every entry that takes a configuration runs it first (the C ABI and Python
+/// through ternjit::bitnet_tri_source and write_synthetic_bitnet).
+Result<void> check_bitnet_decoder(const BitNetConfig& c);
+
+/// Success when `c` can also be stored as a `bitnet` file: check_bitnet_decoder, and E,
+/// HQ*D and F multiples of 256 (TQ2_0 blocks along K). InvalidArgument naming the field
+/// otherwise.
 Result<void> check_bitnet_config(const BitNetConfig& c);
 
 /// The configuration of a `bitnet` GGUF file. Errors (InvalidInput): another

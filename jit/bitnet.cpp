@@ -10,6 +10,13 @@
 #include <cstdio>
 
 namespace ternjit {
+namespace {
+
+// The KV cache rows bitnet_tri_source declares at most: the bound of every count of the
+// configuration (formats::check_bitnet_config).
+constexpr std::int64_t kMaxBitnetCapacity = std::int64_t{1} << 31;
+
+}  // namespace
 
 Result<BitNetConfig> read_bitnet_config(const std::string& path) {
   TERNJIT_TRY(formats::GgufFile file, formats::read_gguf(path));
@@ -44,7 +51,14 @@ Result<void> bind_hf_bitnet(Program& program, const HfBitNetConfig& config, cons
   return success();
 }
 
-std::string bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
+Result<std::string> bitnet_tri_source(const BitNetConfig& c, std::int64_t capacity) {
+  // The checks of a GGUF file's configuration (read_bitnet_config) and of the synthetic
+  // writer, but for TQ2_0's multiples of 256 (a file's storage, not the decoder's): nothing
+  // below divides or sizes by a field before they pass.
+  TERNJIT_TRY_VOID(formats::check_bitnet_decoder(c));
+  if (capacity <= 0 || capacity > kMaxBitnetCapacity)
+    return make_error(ErrorCode::InvalidArgument, "bitnet_tri_source: capacity " + std::to_string(capacity) +
+                                                      " is out of range (1 to " + std::to_string(kMaxBitnetCapacity) + ")");
   auto s = [](auto v) { return std::to_string(v); };
   const std::int64_t d = c.hidden / c.heads, q = c.heads * d, kv = c.kv_heads * d;
   char eps[32], theta[32], scale[32];

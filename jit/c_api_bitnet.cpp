@@ -118,11 +118,12 @@ ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, in
     if (config == nullptr) return misuse(fn, "config is null");
     if (len == nullptr) return misuse(fn, "len is null");
     if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    if (capacity <= 0) return misuse(fn, "capacity " + std::to_string(capacity) + " is not positive");
     auto cr = from_c(config);
     if (!cr.ok()) return misuse(fn, cr.error().message);
-    const ternjit::BitNetConfig& c = cr.value();
-    const std::string text = ternjit::bitnet_tri_source(c, capacity);
+    // The configuration and capacity are checked there (as a GGUF file's are), before any use.
+    auto source = ternjit::bitnet_tri_source(cr.value(), capacity);
+    if (!source.ok()) return fail(source.error());
+    const std::string& text = source.value();
     if (buf == nullptr || *len < text.size() + 1) {
       *len = text.size() + 1;
       return misuse(fn, "the buffer holds fewer than the " + std::to_string(text.size() + 1) + " bytes needed");

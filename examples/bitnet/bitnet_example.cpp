@@ -129,7 +129,9 @@ int main(int argc, char** argv) {
   o.threads = threads;
   auto engine = ternjit::Engine::create(o);
   if (!engine.ok()) return fail(engine.error().message);
-  auto program = engine->compile(ternjit::bitnet_tri_source(c, context), "bitnet.tri");
+  auto source = ternjit::bitnet_tri_source(c, context);
+  if (!source.ok()) return fail(source.error().message);
+  auto program = engine->compile(*source, "bitnet.tri");
   if (!program.ok()) return fail(program.error().message);
   if (!hf.empty()) {
     if (auto b = ternjit::bind_hf_bitnet(*program, checkpoint); !b.ok()) return fail(b.error().message);

@@ -75,8 +75,11 @@ std::vector<std::string> bitnet_name_map(const std::string& layer);
 /// KV cache rows; docs/bitnet.md). RoPE is `neox` (llama.cpp's rope type for `bitnet`); the
 /// FFN gate is config.ffn_activation; token_embd is config.embedding (f16 above), the caches
 /// config.kv_cache (f16 above); with config.separate_head the head is `param output` of the
-/// same kind and shape as token_embd.
-std::string bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
+/// same kind and shape as token_embd. Every float (rope_theta, rms_eps) is written so that
+/// the compiled program uses exactly its value. Errors: InvalidArgument for a configuration
+/// read_bitnet_config would refuse (the same checks, naming the field; E and F need not be
+/// multiples of 256, which only a file's TQ2_0 blocks need) or a capacity outside 1 .. 2^31.
+Result<std::string> bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
 
 /// How a Hugging Face BitNet checkpoint stores its ternary projections, as its config.json's
 /// quantization_config says (transformers' integrations/bitnet.py).

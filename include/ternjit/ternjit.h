@@ -274,7 +274,9 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
 /** The decoder's `.tri` source for *config with a KV cache of `capacity` rows (ternjit::bitnet_tri_source)
  *  into buf[0 .. *len): on entry *len is buf's size; on return the source's length without the
  *  terminating NUL. INVALID_ARGUMENT (with *len set to the size needed, NUL included) when buf is
- *  NULL or too small. */
+ *  NULL or too small; INVALID_ARGUMENT naming the field for a config ternjit_read_bitnet_config
+ *  would refuse (the same checks, but for the file's multiples of 256) or a capacity outside
+ *  1 .. 2^31. */
 ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, int64_t capacity, char* buf, size_t* len);
 /** A Hugging Face BitNet checkpoint directory (ternjit::read_hf_bitnet_config; feature
  *  "hf-bitnet-dir"): its decoder into *config (struct_size covering kv_cache), and, when

@@ -3,6 +3,7 @@
 # checkpoint directories), re-exported by the package: ``ternjit.read_bitnet_config`` etc.
 """BitNet b1.58 models: configurations, synthetic files, `.tri` source and name maps."""
 import ctypes
+import operator
 
 from . import _capi
 from ._errors import _check, _lib, _misuse
@@ -28,9 +29,26 @@ def _bitnet_struct(full):
         if full[key] not in _BITNET_FLOATS:
             raise _misuse("bitnet config: %s %r is not one of %s" % (key, full[key], ", ".join(_BITNET_FLOATS)))
         kinds.append(_BITNET_FLOATS.index(full[key]))
-    values = [full[k] for k in BITNET_2B4T if k not in _BITNET_NAMED]
+    # Only what the C struct cannot hold is refused here (ctypes would wrap an int past int64
+    # silently); every check of the values is the library's, the same as a GGUF file's.
+    values = [_c_field(k, full[k], type(BITNET_2B4T[k])) for k in BITNET_2B4T if k not in _BITNET_NAMED]
     return _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), *values, _BITNET_ACTIVATIONS.index(act), *kinds,
                               1 if full["separate_head"] else 0)
+
+
+def _c_field(key, value, kind):
+    """`value` as the int64 or double of the C struct's field `key`; ternjit.Error when it is not one."""
+    try:
+        if kind is int:
+            if isinstance(value, bool):
+                raise TypeError("a bool")
+            v = operator.index(value)
+            if not -(1 << 63) <= v < (1 << 63):
+                raise OverflowError("outside int64")
+            return v
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise _misuse("bitnet config: %s = %r is not %s (%s)" % (key, value, "an int64" if kind is int else "a float", e))
 
 
 def _bitnet_dict(c):
@@ -105,10 +123,11 @@ def bitnet_tri_source(config, capacity):
     full.update(config)
     lib = _lib()
     c = _bitnet_struct(full)
+    capacity = _c_field("capacity", capacity, int)
     n = ctypes.c_size_t(0)
-    lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), None, ctypes.byref(n))
+    lib.ternjit_bitnet_tri_source(ctypes.byref(c), capacity, None, ctypes.byref(n))
     buf = ctypes.create_string_buffer(n.value)
-    _check(lib, lib.ternjit_bitnet_tri_source(ctypes.byref(c), int(capacity), buf, ctypes.byref(n)))
+    _check(lib, lib.ternjit_bitnet_tri_source(ctypes.byref(c), capacity, buf, ctypes.byref(n)))
     return buf.value.decode()
 
 

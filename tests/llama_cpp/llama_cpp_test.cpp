@@ -64,7 +64,9 @@ std::vector<float> ternjit_logits(const std::string& path, const std::string& ta
   o.cache_dir = "off";
   auto e = Engine::create(o);
   REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
-  auto p = e->compile(bitnet_tri_source(cfg.value(), kContext), "bitnet.tri");
+  auto source = bitnet_tri_source(cfg.value(), kContext);
+  REQUIRE_MESSAGE(source.ok(), (source.ok() ? "" : source.error().message));
+  auto p = e->compile(*source, "bitnet.tri");
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
   auto b = p->bind_file(path, bitnet_name_map("BitNet"));
   REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));

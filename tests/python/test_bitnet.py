@@ -121,6 +121,7 @@ def main():
         except ternjit.Error as e:
             check("multiples of 256" in str(e), "the refusal says why: %s" % e)
         activation(tmp)
+        config_checked(tmp)
     kv_in_place()
     print("ok")
 
@@ -157,6 +158,46 @@ def activation(tmp):
     c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), 2, 256, 4, 2, 512, 50, 64, 500000.0, 1e-5, 2)
     check(lib.ternjit_write_synthetic_bitnet(os.path.join(tmp, "bad2.gguf").encode(), ctypes.byref(c), 1)
           == ternjit.INVALID_ARGUMENT, "ffn_activation 2 refused by the C ABI")
+
+
+def config_checked(tmp):
+    """Every entry that takes a configuration checks it first, as reading a GGUF file does
+    (issue 33, item 1): heads 0, or hidden INT64_MIN with heads -1, once killed the process
+    with SIGFPE in bitnet_tri_source; an int past int64 once wrapped silently in ctypes."""
+    import ctypes
+    from ternjit import _capi
+    lib = ternjit._lib()
+    bad = [(dict(TINY, heads=0), "head_count = 0"),
+           (dict(TINY, hidden=-(1 << 63), heads=-1), "embedding_length = -9223372036854775808"),
+           (dict(TINY, kv_heads=0), "head_count_kv = 0"),
+           (dict(TINY, rope_theta=0.0), "rope.freq_base"),
+           (dict(TINY, hidden=(1 << 64) + 256), "is not an int64"),
+           (dict(TINY, heads=4.5), "is not an int64")]
+    for config, needle in bad:
+        for name, call in (("bitnet_tri_source", lambda: ternjit.bitnet_tri_source(config, 8)),
+                           ("write_synthetic_bitnet",
+                            lambda: ternjit.write_synthetic_bitnet(os.path.join(tmp, "never.gguf"), config))):
+            try:
+                call()
+                check(False, "%s refuses %s" % (name, needle))
+            except ternjit.Error as e:
+                check(e.status == ternjit.INVALID_ARGUMENT and needle in str(e), "%s: %s" % (name, e))
+    for capacity, needle in ((0, "capacity 0 is out of range"), ((1 << 64) + 8, "capacity")):
+        try:
+            ternjit.bitnet_tri_source(TINY, capacity)
+            check(False, "capacity %d refused" % capacity)
+        except ternjit.Error as e:
+            check(needle in str(e), "capacity refused: %s" % e)
+    # The C ABI itself, with a struct no Python check has seen.
+    for heads, hidden in ((0, 256), (-1, -(1 << 63))):
+        c = _capi.BitNetConfig(ctypes.sizeof(_capi.BitNetConfig), 2, hidden, heads, 2, 512, 50, 64, 500000.0, 1e-5)
+        n = ctypes.c_size_t(1 << 20)
+        buf = ctypes.create_string_buffer(n.value)
+        check(lib.ternjit_bitnet_tri_source(ctypes.byref(c), 8, buf, ctypes.byref(n)) == ternjit.INVALID_ARGUMENT,
+              "ternjit_bitnet_tri_source refuses heads %d, hidden %d" % (heads, hidden))
+        check(lib.ternjit_write_synthetic_bitnet(os.path.join(tmp, "never.gguf").encode(), ctypes.byref(c), 1)
+              == ternjit.INVALID_ARGUMENT, "ternjit_write_synthetic_bitnet refuses heads %d" % heads)
+    check(not os.path.exists(os.path.join(tmp, "never.gguf")), "nothing written for a refused config")
 
 
 KV = """

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// bitnet_source_test.cpp - ternjit::bitnet_tri_source (include/ternjit/bitnet.h): every
+// configuration is checked before use with the checks of a GGUF file's (issue 33, item 1).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "formats/bitnet_gguf.h"
+#include "ternjit/bitnet.h"
+
+namespace ternjit {
+namespace {
+
+// bitnet_tri_source refuses `c` with an InvalidArgument naming `needle`.
+void refused(const BitNetConfig& c, std::int64_t capacity, const std::string& needle) {
+  auto r = bitnet_tri_source(c, capacity);
+  REQUIRE_MESSAGE(!r.ok(), "expected a refusal mentioning " << needle);
+  CHECK(r.error().code == ErrorCode::InvalidArgument);
+  CHECK_MESSAGE(r.error().message.find(needle) != std::string::npos, r.error().message);
+}
+
+TEST_CASE("bitnet_tri_source: a configuration is checked before use, as a GGUF file's is") {
+  const BitNetConfig tiny = formats::tiny_bitnet_config();
+  REQUIRE(bitnet_tri_source(tiny, 8).ok());
+  // Each field the source divides or sizes by, out of range (heads = 0 divided by zero: SIGFPE;
+  // INT64_MIN / -1 overflowed: SIGFPE).
+  struct Bad {
+    void (*edit)(BitNetConfig&);
+    const char* needle;
+  };
+  const Bad cases[] = {
+      {[](BitNetConfig& c) { c.heads = 0; }, "head_count = 0 is out of range"},
+      {[](BitNetConfig& c) { c.hidden = std::numeric_limits<std::int64_t>::min(), c.heads = -1; },
+       "embedding_length = -9223372036854775808 is out of range"},
+      {[](BitNetConfig& c) { c.kv_heads = 0; }, "head_count_kv = 0 is out of range"},
+      {[](BitNetConfig& c) { c.kv_heads = 3; }, "is not a multiple of head_count_kv 3"},
+      {[](BitNetConfig& c) { c.heads = 512, c.kv_heads = 512; }, "256 / head_count 512 is not an even head dimension"},
+      {[](BitNetConfig& c) { c.heads = 256, c.kv_heads = 256; }, "is not an even head dimension"},
+      {[](BitNetConfig& c) { c.blocks = std::int64_t{1} << 40; }, "block_count = 1099511627776 is out of range"},
+      {[](BitNetConfig& c) { c.vocab = -1; }, "vocab size = -1 is out of range"},
+      {[](BitNetConfig& c) { c.rope_theta = 0; }, "rope.freq_base must be positive"},
+      {[](BitNetConfig& c) { c.rope_theta = std::numeric_limits<double>::infinity(); }, "rope.freq_base"},
+      {[](BitNetConfig& c) { c.rms_eps = std::numeric_limits<double>::quiet_NaN(); }, "layer_norm_rms_epsilon"},
+      {[](BitNetConfig& c) { c.embedding = ElemKind::I8; }, "embedding is i8"},
+      {[](BitNetConfig& c) { c.kv_cache = ElemKind::T2; }, "kv_cache is t2"},
+  };
+  for (const Bad& b : cases) {
+    BitNetConfig c = tiny;
+    b.edit(c);
+    CAPTURE(b.needle);
+    refused(c, 8, b.needle);
+    // The same function refuses it at the synthetic writer, with the same message.
+    auto w = formats::write_synthetic_bitnet("/nonexistent-dir/never-written.gguf", c, 1);
+    REQUIRE(!w.ok());
+    CHECK(w.error().message == bitnet_tri_source(c, 8).error().message);
+  }
+  // TQ2_0's multiples of 256 bind a file, not the decoder (tests/python/test_bitnet_model.py
+  // runs E 64): the source is written, the file refused.
+  BitNetConfig narrow = tiny;
+  narrow.hidden = 384, narrow.heads = 3, narrow.kv_heads = 1;
+  CHECK(bitnet_tri_source(narrow, 8).ok());
+  auto w = formats::write_synthetic_bitnet("/nonexistent-dir/never-written.gguf", narrow, 1);
+  REQUIRE(!w.ok());
+  CHECK(w.error().message.find("multiples of 256") != std::string::npos);
+  refused(tiny, 0, "capacity 0 is out of range");
+  refused(tiny, -5, "capacity -5 is out of range");
+  refused(tiny, (std::int64_t{1} << 31) + 1, "capacity 2147483649 is out of range");
+  CHECK(bitnet_tri_source(tiny, std::int64_t{1} << 31).ok());
+}
+
+}  // namespace
+}  // namespace ternjit
