@@ -4,10 +4,10 @@
 
 #include "formats/bitnet_gguf.h"
 #include "formats/hf_bitnet.h"
+#include "ir/dsl/lexer.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace ternjit {
 namespace {
@@ -61,10 +61,9 @@ Result<std::string> bitnet_tri_source(const BitNetConfig& c, std::int64_t capaci
                                                       " is out of range (1 to " + std::to_string(kMaxBitnetCapacity) + ")");
   auto s = [](auto v) { return std::to_string(v); };
   const std::int64_t d = c.hidden / c.heads, q = c.heads * d, kv = c.kv_heads * d;
-  char eps[32], theta[32], scale[32];
-  std::snprintf(eps, sizeof eps, "%.9g", c.rms_eps);
-  std::snprintf(theta, sizeof theta, "%.1f", c.rope_theta);
-  std::snprintf(scale, sizeof scale, "%.17g", 1.0 / std::sqrt(static_cast<double>(d)));
+  // Every float exactly as the caller gave it (positive and finite: checked above).
+  const std::string eps = dsl::float_literal(c.rms_eps), theta = dsl::float_literal(c.rope_theta),
+                    scale = dsl::float_literal(1.0 / std::sqrt(static_cast<double>(d)));
   const std::string cache = "Tensor<" + std::string(elem_name(c.kv_cache)) + ">[" + s(c.blocks) + ", " + s(capacity) + ", " + s(c.kv_heads) + ", " + s(d) + "]";
   std::string t = "// The llama.cpp `bitnet` decoder (ternjit::bitnet_tri_source): " + s(c.blocks) + " blocks, E " +
                   s(c.hidden) + ", " + s(c.heads) + "/" + s(c.kv_heads) + " heads of " + s(d) + ", FFN " + s(c.ffn) +
@@ -94,7 +93,7 @@ Result<std::string> bitnet_tri_source(const BitNetConfig& c, std::int64_t capaci
        ") -> (Tensor[M, " + s(c.vocab) + "], " + cache + ", " + cache + ") {\n";
   t += "        let h = cast<f32>(gather(token_embd, ids))\n";
   t += "        for i in 0.." + s(c.blocks) + " {\n";
-  t += "            let x = quantize_int8(rmsnorm(h, blk[i].attn_norm, " + std::string(eps) + "))\n";
+  t += "            let x = quantize_int8(rmsnorm(h, blk[i].attn_norm, " + eps + "))\n";
   t += "            let q = rope(reshape(x @ blk[i].attn_q * blk[i].attn_q_scale, [M, " + s(c.heads) + ", " + s(d) +
        "]), pos, " + theta + ", \"neox\")\n";
   t += "            let k = rope(reshape(x @ blk[i].attn_k * blk[i].attn_k_scale, [M, " + s(c.kv_heads) + ", " + s(d) +
@@ -102,17 +101,17 @@ Result<std::string> bitnet_tri_source(const BitNetConfig& c, std::int64_t capaci
   t += "            let v = reshape(x @ blk[i].attn_v * blk[i].attn_v_scale, [M, " + s(c.kv_heads) + ", " + s(d) + "])\n";
   t += "            let k_cache = kv_write(k_cache, k, pos, i)\n";
   t += "            let v_cache = kv_write(v_cache, v, pos, i)\n";
-  t += "            let a = reshape(attention(q, k_cache, v_cache, pos, i, " + std::string(scale) + "), [M, " + s(q) + "])\n";
-  t += "            let h = h + quantize_int8(rmsnorm(a, blk[i].attn_sub_norm, " + std::string(eps) +
+  t += "            let a = reshape(attention(q, k_cache, v_cache, pos, i, " + scale + "), [M, " + s(q) + "])\n";
+  t += "            let h = h + quantize_int8(rmsnorm(a, blk[i].attn_sub_norm, " + eps +
        ")) @ blk[i].attn_output * blk[i].attn_output_scale\n";
-  t += "            let x = quantize_int8(rmsnorm(h, blk[i].ffn_norm, " + std::string(eps) + "))\n";
+  t += "            let x = quantize_int8(rmsnorm(h, blk[i].ffn_norm, " + eps + "))\n";
   const bool silu = c.ffn_activation == BitNetActivation::Silu;
   t += std::string("            let f = ") + (silu ? "silu(" : "square(relu(") +
        "x @ blk[i].ffn_gate * blk[i].ffn_gate_scale" + (silu ? ")" : "))") + " * (x @ blk[i].ffn_up * " +
        "blk[i].ffn_up_scale)\n";
-  t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + std::string(eps) +
+  t += "            let h = h + quantize_int8(rmsnorm(f, blk[i].ffn_sub_norm, " + eps +
        ")) @ blk[i].ffn_down * blk[i].ffn_down_scale\n";
-  t += "        }\n        return (rmsnorm(h, output_norm, " + std::string(eps) + ") @ transpose(" +
+  t += "        }\n        return (rmsnorm(h, output_norm, " + eps + ") @ transpose(" +
        (c.separate_head ? "output" : "token_embd") + "), k_cache, v_cache)\n    }\n}\n";
   return t;
 }

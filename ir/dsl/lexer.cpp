@@ -3,7 +3,10 @@
 #include "ir/dsl/lexer.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+
+#include "ir/ir.h"
 
 namespace ternjit::dsl {
 
@@ -252,6 +255,16 @@ class Lexer {
 std::vector<Token> lex(std::string_view source, std::string_view file_name,
                        std::vector<Diagnostic>& diags) {
   return Lexer(source, file_name, diags).run();
+}
+
+std::string float_literal(double v) {
+  TERNJIT_CHECK(std::isfinite(v) && !std::signbit(v), "a .tri literal is finite and has no sign");
+  char buf[64];  // the shortest form of a double: at most 24 characters
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string text(buf, r.ptr);
+  // Bare digits lex as an Int, which must fit int64; with ".0" they are a Float of any size.
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
 }
 
 std::string_view token_kind_name(TokenKind k) {

@@ -68,6 +68,14 @@ struct Token {
 std::vector<Token> lex(std::string_view source, std::string_view file_name,
                        std::vector<Diagnostic>& diags);
 
+/// The shortest `.tri` number literal that lex() reads back as exactly `v` (a Float token:
+/// std::to_chars' shortest round-trip digits, "0.06", "1e-07", "1e+300", with ".0" added to
+/// bare digits so that any magnitude stays a float, "12345678901234567168.0"). Every finite
+/// non-negative double has one, subnormals included. Precondition: `v` is finite and not
+/// negative (a literal has no sign); generated source checks its values before (our bug
+/// otherwise: aborts).
+std::string float_literal(double v);
+
 /// How a token kind is written in messages: "'{'", "'let'", "identifier", "end of file".
 std::string_view token_kind_name(TokenKind k);
 

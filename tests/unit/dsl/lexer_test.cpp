@@ -4,6 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -161,6 +166,32 @@ TEST_CASE("lexer: source_line returns one line without its terminator") {
   CHECK(source_line(src, 3) == "three");
   CHECK(source_line(src, 4).empty());
   CHECK(source_line(src, 0).empty());
+}
+
+TEST_CASE("lexer: float_literal reads back as exactly its value, as one Float token") {
+  std::vector<double> values{0.0, 0.06, 0.04, 1e-7, 1e300, 500000.0, 1e-5, 1.0, 123.0,
+                             1.2345678901234567e19,  // bare digits past int64: a Float, not an Int
+                             std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+                             std::numeric_limits<double>::denorm_min(), 2.5e-310};
+  std::mt19937_64 rng(33);
+  while (values.size() < 2000) {
+    // Random bit patterns with the sign cleared: every exponent, subnormals included.
+    const double v = std::bit_cast<double>(rng() & ~(std::uint64_t{1} << 63));
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  for (const double v : values) {
+    const std::string text = float_literal(v);
+    CAPTURE(text);
+    auto toks = lex_ok(text);
+    REQUIRE(toks.size() == 2);
+    CHECK(toks[0].kind == TokenKind::Float);
+    CHECK(toks[0].text == text);
+    CHECK(std::bit_cast<std::uint64_t>(toks[0].float_value) == std::bit_cast<std::uint64_t>(v));
+  }
+  CHECK(float_literal(0.06) == "0.06");
+  CHECK(float_literal(1e300) == "1e+300");
+  CHECK(float_literal(500000.0) == "5e+05");
+  CHECK(float_literal(123.0) == "123.0");
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // bitnet_source_test.cpp - ternjit::bitnet_tri_source (include/ternjit/bitnet.h): every
-// configuration is checked before use with the checks of a GGUF file's (issue 33, item 1).
+// configuration is checked before use with the checks of a GGUF file's (issue 33, item 1),
+// and every float of it reaches the compiled program exactly (item 14).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <variant>
 
 #include "formats/bitnet_gguf.h"
+#include "ir/dsl/dsl.h"
 #include "ternjit/bitnet.h"
 
 namespace ternjit {
@@ -68,6 +71,36 @@ TEST_CASE("bitnet_tri_source: a configuration is checked before use, as a GGUF f
   refused(tiny, -5, "capacity -5 is out of range");
   refused(tiny, (std::int64_t{1} << 31) + 1, "capacity 2147483649 is out of range");
   CHECK(bitnet_tri_source(tiny, std::int64_t{1} << 31).ok());
+}
+
+TEST_CASE("bitnet_tri_source: rope_theta and rms_eps reach the compiled program exactly") {
+  // %.1f once turned 0.06 into 0.1, 0.04 into 0.0 (refused) and 1e300 into a cut literal;
+  // each value is compiled and read back from the IR's rope and rmsnorm attributes.
+  for (const double v : {0.06, 0.04, 1e-7, 1e300, 500000.0, 1e-5, 5e-324, 1.2345678901234567e19}) {
+    CAPTURE(v);
+    BitNetConfig c = formats::tiny_bitnet_config();
+    c.rope_theta = v;
+    c.rms_eps = v;
+    auto source = bitnet_tri_source(c, 8);
+    REQUIRE_MESSAGE(source.ok(), (source.ok() ? "" : source.error().message));
+    auto m = dsl::compile_tri(*source, "bitnet.tri");
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
+    int ropes = 0, norms = 0;
+    for (const ir::Function& f : m->functions())
+      for (ir::BlockId b : f.blocks())
+        for (ir::InstId i : f.insts(b)) {
+          if (const auto* r = std::get_if<ir::RopeAttrs>(&f.inst(i).attrs)) {
+            CHECK(r->theta == v);
+            ++ropes;
+          }
+          if (const auto* e = std::get_if<ir::EpsAttrs>(&f.inst(i).attrs)) {
+            CHECK(e->eps == v);
+            ++norms;
+          }
+        }
+    CHECK(ropes >= 2);  // q and k
+    CHECK(norms >= 5);  // four per block and the output norm
+  }
 }
 
 }  // namespace
