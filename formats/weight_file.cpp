@@ -735,10 +735,14 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
     case OfferKind::HfScale: {
       const StTensor& s = st_->tensors[o.sibling];
       TERNJIT_TRY(std::vector<float> ws, to_f32(s));
-      if (!std::isfinite(ws[0]) || ws[0] == 0.0f)
-        return fail(from + " is " + fmt_float(ws[0]) + ": a weight_scale must be finite and non-zero");
-      // BitLinear computes y / weight_scale: the multiplier is its reciprocal.
-      const std::vector<float> values(static_cast<std::size_t>(shape[0]), 1.0f / ws[0]);
+      // BitLinear computes y / weight_scale: the multiplier is its reciprocal, which must be
+      // finite as bound too. A subnormal scale (1e-39, bf16 0x0001) is finite and non-zero,
+      // yet its reciprocal overflows: every output would be +-inf.
+      const float multiplier = 1.0f / ws[0];
+      if (!std::isfinite(ws[0]) || ws[0] == 0.0f || !std::isfinite(ir::round_to_kind(multiplier, declared)))
+        return fail(from + " is " + fmt_float(ws[0]) + ": a weight_scale must be finite and non-zero, with a finite "
+                    "reciprocal as " + std::string(elem_name(declared)) + " (BitLinear divides by it)");
+      const std::vector<float> values(static_cast<std::size_t>(shape[0]), multiplier);
       return encode_floats(declared, std::move(shape), values);
     }
     case OfferKind::MasterScale: {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cmath>
+#include <cstdint>
 
 #include <filesystem>
 #include <fstream>
@@ -293,6 +295,45 @@ TEST_CASE("hf bitnet: every configuration the decoder does not compute is refuse
   refused(formats::hf_bitnet_config(bad.path.string()), "not valid JSON");
   bad.write("config.json", std::string(100, '[') + std::string(100, ']'));
   refused(formats::hf_bitnet_config(bad.path.string()), "nested deeper");
+}
+
+TEST_CASE("hf bitnet: a weight_scale whose reciprocal is not finite is refused, not bound as inf") {
+  // Subnormal scales pass "finite and non-zero", yet 1 / weight_scale overflows f32: bound, every
+  // output of the decoder was +-inf with exit 0 (issue 33, item 12).
+  auto names = formats::NameMap::parse(formats::hf_bitnet_name_map("BitNet"));
+  REQUIRE(names.ok());
+  const std::string scale = "model.layers.0.self_attn.q_proj.weight_scale";
+  // The scale as `tensor`, bound to the q projection's multiplier of kind `kind`.
+  auto bind_scale = [&](const StTensor& tensor, ElemKind kind) {
+    TempDir dir;
+    std::vector<StTensor> ts = tiny_tensors(true);
+    for (StTensor& t : ts)
+      if (t.name == scale) t = tensor;
+    dir.write("model.safetensors", std::move(ts));
+    auto w = formats::WeightFile::open((dir.path / "model.safetensors").string(), names.value());
+    REQUIRE(w.ok());
+    auto offer = w->find("BitNet.blk.0.attn_q_scale");
+    REQUIRE((offer.ok() && offer.value() != nullptr));
+    return w->load(*offer.value(), kind, {kE}, "parameter 'BitNet.blk.0.attn_q_scale'");
+  };
+  const StTensor subnormal[] = {formats::make_f32_tensor(scale, {1}, std::vector<float>{1e-45f}),
+                                formats::make_f32_tensor(scale, {1}, std::vector<float>{1e-39f}),
+                                bf16_tensor(scale, {1}, std::bit_cast<float>(std::uint32_t{0x00010000}))};  // bf16 0x0001
+  for (const StTensor& t : subnormal) {
+    auto r = bind_scale(t, ElemKind::F32);
+    REQUIRE(!r.ok());
+    CHECK(r.error().code == ErrorCode::InvalidInput);
+    CHECK_MESSAGE(r.error().message.find("with a finite reciprocal as f32") != std::string::npos, r.error().message);
+    CHECK_MESSAGE(r.error().message.find(scale) != std::string::npos, r.error().message);
+  }
+  // The smallest normal f32 still has one; 1e-5 has one in f32 but not in an f16 parameter.
+  auto normal = bind_scale(formats::make_f32_tensor(scale, {1}, std::vector<float>{1.2e-38f}), ElemKind::F32);
+  REQUIRE_MESSAGE(normal.ok(), (normal.ok() ? "" : normal.error().message));
+  CHECK(std::isfinite(normal->at(0)));
+  CHECK(bind_scale(formats::make_f32_tensor(scale, {1}, std::vector<float>{1e-5f}), ElemKind::F32).ok());
+  auto half = bind_scale(formats::make_f32_tensor(scale, {1}, std::vector<float>{1e-5f}), ElemKind::F16);
+  REQUIRE(!half.ok());
+  CHECK_MESSAGE(half.error().message.find("with a finite reciprocal as f16") != std::string::npos, half.error().message);
 }
 
 }  // namespace
