@@ -2,6 +2,7 @@
 // tensor.cpp - HostTensor construction, byte encoding, validation and comparison.
 #include "ir/tensor.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -268,6 +269,13 @@ std::optional<Mismatch> compare(const HostTensor& expected, const HostTensor& ac
     return Mismatch{Mismatch::Reason::Value, std::move(idx), e, a, std::move(msg)};
   }
   return std::nullopt;
+}
+
+OutputTolerance output_tolerance(const HostTensor& expected, double rel) {
+  double scale = 0;
+  for (double v : expected.data)
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+  return {rel, rel * scale};
 }
 
 }  // namespace ternjit::ir

@@ -131,9 +131,24 @@ struct Mismatch {
 /// Compares element by element in row-major order and reports the first mismatch, or
 /// nullopt when the tensors agree. Kinds and shapes must be equal. Elements agree when
 /// they are equal (so -0 == +0 and equal infinities agree), both are NaN, or both are
-/// finite and |actual - expected| <= atol + rtol * |expected| (numpy.isclose). With
-/// rtol = atol = 0 the comparison is exact. The oracle of every target test.
+/// finite and |actual - expected| <= atol + rtol * |expected| (numpy.isclose): a NaN or an
+/// infinity agrees only with its own class (NaN, +inf, -inf), whatever the tolerance. With
+/// rtol = atol = 0 the comparison is exact. The oracle of every target test. rtol and atol
+/// are meant finite: an infinite one accepts every finite pair (output_tolerance never
+/// gives one).
 std::optional<Mismatch> compare(const HostTensor& expected, const HostTensor& actual, double rtol,
                                 double atol);
+
+/// The tolerance of compare() for an output checked against its own magnitude.
+struct OutputTolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+
+/// rtol = `rel` and atol = `rel` * the largest |e| over the *finite* elements of `expected`
+/// (0 when it has none): a NaN or an infinity in the output never widens the finite
+/// elements' tolerance (it must match in class, compare()). `run --check` and `bench` use
+/// it with rel = 1e-4 for float outputs (docs/cli.md).
+OutputTolerance output_tolerance(const HostTensor& expected, double rel);
 
 }  // namespace ternjit::ir

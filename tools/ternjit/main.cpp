@@ -85,7 +85,7 @@ int cli_main(int argc, char** argv) {
   run->add_option("--seed", run_opts.seed, "seed of random inputs/parameters (default 1)");
   run->add_flag("--check", run_opts.check,
                 "also run on the reference target and compare every output: integers exactly, floats within "
-                "1e-4 * (|expected| + max|expected|); exit 1 on a mismatch");
+                "1e-4 * (|expected| + max|finite expected|), NaN/inf by class; exit 1 on a mismatch");
 
   auto* demo = app.add_subcommand("demo", "compile and run an embedded BitLinear layer, checked");
 

@@ -228,4 +228,39 @@ TEST_CASE("compare finds the first differing element with its multi-index") {
 }
 
 }  // namespace
+TEST_CASE("output_tolerance: from the finite elements only; NaN and inf match by class") {
+  // run --check and bench: one inf in the reference's output once made atol infinite, and
+  // compare then accepted 123456 against 0.5 (issue 33, item 13).
+  const HostTensor e = HostTensor::from_values(ElemKind::F32, {5}, std::vector<double>{0.5, kInf, -kInf, kNaN, 2.0});
+  const OutputTolerance tol = output_tolerance(e, 1e-4);
+  CHECK(tol.rtol == 1e-4);
+  CHECK(tol.atol == 1e-4 * 2.0);
+  auto with = [&](std::size_t i, double v) {
+    HostTensor a = e;
+    a.data[i] = v;
+    return compare(e, a, tol.rtol, tol.atol);
+  };
+  CHECK(!with(0, 0.5).has_value());
+  CHECK(!with(4, 2.0 + 1e-4).has_value());  // within 1e-4 * (|2| + 2)
+  auto far = with(0, 123456.0);
+  REQUIRE(far.has_value());
+  CHECK(far->index == std::vector<std::int64_t>{0});
+  CHECK(with(4, 2.01).has_value());
+  // Each non-finite class agrees only with itself.
+  for (std::size_t i : {1, 2, 3}) {
+    CAPTURE(i);
+    for (double v : {kInf, -kInf, kNaN, 0.0, 3.0e38}) {
+      const bool same = std::isnan(e.data[i]) ? std::isnan(v) : v == e.data[i];
+      CHECK(with(i, v).has_value() == !same);
+    }
+  }
+  // A finite expected element never accepts a non-finite actual one.
+  CHECK(with(0, kInf).has_value());
+  CHECK(with(0, kNaN).has_value());
+  // No finite element: an exact comparison of the finite ones (there are none).
+  const HostTensor all = HostTensor::from_values(ElemKind::F32, {2}, std::vector<double>{kNaN, -kInf});
+  CHECK(output_tolerance(all, 1e-4).atol == 0);
+  CHECK(output_tolerance(HostTensor::from_values(ElemKind::F32, {2}, std::vector<double>{-3, 1}), 1e-4).atol == 1e-4 * 3.0);
+}
+
 }  // namespace ternjit::ir
