@@ -12,11 +12,14 @@
 // Without --model or --hf it writes a synthetic model (random ternary weights, llama.cpp names and
 // metadata) into DIR (default: a fresh temporary directory, removed at exit): the 2B4T
 // shapes, or with --tiny a 2-block E 256 model. It prints the generated token ids and the
-// prefill and decode tokens per second.
+// prefill and decode tokens per second. A bad argument or any failure is a message on stderr
+// and exit status 1 (--help: the options).
+#include <CLI/CLI.hpp>
+
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <unistd.h>
 #include <string>
@@ -32,16 +35,17 @@ int fail(const std::string& what) {
   return 1;
 }
 
-std::vector<std::int32_t> parse_ids(const std::string& s) {
-  std::vector<std::int32_t> ids;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const std::size_t comma = s.find(',', at);
-    ids.push_back(static_cast<std::int32_t>(std::stol(s.substr(at, comma - at))));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return ids;
+// A CLI11 check: the value is a whole number in [lo, hi] (CLI::Range alone calls "x" out of range).
+CLI::Validator whole_number(std::int64_t lo, std::int64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return {[lo, hi, range](std::string& s) -> std::string {
+            std::int64_t v = 0;
+            const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return "'" + s + "' is not a whole number";
+            if (v < lo || v > hi) return s + " is outside " + range;
+            return {};
+          },
+          "INT in " + range};
 }
 
 // The index of the largest logit (greedy decoding).
@@ -54,28 +58,36 @@ std::int32_t argmax(const float* row, std::int64_t n) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::string model, hf, dir, target = "auto";
   std::vector<std::int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
   int decode = 16, threads = 0;
   bool tiny = false;
   std::int64_t context = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") model = next();
-    else if (a == "--hf") hf = next();
-    else if (a == "--dir") dir = next();
-    else if (a == "--tiny") tiny = true;
-    else if (a == "--tokens") prompt = parse_ids(next());
-    else if (a == "--decode") decode = std::atoi(next().c_str());
-    else if (a == "--target") target = next();
-    else if (a == "--threads") threads = std::atoi(next().c_str());
-    else if (a == "--context") context = std::atol(next().c_str());
-    else return fail("unknown argument '" + a + "' (see the file comment for usage)");
+  // CLI11 (as the ternjit CLI): typed options, so "--tokens 1,2,x" or "--decode -1" is a
+  // message, never an exception escaping main.
+  CLI::App app{"bitnet_example - a BitNet b1.58 model (a llama.cpp `bitnet` GGUF file, a Hugging Face checkpoint "
+               "directory or a synthetic model): prefill, then greedy decoding with the KV cache in place",
+               "bitnet_example"};
+  auto* model_opt = app.add_option("--model", model, "a llama.cpp `bitnet` GGUF file (default: a synthetic model)");
+  app.add_option("--hf", hf, "a Hugging Face BitNetForCausalLM checkpoint directory")->excludes(model_opt);
+  app.add_flag("--tiny", tiny, "the synthetic model has 2 blocks of E 256 (default: the 2B4T shapes)");
+  app.add_option("--dir", dir, "where the synthetic model is written (default: a temporary directory)");
+  app.add_option("--tokens", prompt, "the prompt's token ids, comma-separated (default 1,2,...,8)")
+      ->delimiter(',')
+      ->check(whole_number(0, INT32_MAX));
+  app.add_option("--decode", decode, "greedy tokens to generate (default 16)")->check(whole_number(0, 1 << 20));
+  app.add_option("--target", target, "auto, x86, llvm, reference, ... (default auto)");
+  app.add_option("--threads", threads, "kernel threads, 0 for the default")->check(whole_number(0, 1 << 16));
+  app.add_option("--context", context, "KV cache rows (default: prompt + decode)")
+      ->check(whole_number(0, std::int64_t{1} << 31));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return fail(std::string(e.what()) + " (--help lists the options)");
   }
-  if (prompt.empty() || decode < 0) return fail("--tokens needs at least one id, --decode a count >= 0");
-  if (!model.empty() && !hf.empty()) return fail("--model and --hf name two models: give one");
+  if (prompt.empty()) return fail("--tokens needs at least one id");
 
   // The model file: given, or a synthetic one written now.
   std::filesystem::path tmp;
@@ -200,4 +212,14 @@ int main(int argc, char** argv) {
     std::printf("decode: %d tokens in %.3f s = %.2f tokens/s\n", decode - 1, decode_s,
                 static_cast<double>(decode - 1) / decode_s);
   return 0;
+}
+
+// Every failure the program reports is a status; anything else (out of memory, a filesystem
+// error) ends here with a message and exit 1, never as an uncaught exception's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    return fail(std::string("error: ") + e.what());
+  }
 }

@@ -9,6 +9,8 @@
 #   PYTHONPATH=python TERNJIT_LIBRARY=build/lib/libternjit.so \
 #     python3 examples/bitnet/bitnet_example.py [--model F.gguf | --hf DIR] [--tiny] [--tokens 1,2,3]
 #                                               [--decode N] [--target auto|x86|llvm|reference] [--threads T]
+#
+# A bad argument or any failure is a message on stderr and exit status 1.
 import argparse
 import os
 import shutil
@@ -23,17 +25,43 @@ import ternjit
 TINY = {"blocks": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 512, "vocab": 50, "context": 64}
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is exit status 1 like every other failure (the C++ runner's)."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        sys.exit("bitnet_example.py: %s (--help lists the options)" % message)
+
+
+def whole_number(lo, hi):
+    """An argparse type: a whole number in [lo, hi]."""
+    def parse(text):
+        try:
+            v = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError("'%s' is not a whole number" % text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError("%s is outside [%d, %d]" % (text, lo, hi))
+        return v
+    return parse
+
+
+def token_ids(text):
+    """--tokens: comma-separated ids, each a whole number in [0, 2^31)."""
+    return [whole_number(0, 2**31 - 1)(t) for t in text.split(",")]
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = Parser(description=__doc__)
     ap.add_argument("--model")
     ap.add_argument("--hf", help="a Hugging Face BitNet checkpoint directory")
     ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--tokens", default="1,2,3,4,5,6,7,8")
-    ap.add_argument("--decode", type=int, default=16)
+    ap.add_argument("--tokens", type=token_ids, default=[1, 2, 3, 4, 5, 6, 7, 8])
+    ap.add_argument("--decode", type=whole_number(0, 1 << 20), default=16)
     ap.add_argument("--target", default="auto")
-    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--threads", type=whole_number(0, 1 << 16), default=0)
     a = ap.parse_args()
-    prompt = [int(t) for t in a.tokens.split(",")]
+    prompt = a.tokens
     tmp = None
     model = a.model
     if a.model and a.hf:
@@ -46,6 +74,10 @@ def main():
         print("wrote synthetic model %s in %.1f s" % (model, time.perf_counter() - t0))
     try:
         c = ternjit.read_hf_bitnet_config(a.hf) if a.hf else ternjit.read_bitnet_config(model)
+        outside = [t for t in prompt if t >= c["vocab"]]
+        if outside:
+            raise ternjit.Error(ternjit.INVALID_ARGUMENT, "token id %d is outside the vocabulary [0, %d)"
+                                % (outside[0], c["vocab"]))
         context = len(prompt) + a.decode
         d = c["hidden"] // c["heads"]
         engine = ternjit.Engine(target=a.target, threads=a.threads)
@@ -83,4 +115,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A failure is a message and exit status 1, never a traceback.
+    try:
+        sys.exit(main())
+    except (ternjit.Error, OSError, MemoryError) as e:
+        sys.exit("bitnet_example.py: %s" % e)
