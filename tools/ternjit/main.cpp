@@ -134,7 +134,8 @@ int cli_main(int argc, char** argv) {
 
 // Sizes from the user are checked before anything is allocated; should memory run out
 // anyway (a limit of the machine, not of ternjit), the command fails with a message
-// and exit 1 instead of an uncaught exception's abort.
+// and exit 1. No command ends on an uncaught exception's abort: anything else thrown
+// past the commands (which report their own errors) is an error with exit 1 too.
 int main(int argc, char** argv) {
   try {
     return cli_main(argc, argv);
@@ -142,6 +143,10 @@ int main(int argc, char** argv) {
     std::fputs("error: out of memory (the machine could not provide the memory this command needs)\n", stderr);
   } catch (const std::length_error& e) {
     std::fprintf(stderr, "error: a size is too large to allocate (%s)\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fputs("error: internal error: an unknown exception\n", stderr);
   }
   return 1;
 }
