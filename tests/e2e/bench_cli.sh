@@ -157,6 +157,12 @@ expect_fail "bad TERNJIT_TARGET" "nope" \
 expect_fail "unknown layer" "no function 'Nope.forward'" \
   -- "$bin" bench "$tri" --layer Nope --shape M=1,K=64,N=16 "${fast[@]}"
 expect_fail "--reps 0" "--reps" -- "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --reps 0
+expect_fail "--reps 201" "--reps must be 1..200" -- "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --reps 201
+# A --min-time that never ends is refused at once (timeout: exit 124 if the bench runs on).
+for t in inf nan -1 3601; do
+  expect_fail "--min-time $t" "--min-time must be" \
+    -- timeout 20 "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --reps 3 --warmup 1 --min-time "$t"
+done
 expect_fail "--threads 0" "--threads" -- "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=16 --threads 0
 expect_fail "missing file" "cannot read" -- "$bin" bench "$work/none.tri" --layer BitLinear --shape M=1,K=64,N=16
 

@@ -52,6 +52,8 @@ Error bad(std::string msg) { return make_error(ErrorCode::InvalidArgument, std::
 constexpr double kReferenceOpsPerSecond = 50e6;
 // At most this many timed samples; shorter calls are batched so the samples fill --min-time.
 constexpr int kMaxSamples = 200;
+// --min-time at most (an hour): a finite bound, so `bench` always ends (docs/cli.md).
+constexpr double kMaxMinTime = 3600;
 // --cold rotates weight copies totalling 4x the last-level cache (as the read probe), at
 // most this many copies and bytes (64 MiB of copies when the cache size is unknown).
 constexpr int kMaxColdCopies = 64;
@@ -292,9 +294,13 @@ void print_table(const nlohmann::json& j) {
 }  // namespace
 
 int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& registry) {
-  if (o.reps < 1) return report(bad("--reps must be >= 1"));
+  if (o.reps < 1 || o.reps > kMaxSamples)
+    return report(bad("--reps must be 1.." + std::to_string(kMaxSamples) + ", got " + std::to_string(o.reps)));
   if (o.warmup < 0) return report(bad("--warmup must be >= 0"));
-  if (!(o.min_time >= 0) || !(o.ref_max_time >= 0)) return report(bad("--min-time and --ref-max-time must be >= 0"));
+  // NaN fails every comparison, so each check is written to pass only in range; inf is out of range.
+  if (!(o.min_time >= 0 && o.min_time <= kMaxMinTime))
+    return report(bad("--min-time must be a number of seconds in 0.." + std::to_string(static_cast<int>(kMaxMinTime))));
+  if (!(o.ref_max_time >= 0)) return report(bad("--ref-max-time must be >= 0"));
   if (!o.plot.empty())
     if (auto ok = check_plotter(); !ok.ok()) return report(ok.error());
   auto m = load_module(o.file);
@@ -476,9 +482,9 @@ void add_bench_command(CLI::App& app, const targets::TargetRegistry& registry) {
                    "under its own options, e.g. a code-path cap)");
   add_cache_dir_flag(*cmd, o->target.cache_dir);
   cmd->add_option("--warmup", o->warmup, "untimed calls first (default 3)");
-  cmd->add_option("--reps", o->reps, "timed samples at least (default 10)");
+  cmd->add_option("--reps", o->reps, "timed samples at least, 1..200 (default 10)");
   cmd->add_option("--min-time", o->min_time,
-                  "seconds to keep timing the kernel, at least --reps samples (default 0.5)");
+                  "seconds to keep timing the kernel, at least --reps samples, 0..3600 (default 0.5)");
   cmd->add_option("--ref-max-time", o->ref_max_time,
                   "skip the reference when its estimated time per call exceeds these seconds (default 2)");
   cmd->add_flag("--cold", o->cold, "rotate weight copies totalling 4x the last-level cache (at most 64 copies, 1 GiB)");
