@@ -66,10 +66,22 @@ int read_all(int fd, std::vector<std::uint8_t>& out) {
   }
 }
 
+// What a non-regular file is, for the error that refuses it.
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
 Result<ir::SharedBytes> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer would block forever; the fstat below then
+  // refuses it (on a regular file the flag changes nothing).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return io_error("open", path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -77,7 +89,14 @@ Result<ir::SharedBytes> map_file(const std::string& path) {
     ::close(fd);
     return io_error("examine", path, err);
   }
-  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+  // Only regular files: their size is known and bounds what is read. A device (/dev/zero),
+  // a FIFO or a socket would be read to an end that may never come.
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error(ErrorCode::IoError, "cannot read '" + path + "': it is " + file_type_name(st.st_mode) +
+                                              ", not a regular file");
+  }
+  if (st.st_size > 0) {
     const auto size = static_cast<std::size_t>(st.st_size);
     void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr != MAP_FAILED) {

@@ -11,15 +11,18 @@
 
 namespace ternjit::formats {
 
-/// The bytes of the file at `path`. A regular, non-empty file is mapped read-only
+/// The bytes of the regular file at `path`. A non-empty file is mapped read-only
 /// (a private mapping: pages are read on first touch and shared with the page cache);
-/// anything else (an empty file, a pipe, a file system without mmap) is read into
-/// memory. The mapping is released when the last SharedBytes sharing it is destroyed.
+/// an empty file, or one on a file system without mmap, is read into memory. Anything
+/// that is not a regular file (a directory, a FIFO, a device such as /dev/zero, a
+/// socket) is refused without reading it, since its end may never come; a FIFO is
+/// opened without blocking. The mapping is released when the last SharedBytes sharing it is destroyed.
 /// The file must not be truncated or rewritten in place while mapped (a read of a
 /// vanished page faults, as with any mapping); write_safetensors replaces files by
 /// rename, which leaves existing mappings intact.
 /// Errors: NotFound when the file does not exist, IoError when it cannot be opened,
-/// examined or read ("cannot read 'w.st': Is a directory").
+/// examined or read, or is not a regular file ("cannot read 'w.st': it is a directory,
+/// not a regular file").
 Result<ir::SharedBytes> map_file(const std::string& path);
 
 /// Drops this process's resident pages of `bytes` when they lie inside a live map_file

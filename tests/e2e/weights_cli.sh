@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/e2e/weights_cli.sh - `ternjit run --weights` on a GGUF file (by content), --map,
-# --random-missing and `ternjit inspect`, end to end. The GGUF file is written byte by
+# --random-missing and `ternjit inspect` (which read regular files only), end to end. The GGUF file is written byte by
 # byte here (independently of the project's writer).
 #   tests/e2e/weights_cli.sh TERNJIT_BINARY
 set -u
@@ -95,4 +95,14 @@ printf 'GGUF\x03\x00\x00\x00' >trunc.gguf
 expect_fail "truncated GGUF" "trunc.gguf" "$bin" run g.tri --layer L0 --shape M=1 --weights trunc.gguf
 expect_fail "inspect a truncated GGUF" "trunc.gguf" "$bin" inspect trunc.gguf
 
+# Only regular files are read: a device never ends (read to EOF it ran out of memory), a
+# FIFO without a writer blocked forever. Refused by name and type, at once (timeout: 124).
+mkfifo pipe
+for f in /dev/zero pipe; do
+  expect_fail "inspect $f: not a regular file" "cannot read '$f': it is a .*, not a regular file" \
+    timeout 20 bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$bin" inspect "$f"
+  expect_fail "run --weights $f: not a regular file" "cannot read '$f': it is a .*, not a regular file" \
+    timeout 20 "$bin" run g.tri --layer L0 --shape M=1 --weights "$f"
+done
+expect_fail "inspect a directory" "cannot read '\.': it is a directory" "$bin" inspect .
 e2e_summary weights_cli

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // mapped_file_test.cpp - release_mapped_pages: a file mapping's resident pages are dropped and
-// read back the same; memory that is not a file mapping is never touched.
+// read back the same; memory that is not a file mapping is never touched. map_file refuses
+// what is not a regular file (a FIFO without blocking, /dev/zero without reading it).
 #include "formats/mapped_file.h"
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -64,6 +66,29 @@ TEST_CASE("release_mapped_pages drops a file mapping's resident pages; they read
   CHECK(heap[kBytes / 2] == 7);
   CHECK(release_mapped_pages({}) == 0);
   std::filesystem::remove(path);
+}
+
+
+TEST_CASE("map_file refuses a FIFO, a device and a directory by name and type, without reading or blocking") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ternjit_nonregular_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto refused = [](const std::string& path, const std::string& type) {
+    auto r = map_file(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::IoError);
+    INFO(r.error().message);
+    CHECK(r.error().message.find("'" + path + "'") != std::string::npos);
+    CHECK(r.error().message.find(type + ", not a regular file") != std::string::npos);
+  };
+  // A FIFO without a writer: a blocking open (or a read to EOF) would never return.
+  const std::string fifo = (dir / "pipe").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  refused(fifo, "a FIFO (named pipe)");
+  // /dev/zero never ends: reading it to EOF ran out of memory.
+  if (std::filesystem::exists("/dev/zero")) refused("/dev/zero", "a character device");
+  refused(dir.string(), "a directory");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
