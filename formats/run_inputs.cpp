@@ -93,6 +93,14 @@ Result<ir::StoredTensor> convert_input(const StFile& inputs, const StTensor& t, 
 }
 
 // Names of the parameters `f` reads, directly or through the functions it calls.
+// The tensor names of an inputs file, for "did you mean".
+std::vector<std::string> input_names(const StFile& inputs) {
+  std::vector<std::string> names;
+  names.reserve(inputs.tensors.size());
+  for (const StTensor& t : inputs.tensors) names.push_back(t.name);
+  return names;
+}
+
 std::set<std::string> params_used(const Module& m, const Function& f) {
   std::set<std::string> used;
   std::set<std::string> seen{f.name()};
@@ -159,11 +167,16 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     return find_param_offer(*weights, p.name, layer_of(p.name) == layer);
   };
   for (ValueId a : f.args()) {
-    const StTensor* t = inputs ? inputs->find(f.value(a).name) : nullptr;
+    const std::string& name = f.value(a).name;
+    const StTensor* t = inputs ? inputs->find(name) : nullptr;
+    // An inputs file is as strict as a weights file: what it lacks is random only when asked.
+    if (!t && inputs && !options.random_missing_inputs)
+      return fail("input '" + name + "' has no tensor in " + options.inputs_name +
+                  ir::did_you_mean(name, input_names(*inputs)) +
+                  "; random values only when asked (--random-missing-inputs SEED)");
     if (!t) continue;
     std::vector<std::int64_t> shape = t->shape;
-    TERNJIT_TRY_VOID(bind_shape(f.type_of(a), f.symbols(), layer, shape,
-                                "input '" + f.value(a).name + "'", run.shapes));
+    TERNJIT_TRY_VOID(bind_shape(f.type_of(a), f.symbols(), layer, shape, "input '" + name + "'", run.shapes));
   }
   const std::set<std::string> used = params_used(m, f);
   for (const ParamDecl& p : m.params()) {
@@ -186,16 +199,14 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     const std::string what = "input '" + name + "'";
     const StTensor* t = inputs ? inputs->find(name) : nullptr;
     TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
-    if (t || options.random_missing_inputs)
-      TERNJIT_TRY_VOID(charge(tensor_bytes(f.type_of(a).elem, numel_of(shape), sizeof(double)), allocated,
-                              options.max_bytes, what, shape));
+    TERNJIT_TRY_VOID(charge(tensor_bytes(f.type_of(a).elem, numel_of(shape), sizeof(double)), allocated,
+                            options.max_bytes, what, shape));
     if (t) {
       TERNJIT_TRY(auto stored, convert_input(*inputs, *t, f.type_of(a).elem, shape, what));
       run.args.push_back(stored.to_host());
-    } else if (options.random_missing_inputs) {
-      run.args.push_back(HostTensor::random(f.type_of(a).elem, shape, derive_seed(options.seed, salt)));
     } else {
-      return fail(what + " is missing");
+      const std::uint64_t seed = inputs ? options.inputs_seed.value_or(options.seed) : options.seed;
+      run.args.push_back(HostTensor::random(f.type_of(a).elem, shape, derive_seed(seed, salt)));
     }
     ++salt;
   }

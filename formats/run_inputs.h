@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "formats/safetensors.h"
@@ -25,10 +26,18 @@ struct RunInputs {
 /// Options of prepare_run.
 struct PrepareOptions {
   std::uint64_t seed = 1;           ///< seed of random inputs and parameters
-  bool random_missing_inputs = true;  ///< else a missing input is an error
+  /// With an inputs file: draw the arguments it lacks at random (from `inputs_seed`),
+  /// else each is an error naming the file's closest tensor names. Without an inputs
+  /// file every argument is drawn from `seed` (there is no file to be missing from).
+  bool random_missing_inputs = false;
   bool random_missing_params = true;  ///< else a missing parameter is an error naming the closest file names
   /// Seed of random parameters (default: `seed`), e.g. `ternjit run --random-missing SEED`.
   std::optional<std::uint64_t> params_seed;
+  /// Seed of the random arguments an inputs file lacks (default: `seed`), e.g. `ternjit
+  /// run --random-missing-inputs SEED`.
+  std::optional<std::uint64_t> inputs_seed;
+  /// The inputs file's name in errors (e.g. its path).
+  std::string inputs_name = "the inputs file";
   /// Most elements in one tensor: a larger (or overflowing) shape is an error, so a typo
   /// in a shape binding cannot exhaust memory.
   std::int64_t max_elements = std::int64_t{1} << 31;
@@ -56,8 +65,10 @@ std::optional<std::uint64_t> tensor_bytes(ElemKind kind, std::int64_t numel, int
 /// (WeightFile::check_scales). Parameters are kept in their own element type
 /// (formats::store_weight): data of the declared kind stays in `weights`'s buffers (for
 /// a mapped file, its mapping), not copied. Symbolic dims bind from `shapes`, then from the files' shapes;
-/// a conflict or an unbound dim of a random tensor is an error naming it. Missing
-/// tensors are drawn from `seed` unless the options forbid it. `inputs`/`weights`
+/// a conflict or an unbound dim of a random tensor is an error naming it. Without
+/// `inputs` every argument is drawn from `seed`; with it an argument it lacks is an
+/// error naming the closest tensor names unless options.random_missing_inputs. Missing
+/// parameters are drawn from `seed` unless the options forbid it. `inputs`/`weights`
 /// may be null. Errors are InvalidInput with a message naming the tensor, also when a
 /// tensor exceeds options.max_elements or the tensors together options.max_bytes.
 Result<RunInputs> prepare_run(const ir::Module& m, const ir::Function& f, const StFile* inputs,

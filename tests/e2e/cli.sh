@@ -64,6 +64,23 @@ printf '\x10\x00\x00\x00\x00\x00\x00\x00{"w": {"dtype"' >trunc.safetensors
 expect_fail "malformed safetensors (truncated header)" 'trunc.safetensors' "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --weights trunc.safetensors
 expect_fail "shape mismatch between input and declaration" "input 'output'" "$bin" run two.tri --layer Head --shape N=7 --input h.safetensors
 expect_fail "unbound symbol" "symbol 'M'" "$bin" run two.tri --layer Lin --shape K=2,N=2
+# Issue 33 item 11: an --input file whose names miss an argument is an error naming the
+# file's closest tensor, never a silent run on random inputs; random only when asked.
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --output xs.safetensors >/dev/null 2>err.txt
+check "run Lin --output (a file whose tensor is not named x)" $?
+expect_fail "--input without the argument" "input 'x' has no tensor in xs.safetensors.*--random-missing-inputs" \
+  "$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --input xs.safetensors
+h='{"outputs":{"dtype":"F32","shape":[1,4],"data_offsets":[0,16]}}'
+printf "$(printf '\\x%02x' "${#h}")\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$h" >in2.safetensors
+head -c 16 /dev/zero >>in2.safetensors
+expect_fail "--input names the closest tensor" "input 'output' has no tensor in in2.safetensors \(did you mean 'outputs'\?\)" \
+  "$bin" run two.tri --layer Head --input in2.safetensors --shape M=1,N=4
+"$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --input xs.safetensors --random-missing-inputs 3 >r1.txt 2>err.txt && \
+  "$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --input xs.safetensors --random-missing-inputs 3 >r2.txt && \
+  cmp -s r1.txt r2.txt
+check "--random-missing-inputs draws them, seeded" $?
+expect_fail "--random-missing-inputs needs --input" "needs --input" \
+  "$bin" run two.tri --layer Lin --shape M=2,K=3,N=2 --random-missing-inputs 1
 expect_fail "unknown layer" "no function 'Nope.forward'" "$bin" run two.tri --layer Nope
 expect_fail "missing file" "cannot read 'missing.tri'" "$bin" check missing.tri
 expect_fail "unknown target" "unknown target 'nope'" "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target nope

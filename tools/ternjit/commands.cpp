@@ -263,9 +263,15 @@ int cmd_run(const RunOptions& o, const targets::TargetRegistry& registry) {
     auto in = formats::read_safetensors(o.input);
     if (!in.ok()) return report(in.error());
     inputs = std::move(in.value());
+  } else if (o.random_missing_inputs) {
+    return report(make_error(ErrorCode::InvalidArgument, "--random-missing-inputs needs --input"));
   }
   formats::PrepareOptions popts;
   popts.seed = o.seed;
+  // With an inputs file a missing argument is an error unless random ones are asked for.
+  popts.random_missing_inputs = o.random_missing_inputs.has_value();
+  popts.inputs_seed = o.random_missing_inputs;
+  popts.inputs_name = o.input;
   // With a weights file a missing parameter is an error unless random ones are asked for;
   // without one, everything is drawn from --seed (the demo path).
   if (weights) {

@@ -27,6 +27,7 @@ struct RunOptions {
   std::string weights;      ///< weights file (safetensors or GGUF, by content) or empty
   std::vector<std::string> name_map;  ///< --map rules "PATTERN=TARGET"
   std::optional<std::uint64_t> random_missing;  ///< --random-missing SEED: draw parameters the weights lack
+  std::optional<std::uint64_t> random_missing_inputs;  ///< --random-missing-inputs SEED: draw inputs --input lacks
   std::string input;        ///< safetensors path or empty
   std::string output;       ///< safetensors path or empty (then print)
   std::uint64_t seed = 1;

@@ -80,7 +80,12 @@ int cli_main(int argc, char** argv) {
   run->add_option_function<std::uint64_t>(
       "--random-missing", [&run_opts](std::uint64_t seed) { run_opts.random_missing = seed; },
       "draw parameters the weights file lacks at random from SEED (otherwise an error)");
-  run->add_option("--input", run_opts.input, "safetensors file with the inputs (by argument name)");
+  run->add_option("--input", run_opts.input,
+                  "safetensors file with the inputs (by argument name); every argument must be in it unless "
+                  "--random-missing-inputs is given (without --input all inputs are random from --seed)");
+  run->add_option_function<std::uint64_t>(
+      "--random-missing-inputs", [&run_opts](std::uint64_t seed) { run_opts.random_missing_inputs = seed; },
+      "draw arguments the --input file lacks at random from SEED (otherwise an error)");
   run->add_option("--output", run_opts.output, "write the outputs to this safetensors file");
   run->add_option("--seed", run_opts.seed, "seed of random inputs/parameters (default 1)");
   run->add_flag("--check", run_opts.check,

@@ -413,3 +413,41 @@ TEST_CASE("open: GGUF by content whatever the extension; prepare_run is strict w
   CHECK(has(run.error(), "no parameter 'L.w_scale' takes them"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("prepare_run: an inputs file is as strict as a weights file; random inputs only when asked") {
+  auto m = dsl::compile_tri("layer L {\n fn forward(x: Tensor[M, K]) -> Tensor[M, K] { return x * 2.0 }\n}\n", "l.tri");
+  REQUIRE(m.ok());
+  const ir::Function& f = *m->find_function("L.forward");
+  StFile inputs;  // the argument is 'x'; the file names its tensor 'xs'
+  inputs.tensors.push_back(make_f32_tensor("xs", {1, 2}, std::vector<float>{3, 4}));
+  PrepareOptions strict;
+  strict.inputs_name = "in.safetensors";
+  auto run = prepare_run(*m, f, &inputs, nullptr, {}, strict);
+  REQUIRE_FALSE(run.ok());
+  CHECK(has(run.error(), "input 'x' has no tensor in in.safetensors (did you mean 'xs'?)"));
+  CHECK(has(run.error(), "--random-missing-inputs"));
+
+  // Asked for: drawn from inputs_seed (the same seed, the same values; another, others).
+  ir::ShapeBindings shapes;
+  shapes.values["M"] = 1;
+  shapes.values["K"] = 2;
+  PrepareOptions lenient;
+  lenient.random_missing_inputs = true;
+  lenient.inputs_seed = 7;
+  auto a = prepare_run(*m, f, &inputs, nullptr, shapes, lenient);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto b = prepare_run(*m, f, &inputs, nullptr, shapes, lenient);
+  REQUIRE(b.ok());
+  CHECK(a->args.at(0).data == b->args.at(0).data);
+  lenient.inputs_seed = 8;
+  auto c = prepare_run(*m, f, &inputs, nullptr, shapes, lenient);
+  REQUIRE(c.ok());
+  CHECK(a->args.at(0).data != c->args.at(0).data);
+
+  // The right name binds the file's values; without a file every input is random.
+  inputs.tensors[0].name = "x";
+  auto bound = prepare_run(*m, f, &inputs, nullptr, {}, strict);
+  REQUIRE_MESSAGE(bound.ok(), (bound.ok() ? "" : bound.error().message));
+  CHECK(bound->args.at(0).data == std::vector<double>{3, 4});
+  CHECK(prepare_run(*m, f, nullptr, nullptr, shapes, PrepareOptions{}).ok());
+}
