@@ -125,11 +125,17 @@ Result<GgufDims> gguf_dims(const GgufTensor& t, const std::string& what) {
   return d;
 }
 
-// The f16 scale d of block b of a ternary GGUF tensor (the block's last two bytes).
-float block_scale(const GgufTensor& t, std::size_t b) {
+// The f16 scale d of block b of a ternary GGUF tensor (the block's last two bytes), read
+// through a bounds check on the tensor's own bytes: a block past them (a tensor with
+// ne0 = 0 has none) is an error, never a read of the bytes that follow the tensor.
+Result<float> block_scale(const GgufTensor& t, std::size_t b) {
   const std::size_t size = gguf_block_bytes(t.type);
-  const std::uint8_t* p = t.bytes.data() + size * b + size - 2;
-  return ir::f16_bits_to_f32(static_cast<std::uint16_t>(p[0] | p[1] << 8));
+  const std::span<const std::uint8_t> bytes = t.bytes.span();
+  if (size < 2 || b >= bytes.size() / size)
+    return fail("GGUF tensor " + quoted(t.name) + " has " + std::to_string(size == 0 ? 0 : bytes.size() / size) +
+                " blocks; block " + std::to_string(b) + " is past its bytes");
+  const std::span<const std::uint8_t> d = bytes.subspan(size * b + size - 2, 2);
+  return ir::f16_bits_to_f32(static_cast<std::uint16_t>(d[0] | d[1] << 8));
 }
 
 // A float matrix stored as N rows of K (safetensors [N, K], or GGUF dims (K, N)), read a row at a time.
@@ -387,11 +393,13 @@ Result<ir::StoredTensor> gguf_float(const GgufTensor& t, const GgufDims& d, Elem
   return encode_floats(kind, d.shape, values);
 }
 
-// Row n's block scales: all equal? (bitwise, as f32 from f16). On failure `at` is the first differing block.
-bool row_uniform(const GgufTensor& t, std::size_t n, std::size_t g, std::size_t* at) {
-  const float first = block_scale(t, n * g);
+// Row n's block scales (g >= 1 of them): all equal? (bitwise, as f32 from f16). On
+// failure `at` is the first differing block.
+Result<bool> row_uniform(const GgufTensor& t, std::size_t n, std::size_t g, std::size_t* at) {
+  TERNJIT_TRY(const float first, block_scale(t, n * g));
   for (std::size_t b = 1; b < g; ++b) {
-    if (std::bit_cast<std::uint32_t>(block_scale(t, n * g + b)) != std::bit_cast<std::uint32_t>(first)) {
+    TERNJIT_TRY(const float d, block_scale(t, n * g + b));
+    if (std::bit_cast<std::uint32_t>(d) != std::bit_cast<std::uint32_t>(first)) {
       *at = b;
       return false;
     }
@@ -609,11 +617,16 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
       const std::size_t g = d.k / kQK;
       if (declared.rank() == 2) return Shape{std::vector<std::int64_t>{static_cast<std::int64_t>(g), static_cast<std::int64_t>(d.n)}};
+      // A per-row scale is each row's block 0: a row of K = 0 has none.
+      if (g == 0 && d.n != 0)
+        return fail(from + ": its rows have no blocks (K = " + std::to_string(d.k) + "), so there is no per-row scale to bind");
       for (std::size_t n = 0; n < d.n; ++n) {
         std::size_t at = 0;
-        if (!row_uniform(t, n, g, &at)) {
+        auto uniform = row_uniform(t, n, g, &at);
+        if (!uniform.ok()) return fail(from + ": " + uniform.error().message);
+        if (!*uniform) {
           return fail(from + ": its block scales vary along K (row " + std::to_string(n) + ": d = " +
-                      fmt_float(block_scale(t, n * g)) + " in block 0, " + fmt_float(block_scale(t, n * g + at)) +
+                      fmt_float(*block_scale(t, n * g)) + " in block 0, " + fmt_float(*block_scale(t, n * g + at)) +
                       " in block " + std::to_string(at) + "), so they bind only a grouped scale: declare the parameter Tensor[G, N] with G = K / 256 = " +
                       std::to_string(g));
         }
@@ -699,13 +712,23 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
       const GgufTensor& t = gguf_->tensors[o.tensor];
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
       const std::size_t g = d.k / kQK;
+      auto scale = [&](std::size_t b) -> Result<float> {
+        auto v = block_scale(t, b);
+        if (!v.ok()) return fail(from + ": " + v.error().message);
+        return v;
+      };
       std::vector<float> values;
       if (shape.size() == 1) {
-        for (std::size_t n = 0; n < d.n; ++n) values.push_back(block_scale(t, n * g));
+        for (std::size_t n = 0; n < d.n; ++n) {
+          TERNJIT_TRY(const float v, scale(n * g));
+          values.push_back(v);
+        }
       } else {
         values.resize(g * d.n);
         for (std::size_t n = 0; n < d.n; ++n)
-          for (std::size_t b = 0; b < g; ++b) values[b * d.n + n] = block_scale(t, n * g + b);
+          for (std::size_t b = 0; b < g; ++b) {
+            TERNJIT_TRY(values[b * d.n + n], scale(n * g + b));
+          }
       }
       release_mapped_pages(t.bytes.span());  // read once (above): as the GgufTernary offer
       return encode_floats(declared, std::move(shape), values);
@@ -782,7 +805,10 @@ Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, cons
     if (o.kind == OfferKind::GgufTernary) {
       const GgufTensor& t = gguf_->tensors[o.tensor];
       const std::size_t blocks = static_cast<std::size_t>(t.elem_count() / kQK);
-      for (std::size_t b = 0; b < blocks && unit; ++b) unit = block_scale(t, b) == 1.0f;
+      for (std::size_t b = 0; b < blocks && unit; ++b) {
+        TERNJIT_TRY(const float d, block_scale(t, b));
+        unit = d == 1.0f;
+      }
       what = std::string(gguf_type_name(t.type)) + " tensor " + quoted(o.origin) + " has block scales";
     } else if (o.kind == OfferKind::HfPacked) {
       TERNJIT_TRY(std::vector<float> ws, to_f32(st_->tensors[o.sibling]));

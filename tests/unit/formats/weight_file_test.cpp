@@ -451,3 +451,25 @@ TEST_CASE("prepare_run: an inputs file is as strict as a weights file; random in
   CHECK(bound->args.at(0).data == std::vector<double>{3, 4});
   CHECK(prepare_run(*m, f, nullptr, nullptr, shapes, PrepareOptions{}).ok());
 }
+
+TEST_CASE("gguf ternary: a TQ2_0 tensor with ne0 = 0 has no block scales; the bytes after it are never read") {
+  // The empty tensor (0 bytes) lies right before a canary whose block scale is 1234: a scale
+  // read past the empty tensor's bytes would return it (or fault before a guard page).
+  const GgufTensor empty = make_tq_tensor("w", GgufTensorType::TQ2_0, 0, 4, {}, {});
+  const GgufTensor canary = make_tq_tensor("canary", GgufTensorType::TQ2_0, 256, 1, random_ternary(256, 3), {1234.0f});
+  const WeightFile f = gguf_file({empty, canary});
+  const WeightOffer& s = offer(f, "w_scale");
+  auto one = f.shape_for(s, type_of(ElemKind::F32, 1), "parameter 'L.w_scale'");
+  REQUIRE_FALSE(one.ok());
+  CHECK(has(one.error(), "parameter 'L.w_scale'"));
+  CHECK(has(one.error(), "its rows have no blocks (K = 0), so there is no per-row scale to bind"));
+  auto loaded = f.load(s, ElemKind::F32, {4}, "parameter 'L.w_scale'");
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(has(loaded.error(), "no per-row scale"));
+  // Declared grouped, [G = 0, N] is empty: nothing is read. Unbound, there is no scale to drop.
+  auto grouped = f.load(s, ElemKind::F32, {0, 4}, "parameter 'L.w_scale'");
+  REQUIRE_MESSAGE(grouped.ok(), (grouped.ok() ? "" : grouped.error().message));
+  CHECK(grouped->numel() == 0);
+  CHECK(f.check_scales({"w"}, {"w"}).ok());
+  CHECK(f.check_scales({"w"}, {}).ok());
+}
