@@ -25,9 +25,9 @@
 #include "ternjit/tmatmul.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -422,56 +422,39 @@ class DispatchKernel {
 
   // A Program of the layer with the values at `v` bound (Program::bind keeps its own stored
   // form; nothing of the caller's is referenced after). The weight's packed panels are
-  // made when a row count's kernel is first built (kernel_for).
+  // made when a row count's kernel is first built (kernel_for). A GGUF weight is decoded
+  // first: its values and block scales (D.w, D.d), or, when each column's blocks share one
+  // scale, its values and that scale per column on the column-scale layer.
   Result<BoundProgram> bind(const BoundValues& v) const {
-    if (is_gguf(desc_.weight_format())) return bind_gguf(v);
-    TERNJIT_TRY(Program prog, engine_.compile(module_));
-    const std::size_t scale_n = scale_count(), bias_n = desc_.bias() ? static_cast<std::size_t>(desc_.n) : 0;
-    if (scale_n > 0) {
+    const bool gguf = is_gguf(desc_.weight_format());
+    std::vector<std::int8_t> values;
+    std::vector<float> blocks, columns;
+    if (gguf) TERNJIT_TRY_VOID(decode_gguf(desc_, static_cast<const std::uint8_t*>(v.w), &values, &blocks, &columns));
+    const bool by_column = gguf && column_module_.has_value() && !columns.empty();
+    TERNJIT_TRY(Program prog, engine_.compile(by_column ? *column_module_ : module_));
+    // The caller's scale and bias, as the descriptor asks (by_column: the descriptor has no scale).
+    if (desc_.scale != TERNJIT_TMATMUL_SCALE_NONE) {
       std::vector<std::int64_t> shape{desc_.n};
       if (desc_.scale == TERNJIT_TMATMUL_SCALE_GROUP) shape = {scale_rows(desc_), desc_.n};
       TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{const_cast<float*>(v.scale), ElemKind::F32, shape}));
     }
-    if (bias_n > 0)
-      TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
-    const std::vector<std::int64_t> kn{desc_.k, desc_.n};
-    void* w = const_cast<void*>(v.w);  // TensorView holds void*; bind only reads
-    switch (desc_.weight_format()) {
-      case TERNJIT_TMATMUL_W_TERN2:
-      case TERNJIT_TMATMUL_W_TERN1_6: {
-        const WeightFormat f =
-            desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
-        TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{w, ElemKind::U8, kn}, f, weight_bytes_));
-        break;
-      }
-      default: break;  // GGUF weights: bind_gguf
-    }
-    return bound_program(std::move(prog));
-  }
-
-  // A GGUF weight: its values and block scales (D.w, D.d), or, when each column's blocks
-  // share one scale, its values and that scale per column on the column-scale layer.
-  Result<BoundProgram> bind_gguf(const BoundValues& v) const {
-    std::vector<std::int8_t> values;
-    std::vector<float> scales, columns;
-    TERNJIT_TRY_VOID(decode_gguf(desc_, static_cast<const std::uint8_t*>(v.w), &values, &scales, &columns));
-    const bool by_column = column_module_.has_value() && !columns.empty();
-    TERNJIT_TRY(Program prog, engine_.compile(by_column ? *column_module_ : module_));
     if (desc_.bias())
       TERNJIT_TRY_VOID(prog.bind("D.b", TensorView{const_cast<float*>(v.bias), ElemKind::F32, {desc_.n}}));
-    if (desc_.scale == TERNJIT_TMATMUL_SCALE_COLUMN)
-      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{const_cast<float*>(v.scale), ElemKind::F32, {desc_.n}}));
-    TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, {desc_.k, desc_.n}}));
-    if (by_column) {
-      TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{columns.data(), ElemKind::F32, {desc_.n}}));
+    const std::vector<std::int64_t> kn{desc_.k, desc_.n};
+    if (!gguf) {
+      const WeightFormat f =
+          desc_.weight_format() == TERNJIT_TMATMUL_W_TERN2 ? WeightFormat::Tern2 : WeightFormat::Tern16;
+      // TensorView holds void*; bind only reads.
+      TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{const_cast<void*>(v.w), ElemKind::U8, kn}, f, weight_bytes_));
     } else {
-      TERNJIT_TRY_VOID(prog.bind(
-          "D.d", TensorView{scales.data(), ElemKind::F32, {desc_.k / gguf_block(desc_.weight_format()), desc_.n}}));
+      TERNJIT_TRY_VOID(prog.bind("D.w", TensorView{values.data(), ElemKind::T2, kn}));
+      if (by_column) {
+        TERNJIT_TRY_VOID(prog.bind("D.s", TensorView{columns.data(), ElemKind::F32, {desc_.n}}));
+      } else {
+        const std::int64_t rows = desc_.k / gguf_block(desc_.weight_format());
+        TERNJIT_TRY_VOID(prog.bind("D.d", TensorView{blocks.data(), ElemKind::F32, {rows, desc_.n}}));
+      }
     }
-    return bound_program(std::move(prog));
-  }
-
-  [[nodiscard]] BoundProgram bound_program(Program prog) const {
     return BoundProgram(std::move(prog), static_cast<std::size_t>(std::min(desc_.rows_bound(), kRowTable) + 1));
   }
 
@@ -578,7 +561,7 @@ class DispatchKernel {
   const Desc desc_;
   const Module module_;
   // For a GGUF weight without a scale of the caller's: the same layer with a ternary weight
-  // and a column scale (bind_gguf's column case).
+  // and a column scale (bind's column case).
   const std::optional<Module> column_module_;
   const std::size_t weight_bytes_;
   mutable std::shared_mutex mu_;                              // guards bindings_

@@ -155,30 +155,37 @@ ggml_backend_buffer_t buft_alloc(ggml_backend_buffer_type_t, std::size_t size) {
 std::size_t buft_alignment(ggml_backend_buffer_type_t) { return kAlignment; }
 bool buft_is_host(ggml_backend_buffer_type_t) { return true; }
 
-Buffer* buffer_of(const ggml_tensor* t) {
-  const ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
-  return static_cast<Buffer*>(b->context);
+ggml_backend_buffer_t buffer_of(const ggml_tensor* t) { return t->view_src ? t->view_src->buffer : t->buffer; }
+
+// Whether `t` is in a buffer of the backend's buffer type (llama.cpp asks supports_op of a
+// weight in ggml's zero-size dummy buffer of the type, which has no context).
+bool in_own_buffer(const ggml_tensor* t) {
+  const ggml_backend_buffer_t b = buffer_of(t);
+  return b && b->buft == ternjit_buft();
+}
+
+// The backend's own buffer holding `t`'s bytes, or null (another buffer, or a dummy).
+Buffer* own_buffer(const ggml_tensor* t) {
+  return in_own_buffer(t) ? static_cast<Buffer*>(buffer_of(t)->context) : nullptr;
 }
 
 // Whether `t`'s bytes are a caller's mapping (buffer_from_host_ptr: llama.cpp's mapped file).
-bool mapped(const ggml_tensor* t) { return !buffer_of(t)->owned; }
+bool mapped(const ggml_tensor* t) {
+  const Buffer* b = own_buffer(t);
+  return b && !b->owned;
+}
 
 // At the first graph that reads a weight of `t`'s buffer: every weight of that buffer packed,
 // on the graph's threads.
 void pack_buffer_once(TernaryMatmuls* m, const ggml_tensor* t, int threads) {
-  Buffer* b = buffer_of(t);
-  if (b->packed_all.exchange(true)) return;
+  Buffer* b = own_buffer(t);
+  if (!b || b->packed_all.exchange(true)) return;
   std::vector<ternjit::ggml::WeightRef> weights;
   {
     std::lock_guard lock(b->mu);
     weights = b->weights;
   }
   m->pack_all(weights, threads);
-}
-
-bool in_own_buffer(const ggml_tensor* t) {
-  const ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
-  return b && b->buft == ternjit_buft();
 }
 
 // ---------------------------------------------------------------------------- backend

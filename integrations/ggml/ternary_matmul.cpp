@@ -72,7 +72,6 @@ struct Packed {
   ternjit_tmatmul_bound* bound = nullptr;
   ternjit_tmatmul_fn fn = nullptr;
   const void* state = nullptr;
-  std::size_t packed_bytes = 0;
   bool declined = false;  // its values are not ternary: computed by ggml-cpu
   Packed() = default;
   Packed(const Packed&) = delete;
@@ -122,8 +121,8 @@ struct TernaryMatmuls::Impl {
   mutable std::shared_mutex mu;                           // guards packed
   std::map<const char*, std::shared_ptr<Packed>> packed;  // by the source bytes' start
 
-  std::shared_ptr<Packed> find(const WeightRef& w) const {
-    std::shared_lock lock(mu);
+  // The packed weight of `w`'s bytes, type and shape, or null. Called under mu.
+  std::shared_ptr<Packed> lookup(const WeightRef& w) const {
     auto it = packed.find(w.data);
     if (it != packed.end() && it->second->type == w.type && it->second->k == w.k && it->second->n == w.n)
       return it->second;
@@ -134,13 +133,14 @@ struct TernaryMatmuls::Impl {
   // weights pack at once in pack_all); of two threads packing one weight, the first to
   // finish is kept.
   std::shared_ptr<Packed> find_or_pack(const WeightRef& w, std::string* error) {
-    if (auto p = find(w)) return p;
+    {
+      std::shared_lock lock(mu);
+      if (auto p = lookup(w)) return p;
+    }
     auto p = pack(w, error);
     if (!p) return nullptr;
     std::unique_lock lock(mu);
-    auto it = packed.find(w.data);
-    if (it != packed.end() && it->second->type == w.type && it->second->k == w.k && it->second->n == w.n)
-      return it->second;
+    if (auto first = lookup(w)) return first;
     packed.insert_or_assign(w.data, p);
     if (!p->declined) packs.fetch_add(1, std::memory_order_relaxed);
     return p;
@@ -187,7 +187,6 @@ struct TernaryMatmuls::Impl {
       *error = std::string("ternjit's kernel for the weight '") + w.name + "' failed: " + last_error();
       return nullptr;
     }
-    p->packed_bytes = ternjit_tmatmul_bound_bytes(p->bound);
     if (w.mapped) release_pages(w.data, p->end);
     return p;
   }
@@ -286,7 +285,7 @@ PackedMemory TernaryMatmuls::memory() const {
   for (const auto& [begin, p] : impl_->packed) {
     if (p->declined) continue;
     ++m.weights;
-    m.packed_bytes += p->packed_bytes;
+    m.packed_bytes += ternjit_tmatmul_bound_bytes(p->bound);  // now: a new row bucket packs more
     m.source_bytes += static_cast<std::size_t>(p->end - begin);
   }
   return m;

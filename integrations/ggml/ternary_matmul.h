@@ -18,7 +18,7 @@ namespace ternjit::ggml {
 /// What the packed weights hold now (ggml_backend_ternjit_memory, the backend's log).
 struct PackedMemory {
   std::size_t weights = 0;       // weights packed
-  std::size_t packed_bytes = 0;  // resident in ternjit's layout (ternjit_tmatmul_bound_bytes)
+  std::size_t packed_bytes = 0;  // resident now in ternjit's layout (ternjit_tmatmul_bound_bytes)
   std::size_t source_bytes = 0;  // of the GGUF blocks they were packed from
 };
 

@@ -342,6 +342,13 @@ TEST_CASE("supports_op: only ternary MUL_MATs of weights in its own buffers, f32
   {
     MulMat mm(GGML_TYPE_TQ2_0, 256, 4, 2, ternjit_buft());
     CHECK(ggml_backend_dev_supports_op(dev, mm.y));
+    // As llama.cpp asks when it places a weight: the weight in ggml's zero-size dummy buffer
+    // of the buffer type (no context of the backend's).
+    ggml_backend_buffer_t real = mm.w->buffer;
+    mm.w->buffer = ggml_backend_buft_alloc_buffer(ternjit_buft(), 0);
+    CHECK(ggml_backend_dev_supports_op(dev, mm.y));
+    ggml_backend_buffer_free(mm.w->buffer);
+    mm.w->buffer = real;
     // x transposed (not contiguous): refused.
     ggml_tensor* xt = ggml_transpose(mm.xctx, ggml_new_tensor_2d(mm.xctx, GGML_TYPE_F32, 2, 256));
     CHECK_FALSE(ggml_backend_dev_supports_op(dev, ggml_mul_mat(mm.xctx, mm.w, xt)));
