@@ -63,6 +63,15 @@ ternjit::Result<ternjit::BitNetConfig> from_c(const ternjit_bitnet_config* confi
   return c;
 }
 
+// *config as a BitNetConfig for `fn`: its struct size and enum fields checked (misuse otherwise).
+ternjit_status config_from_c(const char* fn, const ternjit_bitnet_config* config, ternjit::BitNetConfig* out) {
+  if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
+  auto cr = from_c(config);
+  if (!cr.ok()) return misuse(fn, cr.error().message);
+  *out = cr.value();
+  return TERNJIT_OK;
+}
+
 // `c` into the caller's struct, as far as its struct_size reaches; a value it cannot say
 // (silu without ffn_activation, a separate head without separate_head) is an error naming `what`.
 ternjit_status to_c(const char* fn, const std::string& what, const ternjit::BitNetConfig& c, ternjit_bitnet_config* config) {
@@ -103,10 +112,8 @@ ternjit_status ternjit_write_synthetic_bitnet(const char* path, const ternjit_bi
   return guarded(fn, [&] {
     if (path == nullptr) return misuse(fn, "path is null");
     if (config == nullptr) return misuse(fn, "config is null");
-    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    auto cr = from_c(config);
-    if (!cr.ok()) return misuse(fn, cr.error().message);
-    const ternjit::BitNetConfig& c = cr.value();
+    ternjit::BitNetConfig c;
+    if (auto st = config_from_c(fn, config, &c); st != TERNJIT_OK) return st;
     if (auto r = ternjit::write_synthetic_bitnet(path, c, seed); !r.ok()) return fail(r.error());
     return TERNJIT_OK;
   });
@@ -117,11 +124,10 @@ ternjit_status ternjit_bitnet_tri_source(const ternjit_bitnet_config* config, in
   return guarded(fn, [&] {
     if (config == nullptr) return misuse(fn, "config is null");
     if (len == nullptr) return misuse(fn, "len is null");
-    if (auto st = check_bitnet_struct(fn, config); st != TERNJIT_OK) return st;
-    auto cr = from_c(config);
-    if (!cr.ok()) return misuse(fn, cr.error().message);
+    ternjit::BitNetConfig c;
+    if (auto st = config_from_c(fn, config, &c); st != TERNJIT_OK) return st;
     // The configuration and capacity are checked there (as a GGUF file's are), before any use.
-    auto source = ternjit::bitnet_tri_source(cr.value(), capacity);
+    auto source = ternjit::bitnet_tri_source(c, capacity);
     if (!source.ok()) return fail(source.error());
     const std::string& text = source.value();
     if (buf == nullptr || *len < text.size() + 1) {
