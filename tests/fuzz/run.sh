@@ -24,13 +24,13 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BU
 cmake --build "$build" -j "$jobs"
 
 status=0
-for h in dsl ir pipeline cache safetensors ternary gguf; do
-  case "$h" in
-    dsl) dict="$here/dsl.dict" ;;
-    ir | pipeline) dict="$here/ir.dict" ;;
-    cache | safetensors | gguf) dict="$here/$h.dict" ;;
-    *) dict="" ;;
-  esac
+# Every fuzz_<name>.cpp is a harness; its dictionary is <name>.dict when there is one
+# (pipeline shares ir's).
+mapfile -t harnesses < <(cd "$here" && ls fuzz_*.cpp | sed 's/^fuzz_//; s/\.cpp$//')
+for h in "${harnesses[@]}"; do
+  dict="$here/$h.dict"
+  [ "$h" = pipeline ] && dict="$here/ir.dict"
+  [ -f "$dict" ] || dict=""
   bin="$build/fuzz_$h"
   log="$build/fuzz_$h.log"
   mapfile -t regressions < <(find "$here/regressions/$h" -type f 2>/dev/null | sort)
@@ -42,7 +42,7 @@ for h in dsl ir pipeline cache safetensors ternary gguf; do
   fi
   mkdir -p "$build/corpus/$h"
   if ! "$bin" -seed="$seed" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 ${dict:+-dict="$dict"} \
-    -print_final_stats=1 -artifact_prefix="$build/crash-$h-" "$build/corpus/$h" "$here/corpus/$h" >"$log" 2>&1; then
+    -print_final_stats=1 -artifact_prefix="$build/crash-$h-" "$build/corpus/$h" $([ -d "$here/corpus/$h" ] && echo "$here/corpus/$h") >"$log" 2>&1; then
     echo "fuzz_$h: FAILED (see $log)"
     grep -A25 -m1 -E "ERROR|finding|runtime error|Test unit written" "$log" || tail -25 "$log"
     status=1
