@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "formats/mapped_file.h"
+#include "formats/text.h"
 #include "ir/ir.h"
 #include "ir/numeric.h"
 
@@ -89,8 +90,12 @@ class Reader {
     return v;
   }
 
-  Result<std::string> string(const std::string& what) {
+  // A string of at most `max` bytes (a longer one is an error naming `what`).
+  Result<std::string> string(const std::string& what, std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
     TERNJIT_TRY(const std::uint64_t len, uint(8, what + " length"));
+    if (len > max)
+      return fail(what + " is " + std::to_string(len) + " bytes long, over the limit of " + std::to_string(max) +
+                  " bytes");
     if (len > remaining()) return truncated(len, what);
     std::string s(reinterpret_cast<const char*>(data_.data() + pos_), static_cast<std::size_t>(len));
     pos_ += len;
@@ -437,7 +442,7 @@ Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view displa
   std::set<std::string> names;
   for (std::uint64_t k = 0; k < tensor_count; ++k) {
     GgufTensor t;
-    TERNJIT_TRY(t.name, in.string("tensor " + std::to_string(k) + " name"));
+    TERNJIT_TRY(t.name, in.string("tensor " + std::to_string(k) + " name", kMaxTensorNameBytes));
     const std::string what = "tensor " + quoted(t.name);
     if (!names.insert(t.name).second) return in.fail(what + ": name appears more than once");
     TERNJIT_TRY(const std::uint64_t n_dims, in.uint(4, what + " n_dims"));

@@ -116,8 +116,10 @@ struct GgufFile {
 /// 2 or 3, counts larger than the file could hold, an unknown value or tensor type id,
 /// more than 4 dims, a dim product or byte size over 2^63, ne[0] not a multiple of the
 /// block size, a misaligned offset, data past the end of the file, overlapping tensors,
-/// a repeated tensor name, a general.alignment that is not a power of two u32. The
-/// tensors' bytes are regions of `data` when it is owned, else copies.
+/// a repeated tensor name, a tensor name longer than kMaxTensorNameBytes (text.h; "tensor
+/// 3 name is 102400 bytes long, over the limit of 4096 bytes"), a general.alignment that
+/// is not a power of two u32. The tensors' bytes are regions of `data` when it is owned,
+/// else copies.
 Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view display_name);
 
 /// Maps the file at `path` (map_file) and parses it with the path as display name.

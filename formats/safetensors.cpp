@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/mapped_file.h"
+#include "formats/text.h"
 #include "ir/numeric.h"
 
 namespace ternjit::formats {
@@ -391,11 +392,18 @@ Result<StFile> parse_safetensors(const ir::SharedBytes& image, std::string_view 
   std::vector<Entry> entries;
   // json::object_t is a std::map, so entries (and the resulting tensors) come out
   // sorted by name, byte-wise.
+  std::size_t index = 0;  // of the entry, in the header's name order
   for (const auto& [name, value] : header.get_ref<const json::object_t&>()) {
+    if (name.size() > kMaxTensorNameBytes) {
+      return fail("tensor " + std::to_string(index) + " (in name order): its name " + for_message(name) + " is " +
+                  std::to_string(name.size()) + " bytes long, over the limit of " + std::to_string(kMaxTensorNameBytes) +
+                  " bytes");
+    }
     if (name == kMetadataKey) {
       TERNJIT_TRY(file.metadata, parser.metadata(value));
       continue;
     }
+    ++index;
     TERNJIT_TRY(Entry e, parser.entry(name, value));
     entries.push_back(std::move(e));
   }

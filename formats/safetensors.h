@@ -56,7 +56,8 @@ std::string_view st_dtype_name(ElemKind kind);
 /// Parses a safetensors image held in memory. Every malformation is an InvalidInput
 /// error (never a crash) whose message starts with "<display_name>: ", e.g.
 /// "w.st: tensor 'w': data_offsets [0, 12] hold 12 bytes, but dtype F32 and shape
-/// [2, 2] need 16". Rejected: fewer than 8 bytes; a header length over 100'000'000 or
+/// [2, 2] need 16". Rejected: fewer than 8 bytes; a tensor name longer than
+/// kMaxTensorNameBytes (text.h; naming its index in name order); a header length over 100'000'000 or
 /// past the end; objects and arrays nested deeper than 8 levels (checked before
 /// parsing, so a hostile header cannot make the JSON parser spend memory on them); invalid JSON or
 /// a non-object header; a non-object entry; missing or

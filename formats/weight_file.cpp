@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <regex>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -21,11 +20,12 @@
 
 namespace ternjit::formats {
 
-// One rule: the pattern as a regex (placeholders as capture groups) and the target as
-// literal pieces and group numbers.
+// One rule: the pattern as literal pieces and placeholders (a placeholder has an empty
+// literal; placeholders are numbered 1, 2, ... in pattern order), the target as literal
+// pieces and placeholder numbers.
 struct NameMap::Rule {
-  std::regex pattern;
-  std::vector<std::pair<std::string, int>> target;  // (literal, group or 0) pieces
+  std::vector<std::pair<std::string, bool>> pattern;  // (literal, is a placeholder) pieces
+  std::vector<std::pair<std::string, int>> target;     // (literal, placeholder or 0) pieces
 };
 
 namespace {
@@ -59,13 +59,68 @@ Result<std::vector<std::pair<std::string, std::string>>> split_rule_side(const s
   return pieces;
 }
 
-std::string regex_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (std::strchr("\\^$.|?*+()[]{}", c) != nullptr) out += '\\';
-    out += c;
+// The parts of `name` the placeholders of `pattern` match, in pattern order, or nullopt
+// when the pattern does not match the whole name. A placeholder matches one or more bytes
+// other than '.'; when placeholders can split a name more than one way, each takes the
+// longest part that lets the rest of the pattern match, in pattern order ("{a}{b}" on
+// "xyz": a = "xy", b = "z"), the split a backtracking regex of greedy ([^.]+) groups finds.
+//
+// No backtracking: row j of `fits` says, for every position p, whether pieces j.. match
+// name[p..]; the rows are filled from the last piece back (a placeholder's row in one
+// pass from the right), then the parts are read off left to right. Time O(|name| x
+// |pattern|), memory (pieces + 1) x (|name| + 1) bytes, whatever the name holds.
+std::optional<std::vector<std::string_view>> match_rule(const std::vector<std::pair<std::string, bool>>& pattern,
+                                                        std::string_view name) {
+  const std::size_t n = name.size(), pieces = pattern.size();
+  // Cheap refusals first: a literal first or last piece the name does not start or end
+  // with, or a name shorter than the pattern's least match.
+  std::size_t least = 0;
+  for (const auto& [literal, placeholder] : pattern) least += placeholder ? 1 : literal.size();
+  if (least > n) return std::nullopt;
+  if (!pattern.empty() && !pattern.front().second && !name.starts_with(pattern.front().first)) return std::nullopt;
+  if (!pattern.empty() && !pattern.back().second && !name.ends_with(pattern.back().first)) return std::nullopt;
+
+  const std::size_t width = n + 1;
+  std::vector<std::uint8_t> fits((pieces + 1) * width, 0);
+  fits[pieces * width + n] = 1;
+  for (std::size_t j = pieces; j-- > 0;) {
+    std::uint8_t* row = fits.data() + j * width;
+    const std::uint8_t* next = row + width;
+    const auto& [literal, placeholder] = pattern[j];
+    if (!placeholder) {
+      const std::size_t len = literal.size();
+      for (std::size_t p = 0; p + len <= n; ++p)
+        row[p] = static_cast<std::uint8_t>(next[p + len] != 0 && name.compare(p, len, literal) == 0);
+      continue;
+    }
+    // row[p]: name[p] is not '.' and some end q in (p, first '.' at or after p] has next[q].
+    bool reach = false;
+    for (std::size_t p = n; p-- > 0;) {
+      if (name[p] == '.') {
+        reach = false;
+        continue;
+      }
+      reach = reach || next[p + 1] != 0;
+      row[p] = static_cast<std::uint8_t>(reach);
+    }
   }
-  return out;
+  if (fits[0] == 0) return std::nullopt;
+  std::vector<std::string_view> parts;
+  std::size_t p = 0;
+  for (std::size_t j = 0; j < pieces; ++j) {
+    const auto& [literal, placeholder] = pattern[j];
+    if (!placeholder) {
+      p += literal.size();
+      continue;
+    }
+    const std::uint8_t* next = fits.data() + (j + 1) * width;
+    std::size_t end = p + 1;
+    while (end < n && name[end] != '.') ++end;  // the longest part [p, end) free of '.'
+    while (next[end] == 0) --end;               // row j says some end in (p, end] fits
+    parts.push_back(name.substr(p, end - p));
+    p = end;
+  }
+  return parts;
 }
 
 // Little-endian float element i of `kind` (F32, F16 or BF16) at `p`.
@@ -432,19 +487,17 @@ Result<NameMap> NameMap::parse(std::span<const std::string> rules) {
     TERNJIT_TRY(auto pattern, split_rule_side(rule.substr(0, eq), rule));
     TERNJIT_TRY(auto target, split_rule_side(rule.substr(eq + 1), rule));
     std::map<std::string, int> groups;
-    std::string re;
+    auto compiled = std::make_shared<Rule>();
     for (const auto& [literal, placeholder] : pattern) {
       if (placeholder.empty()) {
-        re += regex_escape(literal);
+        compiled->pattern.emplace_back(literal, false);
         continue;
       }
       if (!groups.emplace(placeholder, static_cast<int>(groups.size()) + 1).second)
         return make_error(ErrorCode::InvalidArgument, "name map rule '" + rule + "': placeholder '{" + placeholder +
                                                           "}' appears twice in the pattern");
-      re += "([^.]+)";
+      compiled->pattern.emplace_back("", true);
     }
-    auto compiled = std::make_shared<Rule>();
-    compiled->pattern = std::regex(re, std::regex::ECMAScript);
     for (const auto& [literal, placeholder] : target) {
       if (placeholder.empty()) {
         compiled->target.emplace_back(literal, 0);
@@ -463,10 +516,13 @@ Result<NameMap> NameMap::parse(std::span<const std::string> rules) {
 
 std::string NameMap::apply(const std::string& name) const {
   for (const auto& rule : rules_) {
-    std::smatch m;
-    if (!std::regex_match(name, m, rule->pattern)) continue;
+    const auto parts = match_rule(rule->pattern, name);
+    if (!parts) continue;
     std::string out;
-    for (const auto& [literal, group] : rule->target) out += group == 0 ? literal : m[group].str();
+    for (const auto& [literal, group] : rule->target) {
+      if (group == 0) out += literal;
+      else out += (*parts)[static_cast<std::size_t>(group - 1)];
+    }
     return out;
   }
   return name;

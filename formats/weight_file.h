@@ -44,7 +44,9 @@ namespace ternjit::formats {
 /// in PATTERN matches one or more characters other than '.', TARGET may use the same
 /// placeholders, every other character is literal ("model.layers.{i}.mlp.up_proj.weight
 /// =L{i}.w_up"). The first rule matching a whole name wins; a name no rule matches keeps
-/// its name.
+/// its name. Where placeholders can split a name more than one way ("{a}{b}" on "xyz"),
+/// each takes the longest part that lets the rest match, in pattern order (a = "xy", b =
+/// "z"). Matching never backtracks: O(|name| x |pattern|) time whatever the rule and name.
 class NameMap {
  public:
   /// Parses rules. Errors (InvalidArgument): no '=', an empty side, an unclosed '{', an

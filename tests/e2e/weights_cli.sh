@@ -109,4 +109,27 @@ for f in /dev/zero pipe; do
     timeout 20 "$bin" run g.tri --layer L0 --shape M=1 --weights "$f"
 done
 expect_fail "inspect a directory" "cannot read '\.': it is a directory" "$bin" inspect .
+
+# Issue 33 items 2 and 3: name maps matched std::regex against file-controlled names. A
+# 100 KB tensor name with a rule whose prefix matches overflowed its stack (SIGSEGV); a rule
+# of 12 adjacent placeholders backtracked exponentially on a 41-byte name (> 60 s).
+gguf_f32() {  # gguf_f32 FILE NAME: one F32 tensor NAME of dims (4), no metadata
+  local name="$2"
+  printf "GGUF$(le 3 4)$(le 1 8)$(le 0 8)$(le ${#name} 8)" >"$1"
+  printf '%s' "$name" >>"$1"
+  printf "$(le 1 4)$(le 4 8)$(le 0 4)$(le 0 8)" >>"$1"
+  while [ $(($(stat -c %s "$1") % 32)) -ne 0 ]; do printf '\x00' >>"$1"; done
+  printf '\x00%.0s' {1..16} >>"$1"
+}
+gguf_f32 long.gguf "a$(printf 'x%.0s' {1..100000})"
+expect_fail "inspect --map: a 100 KB tensor name is refused by length" "long.gguf: tensor 0 name is 100001 bytes long, over the limit of 4096" \
+  timeout 20 "$bin" inspect long.gguf --map 'a{x}=y'
+expect_fail "run --map: a 100 KB tensor name is refused by length" "long.gguf: tensor 0 name is 100001 bytes long" \
+  timeout 20 "$bin" run g.tri --layer L0 --shape M=1 --weights long.gguf --map 'a{x}=y'
+gguf_f32 adjacent.gguf "$(printf 'a%.0s' {1..40})X"
+expect_ok "inspect --map: 12 adjacent placeholders match in linear time" '^  T +\[4\] +<- a{40}X, float$' -- \
+  timeout 20 "$bin" inspect adjacent.gguf --map '{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}X=T'
+gguf_f32 adjacent.gguf "$(printf 'a%.0s' {1..40})b"
+expect_ok "inspect --map: 12 adjacent placeholders fail to match in linear time" '^  a{40}b +\[4\] +<- a{40}b, float$' -- \
+  timeout 20 "$bin" inspect adjacent.gguf --map '{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}X=T'
 e2e_summary weights_cli

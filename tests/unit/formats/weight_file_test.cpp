@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "formats/run_inputs.h"
+#include "formats/text.h"
 #include "ir/bind.h"
 #include "ir/dsl/dsl.h"
 #include "ir/numeric.h"
@@ -472,4 +474,76 @@ TEST_CASE("gguf ternary: a TQ2_0 tensor with ne0 = 0 has no block scales; the by
   CHECK(grouped->numel() == 0);
   CHECK(f.check_scales({"w"}, {"w"}).ok());
   CHECK(f.check_scales({"w"}, {}).ok());
+}
+
+// Issue 33 items 2 and 3: name maps matched a std::regex against file-controlled names. A
+// ~100 KB name overflowed the stack inside it (SIGSEGV), and adjacent placeholders
+// backtracked exponentially (a 12-placeholder rule on a 41-byte name: over 60 s).
+TEST_CASE("name map: linear matching of long names and adjacent placeholders; placeholder splits are greedy") {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const std::string long_name = "a" + std::string(100'000, 'x');
+  const std::vector<std::string> prefix{"a{x}=y{x}", "b{x}=z"};
+  auto m = NameMap::parse(prefix);
+  REQUIRE(m.ok());
+  CHECK(m->apply(long_name) == "y" + std::string(100'000, 'x'));
+  CHECK(m->apply(long_name + ".w") == long_name + ".w");  // {x} stops at '.'
+  const std::vector<std::string> twelve{"{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}X=T"};
+  auto adjacent = NameMap::parse(twelve);
+  REQUIRE(adjacent.ok());
+  const std::string no_x = std::string(40, 'a') + "b";
+  CHECK(adjacent->apply(no_x) == no_x);
+  CHECK(adjacent->apply(std::string(40, 'a') + "X") == "T");
+  CHECK(adjacent->apply(std::string(100'000, 'a') + "b") == std::string(100'000, 'a') + "b");
+  CHECK(std::chrono::duration<double>(Clock::now() - start).count() < 5.0);  // microseconds when linear
+
+  // Ambiguous splits: each placeholder, in pattern order, takes the longest part that lets
+  // the rest match (the split a greedy regex finds).
+  const std::vector<std::string> three{"{a}{b}{c}=<{a}|{b}|{c}>"};
+  CHECK(NameMap::parse(three)->apply("xyzw") == "<xy|z|w>");
+  CHECK(NameMap::parse(three)->apply("xy") == "xy");  // three placeholders need three bytes
+  const std::vector<std::string> literal_between{"p{a}q{b}=<{a}|{b}>"};
+  auto s = NameMap::parse(literal_between);
+  REQUIRE(s.ok());
+  CHECK(s->apply("pqqqbq") == "<qq|bq>");  // a = "qqqb" or "qqq" leave no "q{b}" after them
+  CHECK(s->apply("pxqy") == "<x|y>");
+  CHECK(s->apply("pxq") == "pxq");
+  CHECK(s->apply("p.qy") == "p.qy");
+}
+
+TEST_CASE("tensor names past kMaxTensorNameBytes are refused by the GGUF and safetensors readers, naming the tensor") {
+  const std::string long_name = "a" + std::string(100'000, 'x');
+  // GGUF: one F32 tensor of 4 elements, written by hand (the writer has no limit).
+  std::vector<std::uint8_t> g;
+  auto put = [&](std::uint64_t v, int n) {
+    for (int k = 0; k < n; ++k) g.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  };
+  put(0x46554747, 4), put(3, 4), put(1, 8), put(0, 8);
+  put(long_name.size(), 8);
+  g.insert(g.end(), long_name.begin(), long_name.end());
+  put(1, 4), put(4, 8), put(0, 4), put(0, 8);
+  g.resize((g.size() + 31) / 32 * 32 + 16, 0);
+  auto parsed = parse_gguf(ir::SharedBytes::copy_of(g), "long.gguf");
+  REQUIRE(!parsed.ok());
+  CHECK(has(parsed.error(), "long.gguf: tensor 0 name is 100001 bytes long, over the limit of 4096 bytes"));
+  // safetensors: the same name.
+  const std::string header = "{\"" + long_name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  std::vector<std::uint8_t> st;
+  for (int k = 0; k < 8; ++k) st.push_back(static_cast<std::uint8_t>(header.size() >> (8 * k)));
+  st.insert(st.end(), header.begin(), header.end());
+  st.resize(st.size() + 4, 0);
+  auto st_parsed = parse_safetensors(ir::SharedBytes::copy_of(st), "long.safetensors");
+  REQUIRE(!st_parsed.ok());
+  CHECK(has(st_parsed.error(), "long.safetensors: tensor 0 (in name order): its name 'axxx"));
+  CHECK(has(st_parsed.error(), "is 100001 bytes long, over the limit of 4096 bytes"));
+  // A name at the limit is read, and maps.
+  const std::string at_limit = "a" + std::string(kMaxTensorNameBytes - 1, 'x');
+  auto ok = serialize_gguf({}, std::vector{make_tq_tensor(at_limit, GgufTensorType::TQ2_0, 256, 1,
+                                                          random_ternary(256, 2), std::vector<float>(1, 1.0f))});
+  REQUIRE(ok.ok());
+  auto back = parse_gguf(ir::SharedBytes::copy_of(ok.value()), "limit.gguf");
+  REQUIRE(back.ok());
+  const std::vector<std::string> rules{"a{x}=w"};
+  const WeightFile f = WeightFile::from_gguf(std::move(back.value()), "limit.gguf", NameMap::parse(rules).value());
+  CHECK(offer(f, "w").origin == at_limit);
 }
