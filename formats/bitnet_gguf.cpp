@@ -173,7 +173,7 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
   }
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != GgufValueType::Array) return invalid("no tokenizer.ggml.tokens array (the vocabulary)");
-  c.vocab = static_cast<std::int64_t>(tokens->array.size());
+  c.vocab = static_cast<std::int64_t>(tokens->array_count);
   // The table as stored when it is a float type the decoder declares; another (Q8_0, ...)
   // is converted to f16 at bind.
   if (const GgufTensor* e = file.find_tensor("token_embd.weight")) {
@@ -203,22 +203,22 @@ Result<void> write_synthetic_bitnet(const std::string& path, const BitNetConfig&
   md.push_back(kv_u32("bitnet.vocab_size", static_cast<std::uint64_t>(c.vocab)));
   md.push_back(kv_str("bitnet.hidden_activation", c.ffn_activation == BitNetActivation::Silu ? "silu" : "relu2"));
   md.push_back(kv_str("tokenizer.ggml.model", "gpt2"));
-  GgufValue tokens, types, merges;
-  tokens.type = types.type = merges.type = GgufValueType::Array;
-  tokens.array_type = merges.array_type = GgufValueType::String;
-  types.array_type = GgufValueType::I32;
+  std::vector<GgufValue> tokens, types;
   for (std::int64_t v = 0; v < c.vocab; ++v) {
     GgufValue s;
     s.type = GgufValueType::String;
     s.str = "<t" + std::to_string(v) + ">";
-    tokens.array.push_back(std::move(s));
+    tokens.push_back(std::move(s));
     GgufValue t;
     t.type = GgufValueType::I32;
     t.i = 1;  // LLAMA_TOKEN_TYPE_NORMAL
-    types.array.push_back(std::move(t));
+    types.push_back(std::move(t));
   }
-  md.push_back({"tokenizer.ggml.tokens", std::move(tokens)});
-  md.push_back({"tokenizer.ggml.token_type", std::move(types)});
+  TERNJIT_TRY(GgufValue token_array, make_gguf_array(GgufValueType::String, tokens));
+  TERNJIT_TRY(GgufValue type_array, make_gguf_array(GgufValueType::I32, types));
+  TERNJIT_TRY(GgufValue merges, make_gguf_array(GgufValueType::String, {}));
+  md.push_back({"tokenizer.ggml.tokens", std::move(token_array)});
+  md.push_back({"tokenizer.ggml.token_type", std::move(type_array)});
   md.push_back({"tokenizer.ggml.merges", std::move(merges)});
   md.push_back(kv_u32("tokenizer.ggml.bos_token_id", 0));
   md.push_back(kv_u32("tokenizer.ggml.eos_token_id", static_cast<std::uint64_t>(c.vocab - 1)));

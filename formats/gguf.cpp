@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -68,11 +69,15 @@ std::optional<std::uint64_t> byte_size(GgufTensorType type, std::uint64_t count)
   return blocks * per;
 }
 
+// What a value is, for an error message: built only when there is an error (an array's
+// millions of elements never format their labels).
+using Label = std::function<std::string()>;
+
 // A cursor over the image; every read checks the remaining length.
 class Reader {
  public:
-  Reader(std::span<const std::uint8_t> data, std::string_view display_name)
-      : data_(data), display_name_(display_name) {}
+  Reader(const ir::SharedBytes& image, std::string_view display_name)
+      : image_(image), data_(image.span()), display_name_(display_name) {}
 
   [[nodiscard]] Error fail(const std::string& message) const {
     return make_error(ErrorCode::InvalidInput, std::string(display_name_) + ": " + message);
@@ -80,11 +85,11 @@ class Reader {
   [[nodiscard]] std::uint64_t pos() const { return pos_; }
   [[nodiscard]] std::uint64_t remaining() const { return data_.size() - pos_; }
 
-  /// Metadata array elements read so far, over every key (see kMaxMetadataValues).
-  std::uint64_t metadata_values = 0;
-
   Result<std::uint64_t> uint(int n, const std::string& what) {
-    if (remaining() < static_cast<std::uint64_t>(n)) return truncated(static_cast<std::uint64_t>(n), what);
+    return uint(n, [&] { return what; });
+  }
+  Result<std::uint64_t> uint(int n, const Label& what) {
+    if (remaining() < static_cast<std::uint64_t>(n)) return truncated(static_cast<std::uint64_t>(n), what());
     const std::uint64_t v = load_le(data_.data() + pos_, n);
     pos_ += static_cast<std::uint64_t>(n);
     return v;
@@ -102,12 +107,26 @@ class Reader {
     return s;
   }
 
+  // Moves past `n` bytes. Precondition: n <= remaining().
+  void skip(std::uint64_t n) { pos_ += n; }
+  // The next `n` bytes. Precondition: n <= remaining().
+  [[nodiscard]] std::span<const std::uint8_t> peek(std::uint64_t n) const {
+    return data_.subspan(static_cast<std::size_t>(pos_), static_cast<std::size_t>(n));
+  }
+  // Bytes [begin, end) of the image: a region sharing its owner, or a copy when the image
+  // is borrowed.
+  [[nodiscard]] ir::SharedBytes region(std::uint64_t begin, std::uint64_t end) const {
+    const auto b = static_cast<std::size_t>(begin), n = static_cast<std::size_t>(end - begin);
+    return image_.owned() ? image_.slice(b, n) : ir::SharedBytes::copy_of(data_.subspan(b, n));
+  }
+
   Error truncated(std::uint64_t need, const std::string& what) const {
     return fail(what + " needs " + std::to_string(need) + " bytes at offset " + std::to_string(pos_) +
                 ", file has " + std::to_string(data_.size()));
   }
 
  private:
+  const ir::SharedBytes& image_;
   std::span<const std::uint8_t> data_;
   std::string_view display_name_;
   std::uint64_t pos_ = 0;
@@ -115,15 +134,64 @@ class Reader {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-// Metadata array elements a file may hold in all. Each parsed element is a GgufValue of
-// about 100 bytes, so without a cap a 1 GB u8 array would take ~100 GB; real models hold
-// well under a million (a 128k-token vocabulary: tokens, scores and types, plus ~300k BPE
-// merges), so 2^22 leaves room and bounds the parse at ~0.5 GB.
-constexpr std::uint64_t kMaxMetadataValues = std::uint64_t{1} << 22;
+// Arrays nest at most this deep: an array at depth 0 (a key's value) .. 8.
+constexpr int kMaxArrayDepth = 8;
 
-Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::string& what, int depth) {
+// An array's element type id must be known, and its count must fit the rest of the image
+// (every element takes at least one byte: strings 8, arrays 12) before anything is read.
+Result<void> check_array_count(Reader& in, std::uint64_t elem_id, std::uint64_t count, const Label& what) {
+  const std::optional<std::uint64_t> elem_size = scalar_size(static_cast<std::uint32_t>(elem_id));
+  if (elem_id > 0xffffffffu || !elem_size) return in.fail(what() + ": unknown array element type id " + std::to_string(elem_id));
+  const std::uint64_t min_size = *elem_size != 0 ? *elem_size : (elem_id == 8 ? 8 : 12);
+  if (count > in.remaining() / min_size) {
+    return in.fail(what() + ": array count " + std::to_string(count) + " exceeds what the remaining " +
+                   std::to_string(in.remaining()) + " bytes can hold");
+  }
+  return success();
+}
+
+// Checks and moves past `count` elements of type `elem_id` of an array at nesting `depth`,
+// storing nothing: an array is kept as a region of the image, so it costs time linear in
+// its bytes and no memory of its own. Errors as read_value, naming the element ("key 'k'[12]").
+Result<void> skip_elements(Reader& in, std::uint32_t elem_id, std::uint64_t count, int depth, const Label& what) {
+  auto element = [&](std::uint64_t k) -> Label { return [&what, k] { return what() + "[" + std::to_string(k) + "]"; }; };
+  switch (static_cast<GgufValueType>(elem_id)) {
+    case GgufValueType::Bool: {
+      const std::span<const std::uint8_t> bytes = in.peek(count);  // count fits: checked by the caller
+      for (std::uint64_t k = 0; k < count; ++k)
+        if (bytes[k] > 1)
+          return in.fail(element(k)() + ": bool value " + std::to_string(bytes[k]) + ", expected 0 or 1");
+      in.skip(count);
+      return success();
+    }
+    case GgufValueType::String:
+      for (std::uint64_t k = 0; k < count; ++k) {
+        TERNJIT_TRY(const std::uint64_t len, in.uint(8, [&] { return element(k)() + " length"; }));
+        if (len > in.remaining()) return in.truncated(len, element(k)());
+        in.skip(len);
+      }
+      return success();
+    case GgufValueType::Array:
+      if (depth + 1 > kMaxArrayDepth)
+        return in.fail(element(0)() + ": arrays nested more than " + std::to_string(kMaxArrayDepth) + " deep");
+      for (std::uint64_t k = 0; k < count; ++k) {
+        const Label inner = element(k);
+        TERNJIT_TRY(const std::uint64_t inner_id, in.uint(4, [&] { return inner() + " array type"; }));
+        TERNJIT_TRY(const std::uint64_t inner_count, in.uint(8, [&] { return inner() + " array count"; }));
+        TERNJIT_TRY_VOID(check_array_count(in, inner_id, inner_count, inner));
+        TERNJIT_TRY_VOID(skip_elements(in, static_cast<std::uint32_t>(inner_id), inner_count, depth + 1, inner));
+      }
+      return success();
+    default:
+      // A fixed-size scalar: the count was checked against the remaining bytes.
+      in.skip(count * *scalar_size(elem_id));
+      return success();
+  }
+}
+
+Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const Label& what) {
   const std::optional<std::uint64_t> size = scalar_size(type_id);
-  if (!size) return in.fail(what + ": unknown value type id " + std::to_string(type_id));
+  if (!size) return in.fail(what() + ": unknown value type id " + std::to_string(type_id));
   GgufValue v;
   v.type = static_cast<GgufValueType>(type_id);
   switch (v.type) {
@@ -150,41 +218,23 @@ Result<GgufValue> read_value(Reader& in, std::uint32_t type_id, const std::strin
     }
     case GgufValueType::Bool: {
       TERNJIT_TRY(const std::uint64_t raw, in.uint(1, what));
-      if (raw > 1) return in.fail(what + ": bool value " + std::to_string(raw) + ", expected 0 or 1");
+      if (raw > 1) return in.fail(what() + ": bool value " + std::to_string(raw) + ", expected 0 or 1");
       v.b = raw == 1;
       break;
     }
     case GgufValueType::String: {
-      TERNJIT_TRY(v.str, in.string(what));
+      TERNJIT_TRY(v.str, in.string(what()));
       break;
     }
     case GgufValueType::Array: {
-      if (depth > 8) return in.fail(what + ": arrays nested more than 8 deep");
-      TERNJIT_TRY(const std::uint64_t elem_id, in.uint(4, what + " array type"));
-      TERNJIT_TRY(const std::uint64_t count, in.uint(8, what + " array count"));
-      const std::optional<std::uint64_t> elem_size = scalar_size(static_cast<std::uint32_t>(elem_id));
-      if (elem_id > 0xffffffffu || !elem_size) {
-        return in.fail(what + ": unknown array element type id " + std::to_string(elem_id));
-      }
-      // Every element takes at least one byte (strings 8, arrays 12): cap the count by
-      // what the rest of the file can hold before reserving anything.
-      const std::uint64_t min_size = *elem_size != 0 ? *elem_size : (elem_id == 8 ? 8 : 12);
-      if (count > in.remaining() / min_size) {
-        return in.fail(what + ": array count " + std::to_string(count) + " exceeds what the remaining " +
-                       std::to_string(in.remaining()) + " bytes can hold");
-      }
-      if (count > kMaxMetadataValues - in.metadata_values) {
-        return in.fail(what + ": array count " + std::to_string(count) + " takes the metadata past " +
-                       std::to_string(kMaxMetadataValues) + " array elements in all (a limit of this reader)");
-      }
-      in.metadata_values += count;
+      TERNJIT_TRY(const std::uint64_t elem_id, in.uint(4, [&] { return what() + " array type"; }));
+      TERNJIT_TRY(const std::uint64_t count, in.uint(8, [&] { return what() + " array count"; }));
+      TERNJIT_TRY_VOID(check_array_count(in, elem_id, count, what));
+      const std::uint64_t begin = in.pos();
+      TERNJIT_TRY_VOID(skip_elements(in, static_cast<std::uint32_t>(elem_id), count, 0, what));
       v.array_type = static_cast<GgufValueType>(elem_id);
-      v.array.reserve(static_cast<std::size_t>(count));
-      for (std::uint64_t k = 0; k < count; ++k) {
-        TERNJIT_TRY(GgufValue e, read_value(in, static_cast<std::uint32_t>(elem_id),
-                                            what + "[" + std::to_string(k) + "]", depth + 1));
-        v.array.push_back(std::move(e));
-      }
+      v.array_count = count;
+      v.array_bytes = in.region(begin, in.pos());
       break;
     }
   }
@@ -215,16 +265,21 @@ Result<void> put_value(std::vector<std::uint8_t>& out, const GgufValue& v, const
     case GgufValueType::F64: put_le(out, std::bit_cast<std::uint64_t>(v.f), 8); break;
     case GgufValueType::Bool: out.push_back(v.b ? 1 : 0); break;
     case GgufValueType::String: put_string(out, v.str); break;
-    case GgufValueType::Array:
+    case GgufValueType::Array: {
+      // The encoded elements as they are, once checked to hold exactly array_count
+      // elements of array_type (a value built by hand may not).
+      Reader check(v.array_bytes, "");
+      const Label what = [&] { return "key " + quoted(key); };
+      if (!check_array_count(check, static_cast<std::uint32_t>(v.array_type), v.array_count, what).ok() ||
+          !skip_elements(check, static_cast<std::uint32_t>(v.array_type), v.array_count, 0, what).ok() ||
+          check.remaining() != 0)
+        return make_error(ErrorCode::InvalidArgument, "key " + quoted(key) + ": array_bytes do not hold " +
+                                                          std::to_string(v.array_count) + " elements of its array_type");
       put_le(out, static_cast<std::uint32_t>(v.array_type), 4);
-      put_le(out, v.array.size(), 8);
-      for (const GgufValue& e : v.array) {
-        if (e.type != v.array_type) {
-          return make_error(ErrorCode::InvalidArgument, "key " + quoted(key) + ": array element type differs from its array_type");
-        }
-        TERNJIT_TRY_VOID(put_value(out, e, key));
-      }
+      put_le(out, v.array_count, 8);
+      out.insert(out.end(), v.array_bytes.span().begin(), v.array_bytes.span().end());
       break;
+    }
   }
   return success();
 }
@@ -335,6 +390,38 @@ std::uint64_t GgufTensor::elem_count() const {
   return n;
 }
 
+std::vector<GgufValue> GgufValue::array_elements(std::size_t limit) const {
+  TERNJIT_CHECK(type == GgufValueType::Array, "GgufValue::array_elements: not an array");
+  Reader in(array_bytes, "array");
+  const std::uint64_t n = std::min<std::uint64_t>(limit, array_count);
+  std::vector<GgufValue> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (std::uint64_t k = 0; k < n; ++k) {
+    auto e = read_value(in, static_cast<std::uint32_t>(array_type), [k] { return "element " + std::to_string(k); });
+    TERNJIT_CHECK(e.ok(), "GgufValue::array_elements: array_bytes do not hold array_count elements of array_type");
+    out.push_back(std::move(e.value()));
+  }
+  return out;
+}
+
+Result<GgufValue> make_gguf_array(GgufValueType elem_type, std::span<const GgufValue> elements) {
+  std::vector<std::uint8_t> bytes;
+  for (std::size_t k = 0; k < elements.size(); ++k) {
+    if (elements[k].type != elem_type)
+      return make_error(ErrorCode::InvalidArgument, "array element " + std::to_string(k) + " has another type than the array's");
+    TERNJIT_TRY_VOID(put_value(bytes, elements[k], "array element " + std::to_string(k)));
+  }
+  if (!scalar_size(static_cast<std::uint32_t>(elem_type)))
+    return make_error(ErrorCode::InvalidArgument, "array element type id " +
+                                                      std::to_string(static_cast<std::uint32_t>(elem_type)) + " is unknown");
+  GgufValue v;
+  v.type = GgufValueType::Array;
+  v.array_type = elem_type;
+  v.array_count = elements.size();
+  v.array_bytes = ir::SharedBytes::adopt(std::move(bytes));
+  return v;
+}
+
 const GgufValue* GgufFile::find(std::string_view key) const {
   for (const GgufKv& kv : metadata) {
     if (kv.key == key) return &kv.value;
@@ -401,7 +488,7 @@ Result<bool> GgufFile::get_bool(std::string_view key) const {
 }
 
 Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view display_name) {
-  Reader in(data.span(), display_name);
+  Reader in(data, display_name);
   const std::string prefix = std::string(display_name) + ": ";
   TERNJIT_TRY(const std::uint64_t magic, in.uint(4, "magic"));
   if (magic != 0x46554747u) return in.fail("bad magic: not a GGUF file");  // "GGUF" little-endian
@@ -422,6 +509,10 @@ Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view displa
   if (kv_count > in.remaining() / 13) {
     return in.fail("kv_count " + std::to_string(kv_count) + " exceeds what the file can hold");
   }
+  if (kv_count > kMaxGgufMetadataPairs) {
+    return in.fail("kv_count " + std::to_string(kv_count) + " is over the limit of " +
+                   std::to_string(kMaxGgufMetadataPairs) + " key/value pairs (a limit of this reader)");
+  }
   if (tensor_count > in.remaining() / 24) {
     return in.fail("tensor_count " + std::to_string(tensor_count) + " exceeds what the file can hold");
   }
@@ -431,7 +522,7 @@ Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view displa
     GgufKv kv;
     TERNJIT_TRY(kv.key, in.string(what + " key"));
     TERNJIT_TRY(const std::uint64_t type, in.uint(4, "key " + quoted(kv.key) + " type"));
-    TERNJIT_TRY(kv.value, read_value(in, static_cast<std::uint32_t>(type), "key " + quoted(kv.key), 0));
+    TERNJIT_TRY(kv.value, read_value(in, static_cast<std::uint32_t>(type), [&] { return "key " + quoted(kv.key); }));
     if (kv.key == "general.alignment") {
       TERNJIT_TRY(file.alignment, alignment_of(kv.value, prefix, ErrorCode::InvalidInput));
     }

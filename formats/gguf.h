@@ -28,8 +28,11 @@ enum class GgufValueType : std::uint32_t {
 };
 
 /// One metadata value. Integers of any width are in `u` (unsigned types) or `i` (signed
-/// types), floats in `f`, booleans in `b`, strings in `str`; an Array has `array_type`
-/// and its elements in `array` (each of that type; arrays of arrays are allowed).
+/// types), floats in `f`, booleans in `b`, strings in `str`. An Array has `array_type`,
+/// `array_count` elements (each of that type; arrays of arrays are allowed), and holds
+/// them encoded as in a GGUF file in `array_bytes`: in a parsed file a region of its
+/// mapping, so an array takes no memory of its own however long it is. array_elements
+/// decodes them; make_gguf_array encodes them.
 struct GgufValue {
   GgufValueType type = GgufValueType::U8;  ///< which field holds the value
   std::uint64_t u = 0;                     ///< U8, U16, U32, U64
@@ -38,8 +41,25 @@ struct GgufValue {
   bool b = false;                          ///< Bool
   std::string str;                         ///< String
   GgufValueType array_type = GgufValueType::U8;  ///< Array: the element type
-  std::vector<GgufValue> array;                  ///< Array: the elements
+  std::uint64_t array_count = 0;                 ///< Array: the number of elements
+  ir::SharedBytes array_bytes;                   ///< Array: the elements, encoded (little-endian, as in the file)
+
+  /// The first min(limit, array_count) elements of an Array, decoded (an element that is
+  /// an array is again a view of its bytes). Precondition: an Array whose array_bytes hold
+  /// array_count elements of array_type, as every parsed value and make_gguf_array result
+  /// does (aborts otherwise).
+  [[nodiscard]] std::vector<GgufValue> array_elements(std::size_t limit = SIZE_MAX) const;
 };
+
+/// An Array value holding `elements`, each of type `elem_type`, encoded. Errors
+/// (InvalidArgument): an element of another type, an unknown type, or an element that is
+/// an Array not holding what it says.
+Result<GgufValue> make_gguf_array(GgufValueType elem_type, std::span<const GgufValue> elements);
+
+/// The most key/value pairs parse_gguf reads (a model has about 30 to 60, its vocabulary
+/// in a few arrays): with arrays kept as regions of the file, the parsed metadata takes at
+/// most its keys' and strings' bytes plus about 160 bytes a pair (about 10 MB at the limit).
+inline constexpr std::uint64_t kMaxGgufMetadataPairs = 65536;
 
 /// One key/value pair of the metadata, in file order.
 struct GgufKv {
@@ -118,8 +138,9 @@ struct GgufFile {
 /// block size, a misaligned offset, data past the end of the file, overlapping tensors,
 /// a repeated tensor name, a tensor name longer than kMaxTensorNameBytes (text.h; "tensor
 /// 3 name is 102400 bytes long, over the limit of 4096 bytes"), a general.alignment that
-/// is not a power of two u32. The tensors' bytes are regions of `data` when it is owned,
-/// else copies.
+/// is not a power of two u32, more than kMaxGgufMetadataPairs key/value pairs, arrays
+/// nested more than 8 deep. The tensors' bytes and the metadata arrays' are regions of
+/// `data` when it is owned, else copies. Time and memory are linear in the header's bytes.
 Result<GgufFile> parse_gguf(const ir::SharedBytes& data, std::string_view display_name);
 
 /// Maps the file at `path` (map_file) and parses it with the path as display name.
@@ -131,8 +152,8 @@ Result<GgufFile> read_gguf(const std::string& path);
 /// is added), then tensor infos with offsets assigned in order, each aligned, then the
 /// data. Errors (InvalidArgument): a tensor whose bytes.size() is not its byte size for
 /// its type and dims, 0 or more than 4 dims, ne[0] not a multiple of the block size, a
-/// repeated tensor name, a bad general.alignment, an array whose elements do not all
-/// have its array_type.
+/// repeated tensor name, a bad general.alignment, an array whose array_bytes do not hold
+/// array_count elements of its array_type.
 Result<std::vector<std::uint8_t>> serialize_gguf(std::span<const GgufKv> metadata,
                                                  std::span<const GgufTensor> tensors);
 

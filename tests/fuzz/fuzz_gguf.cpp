@@ -24,10 +24,14 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 
 bool same_value(const GgufValue& a, const GgufValue& b) {
   if (a.type != b.type || a.u != b.u || a.i != b.i || !same_bits(a.f, b.f) || a.b != b.b || a.str != b.str ||
-      a.array_type != b.array_type || a.array.size() != b.array.size())
+      a.array_type != b.array_type || a.array_count != b.array_count)
     return false;
-  for (std::size_t k = 0; k < a.array.size(); ++k)
-    if (!same_value(a.array[k], b.array[k])) return false;
+  if (a.type != formats::GgufValueType::Array) return true;
+  // Decoded element by element (an array is a view of its encoded bytes).
+  const std::vector<GgufValue> ea = a.array_elements(), eb = b.array_elements();
+  if (ea.size() != a.array_count || eb.size() != b.array_count) return false;
+  for (std::size_t k = 0; k < ea.size(); ++k)
+    if (!same_value(ea[k], eb[k])) return false;
   return true;
 }
 

@@ -54,8 +54,8 @@ json value_json(const formats::GgufValue& v) {
     case formats::GgufValueType::String: return v.str;
     case formats::GgufValueType::Array: {
       json head = json::array();
-      for (std::size_t i = 0; i < v.array.size() && i < kArrayHead; ++i) head.push_back(value_json(v.array[i]));
-      return json{{"element_type", value_type_name(v.array_type)}, {"count", v.array.size()}, {"head", head}};
+      for (const formats::GgufValue& e : v.array_elements(kArrayHead)) head.push_back(value_json(e));
+      return json{{"element_type", value_type_name(v.array_type)}, {"count", v.array_count}, {"head", head}};
     }
   }
   return nullptr;
@@ -64,9 +64,10 @@ json value_json(const formats::GgufValue& v) {
 // The text form of a value: JSON for scalars and strings, "[TYPE x N: a, b, ...]" for arrays.
 std::string value_text(const formats::GgufValue& v) {
   if (v.type != formats::GgufValueType::Array) return value_json(v).dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string s = "[" + std::string(value_type_name(v.array_type)) + " x " + std::to_string(v.array.size());
-  for (std::size_t i = 0; i < v.array.size() && i < kArrayHead; ++i) s += (i == 0 ? ": " : ", ") + value_text(v.array[i]);
-  return s + (v.array.size() > kArrayHead ? ", ...]" : "]");
+  std::string s = "[" + std::string(value_type_name(v.array_type)) + " x " + std::to_string(v.array_count);
+  const std::vector<formats::GgufValue> head = v.array_elements(kArrayHead);
+  for (std::size_t i = 0; i < head.size(); ++i) s += (i == 0 ? ": " : ", ") + value_text(head[i]);
+  return s + (v.array_count > kArrayHead ? ", ...]" : "]");
 }
 
 template <typename Dims>

@@ -2,9 +2,12 @@
 // gguf_test.cpp - GGUF: hand-built blocks of every type, round trips, and every malformation.
 #include "formats/gguf.h"
 #include "tests/unit/formats/tq_testing.h"
+#include "tests/unit/process_memory.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -222,27 +225,6 @@ TEST_CASE("gguf: malformations") {
     f[0] = 'X';
     CHECK(has(parse_gguf(owned(f), "m").error(), "magic"));
   }
-  SUBCASE("metadata arrays past the element budget") {
-    // Two u8 arrays of 2^21 + 1 elements (a 4 MB file): each fits the file, together they
-    // pass the 2^22 elements the reader parses in all (each costs ~100 bytes parsed).
-    const std::uint64_t n = (std::uint64_t{1} << 21) + 1;
-    Bytes f;
-    f.u(0x46554747, 4).u(3, 4).u(0, 8).u(2, 8);
-    for (const char* key : {"a", "b"}) {
-      f.str(key).u(9, 4).u(0, 4).u(n, 8);
-      f.b.resize(f.b.size() + n, 7);
-    }
-    auto r = parse_gguf(owned(f.b), "arrays.gguf");
-    REQUIRE(!r.ok());
-    CHECK(has(r.error(), "key 'b'"));
-    CHECK(has(r.error(), "4194304 array elements in all"));
-    // One of them alone parses.
-    f.b.resize(f.b.size() - n - 1 - 8 - 4 - 4 - 8);
-    f.b[16] = 1;
-    auto one = parse_gguf(owned(f.b), "one.gguf");
-    REQUIRE(one.ok());
-    CHECK(one.value().metadata.at(0).value.array.size() == n);
-  }
   SUBCASE("offset past the end") {
     Bytes f;
     f.u(0x46554747, 4).u(3, 4).u(1, 8).u(0, 8);
@@ -378,13 +360,11 @@ TEST_CASE("gguf: write and read back") {
   v = {}; v.type = GgufValueType::F32; v.f = 0.25; add("f32", v);
   v = {}; v.type = GgufValueType::F64; v.f = 1e300; add("f64", v);
   v = {}; v.type = GgufValueType::Bool; v.b = true; add("flag", v);
-  GgufValue tokens;
-  tokens.type = GgufValueType::Array;
-  tokens.array_type = GgufValueType::String;
+  std::vector<GgufValue> token_values;
   for (const char* s : {"<s>", "a", ""}) {
-    GgufValue e; e.type = GgufValueType::String; e.str = s; tokens.array.push_back(e);
+    GgufValue e; e.type = GgufValueType::String; e.str = s; token_values.push_back(e);
   }
-  add("tokenizer.tokens", tokens);
+  add("tokenizer.tokens", make_gguf_array(GgufValueType::String, token_values).value());
 
   std::vector<std::uint8_t> tq2(2 * 66, 0x55);
   tq2[0] = 0x56;  // element 0: code 10, +1
@@ -414,9 +394,10 @@ TEST_CASE("gguf: write and read back") {
   CHECK(g.get_bool("flag").value());
   const GgufValue* tv = g.find("tokenizer.tokens");
   REQUIRE(tv != nullptr);
-  REQUIRE(tv->array.size() == 3);
-  CHECK(tv->array[0].str == "<s>");
-  CHECK(tv->array[2].str.empty());
+  REQUIRE(tv->array_count == 3);
+  CHECK(tv->array_elements()[0].str == "<s>");
+  CHECK(tv->array_elements()[2].str.empty());
+  CHECK(tv->array_elements(1).size() == 1);
   REQUIRE(g.tensors.size() == 2);
   CHECK(g.tensors[1].offset % 64 == 0);
   for (std::size_t k = 0; k < 2; ++k) {
@@ -459,4 +440,167 @@ TEST_CASE("gguf: corrupting any header byte never crashes") {
       }
     }
   }
+}
+
+namespace {
+
+// Parses `image` and returns how far the peak resident memory rose above the memory in use
+// before (bytes) and how long it took (seconds).
+struct ParseCost {
+  Result<GgufFile> file;
+  double peak_growth = 0, seconds = 0;
+};
+ParseCost parse_cost(const ir::SharedBytes& image, const std::string& name) {
+  testing::reset_peak();
+  const testing::Memory before = testing::memory();
+  const auto start = std::chrono::steady_clock::now();
+  auto file = parse_gguf(image, name);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const testing::Memory after = testing::memory();
+  return ParseCost{std::move(file), after.peak - std::max(before.rss, before.peak), seconds};
+}
+
+bool inside(const ir::SharedBytes& part, const ir::SharedBytes& whole) {
+  return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
+}
+
+}  // namespace
+
+// Issue 33 item 20: every metadata array element was a ~100-byte GgufValue, so a 4 MB
+// array of 4M u8 took 0.5-0.9 GB and seconds, and the number of key/value pairs was
+// uncapped (68 MB of pairs: 817 MB). Arrays are now regions of the file, pairs capped.
+TEST_CASE("gguf metadata: arrays are views of the image, pairs capped; hostile headers cost bounded memory and time") {
+  constexpr double kMB = 1 << 20;
+  SUBCASE("a 4 MB u8 array, two arrays of 2^21 + 1, strings and nested arrays") {
+    const std::uint64_t n = (std::uint64_t{1} << 22) - 64;
+    Bytes f;
+    f.u(0x46554747, 4).u(3, 4).u(0, 8).u(1, 8);
+    f.str("a").u(9, 4).u(0, 4).u(n, 8);
+    f.b.resize(f.b.size() + n, 7);
+    const ir::SharedBytes image = owned(f.b);
+    ParseCost c = parse_cost(image, "u8.gguf");
+    REQUIRE_MESSAGE(c.file.ok(), (c.file.ok() ? "" : c.file.error().message));
+    const GgufValue& v = c.file->metadata.at(0).value;
+    CHECK(v.array_count == n);
+    CHECK(v.array_bytes.size() == n);
+    CHECK(inside(v.array_bytes, image));  // a view, not a copy
+    CHECK(v.array_elements(3).size() == 3);
+    CHECK(v.array_elements(3)[2].u == 7);
+    CHECK_MESSAGE(c.peak_growth < 16 * kMB, "peak grew " << c.peak_growth / kMB << " MB");  // was ~440 MB
+    CHECK(c.seconds < 10);  // ~1 ms; was 5-12 s
+
+    // Two arrays of 2^21 + 1 elements passed the former cap of 2^22 in all: now both parse.
+    const std::uint64_t half = (std::uint64_t{1} << 21) + 1;
+    Bytes two;
+    two.u(0x46554747, 4).u(3, 4).u(0, 8).u(2, 8);
+    for (const char* key : {"a", "b"}) {
+      two.str(key).u(9, 4).u(0, 4).u(half, 8);
+      two.b.resize(two.b.size() + half, 7);
+    }
+    auto both = parse_gguf(owned(two.b), "arrays.gguf");
+    REQUIRE(both.ok());
+    CHECK(both->metadata.at(1).value.array_count == half);
+
+    // 4 MB of empty strings (512k of them) and of arrays of one u8 (~320k).
+    for (const GgufValueType elem : {GgufValueType::String, GgufValueType::Array}) {
+      const std::uint64_t each = elem == GgufValueType::String ? 8 : 13, count = (std::uint64_t{4} << 20) / each;
+      Bytes g;
+      g.u(0x46554747, 4).u(3, 4).u(0, 8).u(1, 8);
+      g.str("v").u(9, 4).u(static_cast<std::uint32_t>(elem), 4).u(count, 8);
+      for (std::uint64_t k = 0; k < count; ++k) {
+        if (elem == GgufValueType::String) g.u(0, 8);
+        else g.u(0, 4).u(1, 8).u(5, 1);
+      }
+      const ir::SharedBytes img = owned(g.b);
+      ParseCost s = parse_cost(img, "s.gguf");
+      REQUIRE_MESSAGE(s.file.ok(), (s.file.ok() ? "" : s.file.error().message));
+      const GgufValue& sv = s.file->metadata.at(0).value;
+      CHECK(sv.array_count == count);
+      CHECK(inside(sv.array_bytes, img));
+      CHECK_MESSAGE(s.peak_growth < 16 * kMB, "peak grew " << s.peak_growth / kMB << " MB");
+      CHECK(s.seconds < 10);
+      const std::vector<GgufValue> head = sv.array_elements(2);
+      REQUIRE(head.size() == 2);
+      if (elem == GgufValueType::Array) CHECK(head[1].array_elements().at(0).u == 5);
+      else CHECK(head[1].str.empty());
+    }
+  }
+  SUBCASE("malformed elements are named") {
+    Bytes f;
+    f.u(0x46554747, 4).u(3, 4).u(0, 8).u(1, 8);
+    f.str("flags").u(9, 4).u(7, 4).u(4, 8).u(1, 1).u(0, 1).u(2, 1).u(1, 1);
+    auto r = parse_gguf(owned(f.b), "b.gguf");
+    REQUIRE(!r.ok());
+    CHECK(has(r.error(), "b.gguf: key 'flags'[2]: bool value 2, expected 0 or 1"));
+    Bytes g;
+    g.u(0x46554747, 4).u(3, 4).u(0, 8).u(1, 8);
+    g.str("words").u(9, 4).u(8, 4).u(2, 8).str("ok").u(100, 8).u(0, 8);
+    auto w = parse_gguf(owned(g.b), "w.gguf");
+    REQUIRE(!w.ok());
+    CHECK(has(w.error(), "w.gguf: key 'words'[1] needs 100 bytes"));
+    // Nine nested arrays are read (depth 0 .. 8), ten are not.
+    for (int levels : {9, 10}) {
+      Bytes h;
+      h.u(0x46554747, 4).u(3, 4).u(0, 8).u(1, 8);
+      h.str("deep").u(9, 4);
+      for (int l = 1; l < levels; ++l) h.u(9, 4).u(1, 8);
+      h.u(0, 4).u(0, 8);
+      auto d = parse_gguf(owned(h.b), "d.gguf");
+      CHECK_MESSAGE(d.ok() == (levels == 9), levels);
+      if (!d.ok()) CHECK(has(d.error(), "arrays nested more than 8 deep"));
+    }
+  }
+  SUBCASE("key/value pairs past kMaxGgufMetadataPairs are refused before any is read") {
+    for (const std::uint64_t pairs : {kMaxGgufMetadataPairs, kMaxGgufMetadataPairs + 1}) {
+      Bytes f;
+      f.u(0x46554747, 4).u(3, 4).u(0, 8).u(pairs, 8);
+      for (std::uint64_t k = 0; k < pairs; ++k) f.str("").u(0, 4).u(1, 1);  // 13 bytes each
+      ParseCost c = parse_cost(owned(f.b), "pairs.gguf");
+      if (pairs == kMaxGgufMetadataPairs) {
+        REQUIRE(c.file.ok());
+        CHECK(c.file->metadata.size() == pairs);
+        // A pair takes sizeof(GgufKv) (~150 bytes): about 10 MB at the limit.
+        CHECK_MESSAGE(c.peak_growth < 32 * kMB, "peak grew " << c.peak_growth / kMB << " MB");
+      } else {
+        REQUIRE(!c.file.ok());
+        CHECK(has(c.file.error(), "pairs.gguf: kv_count 65537 is over the limit of 65536 key/value pairs"));
+      }
+      CHECK(c.seconds < 10);
+    }
+  }
+}
+
+TEST_CASE("gguf metadata: make_gguf_array, serialize and parse again; hand-built arrays are checked") {
+  std::vector<GgufValue> words;
+  for (const char* w : {"x", "", "yz"}) {
+    GgufValue e;
+    e.type = GgufValueType::String;
+    e.str = w;
+    words.push_back(e);
+  }
+  auto inner = make_gguf_array(GgufValueType::String, words);
+  REQUIRE(inner.ok());
+  const std::vector<GgufValue> nested{inner.value(), make_gguf_array(GgufValueType::String, {}).value()};
+  auto outer = make_gguf_array(GgufValueType::Array, nested);
+  REQUIRE(outer.ok());
+  GgufValue wrong;
+  wrong.type = GgufValueType::U8;
+  CHECK(!make_gguf_array(GgufValueType::String, std::vector{wrong}).ok());
+  std::vector<GgufKv> meta{{"nested", outer.value()}};
+  auto image = serialize_gguf(meta, {});
+  REQUIRE(image.ok());
+  auto back = parse_gguf(owned(image.value()), "n.gguf");
+  REQUIRE(back.ok());
+  const std::vector<GgufValue> got = back->metadata.at(0).value.array_elements();
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].array_count == 3);
+  CHECK(got[0].array_elements()[2].str == "yz");
+  CHECK(got[1].array_count == 0);
+  // A hand-built array whose bytes do not hold what it says is refused by the writer.
+  GgufValue lying = outer.value();
+  lying.array_count = 3;
+  std::vector<GgufKv> bad{{"lying", lying}};
+  auto refused = serialize_gguf(bad, {});
+  REQUIRE(!refused.ok());
+  CHECK(has(refused.error(), "key 'lying': array_bytes do not hold 3 elements"));
 }

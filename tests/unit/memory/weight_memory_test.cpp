@@ -18,6 +18,7 @@
 
 #include "formats/gguf.h"
 #include "tests/unit/engine/engine_testing.h"
+#include "tests/unit/process_memory.h"
 #include "ternjit/engine.h"
 
 namespace ternjit {
@@ -27,21 +28,8 @@ constexpr std::int64_t kK = 4096, kN = 14336;
 constexpr double kTwoBitBytes = static_cast<double>(kK * kN / 4);
 constexpr double kMB = 1e6;
 
-// VmRSS and VmHWM (the peak) of this process, in bytes.
-struct Memory {
-  double rss = 0, peak = 0;
-};
-Memory memory() {
-  Memory m;
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) m.rss = std::stod(line.substr(6)) * 1024;
-    if (line.rfind("VmHWM:", 0) == 0) m.peak = std::stod(line.substr(6)) * 1024;
-  }
-  REQUIRE(m.rss > 0);
-  return m;
-}
+using testing::Memory;
+using testing::memory;
 
 // A deterministic tern2 code stream (every field a valid code), `bytes` long.
 std::vector<std::uint8_t> tern2_codes(std::size_t begin, std::size_t bytes) {
