@@ -7,6 +7,8 @@
 #include <limits>
 #include <string_view>
 
+#include "formats/text.h"
+
 #include "ir/numeric.h"
 #include "ir/tensor.h"
 
@@ -149,7 +151,7 @@ Result<void> check_bitnet_config(const BitNetConfig& c) {
 Result<BitNetConfig> bitnet_config(const GgufFile& file) {
   auto invalid = [](const std::string& why) { return make_error(ErrorCode::InvalidInput, why); };
   TERNJIT_TRY(std::string arch, file.get_string("general.architecture"));
-  if (arch != "bitnet") return invalid("general.architecture is '" + arch + "', not 'bitnet'");
+  if (arch != "bitnet") return invalid("general.architecture is " + quoted_printable(arch) + ", not 'bitnet'");
   BitNetConfig c;
   const std::pair<const char*, std::int64_t*> ints[] = {{"bitnet.block_count", &c.blocks},
                                                         {"bitnet.embedding_length", &c.hidden},
@@ -168,7 +170,7 @@ Result<BitNetConfig> bitnet_config(const GgufFile& file) {
     auto act = file.get_string("bitnet.hidden_activation");
     if (!act.ok()) return invalid(act.error().message);
     if (act.value() != "relu2" && act.value() != "silu")
-      return invalid("bitnet.hidden_activation is '" + act.value() + "': ternjit runs 'relu2' and 'silu'");
+      return invalid("bitnet.hidden_activation is " + quoted_printable(act.value()) + ": ternjit runs 'relu2' and 'silu'");
     c.ffn_activation = act.value() == "silu" ? BitNetActivation::Silu : BitNetActivation::Relu2;
   }
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");

@@ -132,7 +132,8 @@ class Reader {
   std::uint64_t pos_ = 0;
 };
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+// A key or tensor name from the file, quoted and escaped for a message (text.h).
+std::string quoted(std::string_view s) { return quoted_printable(s); }
 
 // Arrays nest at most this deep: an array at depth 0 (a key's value) .. 8.
 constexpr int kMaxArrayDepth = 8;

@@ -17,6 +17,7 @@
 #include "formats/bitnet_gguf.h"
 #include "formats/mapped_file.h"
 #include "formats/safetensors.h"
+#include "formats/text.h"
 #include "ir/tensor.h"
 
 namespace ternjit::formats {
@@ -42,6 +43,13 @@ int json_depth(std::string_view text) {
     if (c == '}' || c == ']') --depth;
   }
   return deepest;
+}
+
+// A JSON value from the file for a message: its text cut to 200 bytes and made printable
+// (text.h), so neither a huge array nor an escape sequence reaches the terminal.
+std::string shown(const json& v) {
+  const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() <= 200 ? printable(text) : printable(text.substr(0, 200)) + "...";
 }
 
 Result<json> read_json(const std::string& path) {
@@ -73,26 +81,26 @@ class Fields {
       return error("'" + key + "' is missing");
     }
     if (!v->is_number_integer() || v->get<std::int64_t>() <= 0 || v->get<std::int64_t>() > (std::int64_t{1} << 31))
-      return error("'" + key + "' is " + v->dump() + ", not a positive integer");
+      return error("'" + key + "' is " + shown(*v) + ", not a positive integer");
     return v->get<std::int64_t>();
   }
   [[nodiscard]] Result<double> positive(const std::string& key, double fallback) const {
     const json* v = find(key);
     if (v == nullptr) return fallback;
     if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() <= 0)
-      return error("'" + key + "' is " + v->dump() + ", not a positive number");
+      return error("'" + key + "' is " + shown(*v) + ", not a positive number");
     return v->get<double>();
   }
   [[nodiscard]] Result<std::string> text(const std::string& key, const std::string& fallback) const {
     const json* v = find(key);
     if (v == nullptr) return fallback;
-    if (!v->is_string()) return error("'" + key + "' is " + v->dump() + ", not a string");
+    if (!v->is_string()) return error("'" + key + "' is " + shown(*v) + ", not a string");
     return v->get<std::string>();
   }
   [[nodiscard]] Result<bool> flag(const std::string& key, bool fallback) const {
     const json* v = find(key);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return error("'" + key + "' is " + v->dump() + ", not true or false");
+    if (!v->is_boolean()) return error("'" + key + "' is " + shown(*v) + ", not true or false");
     return v->get<bool>();
   }
   // A string key that must be one of `allowed` (the first is the default when absent).
@@ -101,7 +109,7 @@ class Fields {
     TERNJIT_TRY(std::string v, text(key, *allowed.begin()));
     for (const char* a : allowed)
       if (v == a) return v;
-    return error("'" + key + "' is \"" + v + "\": " + why);
+    return error("'" + key + "' is \"" + printable(v) + "\": " + why);
   }
 
  private:
@@ -115,7 +123,7 @@ Result<double> rope_theta(const Fields& top) {
   constexpr double kDefaultTheta = 500000.0;  // BitNetConfig.default_theta
   const std::string why = "ternjit's decoder computes default RoPE (inv_freq = theta^(-2i/D), no scaling)";
   if (const json* p = top.find("rope_parameters")) {
-    if (!p->is_object()) return top.error("'rope_parameters' is " + p->dump() + ", not an object");
+    if (!p->is_object()) return top.error("'rope_parameters' is " + shown(*p) + ", not an object");
     const Fields rope(*p, "rope_parameters");
     auto type = rope.one_of("rope_type", {"default"}, why);
     if (!type.ok()) return top.error(type.error().message);
@@ -124,7 +132,7 @@ Result<double> rope_theta(const Fields& top) {
     return theta.value();
   }
   if (const json* s = top.find("rope_scaling")) {
-    if (!s->is_object()) return top.error("'rope_scaling' is " + s->dump() + ", not null or an object");
+    if (!s->is_object()) return top.error("'rope_scaling' is " + shown(*s) + ", not null or an object");
     const Fields scaling(*s, "rope_scaling");
     auto type = scaling.one_of(s->contains("rope_type") ? "rope_type" : "type", {"default"}, why);
     if (!type.ok()) return top.error(type.error().message);
@@ -139,13 +147,13 @@ Result<HfBitNetWeights> weights_form(const Fields& top) {
     return top.error("there is no 'quantization_config': transformers then computes every projection as a float "
                      "nn.Linear (no ternary weights, no int8 activations), which is not the BitNet b1.58 model "
                      "ternjit's decoder computes");
-  if (!q->is_object()) return top.error("'quantization_config' is " + q->dump() + ", not an object");
+  if (!q->is_object()) return top.error("'quantization_config' is " + shown(*q) + ", not an object");
   const Fields qc(*q, "quantization_config");
   auto wrap = [&](const Error& e) { return top.error(e.message); };
   auto method = qc.text("quant_method", "");
   if (!method.ok()) return wrap(method.error());
   if (method.value() != "bitnet")
-    return top.error("quantization_config: 'quant_method' is \"" + method.value() + "\", not \"bitnet\"");
+    return top.error("quantization_config: 'quant_method' is \"" + printable(method.value()) + "\", not \"bitnet\"");
   auto linear = qc.one_of("linear_class", {"bitlinear", "autobitlinear"}, "transformers knows 'bitlinear' and 'autobitlinear'");
   if (!linear.ok()) return wrap(linear.error());
   auto mode = qc.one_of("quantization_mode", {"offline", "online"}, "transformers knows 'offline' and 'online'");
@@ -160,7 +168,7 @@ Result<HfBitNetWeights> weights_form(const Fields& top) {
     // it must hold "lm_head" (else the head is quantized) and nothing else (else some
     // projection stays a float nn.Linear).
     if (!skip->is_array() || *skip != json::array({"lm_head"}))
-      return top.error("quantization_config: 'modules_to_not_convert' is " + skip->dump() +
+      return top.error("quantization_config: 'modules_to_not_convert' is " + shown(*skip) +
                        ": ternjit's decoder quantizes every projection and never the head (null or [\"lm_head\"])");
   }
   // BitLinear (whatever the mode) divides by weight_scale; AutoBitLinear offline multiplies.
@@ -189,11 +197,11 @@ Result<std::vector<std::string>> weight_files(const std::filesystem::path& dir,
     return top.error("'weight_map' is missing or not an object of tensor names to file names");
   std::set<std::string> names;
   for (const auto& [tensor, file] : map->items()) {
-    if (!file.is_string()) return top.error("weight_map['" + tensor + "'] is " + file.dump() + ", not a file name");
+    if (!file.is_string()) return top.error("weight_map[" + quoted_printable(tensor) + "] is " + shown(file) + ", not a file name");
     const std::string f = file.get<std::string>();
     // A shard lies in the checkpoint directory itself.
     if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-      return top.error("weight_map['" + tensor + "'] is \"" + f + "\", not a file name in the checkpoint directory");
+      return top.error("weight_map[" + quoted_printable(tensor) + "] is \"" + printable(f) + "\", not a file name in the checkpoint directory");
     names.insert(f);
     (*shard_of)[tensor] = (dir / f).string();
   }
@@ -216,12 +224,12 @@ class TensorCheck {
     for (std::size_t i = 0; i < files_.size(); ++i) {
       if (const StTensor* t = files_[i].find(name)) {
         if (auto s = shard_of_.find(name); s != shard_of_.end() && s->second != paths_[i])
-          return fail(paths_[i] + ": holds '" + name + "', which the index places in " + s->second);
-        return std::pair{t, paths_[i]};
+          return fail(printable(paths_[i]) + ": holds '" + name + "', which the index places in " + printable(s->second));
+        return std::pair{t, printable(paths_[i])};  // for messages: a shard's name comes from the index
       }
     }
     if (auto s = shard_of_.find(name); s != shard_of_.end())
-      return fail(s->second + ": has no tensor '" + name + "' (the index says it does)");
+      return fail(printable(s->second) + ": has no tensor '" + name + "' (the index says it does)");
     return fail(where() + ": no tensor '" + name + "'");
   }
 
@@ -267,7 +275,7 @@ class TensorCheck {
 
  private:
   static Error fail(std::string why) { return make_error(ErrorCode::InvalidInput, std::move(why)); }
-  std::string where() const { return paths_.size() == 1 ? paths_[0] : "the checkpoint's safetensors files"; }
+  std::string where() const { return paths_.size() == 1 ? printable(paths_[0]) : "the checkpoint's safetensors files"; }
 
   std::vector<StFile> files_;
   std::vector<std::string> paths_;
@@ -282,10 +290,10 @@ Result<HfBitNetConfig> hf_bitnet_config(const std::string& dir) {
   TERNJIT_TRY(json j, read_json(config_path));
   const Fields top(j, config_path);
   TERNJIT_TRY(std::string model_type, top.text("model_type", ""));
-  if (model_type != "bitnet") return top.error("'model_type' is \"" + model_type + "\", not \"bitnet\"");
+  if (model_type != "bitnet") return top.error("'model_type' is \"" + printable(model_type) + "\", not \"bitnet\"");
   if (const json* arch = top.find("architectures")) {
     if (!arch->is_array() || std::find(arch->begin(), arch->end(), json("BitNetForCausalLM")) == arch->end())
-      return top.error("'architectures' is " + arch->dump() + ": ternjit's decoder is BitNetForCausalLM (with its head)");
+      return top.error("'architectures' is " + shown(*arch) + ": ternjit's decoder is BitNetForCausalLM (with its head)");
   }
 
   HfBitNetConfig out;

@@ -72,24 +72,9 @@ std::string supported_dtypes() {
   return out;
 }
 
-// A user-controlled string, quoted and made safe for a one-line message: control bytes escaped,
-// long strings cut.
-std::string for_message(std::string_view text) {
-  constexpr std::size_t kMaxShown = 100;
-  std::string out = "'";
-  for (std::size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > kMaxShown) out += "...";
-  return out + "'";
-}
+// A string from the file, quoted and made safe for a one-line message (text.h): control
+// bytes and invalid UTF-8 escaped, long strings cut.
+std::string for_message(std::string_view text) { return quoted_printable(text, 100); }
 
 std::string shape_text(std::span<const std::int64_t> shape) {
   std::string out = "[";

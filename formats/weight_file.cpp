@@ -12,6 +12,7 @@
 #endif
 
 #include "formats/mapped_file.h"
+#include "formats/text.h"
 #include "formats/ternary.h"
 #include "formats/weight_store.h"
 #include "ir/bind.h"
@@ -34,7 +35,8 @@ Error fail(std::string msg) { return make_error(ErrorCode::InvalidInput, std::mo
 
 constexpr std::size_t kQK = 256;  // elements of a GGUF ternary block
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+// A tensor name or metadata string from the file, quoted and escaped for a message (text.h).
+std::string quoted(std::string_view s) { return quoted_printable(s); }
 
 // Splits "a{x}b" into literal and placeholder pieces; placeholders as ("", name).
 Result<std::vector<std::pair<std::string, std::string>>> split_rule_side(const std::string& text,
@@ -597,7 +599,7 @@ WeightFile WeightFile::from_gguf(GgufFile file, std::string display_name, const 
 std::vector<std::string> WeightFile::offer_names() const {
   std::vector<std::string> names;
   for (const WeightOffer& o : offers_)
-    if (o.kind != OfferKind::MasterScale) names.push_back(o.name);
+    if (o.kind != OfferKind::MasterScale) names.push_back(printable(o.name));
   return names;
 }
 
@@ -663,7 +665,7 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
       const GgufTensor& t = gguf_->tensors[o.tensor];
       if (!ternary)
         return fail(from + " is " + std::string(gguf_type_name(t.type)) +
-                    " (ternary): declare the parameter TernaryTensor[K, N] (its scales bind '" + o.name + "_scale')");
+                    " (ternary): declare the parameter TernaryTensor[K, N] (its scales bind " + quoted(o.name + "_scale") + ")");
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
       return Shape{d.shape};
     }
@@ -692,8 +694,8 @@ Result<std::optional<std::vector<std::int64_t>>> WeightFile::shape_for(const Wei
     case OfferKind::HfPacked: {
       const StTensor& t = st_->tensors[o.tensor];
       if (!ternary)
-        return fail(from + " is a Hugging Face BitNet packed ternary weight (U8 with '" + t.name +
-                    "_scale'): declare the parameter TernaryTensor[K, N]");
+        return fail(from + " is a Hugging Face BitNet packed ternary weight (U8 with " + quoted(t.name + "_scale") +
+                    "): declare the parameter TernaryTensor[K, N]");
       return Shape{std::vector<std::int64_t>{t.shape[1], t.shape[0] * 4}};
     }
     case OfferKind::HfScale: {
@@ -736,8 +738,8 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
         if (format != WeightFormat::Plain && t.kind != ElemKind::U8)
           return fail(from + ": packed ternary data must be U8, got " + t.dtype);
         if (format == WeightFormat::Plain && t.kind != ElemKind::I8)
-          return fail(from + " is ternary: it needs I8 values in {-1, 0, 1}, U8 bytes with a '" + t.name +
-                      ".format' metadata entry, a float master weight, or a Hugging Face packed weight; got " + t.dtype);
+          return fail(from + " is ternary: it needs I8 values in {-1, 0, 1}, U8 bytes with a " + quoted(t.name + ".format") +
+                      " metadata entry, a float master weight, or a Hugging Face packed weight; got " + t.dtype);
       } else if (is_float(declared) ? !is_float(t.kind) : t.kind != declared) {
         return fail(from + " is " + t.dtype + " but the parameter is " + std::string(elem_name(declared)));
       }
@@ -838,7 +840,7 @@ Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, cons
     if (o.kind == OfferKind::MasterScale && bound.count(o.name)) {
       TERNJIT_TRY(const WeightOffer* chosen, find(o.name));
       if (chosen == &o && !ternary.count(o.name.substr(0, o.name.size() - 6)))
-        return fail(display_name_ + ": '" + o.name + "' would be the absmean scale of float tensor " + quoted(o.origin) +
+        return fail(display_name_ + ": " + quoted(o.name) + " would be the absmean scale of float tensor " + quoted(o.origin) +
                     ", but that tensor binds no ternary parameter");
     }
     if (!ternary.count(o.name)) continue;
@@ -851,7 +853,7 @@ Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, cons
     TERNJIT_TRY(const WeightOffer* s, find(scale));
     if (master && s != nullptr && s->kind != OfferKind::MasterScale) {
       return fail(display_name_ + ": float tensor " + quoted(o.origin) + " is ternarized (absmean) for a ternary parameter, "
-                  "whose scale is '" + scale + "', but the file also holds a tensor " + quoted(s->origin) +
+                  "whose scale is " + quoted(scale) + ", but the file also holds a tensor " + quoted(s->origin) +
                   " by that name: bind a ternary tensor instead, or rename one with a name map rule");
     }
     if (bound.count(scale)) continue;
@@ -875,8 +877,8 @@ Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, cons
       what = "float tensor " + quoted(o.origin) + " ternarized with absmean has a scale";
     }
     if (!unit) {
-      return fail(display_name_ + ": " + what + " other than 1, and no parameter '" + scale +
-                  "' takes them: declare it (a scale is never dropped)");
+      return fail(display_name_ + ": " + what + " other than 1, and no parameter " + quoted(scale) +
+                  " takes them: declare it (a scale is never dropped)");
     }
   }
   return success();

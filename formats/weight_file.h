@@ -98,7 +98,7 @@ class WeightFile {
   [[nodiscard]] const std::string& display_name() const { return display_name_; }
   /// Every offer, in file order (a ternary tensor's scale right after it).
   [[nodiscard]] const std::vector<WeightOffer>& offers() const { return offers_; }
-  /// Every offer's name, for "did you mean" notes.
+  /// Every offer's name made printable (text.h), for messages and "did you mean" notes.
   [[nodiscard]] std::vector<std::string> offer_names() const;
   /// The offer called `name`, or nullptr. Errors (InvalidInput): two offers share the name
   /// (a rename collision, or a file tensor named like a derived scale), naming both.

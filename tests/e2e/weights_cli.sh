@@ -132,4 +132,43 @@ expect_ok "inspect --map: 12 adjacent placeholders match in linear time" '^  T +
 gguf_f32 adjacent.gguf "$(printf 'a%.0s' {1..40})b"
 expect_ok "inspect --map: 12 adjacent placeholders fail to match in linear time" '^  a{40}b +\[4\] +<- a{40}b, float$' -- \
   timeout 20 "$bin" inspect adjacent.gguf --map '{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}X=T'
+
+# Issue 33 item 10: keys, tensor names and safetensors metadata were printed raw, terminal
+# escape sequences included. Now no byte of a file reaches the terminal unescaped: control
+# bytes, C1 controls (U+009B is a CSI) and invalid UTF-8 print as \xHH (JSON: \u escapes).
+no_raw_controls() {  # no_raw_controls FILE...: no C0 control but newline, no DEL, no C1, valid UTF-8
+  local f
+  for f in "$@"; do
+    LC_ALL=C grep -qP '[\x00-\x09\x0B-\x1F\x7F]|\xC2[\x80-\x9F]' "$f" && return 1
+    iconv -f UTF-8 -t UTF-8 "$f" >/dev/null 2>&1 || return 1
+  done
+  return 0
+}
+key1=$'k\x1b[31mRED' value1=$'v\x1b[2J' key2=$'bad\xff\xfe' value2=$'\xc2\x9b31m' name1=$'w\x1b]0;title\x07' name2=$'\xc2\x9b1m'
+bytes() { printf '%s' "$1" | wc -c; }  # a string's length in bytes, whatever the locale
+{
+  printf "GGUF$(le 3 4)$(le 2 8)$(le 2 8)"
+  printf "$(le $(bytes "$key1") 8)%s$(le 8 4)$(le $(bytes "$value1") 8)%s" "$key1" "$value1"
+  printf "$(le $(bytes "$key2") 8)%s$(le 8 4)$(le $(bytes "$value2") 8)%s" "$key2" "$value2"
+  printf "$(le $(bytes "$name1") 8)%s$(le 1 4)$(le 4 8)$(le 0 4)$(le 0 8)" "$name1"
+  printf "$(le $(bytes "$name2") 8)%s$(le 1 4)$(le 4 8)$(le 0 4)$(le 32 8)" "$name2"
+} >esc.gguf
+while [ $(($(stat -c %s esc.gguf) % 32)) -ne 0 ]; do printf '\x00' >>esc.gguf; done
+printf '\x00%.0s' {1..64} >>esc.gguf
+header='{"__metadata__":{"k\u001b]0;t\u0007":"v\u009b2J","w\u001b[31m.format":"x\u001b[5m"},"w\u001b[31m":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}'
+{ printf "$(le $(bytes "$header") 8)"; printf '%s' "$header"; printf '\x00\x00\x00\x00'; } >esc.safetensors
+for f in esc.gguf esc.safetensors; do
+  "$bin" inspect "$f" >out.txt 2>err.txt && no_raw_controls out.txt err.txt
+  check "inspect $f: file text escaped" $?
+  "$bin" inspect --json "$f" >out.txt 2>err.txt && no_raw_controls out.txt err.txt
+  check "inspect --json $f: file text escaped" $?
+  "$bin" inspect "$f" --map '{a}=L0.{a}' >out.txt 2>err.txt && no_raw_controls out.txt err.txt
+  check "inspect --map $f: file text escaped" $?
+  "$bin" run g.tri --layer L0 --shape M=1,K=4,N=4 --weights "$f" --map 'w{a}=L0.w' >out.txt 2>err.txt
+  [ $? -eq 1 ] && no_raw_controls out.txt err.txt
+  check "run --weights $f: the error escapes file text" $?
+done
+grep -qF 'k\x1B[31mRED (STRING) = "v\x1B[2J"' <("$bin" inspect esc.gguf)
+check "inspect shows an escaped key and value" $?
+
 e2e_summary weights_cli

@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "formats/mapped_file.h"
 #include "formats/safetensors.h"
+#include "formats/text.h"
 #include "formats/weight_file.h"
 #include "tools/ternjit/commands.h"
 
@@ -61,9 +62,12 @@ json value_json(const formats::GgufValue& v) {
   return nullptr;
 }
 
-// The text form of a value: JSON for scalars and strings, "[TYPE x N: a, b, ...]" for arrays.
+// The text form of a value: JSON for numbers, a string in double quotes made printable
+// (formats/text.h: no byte of the file reaches the terminal unescaped), "[TYPE x N: a, b,
+// ...]" for arrays.
 std::string value_text(const formats::GgufValue& v) {
-  if (v.type != formats::GgufValueType::Array) return value_json(v).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (v.type == formats::GgufValueType::String) return "\"" + formats::printable(v.str) + "\"";
+  if (v.type != formats::GgufValueType::Array) return value_json(v).dump();
   std::string s = "[" + std::string(value_type_name(v.array_type)) + " x " + std::to_string(v.array_count);
   const std::vector<formats::GgufValue> head = v.array_elements(kArrayHead);
   for (std::size_t i = 0; i < head.size(); ++i) s += (i == 0 ? ": " : ", ") + value_text(head[i]);
@@ -118,16 +122,20 @@ json offers_json(const formats::WeightFile& file) {
 
 void print_offers(const formats::WeightFile& file) {
   std::size_t width = 9;
-  for (const formats::WeightOffer& o : file.offers()) width = std::max(width, o.name.size());
+  for (const formats::WeightOffer& o : file.offers()) width = std::max(width, formats::printable(o.name).size());
   std::printf("binds (\"Layer.p\" or \"p\"; shapes in ternjit's orientation):\n");
   for (const formats::WeightOffer& o : file.offers()) {
     if (o.kind == formats::OfferKind::MasterScale) continue;
     auto [what, shape] = offer_binds(file, o);
     if (what.empty()) continue;
-    std::printf("  %-*s %-22s <- %s, %s\n", static_cast<int>(width), o.name.c_str(), dims_text(shape).c_str(),
-                o.origin.c_str(), what.c_str());
+    std::printf("  %-*s %-22s <- %s, %s\n", static_cast<int>(width), formats::printable(o.name).c_str(),
+                dims_text(shape).c_str(), formats::printable(o.origin).c_str(), what.c_str());
   }
 }
+
+// JSON output: every character outside printable ASCII as a \u escape (ensure_ascii), so
+// no byte of the file reaches the terminal as it is; invalid UTF-8 becomes U+FFFD.
+void print_json(const json& out) { std::puts(out.dump(2, ' ', true, json::error_handler_t::replace).c_str()); }
 
 void print_table_header(std::size_t width) {
   std::printf("%-*s %-8s %-22s %12s %12s\n", static_cast<int>(width), "name", "type", "dims", "bytes", "offset");
@@ -150,19 +158,19 @@ int inspect_gguf(const std::string& path, const ir::SharedBytes& image, bool as_
                              {"bytes", t.bytes.size()}, {"offset", t.offset}});
     out["tensors"] = tensors;
     out["binds"] = offers_json(file);
-    std::puts(out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+    print_json(out);
     return 0;
   }
   std::printf("%s: GGUF v%u, alignment %" PRIu64 ", %zu metadata keys, %zu tensors\n", path.c_str(), g.version,
               g.alignment, g.metadata.size(), g.tensors.size());
   for (const formats::GgufKv& kv : g.metadata)
-    std::printf("  %s (%s) = %s\n", kv.key.c_str(), std::string(value_type_name(kv.value.type)).c_str(),
-                value_text(kv.value).c_str());
+    std::printf("  %s (%s) = %s\n", formats::printable(kv.key).c_str(),
+                std::string(value_type_name(kv.value.type)).c_str(), value_text(kv.value).c_str());
   std::size_t width = 4;
-  for (const formats::GgufTensor& t : g.tensors) width = std::max(width, t.name.size());
+  for (const formats::GgufTensor& t : g.tensors) width = std::max(width, formats::printable(t.name).size());
   print_table_header(width);
   for (const formats::GgufTensor& t : g.tensors)
-    std::printf("%-*s %-8s %-22s %12zu %12" PRIu64 "\n", static_cast<int>(width), t.name.c_str(),
+    std::printf("%-*s %-8s %-22s %12zu %12" PRIu64 "\n", static_cast<int>(width), formats::printable(t.name).c_str(),
                 std::string(formats::gguf_type_name(t.type)).c_str(), dims_text(t.dims).c_str(), t.bytes.size(),
                 t.offset);
   std::puts("dims are ggml's ne[] (innermost first); offsets are from the data section");
@@ -184,17 +192,19 @@ int inspect_safetensors(const std::string& path, const ir::SharedBytes& image, b
                              {"offset", t.data_offset}});
     out["tensors"] = tensors;
     out["binds"] = offers_json(file);
-    std::puts(out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+    print_json(out);
     return 0;
   }
   std::printf("%s: safetensors, %zu metadata entries, %zu tensors\n", path.c_str(), f.metadata.size(),
               f.tensors.size());
-  for (const auto& [key, value] : f.metadata) std::printf("  %s = %s\n", key.c_str(), value.c_str());
+  for (const auto& [key, value] : f.metadata)
+    std::printf("  %s = %s\n", formats::printable(key).c_str(), formats::printable(value).c_str());
   std::size_t width = 4;
-  for (const formats::StTensor& t : f.tensors) width = std::max(width, t.name.size());
+  for (const formats::StTensor& t : f.tensors) width = std::max(width, formats::printable(t.name).size());
   print_table_header(width);
   for (const formats::StTensor& t : f.tensors)
-    std::printf("%-*s %-8s %-22s %12zu %12" PRIu64 "%s\n", static_cast<int>(width), t.name.c_str(), t.dtype.c_str(),
+    std::printf("%-*s %-8s %-22s %12zu %12" PRIu64 "%s\n", static_cast<int>(width), formats::printable(t.name).c_str(),
+                formats::printable(t.dtype).c_str(),
                 dims_text(t.shape).c_str(), t.bytes.size(), t.data_offset, t.used ? "" : "  (never bound)");
   std::puts("dims are row-major; offsets are from the data buffer");
   print_offers(file);
