@@ -241,9 +241,10 @@ FloatRows master_rows(const std::optional<StFile>& st, const std::optional<GgufF
 // s = 1 / max(mean|W|, 1e-5), q = clamp(round_half_even(W * s), -1, 1), W ~ q / s.
 // Returns 1 / s (the multiplier ternjit's scale parameter holds).
 float master_scale(const FloatRows& w) {
-  std::vector<float> row(w.k);
+  std::vector<float> row(w.n == 0 ? 0 : w.k);  // no rows: ne0 alone may be huge (a 0 x 2^37 tensor)
   double sum = 0;
-  for (std::size_t r = 0; r < w.n; ++r) {
+  // A tensor of no elements has nothing to visit; its other extent may be 2^40.
+  for (std::size_t r = 0; r < (w.k == 0 ? 0 : w.n); ++r) {
     w.row(r, row.data());
     for (float v : row) sum += std::fabs(static_cast<double>(v));
   }
@@ -253,11 +254,21 @@ float master_scale(const FloatRows& w) {
   return 1.0f / s;
 }
 
+// master_scale, refused when it is not finite: a mean |W| near FLT_MAX makes s = 1 / mean
+// subnormal and 1 / s overflow (the values would all round to 0 under an infinite scale).
+Result<float> finite_master_scale(const FloatRows& w) {
+  const float scale = master_scale(w);
+  if (!std::isfinite(scale))
+    return fail("its absmean scale 1 / (1 / mean |W|) overflows f32 (mean |W| is too close to the f32 maximum)");
+  return scale;
+}
+
 Result<ir::StoredTensor> ternarize_master(const FloatRows& w, const std::string& what) {
-  std::vector<float> row(w.k);
-  const float s = 1.0f / master_scale(w);
+  std::vector<float> row(w.n == 0 ? 0 : w.k);
+  TERNJIT_TRY(const float scale, finite_master_scale(w));
+  const float s = 1.0f / scale;
   Tern2Out out(w.k, w.n);
-  for (std::size_t r = 0; r < w.n; ++r) {
+  for (std::size_t r = 0; r < (w.k == 0 ? 0 : w.n); ++r) {
     w.row(r, row.data());
     for (std::size_t i = 0; i < w.k; ++i) {
       const float x = row[i] * s;
@@ -342,10 +353,11 @@ Result<ir::StoredTensor> gguf_ternary_transposed(const GgufTensor& t, const Gguf
   const std::uint8_t* base = t.bytes.data();
   auto bad_code = [&](std::size_t row, std::size_t b, const std::uint8_t* codes) {
     const std::size_t e = static_cast<std::size_t>(std::find(codes, codes + kQK, 3) - codes);
-    return fail(what + ": TQ2_0 tensor " + quoted(t.name) + " element (k " + std::to_string(b * kQK + e) + ", row " +
-                std::to_string(row) + ") has code 3 (value 2), not ternary");
+    return fail(what + ": TQ2_0 element (k " + std::to_string(b * kQK + e) + ", row " + std::to_string(row) +
+                ") has code 3 (value 2), not ternary");
   };
   Tern2Out out(d.k, d.n);
+  if (d.k == 0 || d.n == 0) return out.finish(d.shape);  // no blocks; the other extent may be 2^40
   float scale = 0;
   if (d.n % 64 == 0 && t.type == GgufTensorType::TQ2_0) {
     // 64 rows at a time make 16 whole output bytes per output row: byte e of row group g
@@ -434,6 +446,8 @@ Result<ir::StoredTensor> gguf_float(const GgufTensor& t, const GgufDims& d, Elem
                     (t.type == GgufTensorType::F16 && kind == ElemKind::F16) ||
                     (t.type == GgufTensorType::BF16 && kind == ElemKind::BF16);
   if (same && t.dims.size() <= 1) return ir::StoredTensor::view(kind, d.shape, t.bytes);
+  // No elements: nothing to convert (and no row buffer of ne0 floats, which may be 2^37).
+  if (d.k == 0 || d.n == 0) return ir::StoredTensor::zeros(kind, row_order ? std::vector<std::int64_t>{static_cast<std::int64_t>(d.n), static_cast<std::int64_t>(d.k)} : d.shape);
   std::vector<std::int64_t> stored{static_cast<std::int64_t>(d.n), static_cast<std::int64_t>(d.k)};
   if (same && row_order) return ir::StoredTensor::view(kind, std::move(stored), t.bytes);
   const FloatRows rows = gguf_rows(t);
@@ -554,6 +568,7 @@ WeightFile WeightFile::from_safetensors(StFile file, std::string display_name, c
   for (std::size_t i = 0; i < file.tensors.size(); ++i) {
     const StTensor& t = file.tensors[i];
     if (!t.used || t.kind != ElemKind::U8 || t.shape.size() != 2 || file.metadata.count(t.name + ".format")) continue;
+    if (t.shape[0] > std::numeric_limits<std::int64_t>::max() / 4) continue;  // N = 4 R must fit int64
     const StTensor* s = file.find(t.name + "_scale");
     if (s == nullptr || !s->used || !is_float(s->kind) || ir::checked_numel(s->shape).value_or(0) != 1) continue;
     const auto sibling = static_cast<std::size_t>(s - file.tensors.data());
@@ -760,7 +775,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
     case OfferKind::GgufTernary: {
       const GgufTensor& t = gguf_->tensors[o.tensor];
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
-      auto r = gguf_ternary_transposed(t, d, what);
+      auto r = gguf_ternary_transposed(t, d, from);  // `from` names the tensor and the file
       // The blocks now live as tern2 codes: the file's pages of them need not stay resident
       // (issue 14: 0.52 GB of the 2B4T model). Its scales' offer reads them again, then drops them too.
       if (r.ok()) release_mapped_pages(t.bytes.span());
@@ -783,7 +798,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
         }
       } else {
         values.resize(g * d.n);
-        for (std::size_t n = 0; n < d.n; ++n)
+        for (std::size_t n = 0; n < (g == 0 ? 0 : d.n); ++n)
           for (std::size_t b = 0; b < g; ++b) {
             TERNJIT_TRY(values[b * d.n + n], scale(n * g + b));
           }
@@ -798,7 +813,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
       const auto r_rows = static_cast<std::size_t>(t.shape[0]);
       const auto k = static_cast<std::size_t>(t.shape[1]);
       Tern2Out out(k, 4 * r_rows);
-      for (std::size_t plane = 0; plane < 4; ++plane) {
+      for (std::size_t plane = 0; plane < (k == 0 ? 0 : 4); ++plane) {
         for (std::size_t r = 0; r < r_rows; ++r) {
           const std::uint8_t* src = t.bytes.data() + r * k;
           for (std::size_t i = 0; i < k; ++i) {
@@ -828,7 +843,13 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
     }
     case OfferKind::MasterScale: {
       const FloatRows rows = master_rows(st_, gguf_, o.tensor);
-      const std::vector<float> values(rows.n, master_scale(rows));
+      auto scale = finite_master_scale(rows);
+      if (!scale.ok()) return fail(from + ": " + scale.error().message);
+      // Finite as the parameter's kind too (an f16 scale overflows past 65504).
+      if (!std::isfinite(ir::round_to_kind(*scale, declared)))
+        return fail(from + ": its absmean scale " + fmt_float(*scale) + " is not finite as " +
+                    std::string(elem_name(declared)));
+      const std::vector<float> values(rows.n, *scale);
       return encode_floats(declared, std::move(shape), values);
     }
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <fstream>
 #include <random>
@@ -184,6 +185,8 @@ TEST_CASE("gguf ternary: a TQ2_0 code 3 is an error naming the element") {
   auto r = f.load(offer(f, "w"), ElemKind::T2, {256, 4}, "parameter 'L.w'");
   REQUIRE(!r.ok());
   CHECK(has(r.error(), "element (k 161, row 2) has code 3"));
+  // Found by fuzz_weight_binder (issue 33): the error did not name the file.
+  CHECK(has(r.error(), "parameter 'L.w': tensor 'w' of m.gguf: TQ2_0 element (k 161, row 2)"));
 }
 
 TEST_CASE("gguf float tensors: F32 vectors are views, matrices transposed, Q8_0 dequantized as ggml") {
@@ -546,4 +549,80 @@ TEST_CASE("tensor names past kMaxTensorNameBytes are refused by the GGUF and saf
   const std::vector<std::string> rules{"a{x}=w"};
   const WeightFile f = WeightFile::from_gguf(std::move(back.value()), "limit.gguf", NameMap::parse(rules).value());
   CHECK(offer(f, "w").origin == at_limit);
+}
+
+// Found by fuzz_hf_checkpoint (issue 33): a master weight whose mean |W| is near FLT_MAX
+// has s = 1 / mean subnormal, and 1 / s overflows: the values all rounded to 0 and the
+// bound scale was +inf.
+TEST_CASE("master weights: an absmean scale that overflows f32 is refused, naming the file") {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  StFile st;
+  st.tensors.push_back(make_f32_tensor("w", {1, 2}, std::vector<float>{kMax, -kMax}));
+  const WeightFile f = WeightFile::from_safetensors(st, "big.safetensors");
+  auto w = f.load(offer(f, "w"), ElemKind::T2, {2, 1}, "parameter 'w'");
+  REQUIRE(!w.ok());
+  CHECK(has(w.error(), "parameter 'w': tensor 'w' of big.safetensors"));
+  CHECK(has(w.error(), "absmean scale"));
+  auto s = f.load(offer(f, "w_scale"), ElemKind::F32, {1}, "parameter 'w_scale'");
+  REQUIRE(!s.ok());
+  CHECK(has(s.error(), "absmean scale"));
+  // A large mean whose scale is finite still loads: values +-1, scale ~ mean.
+  StFile ok;
+  ok.tensors.push_back(make_f32_tensor("w", {1, 2}, std::vector<float>{3e38f, -3e38f}));
+  const WeightFile g = WeightFile::from_safetensors(ok, "ok.safetensors");
+  auto v = g.load(offer(g, "w"), ElemKind::T2, {2, 1}, "parameter 'w'");
+  REQUIRE(v.ok());
+  CHECK(ir::tern2_at(v->bytes().data(), 0) == 1);
+  CHECK(ir::tern2_at(v->bytes().data(), 1) == -1);
+  auto gs = g.load(offer(g, "w_scale"), ElemKind::F32, {1}, "parameter 'w_scale'");
+  REQUIRE(gs.ok());
+  float scale = 0;
+  std::memcpy(&scale, gs->bytes().data(), 4);
+  CHECK(std::isfinite(scale));
+}
+
+// Found by fuzz_hf_checkpoint (issue 33): the absmean scale of a master weight with mean
+// |W| ~ 1e20, bound to a Tensor<f16> scale, became +inf.
+TEST_CASE("master weights: an absmean scale not finite in the scale parameter's kind is refused") {
+  StFile st;
+  st.tensors.push_back(make_f32_tensor("w", {1, 2}, std::vector<float>{1e20f, -1e20f}));
+  const WeightFile f = WeightFile::from_safetensors(st, "big.safetensors");
+  auto half = f.load(offer(f, "w_scale"), ElemKind::F16, {1}, "parameter 'w_scale'");
+  REQUIRE(!half.ok());
+  CHECK(has(half.error(), "parameter 'w_scale': tensor 'w' of big.safetensors: its absmean scale 1.00000002e+20 is not finite as f16"));
+  CHECK(f.load(offer(f, "w_scale"), ElemKind::F32, {1}, "parameter 'w_scale'").ok());
+}
+
+// Found by fuzz_weight_binder (issue 33): a GGUF float tensor with dims (2^37, 0) holds no
+// bytes, yet binding it allocated a row of 2^37 floats (out of memory).
+TEST_CASE("gguf float tensors with no elements bind without a buffer sized by the other extent") {
+  GgufTensor t;
+  t.name = "w";
+  t.type = GgufTensorType::F32;
+  t.dims = {std::uint64_t{1} << 37, 0};
+  const WeightFile f = gguf_file({t});
+  const std::vector<std::int64_t> shape{std::int64_t{1} << 37, 0};
+  auto as_float = f.load(offer(f, "w"), ElemKind::F16, shape, "parameter 'w'");
+  REQUIRE_MESSAGE(as_float.ok(), (as_float.ok() ? "" : as_float.error().message));
+  CHECK(as_float->shape() == shape);
+  auto as_ternary = f.load(offer(f, "w"), ElemKind::T2, shape, "parameter 'w'");
+  REQUIRE_MESSAGE(as_ternary.ok(), (as_ternary.ok() ? "" : as_ternary.error().message));
+  CHECK(as_ternary->shape() == shape);
+  auto scale = f.load(offer(f, "w_scale"), ElemKind::F32, {0}, "parameter 'w_scale'");
+  CHECK(scale.ok());
+
+  // Dims (0, 2^40): 2^40 rows of nothing were visited one by one (a hang), for a master
+  // weight, a TQ2_0 tensor and its grouped scales alike.
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t rows = std::int64_t{1} << 40;
+  GgufTensor tall = t;
+  tall.dims = {0, std::uint64_t{1} << 40};
+  GgufTensor tq = tall;
+  tq.name = "q";
+  tq.type = GgufTensorType::TQ2_0;
+  const WeightFile g = gguf_file({tall, tq});
+  CHECK(g.load(offer(g, "w"), ElemKind::T2, {0, rows}, "parameter 'w'").ok());
+  CHECK(g.load(offer(g, "q"), ElemKind::T2, {0, rows}, "parameter 'q'").ok());
+  CHECK(g.load(offer(g, "q_scale"), ElemKind::F32, {0, rows}, "parameter 'q_scale'").ok());
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0);
 }
