@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "formats/text.h"
-
+#include "ir/ir.h"
 #include "ir/numeric.h"
 #include "ir/tensor.h"
 
@@ -132,6 +132,18 @@ Result<void> check_bitnet_decoder(const BitNetConfig& c) {
   if (c.hidden % c.heads != 0 || bitnet_head_dim(c) % 2 != 0)
     return bad("embedding_length " + std::to_string(c.hidden) + " / head_count " + std::to_string(c.heads) +
                " is not an even head dimension");
+  if (c.blocks > kMaxBitnetBlocks)
+    return bad("block_count = " + std::to_string(c.blocks) + " is more than the " + std::to_string(kMaxBitnetBlocks) +
+               " blocks the decoder unrolls within the DSL's budget of expression nodes per function");
+  // The matrices the decoder declares ([E, HQ*D] = [E, E], [E, HKV*D] and [HQ*D, E] at most
+  // that, [E, F], [F, E], [V, E]) are types of at most 2^60 elements (ir::kMaxElements).
+  const std::pair<const char*, std::int64_t> matrices[] = {{"embedding_length", c.hidden},
+                                                           {"feed_forward_length", c.ffn},
+                                                           {"vocab size", c.vocab}};
+  for (const auto& [name, n] : matrices)
+    if (!ir::mul_extents(n, c.hidden))
+      return bad(std::string(name) + " " + std::to_string(n) + " x embedding_length " + std::to_string(c.hidden) +
+                 " is a matrix of more than 2^60 elements");
   if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0) return bad("rope.freq_base must be positive");
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0) return bad("layer_norm_rms_epsilon must be positive");
   for (const auto& [name, kind] : {std::pair{"embedding", c.embedding}, std::pair{"kv_cache", c.kv_cache}})

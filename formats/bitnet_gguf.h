@@ -32,10 +32,16 @@ inline std::int64_t bitnet_head_dim(const BitNetConfig& c) { return c.hidden / c
 /// context 64 (TQ2_0 blocks are 256 values along K, so E, HQ*D and F are multiples of 256).
 BitNetConfig tiny_bitnet_config();
 
+/// The most blocks bitnet_tri_source writes: its decoder unrolls them into one function,
+/// and the DSL's budget of 65,536 expression nodes per function holds about 410 of them
+/// (~160 nodes a block); unit/engine compiles this many.
+inline constexpr std::int64_t kMaxBitnetBlocks = 256;
+
 /// Success when `c` is a decoder bitnet_tri_source can write: every count in 1 .. 2^31,
-/// HQ % HKV == 0, E % HQ == 0, D even (RoPE pairs), rope_theta and rms_eps finite and
-/// positive, embedding and kv_cache F16, BF16 or F32. InvalidArgument naming the field
-/// otherwise. Every entry that takes a configuration runs it first (the C ABI and Python
+/// at most kMaxBitnetBlocks blocks, HQ % HKV == 0, E % HQ == 0, D even (RoPE pairs),
+/// E x E, F x E and V x E within 2^60 elements (a type's limit), rope_theta and rms_eps
+/// finite and positive, embedding and kv_cache F16, BF16 or F32. InvalidArgument naming
+/// the field otherwise. Every entry that takes a configuration runs it first (the C ABI and Python
 /// through ternjit::bitnet_tri_source and write_synthetic_bitnet).
 Result<void> check_bitnet_decoder(const BitNetConfig& c);
 

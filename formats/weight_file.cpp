@@ -239,40 +239,44 @@ FloatRows master_rows(const std::optional<StFile>& st, const std::optional<GgufF
 
 // absmean ternarization of a master weight (transformers' WeightQuant, in f32):
 // s = 1 / max(mean|W|, 1e-5), q = clamp(round_half_even(W * s), -1, 1), W ~ q / s.
-// Returns 1 / s (the multiplier ternjit's scale parameter holds).
-float master_scale(const FloatRows& w) {
+// Returns 1 / s (the multiplier ternjit's scale parameter holds). Errors: the first
+// element that is not finite, by its index in the file ([row, element]) and its class
+// (one would make the mean, and so every element's code, NaN or 0 * Inf); a scale that is
+// not finite (a mean |W| near FLT_MAX makes s subnormal and 1 / s overflow: the values
+// would all round to 0 under an infinite scale).
+Result<float> master_scale(const FloatRows& w) {
   std::vector<float> row(w.n == 0 ? 0 : w.k);  // no rows: ne0 alone may be huge (a 0 x 2^37 tensor)
   double sum = 0;
   // A tensor of no elements has nothing to visit; its other extent may be 2^40.
   for (std::size_t r = 0; r < (w.k == 0 ? 0 : w.n); ++r) {
     w.row(r, row.data());
-    for (float v : row) sum += std::fabs(static_cast<double>(v));
+    for (std::size_t i = 0; i < w.k; ++i) {
+      const float v = row[i];
+      if (!std::isfinite(v))
+        return fail("master weight element [" + std::to_string(r) + ", " + std::to_string(i) + "] is " +
+                    (std::isnan(v) ? "NaN" : v > 0 ? "Inf" : "-Inf"));
+      sum += std::fabs(static_cast<double>(v));
+    }
   }
   const double count = static_cast<double>(w.k) * static_cast<double>(w.n);
   const float mean = std::max(static_cast<float>(count > 0 ? sum / count : 0.0), 1e-5f);
   const float s = 1.0f / mean;
+  if (!std::isfinite(1.0f / s))
+    return fail("its absmean scale 1 / (1 / mean |W|) overflows f32 (mean |W| is too close to the f32 maximum)");
   return 1.0f / s;
 }
 
-// master_scale, refused when it is not finite: a mean |W| near FLT_MAX makes s = 1 / mean
-// subnormal and 1 / s overflow (the values would all round to 0 under an infinite scale).
-Result<float> finite_master_scale(const FloatRows& w) {
-  const float scale = master_scale(w);
-  if (!std::isfinite(scale))
-    return fail("its absmean scale 1 / (1 / mean |W|) overflows f32 (mean |W| is too close to the f32 maximum)");
-  return scale;
-}
-
-Result<ir::StoredTensor> ternarize_master(const FloatRows& w, const std::string& what) {
+// The ternary codes of a master weight (errors: master_scale's, unprefixed: the caller
+// names the tensor once). Every element is finite and 1 / s is finite, so no x is NaN.
+Result<ir::StoredTensor> ternarize_master(const FloatRows& w) {
   std::vector<float> row(w.n == 0 ? 0 : w.k);
-  TERNJIT_TRY(const float scale, finite_master_scale(w));
+  TERNJIT_TRY(const float scale, master_scale(w));
   const float s = 1.0f / scale;
   Tern2Out out(w.k, w.n);
   for (std::size_t r = 0; r < (w.k == 0 ? 0 : w.n); ++r) {
     w.row(r, row.data());
     for (std::size_t i = 0; i < w.k; ++i) {
       const float x = row[i] * s;
-      if (std::isnan(x)) return fail(what + ": master weight element [" + std::to_string(r) + ", " + std::to_string(i) + "] is NaN");
       const float q = std::clamp(std::nearbyint(x), -1.0f, 1.0f);  // default rounding: half to even, as torch.round
       out.set(i, r, static_cast<std::uint8_t>(static_cast<int>(q) + 1));
     }
@@ -742,7 +746,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
   switch (o.kind) {
     case OfferKind::Safetensors: {
       const StTensor& t = st_->tensors[o.tensor];
-      if (ternary && is_master_source(t)) return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor), from));
+      if (ternary && is_master_source(t)) return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor)));
       WeightFormat format = WeightFormat::Plain;
       if (ternary) {
         if (auto f = st_->metadata.find(t.name + ".format"); f != st_->metadata.end()) {
@@ -765,7 +769,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
       TERNJIT_TRY(GgufDims d, gguf_dims(t, from));
       if (ternary) {
         if (t.dims.size() != 2) return fail(from + " is a float vector; a ternary parameter needs a matrix");
-        return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor), from));
+        return wrap(ternarize_master(master_rows(st_, gguf_, o.tensor)));
       }
       if (!is_float(declared))
         return fail(from + " is " + std::string(gguf_type_name(t.type)) + " but the parameter is " +
@@ -843,7 +847,7 @@ Result<ir::StoredTensor> WeightFile::load(const WeightOffer& o, ElemKind declare
     }
     case OfferKind::MasterScale: {
       const FloatRows rows = master_rows(st_, gguf_, o.tensor);
-      auto scale = finite_master_scale(rows);
+      auto scale = master_scale(rows);
       if (!scale.ok()) return fail(from + ": " + scale.error().message);
       // Finite as the parameter's kind too (an f16 scale overflows past 65504).
       if (!std::isfinite(ir::round_to_kind(*scale, declared)))
@@ -894,8 +898,10 @@ Result<void> WeightFile::check_scales(const std::set<std::string>& ternary, cons
       unit = ws[0] == 1.0f;
       what = "Hugging Face packed tensor " + quoted(o.origin) + " has a weight_scale";
     } else {
-      unit = master_scale(master_rows(st_, gguf_, o.tensor)) == 1.0f;
       what = "float tensor " + quoted(o.origin) + " ternarized with absmean has a scale";
+      auto scale = master_scale(master_rows(st_, gguf_, o.tensor));
+      if (!scale.ok()) return fail(display_name_ + ": float tensor " + quoted(o.origin) + ": " + scale.error().message);
+      unit = *scale == 1.0f;
     }
     if (!unit) {
       return fail(display_name_ + ": " + what + " other than 1, and no parameter " + quoted(scale) +

@@ -318,8 +318,12 @@ namespace jit {
 
 Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& options) {
   auto shared = std::make_shared<EngineShared>(EngineShared{options, targets::TargetRegistry::create()});
-  TERNJIT_TRY(shared->typed, validate_options(options, shared->registry));
-  TERNJIT_TRY(shared->choice, shared->registry.choose(options.target));
+  auto typed = validate_options(options, shared->registry);
+  if (!typed.ok()) return name_env_variable(typed.error(), options, shared->registry);
+  shared->typed = *typed;
+  auto choice = shared->registry.choose(options.target);
+  if (!choice.ok()) return name_env_variable(choice.error(), options, shared->registry);
+  shared->choice = *choice;
   if (options.parallel_for != nullptr) {
     shared->parallel.threads = options.threads > 0 ? options.threads : ThreadPool::default_threads();
     shared->parallel.run = options.parallel_for;

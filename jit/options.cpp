@@ -17,9 +17,30 @@ namespace ternjit {
 
 namespace {
 
+// `text` with control bytes and DEL written \xNN, so that it never reaches a terminal raw;
+// with `quote`, also in single quotes, '\'' and '\\' escaped with a backslash (a value).
+std::string escape_text(std::string_view text, bool quote) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = quote ? "'" : "";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (quote && (c == '\'' || c == '\\')) {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
+    } else {
+      out += c;
+    }
+  }
+  return quote ? out + "'" : out;
+}
+
+std::string quote_env(std::string_view value) { return escape_text(value, true); }
+
 Error env_error(const char* var, std::string_view value, std::string_view expected) {
-  return make_error(ErrorCode::InvalidArgument, std::string(var) + "='" + std::string(value) +
-                                                    "' is malformed: expected " + std::string(expected));
+  return make_error(ErrorCode::InvalidArgument,
+                    std::string(var) + "=" + quote_env(value) + " is malformed: expected " + std::string(expected));
 }
 
 // A non-negative decimal integer, whole string.
@@ -40,9 +61,11 @@ constexpr std::string_view kStages[] = {"specialize", "optimize", "all"};
 Result<EngineOptions> EngineOptions::from_env() {
   EngineOptions o;
   // An unset or empty variable keeps the default.
-  auto get = [](const char* var) -> std::string_view {
+  auto get = [&o](const char* var) -> std::string_view {
     const char* v = std::getenv(var);  // the options are read here only (STYLE section 10)
-    return v ? std::string_view(v) : std::string_view();
+    if (v == nullptr || *v == '\0') return {};
+    o.env_values.emplace_back(var, v);  // so that Engine::create's errors can name it
+    return v;
   };
   if (auto v = get("TERNJIT_TARGET"); !v.empty()) o.target = std::string(v);
   if (auto v = get("TERNJIT_OPT_LEVEL"); !v.empty()) {
@@ -56,7 +79,8 @@ Result<EngineOptions> EngineOptions::from_env() {
     if (!n) return env_error("TERNJIT_THREADS", v, "a non-negative integer (0: the target's default)");
     o.threads = *n;
   }
-  // An option alias, resolved and validated when an engine is created.
+  // An option alias, resolved and validated when an engine is created (name_env_variable
+  // names the variable in its errors).
   if (auto v = get("TERNJIT_MAX_ISA"); !v.empty()) o.max_isa = std::string(v);
   if (auto v = get("TERNJIT_CACHE_DIR"); !v.empty()) o.cache_dir = std::string(v);
   if (auto v = get("TERNJIT_CACHE_MAX_SIZE"); !v.empty()) {
@@ -143,6 +167,47 @@ Result<TypedOptions> validate_options(const EngineOptions& o, const targets::Tar
     TERNJIT_TRY(t.target_options[name], target->parse_options(given[name]));
   }
   return t;
+}
+
+Error name_env_variable(Error error, const EngineOptions& o, const targets::TargetRegistry& registry) {
+  // The value of `var` when `value` is still what from_env() read from it.
+  auto from_env = [&o](std::string_view var, const std::string& value) {
+    return !value.empty() && std::any_of(o.env_values.begin(), o.env_values.end(),
+                                         [&](const auto& e) { return e.first == var && e.second == value; });
+  };
+  // The refusal may quote the value itself (a target name): escaped too.
+  auto named = [&](std::string names) {
+    return make_error(error.code, names + ": " + escape_text(error.message, false));
+  };
+  struct Variable {
+    const char* name;
+    std::string EngineOptions::*field;
+  };
+  // Each field the registry checks, alone on otherwise default options: the one refused
+  // alone is the one at fault.
+  for (const Variable v : {Variable{"TERNJIT_TARGET", &EngineOptions::target},
+                           Variable{"TERNJIT_TARGET_OPTIONS", &EngineOptions::target_options},
+                           Variable{"TERNJIT_MAX_ISA", &EngineOptions::max_isa},
+                           Variable{"TERNJIT_PRINT_AFTER", &EngineOptions::print_after},
+                           Variable{"TERNJIT_TUNING", &EngineOptions::tuning}}) {
+    const std::string& value = o.*v.field;
+    if (!from_env(v.name, value)) continue;
+    EngineOptions alone;
+    alone.*v.field = value;
+    const bool refused = v.field == &EngineOptions::target ? !registry.choose(value).ok()
+                                                           : !validate_options(alone, registry).ok();
+    if (refused) return named(std::string(v.name) + "=" + quote_env(value));
+  }
+  // Neither alone: max_isa contradicting the target options, both from the environment.
+  if (from_env("TERNJIT_MAX_ISA", o.max_isa) && from_env("TERNJIT_TARGET_OPTIONS", o.target_options)) {
+    EngineOptions both;
+    both.max_isa = o.max_isa;
+    both.target_options = o.target_options;
+    if (!validate_options(both, registry).ok())
+      return named("TERNJIT_MAX_ISA=" + quote_env(o.max_isa) + " with TERNJIT_TARGET_OPTIONS=" +
+                   quote_env(o.target_options));
+  }
+  return error;
 }
 
 }  // namespace jit

@@ -33,6 +33,15 @@ struct TypedOptions {
 /// field, its value and what is allowed.
 Result<TypedOptions> validate_options(const EngineOptions& options, const targets::TargetRegistry& registry);
 
+/// `error`, a refusal of `options` by validate_options or by the registry's choice of
+/// its target, naming the environment variable whose value caused it: the first of
+/// TERNJIT_TARGET, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_PRINT_AFTER and
+/// TERNJIT_TUNING whose value is still the one from_env() read (EngineOptions::env_values)
+/// and is refused on its own, as "VAR='value': message" (the value escaped); both
+/// TERNJIT_MAX_ISA and TERNJIT_TARGET_OPTIONS when they contradict each other. `error`
+/// unchanged when no variable is at fault.
+Error name_env_variable(Error error, const EngineOptions& options, const targets::TargetRegistry& registry);
+
 /// The default disk-cache directory: $XDG_CACHE_HOME/ternjit, else $HOME/.cache/ternjit
 /// (HOME from the passwd entry when unset); "" when none can be found.
 std::string default_cache_dir();

@@ -250,6 +250,11 @@ class Reverse {
     if (ws.valid()) operands.push_back(ws);
     return emit(Op::TMatMul, std::move(operands), attrs);
   }
+  // Whether `w` is a rank-2 t2 matrix of the plain layout (a TernaryTensor parameter):
+  // a matmul by it is a ternary matmul, as one by ternarize_absmean(p) is.
+  [[nodiscard]] bool plain_ternary(ValueId w) const {
+    return type(w).elem == ElemKind::T2 && type(w).rank() == 2 && type(w).layout == WeightFormat::Plain;
+  }
   // Whether quantizer `d`'s straight-through gradient is clipped to its range: its
   // ste_clip attribute, or the pass option where the attribute is not set.
   [[nodiscard]] bool clips(const ir::InstData& d) const {
@@ -315,8 +320,10 @@ Result<void> Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
   if (a1) g2 = reshape(g2, with_unit(type(g).shape, type(g).rank() - 1));
   if (b1) g2 = reshape(g2, with_unit(type(g2).shape, type(g2).rank()));
   if (active_[a.index]) {
-    // By ternarize_absmean(p) = t * s: g @ (t s)^T is the ternary matmul (g @ t^T) * s,
-    // whose transposed weight is a load-time value when p is a parameter.
+    // A ternary weight b makes g @ b^T a ternary matmul by the transposed weight (a
+    // load-time value when b comes from a parameter), which int8_dx runs on g quantized
+    // per row: by ternarize_absmean(p) = t * s, (g @ t^T) * s; by a plain t2 b (a
+    // TernaryTensor parameter), g @ b^T itself.
     const auto ta = b1 ? std::nullopt : defined_by(b, Op::TernarizeAbsmean, 0);
     ValueId product;
     if (ta && type(b).rank() == 2 && is_float(type(g2).elem)) {
@@ -324,6 +331,8 @@ Result<void> Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
       TERNJIT_CHECK(ts.ok(), "autodiff built an ill-typed tquantize");
       const ValueId tt = emit(Op::Transpose, {(*ts)[0]}, ir::PermAttrs{{1, 0}});
       product = ternary_dx(g2, tt, (*ts)[1]);
+    } else if (plain_ternary(b) && is_float(type(g2).elem)) {
+      product = ternary_dx(g2, emit(Op::Transpose, {b}, ir::PermAttrs{{1, 0}}), ValueId{});
     } else {
       product = emit(Op::MatMul, {g2, transpose_last2(b2)});
     }
@@ -331,8 +340,10 @@ Result<void> Reverse::matmul_rule(const ir::InstData& d, ValueId g) {
     accumulate(a, a1 ? reshape(da, type(a).shape) : da);
   }
   if (active_[b.index]) {
-    const auto ta = defined_by(b, Op::TernarizeAbsmean, 0);
-    if (options_.int8_dw && ta && type(a).rank() == 2 && type(b).rank() == 2 && is_float(type(g).elem)) {
+    // The gradient of the latent weights of a ternary b (ternarize_absmean(p), or a t2
+    // parameter's straight-through f32 gradient).
+    const bool ternary = defined_by(b, Op::TernarizeAbsmean, 0) || plain_ternary(b);
+    if (options_.int8_dw && ternary && type(a).rank() == 2 && type(b).rank() == 2 && is_float(type(g).elem)) {
       // The ternary weight's gradient on the int8 path: x = quantize_int8(x0) is
       // xq * sx (per row), so x^T g = xq^T (g * sx), xq exact.
       ValueId x = a, gw = g;

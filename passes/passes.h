@@ -55,7 +55,8 @@ struct AutodiffOptions {
   /// |x| <= mean|x| for ternarize_absmean and tquantize); false: everywhere.
   bool ste_clip = false;
   /// Lower precision, opt in (changes results): the activation gradient of a ternary
-  /// matmul, dx = g @ T^T, quantizes g (already times the weight scale) to int8 per row
+  /// matmul (a tmatmul, a matmul by ternarize_absmean(p) or by a plain t2 matrix),
+  /// dx = g @ T^T, quantizes g (already times the weight scale) to int8 per row
   /// (absmax / 127, the forward's `quantize`) so that it runs on the int8 ternary kernel;
   /// each dx element then differs from the exact one by at most
   /// sum_n |T[k, n]| * s_m / 2 (s_m = max_n |g[m, n]| / 127, the row's int8 step).

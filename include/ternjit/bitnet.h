@@ -78,7 +78,9 @@ std::vector<std::string> bitnet_name_map(const std::string& layer);
 /// same kind and shape as token_embd. Every float (rope_theta, rms_eps) is written so that
 /// the compiled program uses exactly its value. Errors: InvalidArgument for a configuration
 /// read_bitnet_config would refuse (the same checks, naming the field; E and F need not be
-/// multiples of 256, which only a file's TQ2_0 blocks need) or a capacity outside 1 .. 2^31.
+/// multiples of 256, which only a file's TQ2_0 blocks need; at most 256 blocks, which the
+/// DSL's budget for the unrolled decoder holds; no matrix past 2^60 elements), a capacity
+/// outside 1 .. 2^31, or KV caches of more than 2^60 elements. What it returns compiles.
 Result<std::string> bitnet_tri_source(const BitNetConfig& config, std::int64_t capacity);
 
 /// How a Hugging Face BitNet checkpoint stores its ternary projections, as its config.json's

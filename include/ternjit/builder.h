@@ -177,12 +177,15 @@ struct GradOptions {
   /// in its range (|x| <= 1 for ternarize, |x| <= mean|x| for ternarize_absmean).
   bool ste_clip = false;
   /// Lower precision, opt in (it changes the gradients): the input gradient of a ternary
-  /// matmul quantizes the incoming gradient to int8 per row (absmax, as the forward
-  /// quantizes activations) and runs on the fast int8 ternary kernel; error per element
-  /// at most sum_n |T[k, n]| * max_n |g[m, n]| / 254. Weight gradients stay exact f32.
+  /// matmul (by ternarize_absmean(p), by a TernaryTensor parameter, or a tmatmul)
+  /// quantizes the incoming gradient to int8 per row (absmax, as the forward quantizes
+  /// activations) and runs on the fast int8 ternary kernel; error per element at most
+  /// sum_n |T[k, n]| * max_n |g[m, n]| / 254 (g: times a per-channel weight scale).
+  /// Weight gradients stay exact f32.
   bool int8_dx = false;
   /// Lower precision, opt in (it changes the gradients): the weight gradient of a ternary
-  /// matmul runs as an exact int8 x int8 -> int32 matmul, the incoming gradient (times the
+  /// matmul (the latent weights' of ternarize_absmean(p) or of a TernaryTensor parameter)
+  /// runs as an exact int8 x int8 -> int32 matmul, the incoming gradient (times the
   /// activation scale) quantized per output column over the rows (absmax / 127), the int8
   /// activations as they are; dW = f32(sum) * scale[n]. Error per element at most
   /// sum_m |x[m, k]| * max_m |g[m, n]| / 254 (docs/training.md). Rank-2 activations only

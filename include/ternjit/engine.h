@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -68,12 +69,20 @@ struct EngineOptions {
   /// Where trace lines go (one line per call, without '\n'); empty: stderr. Called from
   /// whichever thread compiles or looks up, possibly concurrently.
   std::function<void(std::string_view)> trace;
+  /// The environment variables from_env() took values from, each with its value
+  /// ({"TERNJIT_TARGET", "tpu"}, ...). When Engine::create refuses a field whose value is
+  /// still its variable's (a flag or the caller did not replace it), the error starts with
+  /// the variable and its escaped value (`TERNJIT_TARGET='tpu': unknown target ...`).
+  /// Empty for options made in code.
+  std::vector<std::pair<std::string, std::string>> env_values;
 
   /// Defaults overridden by TERNJIT_TARGET, TERNJIT_OPT_LEVEL (also O2/balanced...),
   /// TERNJIT_THREADS, TERNJIT_TARGET_OPTIONS, TERNJIT_MAX_ISA, TERNJIT_CACHE_DIR (also "off"), TERNJIT_CACHE_MAX_SIZE
   /// (bytes, or 500M, 2G...), TERNJIT_CACHE_SHARED_GROUP (0/1), TERNJIT_RUNTIME_ROWS (0/1), TERNJIT_ADAPTIVE_PARALLEL (0/1), TERNJIT_TUNING,
   /// TERNJIT_VERBOSE and TERNJIT_PRINT_AFTER. A malformed
-  /// value is an error naming the variable.
+  /// value is an error naming the variable and its value; the target, target options,
+  /// max_isa and print stages are checked by Engine::create (a later flag may replace
+  /// them), whose error names the variable a refused value came from (env_values).
   static Result<EngineOptions> from_env();
 };
 

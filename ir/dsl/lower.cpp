@@ -38,6 +38,10 @@ ir::Module Lowerer::run() {
   for (LayerInfo* l : layer_order_) declare_params(*l);
   check_instances();
   for (LayerInfo* l : layer_order_) declare_instances(*l, l->decl->name + ".", 0);
+  // Past kMaxInstances the remaining instances are not declared, so a body reading one
+  // would report its parameter as unknown, ahead of the limit when the body comes first
+  // in the file: the limit is the file's error, and no body is lowered.
+  if (instances_failed_) return std::move(module_);
   for (LayerInfo* l : layer_order_) declare_fns(*l);
   check_cycles();
   for (std::size_t i = 0; i < fns_.size(); ++i) {

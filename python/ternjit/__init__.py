@@ -721,11 +721,15 @@ class Kernel:
         if len(outs) != len(self.outputs):
             raise _misuse("'%s' has %d results, got %d out arrays" % (self.function, len(self.outputs), len(outs)))
         for i, (spec, arr) in enumerate(zip(self.outputs, outs)):
-            if not isinstance(arr, np.ndarray) or arr.dtype != spec.numpy_dtype or arr.shape != spec.shape \
-                    or not arr.flags.c_contiguous or not arr.flags.writeable:
-                raise _misuse("out %d of '%s' must be a writable contiguous %s array of shape %s, got %s" %
-                              (i, self.function, spec.numpy_dtype, list(spec.shape),
-                               _describe(arr)))
+            problem = _out_problem(spec, arr)
+            if problem is not None:
+                raise _misuse("out %d of '%s': %s" % (i, self.function, problem))
+        # Two results written into overlapping memory: always wrong, whichever is written last.
+        for i, a in enumerate(outs):
+            for j in range(i):
+                if a.size and outs[j].size and np.may_share_memory(a, outs[j]):
+                    raise _misuse("out %d of '%s' overlaps out %d: expected separate memory for every result, got "
+                                  "[0x%x, 0x%x) and [0x%x, 0x%x)" % (i, self.function, j, *_extent(a), *_extent(outs[j])))
         return outs
 
     def call_pointers(self, pointers):
@@ -776,6 +780,14 @@ class Kernel:
                               (i, self.function, spec.dtype, list(spec.shape), _describe(arr)))
             arrays.append(np.require(arr, requirements=["C", "A"]))
         outs = self._outputs_for(out)
+        # call_pointers checks nothing: an out that partly overlaps an input would be read
+        # after it is written (the same array is a cache updated in place, as Program.run allows).
+        for j, o in enumerate(outs):
+            for i, a in enumerate(arrays):
+                if o.size and a.size and np.may_share_memory(o, a) and _extent(o) != _extent(a):
+                    raise _misuse("out %d of kernel '%s' partly overlaps input %d: expected separate memory (or the "
+                                  "same array), got [0x%x, 0x%x) and [0x%x, 0x%x)" %
+                                  (j, self.function, i, *_extent(o), *_extent(a)))
         self.call_pointers([a.ctypes.data for a in arrays] + [o.ctypes.data for o in outs])
         return outs[0] if len(outs) == 1 else outs
 
@@ -792,6 +804,38 @@ class Kernel:
         return "<ternjit.Kernel %s %s -> %s>" % (
             self.function, ", ".join("%s%s" % (s.dtype, list(s.shape)) for s in self.inputs),
             ", ".join("%s%s" % (s.dtype, list(s.shape)) for s in self.outputs))
+
+
+def _extent(arr):
+    """The byte range [start, end) of a contiguous array."""
+    start = arr.__array_interface__["data"][0]
+    return start, start + arr.nbytes
+
+
+def _out_problem(spec, arr):
+    """Which property of `arr` keeps it from receiving a result of `spec`, as "expected
+    ..., got ..."; None when it can (ternjit writes it in place, from the C side)."""
+    if not isinstance(arr, np.ndarray):
+        device = getattr(arr, "device", None)
+        return "expected a numpy.ndarray in host memory, got %s%s" % (
+            type(arr).__module__ + "." + type(arr).__name__, "" if device is None else " on device %s" % (device,))
+    if arr.dtype != spec.numpy_dtype:
+        return "dtype: expected %s, got %s" % (spec.numpy_dtype, arr.dtype)
+    if arr.shape != spec.shape:
+        return "shape: expected %s, got %s" % (list(spec.shape), list(arr.shape))
+    if not arr.flags.c_contiguous:
+        want, step = [], arr.itemsize
+        for extent in reversed(arr.shape):
+            want.insert(0, step)
+            step *= extent
+        return "strides: expected C-contiguous %s (bytes), got %s" % (want, list(arr.strides))
+    if not arr.flags.writeable:
+        return "writable: expected a writable array, got a read-only one"
+    if not arr.flags.aligned:
+        address = arr.__array_interface__["data"][0]
+        return "alignment: expected data aligned to %d bytes (its element size), got address 0x%x (%d past)" % (
+            arr.itemsize, address, address % arr.itemsize)
+    return None
 
 
 def _describe(v):

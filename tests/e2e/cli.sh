@@ -104,11 +104,11 @@ expect_fail "bad --shape" "bad shape binding" "$bin" run two.tri --layer Lin --s
 grep -qE '^ternjit [0-9]+\.[0-9]+\.[0-9]+' version.txt && grep -q '^build ' version.txt && grep -q 'reference (available)' version.txt
 check "--version" $?
 # A flag overrides its variable, the variable the default (TERNJIT_TARGET, TERNJIT_TARGET_OPTIONS).
-TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by run" "unknown target 'nope'" \
+TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by run" "TERNJIT_TARGET='nope': unknown target 'nope'" \
   "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2
 TERNJIT_TARGET=nope "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target reference > /dev/null 2>&1
 check "--target overrides TERNJIT_TARGET" $?
-TERNJIT_TARGET_OPTIONS=x86.max_iza=1 expect_fail "TERNJIT_TARGET_OPTIONS is validated" "unknown x86 option 'max_iza'" \
+TERNJIT_TARGET_OPTIONS=x86.max_iza=1 expect_fail "TERNJIT_TARGET_OPTIONS is validated" "TERNJIT_TARGET_OPTIONS='x86.max_iza=1': unknown x86 option 'max_iza'" \
   "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2
 expect_fail "--target-options is validated" "unknown llvm option 'tripel'" \
   "$bin" run two.tri --layer Lin --shape M=1,K=2,N=2 --target-options llvm.tripel=x
@@ -116,7 +116,7 @@ expect_fail "--target-options is validated" "unknown llvm option 'tripel'" \
 # compile and tune read the same variables (flag > variable > default).
 for cmd in "compile two.tri --layer Lin --shape M=1,K=2,N=2 --emit ir" "tune two.tri --layer Lin --shape M=1,K=2,N=2 --budget 1s"; do
   # shellcheck disable=SC2086
-  TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by ${cmd%% *}" "unknown --target 'nope'" "$bin" $cmd
+  TERNJIT_TARGET=nope expect_fail "TERNJIT_TARGET is read by ${cmd%% *}" "TERNJIT_TARGET='nope': unknown target 'nope'" "$bin" $cmd
 done
 TERNJIT_TARGET=nope "$bin" compile two.tri --layer Lin --shape M=1,K=2,N=2 --emit ir --target reference > /dev/null 2>&1
 check "compile --target overrides TERNJIT_TARGET" $?

@@ -40,7 +40,7 @@ if grep -v -e '^ternjit_' -e '^ternjit::[A-Z][A-Za-z]*::' -e '^ternjit::render' 
         -e '^ternjit::parse_elem_kind' -e '^ternjit::weight_format_name' -e '^ternjit::parse_weight_format' \
         -e '^ternjit::bitnet_name_map(' -e '^ternjit::bitnet_tri_source' -e '^ternjit::read_bitnet_config(' \
         -e '^ternjit::write_synthetic_bitnet(' -e '^ternjit::read_hf_bitnet_config(' \
-        -e '^ternjit::hf_bitnet_name_map(' -e '^ternjit::bind_hf_bitnet(' \
+        -e '^ternjit::hf_bitnet_name_map(' -e '^ternjit::bind_hf_bitnet(' -e '^ternjit::grad(' \
         "$work/exports.txt" >"$work/unexpected.txt"; then
   echo "FAILED: libternjit.so exports internal symbols:"; head -n 20 "$work/unexpected.txt"; exit 1
 fi

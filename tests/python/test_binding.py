@@ -374,6 +374,60 @@ def test_bf16_helpers():
     check(ternjit.to_bf16(np.float32(1 + 2.0 ** -8)) == 0x3F80, "tie not to even")
 
 
+def test_out_refusals_say_which_property():
+    """Each out= refusal names the property that failed, with expected and got."""
+    rng = np.random.default_rng(3)
+    x, gamma, w, w_scale = ref.random_layer(rng, 3, 45, 19)
+    program = ternjit.Engine(target="reference").compile_file(BITLINEAR)
+    bind_layer(program, gamma, w, w_scale)
+
+    def refusal(out, *expected):
+        try:
+            program.run(FORWARD, x, out=out)
+        except ternjit.Error as e:
+            for text in expected:
+                check(text in str(e), "out= refusal %r lacks %r" % (str(e), text))
+            return
+        raise harness.Failure("out=%r was accepted" % (type(out),))
+
+    class DeviceTensor:  # what a GPU framework's tensor looks like to the binding
+        device = "cuda:0"
+
+    refusal([DeviceTensor()], "out 0 of 'BitLinear.forward'", "expected a numpy.ndarray in host memory",
+            "got __main__.DeviceTensor on device cuda:0")
+    refusal([(0.0,) * 19] * 3, "'BitLinear.forward' has 1 results, got 3 out arrays")
+    refusal(np.zeros((3, 19), np.float64), "dtype: expected float32, got float64")
+    refusal(np.zeros((3, 18), np.float32), "shape: expected [3, 19], got [3, 18]")
+    refusal(np.zeros((3, 19), np.float32, order="F"), "strides: expected C-contiguous [76, 4] (bytes), got [4, 12]")
+    read_only = np.zeros((3, 19), np.float32)
+    read_only.flags.writeable = False
+    refusal(read_only, "writable: expected a writable array, got a read-only one")
+    unaligned = np.frombuffer(bytearray(3 * 19 * 4 + 1), np.float32, count=3 * 19, offset=1).reshape(3, 19)
+    check(unaligned.flags.writeable and not unaligned.flags.aligned, "the test array is not what it should be")
+    refusal(unaligned, "alignment: expected data aligned to 4 bytes (its element size)", "(1 past)")
+
+    two = ternjit.Engine(target="reference").compile(
+        "layer T {\n    fn forward(x: Tensor[4]) -> (Tensor[4], Tensor[4]) {\n"
+        "        return (x * 2.0, x + 1.0)\n    }\n}\n")
+    v = np.arange(4, dtype=np.float32)
+    shared = np.zeros(8, np.float32)
+    try:
+        two.run("T.forward", v, out=[shared[:4], shared[2:6]])
+        raise harness.Failure("overlapping outs were accepted")
+    except ternjit.Error as e:
+        check("out 1 of 'T.forward' overlaps out 0: expected separate memory" in str(e), str(e))
+    kernel = two.kernel("T.forward", v)
+    buf = np.zeros(8, np.float32)
+    buf[:4] = v
+    try:
+        kernel(buf[:4], out=[buf[1:5], np.zeros(4, np.float32)])
+        raise harness.Failure("an out partly overlapping an input was accepted")
+    except ternjit.Error as e:
+        check("out 0 of kernel 'T.forward' partly overlaps input 0" in str(e), str(e))
+    a, b = two.run("T.forward", v, out=[np.zeros(4, np.float32), np.zeros(4, np.float32)])
+    check(np.array_equal(a, v * 2) and np.array_equal(b, v + 1), "valid outs: %s %s" % (a, b))
+
+
 def test_compile_grad():
     # y = x * w elementwise: dx = dy * w and dw = dy * x exactly; errors are ternjit.Error.
     src = "layer P {\n    fn forward(x: Tensor[N], w: Tensor[N]) -> Tensor[N] {\n        return x * w\n    }\n}\n"
@@ -401,4 +455,5 @@ if __name__ == "__main__":
                  test_packed_random_and_file_weights_agree_with_plain, test_kernel_entry_point,
                  test_threads_share_a_program, test_bad_source_reports_file_line_col,
                  test_wrong_shapes_and_names_are_clear, test_engine_options_and_lifetime, test_dtypes_in_and_out,
-                 test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind, test_compile_grad])
+                 test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind, test_compile_grad,
+                 test_out_refusals_say_which_property])

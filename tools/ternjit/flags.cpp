@@ -185,13 +185,19 @@ Result<CommandTarget> command_target(const TargetFlags& flags, const targets::Ta
     TERNJIT_TRY(out.target, registry.pick_auto());
   } else {
     out.target = registry.lookup(out.engine.target);
-    if (!out.target)
-      return bad("unknown --target '" + out.engine.target + "' (known: auto, " + registry.names() + ")");
+    if (!out.target) {
+      // From the flag, or else from TERNJIT_TARGET (which the error then names).
+      const std::string from = flags.target.empty() ? "target" : "--target";
+      return jit::name_env_variable(
+          bad("unknown " + from + " '" + out.engine.target + "' (known: auto, " + registry.names() + ")"), out.engine,
+          registry);
+    }
   }
-  TERNJIT_TRY(jit::TypedOptions typed, jit::validate_options(out.engine, registry));
-  out.compile.opt_level = typed.level;
+  auto typed = jit::validate_options(out.engine, registry);
+  if (!typed.ok()) return jit::name_env_variable(typed.error(), out.engine, registry);
+  out.compile.opt_level = typed->level;
   out.compile.threads = out.engine.threads > 0 ? out.engine.threads : jit::ThreadPool::default_threads();
-  out.compile.target = typed.target_options[std::string(out.target->name())];
+  out.compile.target = typed->target_options[std::string(out.target->name())];
   return out;
 }
 

@@ -188,4 +188,27 @@ TEST_CASE("unroll: instance arrays that would declare too many parameters are an
   CHECK(found);
 }
 
+TEST_CASE("unroll: past 65536 instances the first error is the limit, not an unknown parameter of a later instance") {
+  // Each Leaf instance counts 2 (itself and its parameter): 8 arrays of 4096 are exactly
+  // 65536 and lower; a 9th is past the limit. The body that reads the last instance comes
+  // before that declaration in the file, so a bogus "unknown parameter" sorted first.
+  auto source = [](int arrays) {
+    std::string s = "layer Leaf {\n  param w: Tensor[4]\n  fn forward(x: Tensor[4]) -> Tensor[4] {\n"
+                    "    return x * w\n  }\n}\nlayer Top {\n";
+    for (int a = 1; a <= arrays; ++a) s += "  param blk" + std::to_string(a) + ": Leaf[4096]\n";
+    s += "  fn forward(x: Tensor[4]) -> Tensor[4] {\n    return blk" + std::to_string(arrays) +
+         "[4095].forward(x)\n  }\n}\n";
+    return s;
+  };
+  auto within = compile_tri(source(8), "within.tri");
+  CHECK_MESSAGE(within.ok(), (within.ok() ? std::string() : render(within.error())));
+  auto past = compile_tri(source(9), "past.tri");
+  REQUIRE_FALSE(past.ok());
+  const std::vector<Diagnostic>& d = past.error().diagnostics;
+  REQUIRE(!d.empty());
+  CAPTURE(render(past.error()));
+  CHECK(d[0].message.find("more than 65536 instances and parameters") != std::string::npos);
+  for (const Diagnostic& e : d) CHECK(e.message.find("unknown parameter") == std::string::npos);
+}
+
 }  // namespace ternjit::dsl

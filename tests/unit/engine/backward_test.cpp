@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/interpret.h"
@@ -114,6 +115,18 @@ std::vector<ir::HostTensor> interpret(const Module& m, const std::string& fn, co
   auto out = ir::interpret(ir::unwrap(m), fn, args, params);
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
   return std::move(out).value();
+}
+
+// The interpreter's `fn.fwd` on x, then `fn.bwd` on x, dy and the saved tensors: (the
+// forward's results, the gradients); `args_out` receives the backward's arguments.
+std::pair<std::vector<ir::HostTensor>, std::vector<ir::HostTensor>> forward_backward(
+    const Module& m, const std::string& fn, const ir::HostTensor& x, const ir::HostTensor& dy,
+    const ir::ParamValues& params, std::vector<ir::HostTensor>* args_out = nullptr) {
+  std::vector<ir::HostTensor> fwd = interpret(m, fn + ".fwd", {x}, params);
+  std::vector<ir::HostTensor> args{x, dy};
+  args.insert(args.end(), fwd.begin() + 1, fwd.end());
+  if (args_out) *args_out = args;
+  return {std::move(fwd), interpret(m, fn + ".bwd", args, params)};
 }
 
 struct Shape {
@@ -262,17 +275,10 @@ TEST_CASE("grad: int8_dw (dW as an exact int8 x int8 matmul, the gradient quanti
     params.set("L.b", b);
     const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.K}, seed + 2);
     const ir::HostTensor dy = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3);
-    auto run_bwd = [&](const Module& m, std::vector<ir::HostTensor>* args_out) {
-      const std::vector<ir::HostTensor> fwd = interpret(m, "L.forward.fwd", {x}, params);
-      std::vector<ir::HostTensor> args{x, dy};
-      args.insert(args.end(), fwd.begin() + 1, fwd.end());
-      if (args_out) *args_out = args;
-      return std::make_pair(fwd, interpret(m, "L.forward.bwd", args, params));
-    };
     std::vector<ir::HostTensor> args8, args_both;
-    const auto [fwd, got] = run_bwd(m8, &args8);
-    const auto [fwd_both, got_both] = run_bwd(both, &args_both);
-    const auto [fwd_exact, want] = run_bwd(exact, nullptr);
+    const auto [fwd, got] = forward_backward(m8, "L.forward", x, dy, params, &args8);
+    const auto [fwd_both, got_both] = forward_backward(both, "L.forward", x, dy, params, &args_both);
+    const auto [fwd_exact, want] = forward_backward(exact, "L.forward", x, dy, params);
     const std::int64_t P = std::max({sh.M, sh.K, sh.N});
     CHECK(!ir::compare(want[0], got[0], 0, 0));  // dx is the exact one, bit for bit
 
@@ -319,6 +325,107 @@ TEST_CASE("grad: int8_dw (dW as an exact int8 x int8 matmul, the gradient quanti
         check_on(*p, t.label, "L.forward.fwd", {x}, is_both ? fwd_both : fwd, P);
         check_on(*p, t.label, "L.forward.bwd", is_both ? args_both : args8, is_both ? got_both : got, P);
       }
+    }
+  }
+}
+
+// A TernaryTensor parameter (t2 weights, no latent float copy in the module) with a
+// per-channel scale after the matmul, as bitnet_tri_source's projections are written.
+constexpr const char* kTernaryParamLayer = R"(param @T.w : t2[K, N]
+param @T.s : f32[N]
+
+func @T.forward<M, K, N>(%x: f32[M, K]) -> f32[M, N] {
+^entry:
+  %q = quantize_int8 %x : f32[M, K]
+  %w = param @T.w : t2[K, N]
+  %y = matmul %q, %w : f32[M, N]
+  %s = param @T.s : f32[N]
+  %z = mul %y, %s : f32[M, N]
+  ret %z
+}
+)";
+
+TEST_CASE("grad: int8_dx and int8_dw act on a TernaryTensor parameter (quantize_int8(x) @ w * s), within their bounds") {
+  // The matmul's incoming gradient is g = dy * s (the per-channel scale), so the bounds of
+  // docs/training.md hold with g in place of dy:
+  //   |dx - dx_exact|[m, k] <= sum_n |T[k, n]| max_n |g[m, n]| / 254
+  //   |dW - dW_exact|[k, n] <= t_n / 2 sum_m |xq[m, k]|,  t_n = max_m |g[m, n] x_s[m]| / 127
+  // plus f32 rounding (P u max|result| as above). Both must differ from the exact ones:
+  // the options act on a t2 parameter as on ternarize_absmean(p).
+  const Module m8 = with_grad(kTernaryParamLayer, "T.forward", {"x", "@T.w"}, true, true);
+  const Module exact = with_grad(kTernaryParamLayer, "T.forward", {"x", "@T.w"}, false, false);
+  std::vector<std::string> skipped;
+  const auto targets = testing::cpu_targets(&skipped);
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.M);
+    CAPTURE(sh.K);
+    CAPTURE(sh.N);
+    const auto seed = static_cast<std::uint64_t>(sh.M * 1000 + sh.K * 10 + sh.N + 13);
+    ir::ParamValues params;
+    const ir::HostTensor w = ir::HostTensor::random(ElemKind::T2, {sh.K, sh.N}, seed);
+    const ir::HostTensor s = ir::HostTensor::random(ElemKind::F32, {sh.N}, seed + 1);
+    params.set("T.w", w);
+    params.set("T.s", s);
+    const ir::HostTensor x = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.K}, seed + 2);
+    const ir::HostTensor dy = ir::HostTensor::random(ElemKind::F32, {sh.M, sh.N}, seed + 3);
+    std::vector<ir::HostTensor> args8;
+    const auto [fwd, got] = forward_backward(m8, "T.forward", x, dy, params, &args8);
+    const auto [fwd_exact, want] = forward_backward(exact, "T.forward", x, dy, params);
+    const std::int64_t P = std::max({sh.M, sh.K, sh.N});
+    auto at2 = [](std::int64_t i, std::int64_t j, std::int64_t cols) { return static_cast<std::size_t>(i * cols + j); };
+    double max_dx = 0, max_dw = 0;
+    for (double v : want[0].data) max_dx = std::max(max_dx, std::fabs(v));
+    for (double v : want[1].data) max_dw = std::max(max_dw, std::fabs(v));
+    const double round_dx = 4 * std::pow(static_cast<double>(P), 1.5) * kU * max_dx + 0x1p-20;
+    const double round_dw = 4 * std::pow(static_cast<double>(P), 1.5) * kU * max_dw + 0x1p-20;
+
+    std::vector<double> xs(static_cast<std::size_t>(sh.M)), t(static_cast<std::size_t>(sh.N), 0.0);
+    bool dx_differs = false, dw_differs = false;
+    for (std::int64_t i = 0; i < sh.M; ++i) {
+      double g_max = 0, x_max = 0;
+      for (std::int64_t n = 0; n < sh.N; ++n) g_max = std::max(g_max, std::fabs(dy.data[at2(i, n, sh.N)] * s.data[static_cast<std::size_t>(n)]));
+      for (std::int64_t k = 0; k < sh.K; ++k) x_max = std::max(x_max, std::fabs(x.data[at2(i, k, sh.K)]));
+      xs[static_cast<std::size_t>(i)] = x_max / 127;
+      for (std::int64_t n = 0; n < sh.N; ++n)
+        t[static_cast<std::size_t>(n)] = std::max(t[static_cast<std::size_t>(n)],
+                                                  std::fabs(dy.data[at2(i, n, sh.N)] * s.data[static_cast<std::size_t>(n)]) * x_max / 127 / 127);
+      for (std::int64_t k = 0; k < sh.K; ++k) {
+        double nonzero = 0;
+        for (std::int64_t n = 0; n < sh.N; ++n) nonzero += w.data[at2(k, n, sh.N)] != 0 ? 1 : 0;
+        const double bound = nonzero * g_max / 254 * (1 + 0x1p-20) + round_dx;
+        const std::size_t e = at2(i, k, sh.K);
+        INFO("dx[", i, ", ", k, "]: int8 ", got[0].data[e], " exact ", want[0].data[e], " bound ", bound);
+        CHECK(std::fabs(got[0].data[e] - want[0].data[e]) <= bound);
+        dx_differs = dx_differs || got[0].data[e] != want[0].data[e];
+      }
+    }
+    for (std::int64_t k = 0; k < sh.K; ++k)
+      for (std::int64_t n = 0; n < sh.N; ++n) {
+        double codes = 0;
+        for (std::int64_t i = 0; i < sh.M; ++i) {
+          const double si = xs[static_cast<std::size_t>(i)];
+          codes += si > 0 ? std::fabs(x.data[at2(i, k, sh.K)]) / si + 0.5 : 0;
+        }
+        const double bound = codes * t[static_cast<std::size_t>(n)] / 2 * (1 + 0x1p-20) + round_dw;
+        const std::size_t e = at2(k, n, sh.N);
+        INFO("dW[", k, ", ", n, "]: int8 ", got[1].data[e], " exact ", want[1].data[e], " bound ", bound);
+        CHECK(std::fabs(got[1].data[e] - want[1].data[e]) <= bound);
+        dw_differs = dw_differs || got[1].data[e] != want[1].data[e];
+      }
+    CHECK_MESSAGE(dx_differs, "int8_dx left dx of a TernaryTensor parameter bit-identical to the exact one");
+    if (sh.M > 1) CHECK_MESSAGE(dw_differs, "int8_dw left dW of a TernaryTensor parameter bit-identical to the exact one");
+
+    for (const testing::CpuTarget& target : targets) {
+      auto e = Engine::create(target.options);
+      REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+      auto p = e->compile(m8);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      std::vector<std::int8_t> wv = w.to_i8();
+      std::vector<float> sv = s.to_f32();
+      REQUIRE(p->bind("T.w", testing::view(wv, w.shape)).ok());
+      REQUIRE(p->bind("T.s", TensorView{sv.data(), ElemKind::F32, s.shape}).ok());
+      check_on(*p, target.label, "T.forward.fwd", {x}, fwd, P);
+      check_on(*p, target.label, "T.forward.bwd", args8, got, P);
     }
   }
 }

@@ -103,5 +103,34 @@ TEST_CASE("bitnet_tri_source: rope_theta and rms_eps reach the compiled program 
   }
 }
 
+TEST_CASE("bitnet_tri_source: what it accepts compiles (the DSL's budgets and type sizes; fuzz_bitnet_config)") {
+  // fuzz_bitnet_config found configurations accepted here whose source the DSL refused:
+  // 413 blocks and more overflow the unrolled loop's budget of expression nodes, and
+  // counts near 2^31 make types past 2^60 elements. The largest accepted ones compile.
+  BitNetConfig c = formats::tiny_bitnet_config();
+  c.hidden = 8, c.heads = 2, c.kv_heads = 1, c.ffn = 8, c.vocab = 4;
+  for (const bool silu : {false, true}) {
+    c.blocks = formats::kMaxBitnetBlocks;
+    c.ffn_activation = silu ? BitNetActivation::Silu : BitNetActivation::Relu2;
+    c.separate_head = silu;
+    auto source = bitnet_tri_source(c, 4);
+    REQUIRE_MESSAGE(source.ok(), (source.ok() ? "" : source.error().message));
+    auto m = dsl::compile_tri(*source, "bitnet.tri");
+    CHECK_MESSAGE(m.ok(), (m.ok() ? "" : render(m.error())));
+    c.blocks = formats::kMaxBitnetBlocks + 1;
+    refused(c, 4, "block_count = 257 is more than the 256 blocks");
+  }
+  c = formats::tiny_bitnet_config();
+  c.vocab = std::int64_t{1} << 31, c.hidden = std::int64_t{1} << 30, c.heads = 2, c.kv_heads = 2;
+  refused(c, 4, "vocab size 2147483648 x embedding_length 1073741824 is a matrix of more than 2^60 elements");
+  c.vocab = 2, c.hidden = std::int64_t{1} << 31;
+  refused(c, 4, "embedding_length 2147483648 x embedding_length 2147483648 is a matrix of more than 2^60 elements");
+  c = formats::tiny_bitnet_config();
+  c.blocks = 256, c.hidden = std::int64_t{1} << 30, c.heads = 2, c.kv_heads = 2, c.vocab = 2;
+  c.ffn = 2;
+  refused(c, std::int64_t{1} << 31, "the KV caches [256, 2147483648, 2, 536870912] would have more than 2^60 elements");
+  CHECK(bitnet_tri_source(c, 1).ok());  // 2^8 * 2^30 elements: within the limit
+}
+
 }  // namespace
 }  // namespace ternjit

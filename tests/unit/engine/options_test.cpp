@@ -9,8 +9,9 @@
 namespace ternjit {
 namespace {
 
-constexpr const char* kVars[] = {"TERNJIT_TARGET", "TERNJIT_OPT_LEVEL", "TERNJIT_THREADS",
-                                 "TERNJIT_CACHE_DIR", "TERNJIT_TUNING", "TERNJIT_VERBOSE"};
+constexpr const char* kVars[] = {"TERNJIT_TARGET",    "TERNJIT_OPT_LEVEL",      "TERNJIT_THREADS",
+                                 "TERNJIT_CACHE_DIR", "TERNJIT_TUNING",         "TERNJIT_VERBOSE",
+                                 "TERNJIT_MAX_ISA",   "TERNJIT_TARGET_OPTIONS", "TERNJIT_PRINT_AFTER"};
 
 // Sets the given variables for one test and restores the previous environment after.
 class EnvScope {
@@ -111,6 +112,53 @@ TEST_CASE("from_env: an unknown target is accepted here and refused by Engine::c
   REQUIRE(o.ok());
   auto e = Engine::create(*o);
   CHECK(testing::error_of(e).find("unknown target 'tpu'") != std::string::npos);
+}
+
+TEST_CASE("from_env: target, target option, max_isa and stage errors name the variable and its escaped value") {
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* shown;  // the value as the message quotes it
+    const char* why;    // what the target registry says
+  };
+  for (Case c : {Case{"TERNJIT_TARGET", "tp\x1b[2Ju", "'tp\\x1b[2Ju'", "unknown target"},
+                 Case{"TERNJIT_TARGET", "it's", "'it\\'s'", "unknown target"},
+                 Case{"TERNJIT_TARGET_OPTIONS", "x86.no_such_option=1", "'x86.no_such_option=1'", "no_such_option"},
+                 Case{"TERNJIT_TARGET_OPTIONS", "tpu.fast=1", "'tpu.fast=1'", "unknown target 'tpu'"},
+                 Case{"TERNJIT_TARGET_OPTIONS", "no equals sign", "'no equals sign'", ""},
+                 Case{"TERNJIT_MAX_ISA", "avx9000", "'avx9000'", "avx9000"},
+                 Case{"TERNJIT_PRINT_AFTER", "lowering", "'lowering'", "unknown stage 'lowering'"}}) {
+    EnvScope env;
+    env.set(c.var, c.value);
+    CAPTURE(c.var);
+    CAPTURE(c.value);
+    auto o = EngineOptions::from_env();
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));  // checked by Engine::create
+    auto e = Engine::create(*o);
+    REQUIRE(!e.ok());
+    const std::string msg = e.error().message;
+    CAPTURE(msg);
+    CHECK(msg.find(std::string(c.var) + "=" + c.shown + ": ") == 0);
+    CHECK(msg.find(c.why) != std::string::npos);
+    CHECK(msg.find('\x1b') == std::string::npos);  // no raw escape byte reaches a terminal
+    // Replaced after from_env (a flag, or the caller): the error is the field's, no variable.
+    if (std::string(c.var) == "TERNJIT_TARGET") {
+      o->target = "reference";
+      CHECK(Engine::create(*o).ok());
+    } else if (std::string(c.var) == "TERNJIT_MAX_ISA") {
+      o->max_isa = "avx9001";
+      CHECK(testing::error_of(Engine::create(*o)).find("TERNJIT_MAX_ISA") == std::string::npos);
+    }
+  }
+  // max_isa contradicting the target options: both variables are named.
+  EnvScope env;
+  env.set("TERNJIT_MAX_ISA", "avx2");
+  env.set("TERNJIT_TARGET_OPTIONS", "x86.max_isa=avx512");
+  auto both = EngineOptions::from_env();
+  REQUIRE(both.ok());
+  const std::string msg = testing::error_of(Engine::create(*both));
+  CAPTURE(msg);
+  CHECK(msg.find("TERNJIT_MAX_ISA='avx2' with TERNJIT_TARGET_OPTIONS='x86.max_isa=avx512': ") == 0);
 }
 
 TEST_CASE("Engine::create validates the explicit options") {

@@ -368,6 +368,53 @@ TEST_CASE("bf16 master weights: absmean ternarization at load, scale 1/s, transp
   CHECK(has(both.error(), "also holds a tensor"));
 }
 
+namespace {
+
+// A bf16 master weight [3, 9] of small finite values with `bad` at element [row, col].
+std::optional<WeightFile> master_with(float bad, std::size_t row, std::size_t col) {
+  std::vector<float> w(3 * 9);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = ir::round_to_bf16(0.01f * static_cast<float>(i % 5) - 0.02f);
+  w[row * 9 + col] = bad;
+  StFile st;
+  st.tensors.push_back(bf16_tensor("q_proj.weight", {3, 9}, w));
+  return std::optional(WeightFile::from_safetensors(st, "bad.safetensors"));
+}
+
+}  // namespace
+
+TEST_CASE("master weights: an infinity is reported as Inf or -Inf, not NaN") {
+  for (const auto& [value, name] : {std::pair{INFINITY, "Inf"}, std::pair{-INFINITY, "-Inf"}}) {
+    const auto f = master_with(value, 1, 2);
+    auto t = f->load(offer(*f, "q_proj.weight"), ElemKind::T2, {9, 3}, "p");
+    REQUIRE(!t.ok());
+    CAPTURE(t.error().message);
+    CHECK(t.error().message.ends_with(std::string("master weight element [1, 2] is ") + name));
+  }
+}
+
+TEST_CASE("master weights: a NaN is reported at its own index ([0, 7]), by the weight and by its absmean scale") {
+  const auto f = master_with(NAN, 0, 7);
+  auto t = f->load(offer(*f, "q_proj.weight"), ElemKind::T2, {9, 3}, "p");
+  REQUIRE(!t.ok());
+  CAPTURE(t.error().message);
+  CHECK(t.error().message.ends_with("master weight element [0, 7] is NaN"));
+  // The scale offer of the same tensor reads the same elements: an error, not a NaN scale.
+  auto sc = f->load(offer(*f, "q_proj.weight_scale"), ElemKind::F32, {3}, "p");
+  REQUIRE(!sc.ok());
+  CHECK(sc.error().message.ends_with("master weight element [0, 7] is NaN"));
+  auto unbound = f->check_scales({"q_proj.weight"}, {"q_proj.weight"});
+  REQUIRE(!unbound.ok());
+  CHECK(has(unbound.error(), "master weight element [0, 7] is NaN"));
+}
+
+TEST_CASE("master weights: the refusal names the parameter and the tensor of the file once") {
+  const auto f = master_with(NAN, 2, 8);
+  auto t = f->load(offer(*f, "q_proj.weight"), ElemKind::T2, {9, 3}, "parameter 'L.q'");
+  REQUIRE(!t.ok());
+  CHECK(t.error().message ==
+        "parameter 'L.q': tensor 'q_proj.weight' of bad.safetensors: master weight element [2, 8] is NaN");
+}
+
 TEST_CASE("unused dtypes are parsed, skipped, and refused only when a parameter needs them") {
   // {"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},"w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}}
   const std::string header =
