@@ -153,6 +153,20 @@ check "non-printable source bytes are escaped" $?
 awk '/unexpected control character 0x1b/ {getline; getline; print index($0, "^")}' err.txt > caret.txt
 [ "$(cat caret.txt)" = 23 ]  # "  param w: Tensor[" and "\x01" before it
 check "the caret sits under the escaped byte" $?
+# A symbol bound at run time that breaks an op's shape rule (rope's even head dim D) is
+# a located user error with exit 1 on every target, not an aborted pipeline (issue 33
+# item 5: "internal error: the IR is invalid after pass 'inline-calls'", exit 134).
+printf 'func @f<M, H, D>(%%x: f32[M, H, D], %%p: i32[]) -> f32[M, H, D] {\n^entry:\n  %%y = rope %%x, %%p {theta = 10000, mode = norm} : f32[M, H, D]\n  ret %%y\n}\n' >rope.tir
+for t in reference x86 llvm; do
+  E2E_FAIL_RC=1 expect_fail "run rope with an odd D on $t" \
+    "^rope.tir:3:3: error: after binding, 'rope' needs an even head dim D, got f32\[2, 1, 3\]" \
+    "$bin" run rope.tir --shape M=2,H=1,D=3 --target $t
+done
+E2E_FAIL_RC=1 expect_fail "opt --shape with an odd D" "^rope.tir:3:3: error: after binding, 'rope' needs an even head dim D" \
+  "$bin" opt rope.tir --shape M=2,H=1,D=3
+"$bin" run rope.tir --shape M=2,H=1,D=4 >out.txt 2>err.txt && grep -q '^output: f32\[2, 1, 4\]' out.txt
+check "run rope with an even D" $?
+
 # info --json is one JSON object naming every target and auto's pick.
 "$bin" info --json > info.json
 check "info --json" $?
