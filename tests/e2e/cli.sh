@@ -91,7 +91,7 @@ expect_fail "shape product past the element limit" "input 'x' of shape \[4294967
   "$bin" run two.tri --layer Lin --shape M=4294967296,K=4294967296,N=16
 expect_fail "shape past the element limit" "input 'x' of shape \[1099511627776, 4\] has more than" \
   "$bin" run two.tri --layer Lin --shape M=1099511627776,K=4,N=16
-expect_fail "shapes past the byte cap" "input 'x' of shape \[1073741824, 1\] needs 8589934592 bytes, which is over the run's limit" \
+expect_fail "shapes past the byte cap" "the largest, input 'x' of shape \[1073741824, 1\], 8589934592 bytes\), over the run's limit" \
   "$bin" run two.tri --layer Lin --shape M=1073741824,K=1,N=1
 h='{"x":{"dtype":"F32","shape":[0,4611686018427387905],"data_offsets":[0,0]}}'
 printf "$(printf '\\x%02x' "${#h}")\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$h" >zero_rows.safetensors
@@ -166,6 +166,22 @@ E2E_FAIL_RC=1 expect_fail "opt --shape with an odd D" "^rope.tir:3:3: error: aft
   "$bin" opt rope.tir --shape M=2,H=1,D=3
 "$bin" run rope.tir --shape M=2,H=1,D=4 >out.txt 2>err.txt && grep -q '^output: f32\[2, 1, 4\]' out.txt
 check "run rope with an even D" $?
+
+# The run's byte cap is charged for every tensor before any is allocated (issue 33 item
+# 19): 4096 random parameters of 64 MB each used to fill 4 GiB for ~50 s, one at a time.
+{
+  echo 'layer Many {'
+  for i in $(seq 0 4095); do echo "    param p$i: Tensor[N]"; done
+  echo '    fn forward(x: Tensor[N]) -> Tensor[N] {'
+  echo '        let s0 = x + p0'
+  for i in $(seq 1 4095); do echo "        let s$i = s$((i - 1)) + p$i"; done
+  echo '        return s4095'
+  echo '    }'
+  echo '}'
+} >many.tri
+E2E_FAIL_RC=1 expect_fail "4096 parameters of 64 MB are refused at once" \
+  "^error: the run's tensors need 275146342400 bytes together \(inputs 134217728 bytes, random parameters 274877906944 bytes, outputs 134217728 bytes; .*over the run's limit of 4294967296 bytes; nothing was allocated" \
+  bash -c "ulimit -v 2000000; exec timeout 20 \"\$0\" run many.tri --shape N=16777216 --target reference" "$bin"
 
 # info --json is one JSON object naming every target and auto's pick.
 "$bin" info --json > info.json
