@@ -183,6 +183,43 @@ E2E_FAIL_RC=1 expect_fail "4096 parameters of 64 MB are refused at once" \
   "^error: the run's tensors need 275146342400 bytes together \(inputs 134217728 bytes, random parameters 274877906944 bytes, outputs 134217728 bytes; .*over the run's limit of 4294967296 bytes; nothing was allocated" \
   bash -c "ulimit -v 2000000; exec timeout 20 \"\$0\" run many.tri --shape N=16777216 --target reference" "$bin"
 
+# Runaway work stops within seconds with the budget named (issue 33 item 18): a loop of
+# 64x64 matmuls on the reference interpreter took 10-43 s to stop at its old default.
+printf 'func @spin(%%x: f32[64, 64]) -> f32[64, 64] {\n^entry:\n  br ^loop(%%x)\n^loop(%%a: f32[64, 64]):\n  %%b = matmul %%a, %%x : f32[64, 64]\n  %%c = const {value = 1} : bool[]\n  cond_br %%c, ^loop(%%b), ^done(%%b)\n^done(%%r: f32[64, 64]):\n  ret %%r\n}\n' >spin.tir
+E2E_FAIL_RC=1 expect_fail "a runaway reference loop stops at the default work budget" \
+  "work limit of 2147483648 element operations at 'matmul' in @spin .*--target-options reference.max_work=N" \
+  timeout 20 "$bin" run spin.tir --target reference
+E2E_FAIL_RC=1 expect_fail "--target-options reference.max_work" "work limit of 100000 element operations" \
+  "$bin" run spin.tir --target reference --target-options reference.max_work=100000
+E2E_FAIL_RC=1 expect_fail "TERNJIT_TARGET_OPTIONS reference.max_steps" \
+  "execution exceeded 30 instructions \(an infinite loop\?\) in @spin: raise the reference target's option max_steps" \
+  env TERNJIT_TARGET_OPTIONS=reference.max_steps=30 "$bin" run spin.tir --target reference
+expect_fail "a bad reference.max_work" "reference.max_work is a positive integer" \
+  "$bin" run spin.tir --target reference --target-options reference.max_work=lots
+# The llvm target refuses a program unrolled past its code-size budget before LLVM
+# optimizes it (a Block[4096] chain took 117 s of CPU and 1.2 GB).
+cat >chain.tri <<'TRI'
+layer Block {
+    param w: Tensor[E]
+    fn forward(x: Tensor[M, E]) -> Tensor[M, E] {
+        return relu(x * w)
+    }
+}
+layer Model {
+    param blk: Block[4096]
+    fn forward(x: Tensor[M, E]) -> Tensor[M, E] {
+        let h = x
+        for i in 0..4096 {
+            let h = blk[i].forward(h)
+        }
+        return h
+    }
+}
+TRI
+E2E_FAIL_RC=1 expect_fail "llvm refuses a Block[4096] chain within seconds" \
+  "llvm: @Model.forward generates [0-9]+ LLVM instructions, over the llvm target's budget of 32768 \(llvm.max_instructions; .*--target-options llvm.max_instructions=N" \
+  bash -c "ulimit -v 4000000; exec timeout 20 \"\$0\" run chain.tri --layer Model --shape M=1,E=4 --target llvm" "$bin"
+
 # info --json is one JSON object naming every target and auto's pick.
 "$bin" info --json > info.json
 check "info --json" $?
