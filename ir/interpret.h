@@ -107,8 +107,8 @@ struct InterpretOptions {
   /// multiply-adds for matmul and tmatmul (the element count of the result times the
   /// contracted extent). Bounds a loop of large ops that max_steps alone would let run
   /// for hours. The default, 2^31 (~2.1e9), stops a runaway loop within seconds on a
-  /// small machine (~4e8 a second on the 2-core VM that measured it: a loop over a 64x64
-  /// matmul stops after ~8,000 iterations in ~5 s, where 2^34 took 43 s); it still
+  /// small machine (on the loaded 2-core VM that measured it, a loop over a 64x64
+  /// matmul stops after ~7,800 iterations in ~2 s where 2^34 took 10-43 s); it still
   /// allows one [256, 2048] x [2048, 2048] matmul (~1.1e9). Larger reference runs
   /// raise it (the reference target's option max_work).
   std::uint64_t max_work = std::uint64_t{1} << 31;
