@@ -28,80 +28,6 @@ std::string condition_value(std::string_view v) {
   return out;
 }
 
-bool condition_name_ok(std::string_view n) {
-  return !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
-// "M=<m>;<name>=<value>;...;config=<config>" (conditions in map order).
-std::string record_config(std::int64_t m, const Conditions& conditions, std::string_view config) {
-  std::string text = "M=" + std::to_string(m) + ";";
-  for (const auto& [name, value] : conditions) text += name + "=" + value + ";";
-  return text + "config=" + std::string(config);
-}
-
-std::string record_measurements(std::int64_t m, const Measurement& meas, std::string_view role) {
-  nlohmann::json j;
-  j["M"] = m;
-  j["median_ns"] = meas.median_ns;
-  j["spread"] = meas.spread;
-  j["reps"] = meas.reps;
-  j["role"] = role;
-  return j.dump();
-}
-
-// The M of a config text "M=<m>;...", and where its rest begins; nullopt when malformed.
-std::optional<std::pair<std::int64_t, std::size_t>> parse_m(std::string_view text) {
-  const std::size_t semi = text.find(';');
-  if (text.substr(0, 2) != "M=" || semi == std::string_view::npos) return std::nullopt;
-  std::int64_t m = 0;
-  if (auto [end, ec] = std::from_chars(text.data() + 2, text.data() + semi, m);
-      ec != std::errc() || end != text.data() + semi || m < 1)
-    return std::nullopt;
-  return std::pair{m, semi + 1};
-}
-
-// "name=value;name=value" -> conditions; nullopt when a field is not name=value or a
-// name repeats.
-std::optional<Conditions> parse_conditions(std::string_view text) {
-  Conditions out;
-  while (!text.empty()) {
-    const std::size_t semi = text.find(';');
-    const std::string_view field = text.substr(0, semi);
-    text = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
-    const std::size_t eq = field.find('=');
-    if (eq == std::string_view::npos || !condition_name_ok(field.substr(0, eq))) return std::nullopt;
-    if (!out.emplace(std::string(field.substr(0, eq)), std::string(field.substr(eq + 1))).second) return std::nullopt;
-  }
-  return out;
-}
-
-// A record of the current format: "M=<m>;<conditions>;config=<config>".
-std::optional<Record> decode_record(std::string_view text) {
-  auto m = parse_m(text);
-  if (!m) return std::nullopt;
-  const std::string_view rest = text.substr(m->second);
-  const std::size_t at = rest.substr(0, 7) == "config=" ? 0 : rest.find(";config=");
-  if (at == std::string_view::npos) return std::nullopt;
-  auto conditions = parse_conditions(rest.substr(0, at));
-  if (!conditions) return std::nullopt;
-  Record r;
-  r.M = m->first;
-  r.config = std::string(rest.substr(at == 0 ? 7 : at + 8));
-  r.conditions = std::move(*conditions);
-  return r;
-}
-
-// The measured fields of a record's JSON; false when it does not decode.
-bool decode_measurements(std::string_view text, Record& r) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("median_ns") || !j["median_ns"].is_number()) return false;
-  r.median_ns = j["median_ns"].get<double>();
-  if (j.contains("role") && j["role"].is_string()) r.role = j["role"].get<std::string>();
-  return true;
-}
-
 // The older format's family text: the problem's, then its own conditions in its order.
 std::string legacy_family(const targets::TuningProblem& p) {
   std::string text = p.family;
@@ -125,19 +51,18 @@ Result<std::vector<Record>> legacy_others(cache::DiskCache& disk, const targets:
     const std::string_view family = kernel->field("family");
     if (family.substr(0, prefix.size()) != prefix) continue;
     auto conditions = parse_conditions(family.substr(prefix.size()));
-    if (!conditions || conditions->size() != p.conditions.size()) continue;
+    if (!conditions.ok() || conditions->size() != p.conditions.size()) continue;
     bool same_names = true;
     for (const targets::TuningCondition& c : p.conditions) same_names = same_names && conditions->count(c.name);
     if (!same_names) continue;
     (*conditions)["cpu"] = condition_value(kernel->field("device"));
     (*conditions)["version"] = condition_value(kernel->field("version"));
     if (*conditions == here) continue;  // read through legacy_family_key, and verified
-    const std::string_view config = e.key->field("config");
-    auto m = parse_m(config);
-    if (!m) continue;
+    auto m = parse_record_m(e.key->field("config"));
+    if (!m.ok()) continue;
     Record r;
     r.M = m->first;
-    r.config = std::string(config.substr(m->second));
+    r.config = std::string(m->second);
     r.conditions = std::move(*conditions);
     r.legacy = true;
     out.push_back(std::move(r));
@@ -172,7 +97,8 @@ Result<int> store_result(cache::DiskCache& disk, const targets::TuningProblem& p
   int added = 0;
   auto put = [&](const std::string& c, const Measurement& m, std::string_view role) -> Result<void> {
     TERNJIT_TRY(bool stored,
-                disk.put_record(key, record_config(p.m, conditions, c), record_measurements(p.m, m, role)));
+                disk.put_record(key, record_config(p.m, conditions, c),
+                                record_measurements(p.m, m.median_ns, m.spread, m.reps, role)));
     added += stored ? 1 : 0;
     return success();
   };
@@ -187,22 +113,21 @@ Result<std::vector<Record>> load_records(cache::DiskCache& disk, const targets::
   std::vector<Record> out;
   TERNJIT_TRY(auto raw, disk.records(problem_key(p)));
   for (const cache::TuningRecord& t : raw) {
-    auto r = decode_record(t.config);
-    if (!r || !decode_measurements(t.measurements, *r)) continue;
-    out.push_back(std::move(*r));
+    auto r = parse_record(t.config, t.measurements);  // a record that does not validate is skipped
+    if (r.ok()) out.push_back(std::move(*r));
   }
   // The older format: its key holds the conditions, so these were measured under ours.
   const Conditions here = conditions_of(p);
   TERNJIT_TRY(auto old, disk.records(legacy_family_key(p)));
   for (const cache::TuningRecord& t : old) {
-    auto m = parse_m(t.config);
-    if (!m) continue;
+    auto m = parse_record_m(t.config);
+    if (!m.ok()) continue;
     Record r;
     r.M = m->first;
-    r.config = t.config.substr(m->second);
+    r.config = std::string(m->second);
     r.conditions = here;
     r.legacy = true;
-    if (decode_measurements(t.measurements, r)) out.push_back(std::move(r));
+    if (parse_record_measurements(t.measurements, r).ok()) out.push_back(std::move(r));
   }
   if (scope == RecordScope::Explain) {
     TERNJIT_TRY(auto others, legacy_others(disk, p, here));

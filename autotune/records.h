@@ -28,16 +28,13 @@
 #include <string_view>
 #include <vector>
 
+#include "autotune/record_text.h"
 #include "autotune/tuner.h"
 #include "cache/disk_cache.h"
 #include "cache/key.h"
 #include "targets/tuning.h"
 
 namespace ternjit::autotune {
-
-/// The conditions a record is matched on, by name: the problem's (targets/tuning.h), the
-/// host CPU model ("cpu") and the ternjit version ("version").
-using Conditions = std::map<std::string, std::string>;
 
 /// The conditions of `problem` on this host with this build.
 Conditions conditions_of(const targets::TuningProblem& problem);
@@ -48,16 +45,6 @@ cache::Key problem_key(const targets::TuningProblem& problem);
 /// The key the older format stored the records of `problem` under, measured under
 /// exactly conditions_of(problem).
 cache::Key legacy_family_key(const targets::TuningProblem& problem);
-
-/// One decoded record.
-struct Record {
-  std::int64_t M = 0;
-  std::string config;  ///< the target's configuration text
-  double median_ns = 0;
-  std::string role;
-  Conditions conditions;  ///< what it was measured under
-  bool legacy = false;    ///< stored in the format before conditions
-};
 
 /// Stores the winner, runner-up and default of `result` (tuned for `problem`, under its
 /// conditions) as records. Returns how many were new (existing records are kept:

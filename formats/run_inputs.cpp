@@ -121,17 +121,39 @@ std::set<std::string> params_used(const Module& m, const Function& f) {
   return used;
 }
 
-// Charges `what`'s allocation of `bytes` (nullopt: overflowed) to `used`, or an error
-// when it would pass the cap.
-Result<void> charge(std::optional<std::uint64_t> bytes, std::uint64_t& used, std::uint64_t cap,
-                    const std::string& what, const std::vector<std::int64_t>& shape) {
-  if (!bytes || *bytes > cap - std::min(cap, used))
-    return fail(what + " of shape " + index_str(shape) + " needs " +
-                (bytes ? std::to_string(*bytes) + " bytes" : std::string("more than 2^64 bytes")) +
-                (used != 0 ? ", which with the " + std::to_string(used) + " bytes of the tensors before it" : std::string(", which")) +
-                " is over the run's limit of " + std::to_string(cap) + " bytes");
-  used += *bytes;
-  return success();
+// The bytes a run will allocate, summed over every tensor before any is allocated
+// (PrepareOptions::max_bytes): charging one tensor at a time let 4096 random parameters
+// of 64 MB each fill 4 GiB and take ~50 s before the cap said no.
+struct BytePlan {
+  // A sum of sizes; nullopt once one of them or the sum passes 2^64.
+  using Bytes = std::optional<std::uint64_t>;
+  Bytes inputs = 0, params = 0, outputs = 0;
+  Bytes largest = 0;         // the largest tensor's bytes
+  std::string largest_what;  // ... and its name and shape
+  void add(Bytes& part, Bytes bytes, const std::string& what, const std::vector<std::int64_t>& shape) {
+    part = sum(part, bytes);
+    if (largest && (!bytes || *bytes > *largest)) {
+      largest = bytes;
+      largest_what = what + " of shape " + index_str(shape);
+    }
+  }
+  static Bytes sum(Bytes a, Bytes b) {
+    std::uint64_t t = 0;
+    if (!a || !b || __builtin_add_overflow(*a, *b, &t)) return std::nullopt;
+    return t;
+  }
+  [[nodiscard]] Bytes total() const { return sum(sum(inputs, params), outputs); }
+};
+
+// The error of a plan over the cap: the cap, the total and its parts, the largest tensor.
+Result<void> check_plan(const BytePlan& plan, std::uint64_t cap) {
+  const BytePlan::Bytes total = plan.total();
+  if (total && *total <= cap) return success();
+  auto bytes = [](BytePlan::Bytes b) { return b ? std::to_string(*b) + " bytes" : std::string("more than 2^64 bytes"); };
+  return fail("the run's tensors need " + bytes(total) + " together (inputs " + bytes(plan.inputs) +
+              ", random parameters " + bytes(plan.params) + ", outputs " + bytes(plan.outputs) + "; the largest, " +
+              plan.largest_what + ", " + bytes(plan.largest) + "), over the run's limit of " + bytes(cap) +
+              "; nothing was allocated");
 }
 
 }  // namespace
@@ -190,17 +212,44 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     if (shape) TERNJIT_TRY_VOID(bind_shape(p.type, p.symbols, layer_of(p.name), *shape, what, run.shapes));
   }
 
-  // Pass 2: materialize every argument and parameter.
-  std::uint64_t allocated = 0;  // bytes so far (PrepareOptions::max_bytes)
+  // Pass 2: the shape and bytes of every tensor the run allocates, all charged to the
+  // cap before anything is allocated (overflow-checked): arguments as doubles, random
+  // parameters at their stored size, results as doubles (ternjit run holds them so).
   auto numel_of = [](const std::vector<std::int64_t>& shape) { return *ir::checked_numel(shape); };
-  std::uint64_t salt = 0;
+  BytePlan plan;
+  std::vector<std::vector<std::int64_t>> arg_shapes;
   for (ValueId a : f.args()) {
+    const std::string what = "input '" + f.value(a).name + "'";
+    TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
+    plan.add(plan.inputs, tensor_bytes(f.type_of(a).elem, numel_of(shape), sizeof(double)), what, shape);
+    arg_shapes.push_back(std::move(shape));
+  }
+  std::map<std::string, std::vector<std::int64_t>> param_shapes;
+  for (const ParamDecl& p : m.params()) {
+    if (!used.count(p.name)) continue;
+    const std::string what = "parameter '" + p.name + "'";
+    TERNJIT_TRY(const WeightOffer* offer, find_param(p));
+    TERNJIT_TRY(auto shape, concrete(p.type, p.symbols, layer_of(p.name), run.shapes, what, options.max_elements));
+    if (!offer && !options.random_missing_params) return missing(p);
+    if (!offer) plan.add(plan.params, tensor_bytes(p.type.elem, numel_of(shape)), what, shape);
+    param_shapes.emplace(p.name, std::move(shape));
+  }
+  for (std::size_t r = 0; r < f.result_types().size(); ++r) {
+    // A result whose dims are not all bound here is the compiler's to report.
+    const std::string what = f.result_types().size() == 1 ? "the output" : "output " + std::to_string(r);
+    auto shape = concrete(f.result_types()[r], f.symbols(), layer, run.shapes, what, options.max_elements);
+    if (shape.ok()) plan.add(plan.outputs, tensor_bytes(f.result_types()[r].elem, numel_of(*shape), sizeof(double)), what, *shape);
+  }
+  TERNJIT_TRY_VOID(check_plan(plan, options.max_bytes));
+
+  // Pass 3: materialize every argument and parameter.
+  std::uint64_t salt = 0;
+  for (std::size_t i = 0; i < f.args().size(); ++i) {
+    const ValueId a = f.args()[i];
     const std::string& name = f.value(a).name;
     const std::string what = "input '" + name + "'";
     const StTensor* t = inputs ? inputs->find(name) : nullptr;
-    TERNJIT_TRY(auto shape, concrete(f.type_of(a), f.symbols(), layer, run.shapes, what, options.max_elements));
-    TERNJIT_TRY_VOID(charge(tensor_bytes(f.type_of(a).elem, numel_of(shape), sizeof(double)), allocated,
-                            options.max_bytes, what, shape));
+    const std::vector<std::int64_t>& shape = arg_shapes[i];
     if (t) {
       TERNJIT_TRY(auto stored, convert_input(*inputs, *t, f.type_of(a).elem, shape, what));
       run.args.push_back(stored.to_host());
@@ -216,18 +265,15 @@ Result<RunInputs> prepare_run(const Module& m, const Function& f, const StFile* 
     if (!used.count(p.name)) continue;
     const std::string what = "parameter '" + p.name + "'";
     TERNJIT_TRY(const WeightOffer* offer, find_param(p));
-    TERNJIT_TRY(auto shape, concrete(p.type, p.symbols, layer_of(p.name), run.shapes, what, options.max_elements));
+    const std::vector<std::int64_t>& shape = param_shapes.at(p.name);
     if (offer) {
       TERNJIT_TRY(auto stored, weights->load(*offer, p.type.elem, shape, what));
       run.params.values.insert_or_assign(p.name, std::move(stored));
       bound.insert(offer->name);
       if (p.type.elem == ElemKind::T2) ternary.insert(offer->name);
-    } else if (options.random_missing_params) {
-      TERNJIT_TRY_VOID(charge(tensor_bytes(p.type.elem, numel_of(shape)), allocated, options.max_bytes, what, shape));
+    } else {
       run.params.values.insert_or_assign(
           p.name, ir::StoredTensor::random(p.type.elem, shape, ir::derive_seed(options.params_seed.value_or(options.seed), salt)));
-    } else {
-      return missing(p);
     }
     ++salt;
   }

@@ -42,11 +42,13 @@ struct PrepareOptions {
   /// in a shape binding cannot exhaust memory.
   std::int64_t max_elements = std::int64_t{1} << 31;
   /// Most bytes the prepared tensors may take together: 8 per element of every argument
-  /// (a HostTensor holds doubles) plus the stored bytes of every random parameter (data
-  /// from the files is shared or mapped, not counted). Checked before each allocation,
-  /// so shapes that pass max_elements but together exceed memory are an error naming the
-  /// tensor, not std::bad_alloc. `ternjit run` applies the same cap to the engine's
-  /// input and output buffers (tensor_bytes).
+  /// and of every result (a HostTensor holds doubles) plus the stored bytes of every
+  /// random parameter (data from the files is shared or mapped, not counted). The whole
+  /// plan is summed (overflow-checked) before anything is allocated, so shapes that pass
+  /// max_elements but together exceed memory are one error naming the cap, the total,
+  /// its parts and the largest tensor, not std::bad_alloc nor seconds of random filling.
+  /// `ternjit run` applies the same cap to the engine's input and output buffers
+  /// (tensor_bytes).
   std::uint64_t max_bytes = std::uint64_t{4} << 30;
 };
 

@@ -190,7 +190,8 @@ Result<std::vector<HostTensor>> Interpreter::run(const Function& f, std::span<co
     for (InstId id : f.insts(block)) {
       if (++steps_ > options_.max_steps)
         return fail_at(f.inst(id).loc, "execution exceeded " + std::to_string(options_.max_steps) +
-                                           " instructions (an infinite loop?) in @" + f.name());
+                                           " instructions (an infinite loop?) in @" + f.name() + ": raise " +
+                                           options_.max_steps_name + " to allow more");
       TERNJIT_TRY(Flow flow, execute(fr, f.inst(id), depth));
       if (flow.kind == Flow::Kind::Return) {
         // Verified IR returns the declared result types; check their concrete shapes.
@@ -278,7 +279,7 @@ Result<Flow> Interpreter::execute(Frame& fr, const InstData& inst, int depth) {
   if (work_ > options_.max_work)
     return fail_at(inst.loc, "execution exceeded the interpreter's work limit of " + std::to_string(options_.max_work) +
                                  " element operations at " + q(inst.op) + " in @" + f.name() +
-                                 " (a long loop of large ops?)");
+                                 " (a long loop of large ops?): raise " + options_.max_work_name + " to allow more");
   auto kind = [&](std::size_t r = 0) { return f.type_of(inst.results.at(r)).elem; };
   auto axis_of = [&](const HostTensor& t) -> Result<std::size_t> {
     const auto& ax = std::get<AxisAttrs>(inst.attrs);

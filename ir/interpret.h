@@ -93,8 +93,11 @@ struct ParamValues {
 /// Limits that keep the interpreter from running away on bad IR.
 struct InterpretOptions {
   /// Most instructions executed in one interpret() call (all calls included); an
-  /// infinite loop becomes an error instead of a hang.
-  std::uint64_t max_steps = 100'000'000;
+  /// infinite loop becomes an error instead of a hang. The default, 2^24 (~1.7e7), is
+  /// a few seconds of a loop of scalar ops on a small machine (10^8 took 27 s on the
+  /// loaded 2-core VM that measured it); a program without loops executes each of its
+  /// instructions once.
+  std::uint64_t max_steps = std::uint64_t{1} << 24;
   /// Deepest nesting of `call` (recursion guard, keeps the host stack safe).
   int max_call_depth = 64;
   /// Most elements in any one tensor the interpreter creates (about 2 GiB of doubles).
@@ -103,10 +106,16 @@ struct InterpretOptions {
   /// instruction runs: the elements of its operands and results, plus M*N*K
   /// multiply-adds for matmul and tmatmul (the element count of the result times the
   /// contracted extent). Bounds a loop of large ops that max_steps alone would let run
-  /// for hours. The default, 2^34 (~1.7e10), is a few minutes of one core (the reference
-  /// matmul runs ~1e8 multiply-adds a second): e.g. ~62,000 iterations of a loop over a
-  /// 64x64 matmul, or one [512, 4096] x [4096, 4096] matmul twice over.
-  std::uint64_t max_work = std::uint64_t{1} << 34;
+  /// for hours. The default, 2^31 (~2.1e9), stops a runaway loop within seconds on a
+  /// small machine (on the loaded 2-core VM that measured it, a loop over a 64x64
+  /// matmul stops after ~7,800 iterations in ~2 s where 2^34 took 10-43 s); it still
+  /// allows one [256, 2048] x [2048, 2048] matmul (~1.1e9). Larger reference runs
+  /// raise it (the reference target's option max_work).
+  std::uint64_t max_work = std::uint64_t{1} << 31;
+  /// How errors name max_steps and max_work, so that they say what to raise: the fields
+  /// by default; the reference target names its options (reference.max_work).
+  std::string max_steps_name = "InterpretOptions::max_steps";
+  std::string max_work_name = "InterpretOptions::max_work";
   /// A double-precision evaluation mode for checking gradients by finite differences
   /// (tests/unit/autodiff): values of kind f32 are held and computed in double and never
   /// rounded to f32 (f32 arguments may hold any double), so a central difference with a
@@ -142,7 +151,7 @@ struct InterpretOptions {
 /// decoder ops' range errors (above);
 /// a call to an unknown function (NotFound); more than options.max_steps instructions or
 /// options.max_work work ("execution exceeded the interpreter's work limit of ... element
-/// operations"), calls nested deeper than options.max_call_depth, or a tensor larger than
+/// operations ...: raise " + options.max_work_name), calls nested deeper than options.max_call_depth, or a tensor larger than
 /// options.max_elements; malformed IR as listed above.
 /// Deterministic: the same inputs give bit-identical outputs.
 Result<std::vector<HostTensor>> interpret(const Module& m, const Function& f,

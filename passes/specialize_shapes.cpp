@@ -30,6 +30,7 @@
 #include "ir/bind.h"
 #include "ir/infer_type.h"
 #include "ir/print.h"
+#include "ir/verify.h"
 #include "passes/passes.h"
 
 namespace ternjit::passes {
@@ -216,6 +217,22 @@ void recheck_calls(const ir::Module& m, std::vector<Diagnostic>& out) {
       }
 }
 
+// After binding, the module must still verify: every op's type rule that a symbol's
+// extent can break (rope's even D, a reshape's element count, attention's head split,
+// ...) is checked by the verifier, so it is run here as a user-error stage over the
+// bound module rather than left to trip the pipeline's verify-after-each (an internal
+// error). recheck_calls has already reported the calls with a clearer message; what it
+// reported is not repeated.
+void reverify(const ir::Module& m, std::vector<Diagnostic>& out) {
+  for (const ir::Function& f : m.functions())
+    for (Diagnostic& d : ir::verify_function(&m, f)) {
+      d.message = "after binding, " + d.message;
+      if (d.loc.known() && !(d.loc.file == f.loc().file && d.loc.line == f.loc().line))
+        d.notes.push_back(Diagnostic{f.loc(), Severity::Note, "in @" + f.name(), {}, {}});
+      out.push_back(std::move(d));
+    }
+}
+
 // Names of the functions `root` reaches through calls, `root` included.
 std::set<std::string> reachable(const ir::Module& m, const std::string& root) {
   std::set<std::string> seen{root};
@@ -264,6 +281,8 @@ Result<void> specialize_shapes(ir::Module& m, const Bindings& bindings) {
   if (!problems.empty()) return errors(std::move(problems));
   specialize_decls(out, shapes, problems);
   recheck_calls(out, problems);
+  if (!problems.empty()) return errors(std::move(problems));
+  reverify(out, problems);
   if (!problems.empty()) return errors(std::move(problems));
   m = std::move(out);
   return success();

@@ -36,7 +36,10 @@ namespace ternjit::passes {
 /// function ("symbol 'K' = 100 violates K % 128 == 0"); a value or parameter whose
 /// bound type has more than ir::kMaxElements elements, at its definition ("after binding,
 /// %x: type f32[4294967296, 4294967296] has more than 2^60 elements"); a call whose
-/// callee was bound inconsistently with the caller (the call no longer type-checks).
+/// callee was bound inconsistently with the caller (the call no longer type-checks);
+/// anything else the verifier refuses in the bound module (an op's shape rule that a
+/// bound extent breaks, e.g. "after binding, 'rope' needs an even head dim D, got
+/// f32[2, 1, 3]"), at the instruction with a note naming the function.
 Result<void> specialize_shapes(ir::Module& m, const std::map<std::string, std::int64_t>& bindings);
 
 /// The module holding only `function` of `m`, specialized: calls are inlined first

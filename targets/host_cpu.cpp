@@ -105,11 +105,11 @@ HostCpu detect_host_cpu() {
   return cpu;
 }
 
-std::uint64_t last_level_cache_bytes() {
+std::uint64_t last_level_cache_bytes(const std::string& cache_dir) {
   std::uint64_t best = 0;
   int best_level = 0;
   for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string dir = cache_dir + "/index" + std::to_string(index) + "/";
     std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
     int level = 0;
     std::string type, size;
@@ -122,12 +122,30 @@ std::uint64_t last_level_cache_bytes() {
       case 'G': bytes <<= 30; break;
       default: break;
     }
+    // A level some VMs list with size 0 is no cache: it must not hide the one below it.
+    if (bytes == 0) continue;
     if (level > best_level || (level == best_level && bytes > best)) {
       best_level = level;
       best = bytes;
     }
   }
   return best;
+}
+
+std::uint64_t cpuid_last_level_cache_bytes() {
+  for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
+    if (const long bytes = sysconf(name); bytes > 0) return static_cast<std::uint64_t>(bytes);
+  return 0;
+}
+
+LastLevelCache pick_last_level_cache(std::uint64_t sysfs_bytes, std::uint64_t cpuid_bytes) {
+  if (sysfs_bytes > 0) return {sysfs_bytes, "sysfs"};
+  if (cpuid_bytes > 0) return {cpuid_bytes, "cpuid"};
+  return {kDefaultLastLevelCacheBytes, "default"};
+}
+
+LastLevelCache last_level_cache() {
+  return pick_last_level_cache(last_level_cache_bytes(), cpuid_last_level_cache_bytes());
 }
 
 }  // namespace ternjit::targets

@@ -9,6 +9,7 @@
 
 #include "ir/ir.h"
 #include "passes/pipeline.h"
+#include "targets/llvm/llvm_target.h"
 #include "targets/llvm/program.h"
 #include "ternjit/result.h"
 
@@ -25,6 +26,11 @@ struct CodegenOptions {
   passes::OptLevel opt = passes::OptLevel::O2;
   bool plain_dot = false;  ///< ignore dot product instructions (tests of the fallback)
   bool no_packed = false;  ///< int8 weight panels even where packed 2-bit panels apply (benches, tests)
+  /// Most LLVM instructions the generated module may hold before it is optimized (the
+  /// target option llvm.max_instructions): LLVM's optimizer is superlinear in a
+  /// function's size, so a program unrolled to thousands of steps (a DSL `Block[4096]`
+  /// chain: minutes and a gigabyte) is refused in well under a second instead.
+  std::uint64_t max_instructions = kDefaultMaxInstructions;
 };
 
 /// What a host entry's `par` argument points to (generated code reads these three
@@ -37,6 +43,8 @@ struct ParallelArgs {
 };
 
 /// Generates the LLVM module of `p` (function `f`), optimizes it and emits `kind`.
+/// A module of more than o.max_instructions instructions is an InvalidInput error
+/// naming the count, the budget and the option that raises it, before any optimization.
 /// `baked` null: the entry is `int entry(void* const* buffers, const void* const*
 /// consts, void* scratch, const ParallelArgs* par)` and consts are read through the
 /// table; otherwise each const slot's bytes become a constant global and the entry is

@@ -458,6 +458,15 @@ Result<std::string> generate(const ir::Function& f, const FunctionPlan& p, const
   std::string verr;
   llvm::raw_string_ostream vos(verr);
   if (llvm::verifyModule(mod, &vos)) return make_error(ErrorCode::Internal, "llvm: generated invalid IR: " + verr);
+  // The budget is checked on the unoptimized module: what LLVM would be asked to chew on.
+  std::uint64_t instructions = 0;
+  for (const llvm::Function& fn : mod) instructions += fn.getInstructionCount();
+  if (instructions > o.max_instructions)
+    return make_error(ErrorCode::InvalidInput,
+                      "llvm: @" + f.name() + " generates " + std::to_string(instructions) +
+                          " LLVM instructions, over the llvm target's budget of " + std::to_string(o.max_instructions) +
+                          " (llvm.max_instructions; LLVM's optimizer takes minutes past it): raise it with "
+                          "--target-options llvm.max_instructions=N, or use the x86 target");
   optimize(mod, mc.tm.get(), o.opt);
   std::string out;
   if (kind == EmitKind::LlvmIr) {

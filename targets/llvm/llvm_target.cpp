@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -27,6 +28,23 @@ std::string symbol_of(std::string_view function) {
   for (char& c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
   return s;
+}
+
+// The target option max_instructions: a positive integer.
+Result<std::uint64_t> parse_max_instructions(const std::string& value) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v == 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "llvm.max_instructions is a positive integer (LLVM instructions), not '" + value + "'");
+  return v;
+}
+
+// The budget `options` give (validated by parse_options), else kDefaultMaxInstructions.
+Result<std::uint64_t> max_instructions_of(const TargetOptions& options) {
+  const auto it = options.values.find("max_instructions");
+  if (it == options.values.end()) return llvmjit::kDefaultMaxInstructions;
+  return parse_max_instructions(it->second);
 }
 
 class LlvmTarget final : public Target {
@@ -58,6 +76,7 @@ class LlvmTarget final : public Target {
     llvmjit::CodegenOptions o;
     o.opt = options.opt_level;
     o.no_packed = options.target.get("panels") == "int8";
+    TERNJIT_TRY(o.max_instructions, max_instructions_of(options.target));
     TERNJIT_TRY(llvmjit::PanelLayout layout, llvmjit::panel_layout(o));
     TERNJIT_TRY(FunctionPlan p, llvmjit::analyze(*f, layout));
     const std::string sym = symbol_of(function);
@@ -90,8 +109,13 @@ class LlvmTarget final : public Target {
           return make_error(ErrorCode::InvalidArgument, "llvm.panels is packed or int8, not '" + value + "'");
         continue;
       }
+      if (option == "max_instructions") {
+        TERNJIT_TRY_VOID(parse_max_instructions(value));
+        continue;
+      }
       if (option != "triple" && option != "cpu")
-        return make_error(ErrorCode::InvalidArgument, "unknown llvm option '" + option + "' (llvm takes: triple, cpu, panels)");
+        return make_error(ErrorCode::InvalidArgument,
+                          "unknown llvm option '" + option + "' (llvm takes: triple, cpu, panels, max_instructions)");
     }
     return given;
   }
@@ -126,6 +150,7 @@ class LlvmTarget final : public Target {
     r.cpu = options.target.get("cpu");
     r.opt = options.opt_level;
     r.no_packed = options.target.get("panels") == "int8";
+    TERNJIT_TRY(r.max_instructions, max_instructions_of(options.target));
     if (what == "asm") {
       r.what = llvmjit::EmitWhat::Asm;
       if (!r.triple.empty() || !r.cpu.empty()) r.params = params;
@@ -402,6 +427,7 @@ Result<Emitted> emit(const ir::Module& specialized, std::string_view function, c
   o.cpu = r.cpu;
   o.opt = r.opt;
   o.no_packed = r.no_packed;
+  o.max_instructions = r.max_instructions;
   TERNJIT_TRY(PanelLayout layout, panel_layout(o));
   TERNJIT_TRY(FunctionPlan p, analyze(*f, layout));
   Emitted e;

@@ -71,6 +71,13 @@ Result<std::shared_ptr<const Kernel>> load_kernel(const Artifact& artifact, cons
 /// What `emit` produces.
 enum class EmitWhat : std::uint8_t { LlvmIr, Asm, Object };
 
+/// The default budget of LLVM instructions a generated module may hold before it is
+/// optimized (the target option llvm.max_instructions, CodegenOptions::max_instructions):
+/// 2^15 (32,768): three times what the 2-block decoder of tests/dsl/bitnet_tiny.tri
+/// generates (10,907), while a `Block[4096]` chain of elementwise steps (40,991) already
+/// took 16 s of CPU to optimize on the 2-core VM that measured it.
+inline constexpr std::uint64_t kDefaultMaxInstructions = std::uint64_t{1} << 15;
+
 /// Ahead-of-time / text output for one function of a specialized module.
 struct EmitRequest {
   std::string triple;  ///< "" = host
@@ -81,6 +88,8 @@ struct EmitRequest {
   const ir::ParamValues* params = nullptr;
   std::string symbol;  ///< entry symbol ("" = the function name with '.' -> '_')
   bool no_packed = false;  ///< int8 weight panels instead of packed 2-bit ones
+  /// The generated module's instruction budget (CodegenOptions::max_instructions).
+  std::uint64_t max_instructions = kDefaultMaxInstructions;
 };
 
 /// The result of emit: the bytes (object, assembly or IR text) and, for objects, a C header.

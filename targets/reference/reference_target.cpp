@@ -2,7 +2,9 @@
 // reference_target.cpp - the reference target: IR text artifacts, run by the interpreter.
 #include "targets/reference/reference_target.h"
 
+#include <charconv>
 #include <cstring>
+#include <map>
 
 #include "ir/print.h"
 #include "targets/common/step_plan.h"
@@ -23,7 +25,35 @@ struct InterpretedState {
   std::vector<ElemKind> kinds;
   BufferSizes bytes;
   std::vector<SameBuffer> in_place;  // (input, output) pairs that may be one buffer (step_plan.h InPlace)
+  ir::InterpretOptions limits;        // the target options max_steps and max_work, named in their errors
 };
+
+// The interpreter's budgets as target options (reference.max_steps, reference.max_work):
+// a positive integer each; the defaults are ir::InterpretOptions's.
+Result<std::uint64_t> parse_limit(const std::string& option, const std::string& value) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v == 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "reference." + option + " is a positive integer (a count of " +
+                          (option == "max_steps" ? "instructions" : "element operations") + "), not '" + value + "'");
+  return v;
+}
+
+// The interpreter options of a kernel: the limits its target options give, each error
+// naming the option that raises it.
+Result<ir::InterpretOptions> limits_of(const std::map<std::string, std::string>& given) {
+  ir::InterpretOptions o;
+  o.max_steps_name = "the reference target's option max_steps (--target-options reference.max_steps=N)";
+  o.max_work_name = "the reference target's option max_work (--target-options reference.max_work=N)";
+  if (auto it = given.find("max_steps"); it != given.end()) {
+    TERNJIT_TRY(o.max_steps, parse_limit(it->first, it->second));
+  }
+  if (auto it = given.find("max_work"); it != given.end()) {
+    TERNJIT_TRY(o.max_work, parse_limit(it->first, it->second));
+  }
+  return o;
+}
 
 Result<void> run_interpreted(const void* state, void* const* buffers) {
   const auto& s = *static_cast<const InterpretedState*>(state);
@@ -41,7 +71,7 @@ Result<void> run_interpreted(const void* state, void* const* buffers) {
   // every target's (cpu_buffers.h): an output may be an input only where a kv_write chain
   // updates that input in place; any other overlap is the caller's error.
   TERNJIT_TRY_VOID(check_buffers(buffers, s.bytes.in, s.bytes.out, s.in_place));
-  TERNJIT_TRY(auto outs, ir::interpret(s.module, *s.function, args, *s.params));
+  TERNJIT_TRY(auto outs, ir::interpret(s.module, *s.function, args, *s.params, s.limits));
   TERNJIT_CHECK(outs.size() == s.bytes.out.size(), "interpreter returned the wrong number of results");
   for (std::size_t j = 0; j < outs.size(); ++j) {
     std::vector<std::uint8_t> b = outs[j].to_bytes();
@@ -101,9 +131,12 @@ class ReferenceTarget final : public Target {
   }
 
   [[nodiscard]] Result<TargetOptions> parse_options(const TargetOptions& given) const override {
-    if (!given.values.empty())
-      return make_error(ErrorCode::InvalidArgument,
-                        "the reference target has no option '" + given.values.begin()->first + "'");
+    for (const auto& [option, value] : given.values) {
+      if (option != "max_steps" && option != "max_work")
+        return make_error(ErrorCode::InvalidArgument, "the reference target has no option '" + option +
+                                                          "' (it takes max_steps, max_work)");
+      TERNJIT_TRY_VOID(parse_limit(option, value));
+    }
     return given;
   }
 
@@ -114,6 +147,7 @@ class ReferenceTarget final : public Target {
     TERNJIT_TRY(state->module, parse_artifact_module(a));
     state->function = state->module.find_function(a.entry);
     state->params = context.params;
+    TERNJIT_TRY(state->limits, limits_of(context.options.values));
     TERNJIT_TRY(state->bytes, buffer_sizes(*state->function));
     if (plannable(*state->function, "reference").ok())
       for (const InPlace& ip : plan_steps(*state->function).in_place) state->in_place.push_back({ip.input, ip.output});

@@ -102,8 +102,12 @@ done
 work 3 64 16
 check "--target reference" "${sane[@]}" "${with_ref[@]}" "${w[@]}" 'j["target"] == "reference"' \
   -- "$bin" bench "$tri" --layer BitLinear --shape M=3,K=64,N=16 --target reference --threads 1 "${fast[@]}" --json
+# The cache size is never 0 and says where it came from (issue 33 item 17: a VM whose
+# probe read 0 MiB printed "not beyond the last-level cache: the layer is too small").
 check "--cold" "${sane[@]}" "${with_ref[@]}" 'j["mode"] == "cold"' 'j["cold"]["copies"] >= 2' \
   'j["cold"]["rotated_bytes"] == j["cold"]["copies"] * j["weight_bytes"]' \
+  'j["machine"]["llc_bytes"] > 0' 'j["machine"]["llc_source"] in ("sysfs", "cpuid", "default")' \
+  'j["cold"]["beyond_llc"] == (j["cold"]["rotated_bytes"] > j["machine"]["llc_bytes"])' \
   -- "$bin" bench "$tri" --layer BitLinear --shape M=1,K=128,N=64 --cold --threads 1 "${fast[@]}" --json
 check "reference over the cap is skipped" "${sane[@]}" 'j["checked"] is False' '"skipped" in j["reference"]' \
   'j["ratios"]["speedup"] is None' \
@@ -146,6 +150,13 @@ if "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=24 --threads 1 "${fa
   grep -q '^int8 dot ' out.txt && grep -q '^speedup over reference: ' out.txt &&
   grep -q '^check: outputs match the reference' out.txt; then passed=$((passed + 1)); else
   echo "FAIL table"; sed 's/^/    | /' out.txt; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
+
+# --cold's line names the cache size it compared with and its source.
+if "$bin" bench "$tri" --layer BitLinear --shape M=1,K=64,N=24 --threads 1 --cold "${fast[@]}" >out.txt 2>err.txt &&
+  grep -qE '^# cpu: .* \(last-level cache [0-9]+\.[0-9] MiB, (from sysfs|from cpuid|assumed: neither sysfs nor CPUID reports one)\)$' out.txt &&
+  grep -qE '^cold: [0-9]+ weight copies, [0-9.]+ MiB rotated, (not )?beyond the last-level cache \([0-9]+\.[0-9] MiB, (from|assumed)' out.txt
+then passed=$((passed + 1)); else
+  echo "FAIL --cold table"; sed 's/^/    | /' out.txt; sed 's/^/    /' err.txt; failed=$((failed + 1)); fi
 
 # Bad input: errors with a message, exit 1.
 expect_fail "unknown --shape symbol" "no symbol 'Q'" \

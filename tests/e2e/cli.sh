@@ -91,7 +91,7 @@ expect_fail "shape product past the element limit" "input 'x' of shape \[4294967
   "$bin" run two.tri --layer Lin --shape M=4294967296,K=4294967296,N=16
 expect_fail "shape past the element limit" "input 'x' of shape \[1099511627776, 4\] has more than" \
   "$bin" run two.tri --layer Lin --shape M=1099511627776,K=4,N=16
-expect_fail "shapes past the byte cap" "input 'x' of shape \[1073741824, 1\] needs 8589934592 bytes, which is over the run's limit" \
+expect_fail "shapes past the byte cap" "the largest, input 'x' of shape \[1073741824, 1\], 8589934592 bytes\), over the run's limit" \
   "$bin" run two.tri --layer Lin --shape M=1073741824,K=1,N=1
 h='{"x":{"dtype":"F32","shape":[0,4611686018427387905],"data_offsets":[0,0]}}'
 printf "$(printf '\\x%02x' "${#h}")\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$h" >zero_rows.safetensors
@@ -153,6 +153,73 @@ check "non-printable source bytes are escaped" $?
 awk '/unexpected control character 0x1b/ {getline; getline; print index($0, "^")}' err.txt > caret.txt
 [ "$(cat caret.txt)" = 23 ]  # "  param w: Tensor[" and "\x01" before it
 check "the caret sits under the escaped byte" $?
+# A symbol bound at run time that breaks an op's shape rule (rope's even head dim D) is
+# a located user error with exit 1 on every target, not an aborted pipeline (issue 33
+# item 5: "internal error: the IR is invalid after pass 'inline-calls'", exit 134).
+printf 'func @f<M, H, D>(%%x: f32[M, H, D], %%p: i32[]) -> f32[M, H, D] {\n^entry:\n  %%y = rope %%x, %%p {theta = 10000, mode = norm} : f32[M, H, D]\n  ret %%y\n}\n' >rope.tir
+for t in reference x86 llvm; do
+  E2E_FAIL_RC=1 expect_fail "run rope with an odd D on $t" \
+    "^rope.tir:3:3: error: after binding, 'rope' needs an even head dim D, got f32\[2, 1, 3\]" \
+    "$bin" run rope.tir --shape M=2,H=1,D=3 --target $t
+done
+E2E_FAIL_RC=1 expect_fail "opt --shape with an odd D" "^rope.tir:3:3: error: after binding, 'rope' needs an even head dim D" \
+  "$bin" opt rope.tir --shape M=2,H=1,D=3
+"$bin" run rope.tir --shape M=2,H=1,D=4 >out.txt 2>err.txt && grep -q '^output: f32\[2, 1, 4\]' out.txt
+check "run rope with an even D" $?
+
+# The run's byte cap is charged for every tensor before any is allocated (issue 33 item
+# 19): 4096 random parameters of 64 MB each used to fill 4 GiB for ~50 s, one at a time.
+{
+  echo 'layer Many {'
+  for i in $(seq 0 4095); do echo "    param p$i: Tensor[N]"; done
+  echo '    fn forward(x: Tensor[N]) -> Tensor[N] {'
+  echo '        let s0 = x + p0'
+  for i in $(seq 1 4095); do echo "        let s$i = s$((i - 1)) + p$i"; done
+  echo '        return s4095'
+  echo '    }'
+  echo '}'
+} >many.tri
+E2E_FAIL_RC=1 expect_fail "4096 parameters of 64 MB are refused at once" \
+  "^error: the run's tensors need 275146342400 bytes together \(inputs 134217728 bytes, random parameters 274877906944 bytes, outputs 134217728 bytes; .*over the run's limit of 4294967296 bytes; nothing was allocated" \
+  bash -c "ulimit -v 2000000; exec timeout 20 \"\$0\" run many.tri --shape N=16777216 --target reference" "$bin"
+
+# Runaway work stops within seconds with the budget named (issue 33 item 18): a loop of
+# 64x64 matmuls on the reference interpreter took 10-43 s to stop at its old default.
+printf 'func @spin(%%x: f32[64, 64]) -> f32[64, 64] {\n^entry:\n  br ^loop(%%x)\n^loop(%%a: f32[64, 64]):\n  %%b = matmul %%a, %%x : f32[64, 64]\n  %%c = const {value = 1} : bool[]\n  cond_br %%c, ^loop(%%b), ^done(%%b)\n^done(%%r: f32[64, 64]):\n  ret %%r\n}\n' >spin.tir
+E2E_FAIL_RC=1 expect_fail "a runaway reference loop stops at the default work budget" \
+  "work limit of 2147483648 element operations at 'matmul' in @spin .*--target-options reference.max_work=N" \
+  timeout 20 "$bin" run spin.tir --target reference
+E2E_FAIL_RC=1 expect_fail "--target-options reference.max_work" "work limit of 100000 element operations" \
+  "$bin" run spin.tir --target reference --target-options reference.max_work=100000
+E2E_FAIL_RC=1 expect_fail "TERNJIT_TARGET_OPTIONS reference.max_steps" \
+  "execution exceeded 30 instructions \(an infinite loop\?\) in @spin: raise the reference target's option max_steps" \
+  env TERNJIT_TARGET_OPTIONS=reference.max_steps=30 "$bin" run spin.tir --target reference
+expect_fail "a bad reference.max_work" "reference.max_work is a positive integer" \
+  "$bin" run spin.tir --target reference --target-options reference.max_work=lots
+# The llvm target refuses a program unrolled past its code-size budget before LLVM
+# optimizes it (a Block[4096] chain took 117 s of CPU and 1.2 GB).
+cat >chain.tri <<'TRI'
+layer Block {
+    param w: Tensor[E]
+    fn forward(x: Tensor[M, E]) -> Tensor[M, E] {
+        return relu(x * w)
+    }
+}
+layer Model {
+    param blk: Block[4096]
+    fn forward(x: Tensor[M, E]) -> Tensor[M, E] {
+        let h = x
+        for i in 0..4096 {
+            let h = blk[i].forward(h)
+        }
+        return h
+    }
+}
+TRI
+E2E_FAIL_RC=1 expect_fail "llvm refuses a Block[4096] chain within seconds" \
+  "llvm: @Model.forward generates [0-9]+ LLVM instructions, over the llvm target's budget of 32768 \(llvm.max_instructions; .*--target-options llvm.max_instructions=N" \
+  bash -c "ulimit -v 4000000; exec timeout 20 \"\$0\" run chain.tri --layer Model --shape M=1,E=4 --target llvm" "$bin"
+
 # info --json is one JSON object naming every target and auto's pick.
 "$bin" info --json > info.json
 check "info --json" $?

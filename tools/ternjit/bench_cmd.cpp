@@ -55,7 +55,7 @@ constexpr int kMaxSamples = 200;
 // --min-time at most (an hour): a finite bound, so `bench` always ends (docs/cli.md).
 constexpr double kMaxMinTime = 3600;
 // --cold rotates weight copies totalling 4x the last-level cache (as the read probe), at
-// most this many copies and bytes (64 MiB of copies when the cache size is unknown).
+// most this many copies and bytes (the cache size: targets::last_level_cache, never 0).
 constexpr int kMaxColdCopies = 64;
 constexpr std::uint64_t kMaxColdBytes = std::uint64_t{1} << 30;
 // The read probe's buffer: 4x the last-level cache, at least 64 MiB, at most 1 GiB.
@@ -248,13 +248,23 @@ nlohmann::json ceiling_json(const targets::CeilingResult& c, const char* rate, c
           {"reps", c.reps}, {rate, c.best_rate()},      {std::string(rate) + "_median", c.rate()}};
 }
 
+// "480.0 MiB, from sysfs": the machine's last-level cache and where its size came from.
+std::string llc_text(const nlohmann::json& machine) {
+  char text[96];
+  const std::string source = machine["llc_source"].get<std::string>();
+  std::snprintf(text, sizeof text, "%.1f MiB, %s", machine["llc_bytes"].get<double>() / (1 << 20),
+                source == "default" ? "assumed: neither sysfs nor CPUID reports one"
+                                    : ("from " + source).c_str());
+  return text;
+}
+
 void print_table(const nlohmann::json& j) {
   const auto& k = j["kernel"];
   std::printf("# %s  %s  target=%s threads=%d %s\n", j["function"].get<std::string>().c_str(),
               j["shape_text"].get<std::string>().c_str(), j["target"].get<std::string>().c_str(),
               j["threads"].get<int>(), j["mode"].get<std::string>().c_str());
-  std::printf("# cpu: %s (last-level cache %.1f MiB)\n", j["machine"]["cpu"].get<std::string>().c_str(),
-              j["machine"]["llc_bytes"].get<double>() / (1 << 20));
+  std::printf("# cpu: %s (last-level cache %s)\n", j["machine"]["cpu"].get<std::string>().c_str(),
+              llc_text(j["machine"]).c_str());
   std::printf("# work per call: %.6g ops (2*M*N*K over %d matmul%s), %llu weight bytes (%llu ternary, packed)\n",
               j["ops"].get<double>(), j["matmuls"].get<int>(), j["matmuls"].get<int>() == 1 ? "" : "s",
               j["weight_bytes"].get<unsigned long long>(), j["ternary_bytes"].get<unsigned long long>());
@@ -284,9 +294,9 @@ void print_table(const nlohmann::json& j) {
               j["checked"].get<bool>() ? "outputs match the reference" : "not checked (reference skipped)");
   if (j.contains("cold")) {
     const auto& c = j["cold"];
-    std::printf("cold: %d weight copies, %.1f MiB rotated%s\n", c["copies"].get<int>(),
-                c["rotated_bytes"].get<double>() / (1 << 20),
-                c["beyond_llc"].get<bool>() ? "" : " (not beyond the last-level cache: the layer is too small)");
+    std::printf("cold: %d weight copies, %.1f MiB rotated, %s the last-level cache (%s)\n", c["copies"].get<int>(),
+                c["rotated_bytes"].get<double>() / (1 << 20), c["beyond_llc"].get<bool>() ? "beyond" : "not beyond",
+                llc_text(j["machine"]).c_str());
   }
   for (const auto& note : j["notes"]) std::printf("note: %s\n", note.get<std::string>().c_str());
 }
@@ -329,7 +339,9 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   const std::string target = pk->engine.target_name();
   auto work = layer_work(*m, *fname, prepared->shapes, options->opt_level);
   if (!work.ok()) return report(work.error());
-  const std::uint64_t llc = targets::last_level_cache_bytes();
+  // Never 0: sysfs, else CPUID, else the documented default, and the output says which.
+  const targets::LastLevelCache llc_probe = targets::last_level_cache();
+  const std::uint64_t llc = llc_probe.bytes;
   nlohmann::json notes = nlohmann::json::array();
 
   // Poisoned outputs first: a kernel that leaves an element unwritten cannot pass the check.
@@ -377,7 +389,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   nlohmann::json cold_json;
   if (o.cold) {
     const std::uint64_t per_copy = std::max<std::uint64_t>(1, work->weight_bytes);
-    const std::uint64_t want = llc ? 4 * llc : kMinProbeBytes;
+    const std::uint64_t want = 4 * llc;
     const auto n = static_cast<int>(std::clamp<std::uint64_t>(
         (want + per_copy - 1) / per_copy, 2, std::min<std::uint64_t>(kMaxColdCopies, kMaxColdBytes / per_copy + 1)));
     for (int i = 1; i < n; ++i) {
@@ -390,7 +402,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
     }
     const double rotated = static_cast<double>(per_copy) * n;
     cold_json = {
-        {"copies", n}, {"rotated_bytes", rotated}, {"beyond_llc", llc > 0 && rotated > static_cast<double>(llc)}};
+        {"copies", n}, {"rotated_bytes", rotated}, {"beyond_llc", rotated > static_cast<double>(llc)}};
   }
 
   auto timing =
@@ -404,7 +416,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   targets::CeilingOptions co;
   co.max_seconds = std::min(0.25, std::max(o.min_time, 0.01));
   const std::uint64_t probe_bytes =
-      std::clamp<std::uint64_t>(llc ? 4 * llc : 4 * kMinProbeBytes, kMinProbeBytes, kMaxProbeBytes);
+      std::clamp<std::uint64_t>(4 * llc, kMinProbeBytes, kMaxProbeBytes);
   auto typed = jit::validate_options(*options, registry);
   if (!typed.ok()) return report(typed.error());
   auto measure = [&](const targets::Target& t) {
@@ -433,7 +445,8 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   j["shape_text"] = shape_text(prepared->shapes.values);
   j["mode"] = o.cold ? "cold" : "hot";
   j["machine"] = {
-      {"cpu", cpu.model}, {"features", cpu.feature_string()}, {"logical_cores", cpu.logical_cores}, {"llc_bytes", llc}};
+      {"cpu", cpu.model}, {"features", cpu.feature_string()}, {"logical_cores", cpu.logical_cores}, {"llc_bytes", llc},
+      {"llc_source", llc_probe.source}};
   j["ops"] = work->ops;
   j["matmuls"] = work->matmuls;
   j["weight_bytes"] = work->weight_bytes;
@@ -452,7 +465,8 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
   if (o.cold) {
     j["cold"] = cold_json;
     if (!cold_json["beyond_llc"].get<bool>())
-      notes.push_back("--cold: the rotated weight copies do not exceed the last-level cache");
+      notes.push_back("--cold: the rotated weight copies do not exceed the last-level cache: the layer's weights are "
+                      "too small for the most copies --cold binds (" + std::to_string(kMaxColdCopies) + ", 1 GiB)");
   } else {
     notes.push_back("hot: one weight copy, reused by every call (it may stay in cache; --cold rotates copies)");
   }

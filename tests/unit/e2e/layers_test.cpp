@@ -2,6 +2,8 @@
 // layers_test.cpp - whole layers from the DSL run on the reference, checked independently.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <limits>
 
@@ -173,23 +175,62 @@ TEST_CASE("BitLinear: tensors within the element limit but together past the byt
   auto run = prepare_run(m, *f, nullptr, nullptr, *shapes, PrepareOptions{});
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().message ==
-        "input 'x' of shape [1073741824, 1] needs 8589934592 bytes, which is over the run's limit of 4294967296 bytes");
+        "the run's tensors need 17179869193 bytes together (inputs 8589934592 bytes, random parameters 9 bytes, "
+        "outputs 8589934592 bytes; the largest, input 'x' of shape [1073741824, 1], 8589934592 bytes), over the "
+        "run's limit of 4294967296 bytes; nothing was allocated");
   CHECK(PrepareOptions{}.max_bytes == std::uint64_t{4} << 30);
-  // The cap counts every tensor, in order: x [16, 64] as doubles (8192 bytes), gamma f32
-  // [64] (256), then w t2 [64, 64] (1024, 2 bits a value) is one byte too many.
+  // The cap counts every tensor: x [16, 64] as doubles (8192 bytes), gamma f32 [64] (256),
+  // w t2 [64, 64] (1024, 2 bits a value), w_scale f32 [64] (256) and the output [16, 64]
+  // as doubles (8192): one byte less is too little.
   PrepareOptions small;
-  small.max_bytes = 8192 + 256 + 1024 - 1;
+  small.max_bytes = 8192 + 256 + 1024 + 256 + 8192 - 1;
   shapes = parse_shape_list("M=16,K=64,N=64");
   REQUIRE(shapes.ok());
   run = prepare_run(m, *f, nullptr, nullptr, *shapes, small);
   REQUIRE_FALSE(run.ok());
-  CHECK(run.error().message == "parameter 'BitLinear.w' of shape [64, 64] needs 1024 bytes, which with the 8448 "
-                               "bytes of the tensors before it is over the run's limit of 9471 bytes");
-  small.max_bytes = 8192 + 256 + 1024 + 256;  // and w_scale f32 [64]: all fit exactly
+  CHECK(run.error().message.find("the run's tensors need 17920 bytes together (inputs 8192 bytes, random parameters "
+                                 "1536 bytes, outputs 8192 bytes; ") == 0);
+  small.max_bytes = 8192 + 256 + 1024 + 256 + 8192;  // all fit exactly
   CHECK(prepare_run(m, *f, nullptr, nullptr, *shapes, small).ok());
   // tensor_bytes: element sizes, t2 packed 4 a byte, overflow.
   CHECK(tensor_bytes(ElemKind::F32, 10) == 40u);
   CHECK(tensor_bytes(ElemKind::T2, 9) == 3u);
   CHECK(tensor_bytes(ElemKind::F32, 10, 8) == 80u);
   CHECK_FALSE(tensor_bytes(ElemKind::F32, std::int64_t{1} << 62, 8).has_value());
+}
+
+TEST_CASE("the byte cap is charged for the whole run before anything is allocated (issue 33 item 19)") {
+  // 4096 random parameters of 64 MB each: one at a time, the first 64 were drawn (4 GiB,
+  // ~50 s) before the cap said no. Now the sum of the plan is refused at once.
+  std::string src = "layer Many {\n";
+  for (int i = 0; i < 4096; ++i) src += "    param p" + std::to_string(i) + ": Tensor[N]\n";
+  src += "    fn forward(x: Tensor[N]) -> Tensor[N] {\n        let s0 = x + p0\n";
+  for (int i = 1; i < 4096; ++i)
+    src += "        let s" + std::to_string(i) + " = s" + std::to_string(i - 1) + " + p" + std::to_string(i) + "\n";
+  src += "        return s4095\n    }\n}\n";
+  Module m = compile(src);
+  const Function* f = m.find_function("Many.forward");
+  REQUIRE(f != nullptr);
+  auto shapes = parse_shape_list("N=16777216");
+  REQUIRE(shapes.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto run = prepare_run(m, *f, nullptr, nullptr, *shapes, PrepareOptions{});
+  REQUIRE_FALSE(run.ok());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK(run.error().message ==
+        "the run's tensors need 275146342400 bytes together (inputs 134217728 bytes, random parameters "
+        "274877906944 bytes, outputs 134217728 bytes; the largest, input 'x' of shape [16777216], 134217728 bytes), "
+        "over the run's limit of 4294967296 bytes; nothing was allocated");
+  // A size past 2^64 is refused, not wrapped: x of 2^61 elements as doubles, with
+  // element and byte limits lifted.
+  shapes = parse_shape_list("N=2305843009213693952");
+  REQUIRE(shapes.ok());
+  PrepareOptions no_cap;
+  no_cap.max_elements = std::int64_t{1} << 62;
+  no_cap.max_bytes = ~std::uint64_t{0};
+  run = prepare_run(m, *f, nullptr, nullptr, *shapes, no_cap);
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().message.find("the run's tensors need more than 2^64 bytes together") == 0);
+  CHECK(run.error().message.find("the largest, input 'x' of shape [2305843009213693952], more than 2^64 bytes") !=
+        std::string::npos);
 }

@@ -17,6 +17,7 @@
 #include "ir/parse.h"
 #include "targets/llvm/llvm_target.h"
 #include "targets/llvm/program.h"
+#include "targets/reference/reference_target.h"
 #include "targets/registry.h"
 #include "tests/unit/engine/engine_testing.h"
 
@@ -290,6 +291,91 @@ TEST_CASE("llvm: registry order keeps x86 first for auto, llvm before reference"
   CHECK(names.find("llvm") != std::string::npos);
   CHECK(names.find("llvm") < names.find("reference"));
   CHECK(names.find("x86") < names.find("llvm"));
+}
+
+TEST_CASE("llvm: a function generating more LLVM instructions than llvm.max_instructions is refused before optimizing "
+          "(issue 33 item 18)") {
+  // A chain of 64 elementwise steps: a few thousand LLVM instructions. With a budget of
+  // 100 the target refuses it at once, naming the count, the budget and the option.
+  std::string tir = "func @chain(%x: f32[4, 8]) -> f32[4, 8] {\n^entry:\n";
+  std::string last = "%x";
+  for (int i = 0; i < 64; ++i) {
+    const std::string v = "%v" + std::to_string(i);
+    tir += "  " + v + " = " + (i % 2 ? "relu " : "exp ") + last + " : f32[4, 8]\n";
+    last = v;
+  }
+  tir += "  ret " + last + "\n}\n";
+  auto m = ir::parse_module(tir, "chain.tir");
+  REQUIRE(m.ok());
+  auto target = targets::make_llvm_target();
+  targets::CompileOptions o;
+  o.opt_level = passes::OptLevel::O0;  // no fusion: one step per op
+  REQUIRE(target->parse_options(targets::TargetOptions{{{"max_instructions", "100"}}}).ok());
+  o.target.values["max_instructions"] = "100";
+  auto art = target->compile(*m, "chain", o);
+  REQUIRE_FALSE(art.ok());
+  CHECK(art.error().code == ErrorCode::InvalidInput);
+  const std::string& msg = art.error().message;
+  CHECK(msg.find("llvm: @chain generates ") == 0);
+  CHECK(msg.find(" LLVM instructions, over the llvm target's budget of 100 (llvm.max_instructions; ") !=
+        std::string::npos);
+  CHECK(msg.find("raise it with --target-options llvm.max_instructions=N") != std::string::npos);
+  // The default budget compiles it; a bad value is an option error.
+  CHECK(target->compile(*m, "chain", targets::CompileOptions{}).ok());
+  CHECK(targets::llvmjit::kDefaultMaxInstructions == std::uint64_t{1} << 15);
+  for (const char* bad : {"0", "-1", "x", "1e6", ""}) {
+    auto r = target->parse_options(targets::TargetOptions{{{"max_instructions", bad}}});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message == std::string("llvm.max_instructions is a positive integer (LLVM instructions), not '") +
+                                   bad + "'");
+  }
+}
+
+TEST_CASE("reference: the interpreter's budgets are its options max_steps and max_work, named in their errors "
+          "(issue 33 item 18)") {
+  auto m = ir::parse_module(R"(func @spin(%x: f32[8, 8]) -> f32[8, 8] {
+^entry:
+  br ^loop(%x)
+^loop(%a: f32[8, 8]):
+  %b = matmul %a, %x : f32[8, 8]
+  %c = const {value = 1} : bool[]
+  cond_br %c, ^loop(%b), ^done(%b)
+^done(%r: f32[8, 8]):
+  ret %r
+}
+)", "spin.tir");
+  REQUIRE(m.ok());
+  auto target = targets::make_reference_target();
+  auto run = [&](const std::map<std::string, std::string>& options) -> std::string {
+    targets::CompileOptions o;
+    o.target.values = options;
+    auto parsed = target->parse_options(o.target);
+    if (!parsed.ok()) return parsed.error().message;
+    auto art = target->compile(*m, "spin", o);
+    REQUIRE(art.ok());
+    ir::ParamValues params;
+    targets::LoadContext context;
+    context.params = &params;
+    context.options = o.target;
+    auto k = target->load(*art, context);
+    REQUIRE(k.ok());
+    std::vector<std::uint8_t> in(8 * 8 * 4), out(8 * 8 * 4);
+    void* buffers[] = {in.data(), out.data()};
+    auto r = k->run(k->state, buffers);
+    return r.ok() ? "(ok)" : r.error().message;
+  };
+  CHECK(run({{"max_work", "5000"}}).find("execution exceeded the interpreter's work limit of 5000 element operations "
+                                         "at 'matmul' in @spin (a long loop of large ops?): raise the reference "
+                                         "target's option max_work (--target-options reference.max_work=N)") !=
+        std::string::npos);
+  CHECK(run({{"max_steps", "50"}}).find("execution exceeded 50 instructions (an infinite loop?) in @spin: raise the "
+                                        "reference target's option max_steps (--target-options "
+                                        "reference.max_steps=N)") != std::string::npos);
+  // The defaults stop it too (interpret.h: 2^31 element operations, seconds).
+  CHECK(run({}).find("work limit of 2147483648 element operations") != std::string::npos);
+  CHECK(run({{"max_work", "0"}}) == "reference.max_work is a positive integer (a count of element operations), not '0'");
+  CHECK(run({{"max_steps", "many"}}) == "reference.max_steps is a positive integer (a count of instructions), not 'many'");
+  CHECK(run({{"anything", "1"}}) == "the reference target has no option 'anything' (it takes max_steps, max_work)");
 }
 
 }  // namespace

@@ -177,6 +177,51 @@ TEST_CASE("qualified symbols: BitLinear.N binds the callee's N and the caller's 
   CHECK(r.error().diagnostics.size() == 2);
 }
 
+TEST_CASE("an op's shape rule that a binding breaks is a located user error, not invalid IR (issue 33 item 5)") {
+  // rope needs an even D and attention HQ a multiple of HKV: checks that only bind in
+  // the verifier. specialize_shapes runs it, so the pipeline never sees such a module
+  // (before, `run --shape D=3` aborted: "the IR is invalid after pass 'inline-calls'").
+  const std::string text = R"(func @f<M, H, D>(%x: f32[M, H, D], %p: i32[]) -> f32[M, H, D] {
+^entry:
+  %y = rope %x, %p {theta = 10000, mode = norm} : f32[M, H, D]
+  ret %y
+}
+
+func @g<HQ>(%q: f32[1, HQ, 4], %kc: f32[1, 8, 2, 4], %vc: f32[1, 8, 2, 4], %p: i32[]) -> f32[1, HQ, 4] {
+^entry:
+  %a = attention %q, %kc, %vc, %p {layer = 0, scale = 0.5} : f32[1, HQ, 4]
+  ret %a
+}
+)";
+  ir::Module m = parse_ok(text);
+  const std::string before = ir::print_module(m);
+  auto r = specialize_shapes(m, {{"M", 2}, {"H", 1}, {"D", 3}, {"HQ", 3}});
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == ErrorCode::InvalidInput);
+  CHECK(r.error().message == "after binding, 'rope' needs an even head dim D, got f32[2, 1, 3] (and 1 more)");
+  REQUIRE(r.error().diagnostics.size() == 2);
+  const Diagnostic& rope = r.error().diagnostics[0];
+  CHECK(rope.loc.line == 3);
+  CHECK(rope.loc.col == 3);
+  REQUIRE(rope.notes.size() == 1);
+  CHECK(rope.notes[0].message == "in @f");
+  const Diagnostic& attention = r.error().diagnostics[1];
+  CHECK(attention.loc.line == 9);
+  CHECK(attention.message.find("after binding, 'attention' needs the query heads HQ = 3 to be a multiple of the "
+                               "cache heads HKV = 2") == 0);
+  CHECK(ir::print_module(m) == before);  // unchanged on error
+
+  // specialize_function (the engine's and `run`'s path) reports the same.
+  auto f = specialize_function(parse_ok(text), "f", {{"M", 2}, {"H", 1}, {"D", 5}}, true);
+  REQUIRE(!f.ok());
+  CHECK(f.error().message == "after binding, 'rope' needs an even head dim D, got f32[2, 1, 5]");
+  // Even D (and HQ = 4) specialize and verify.
+  auto ok = specialize_function(parse_ok(text), "g", {{"HQ", 4}}, true);
+  REQUIRE(ok.ok());
+  CHECK(ir::verify_module(*ok).empty());
+  CHECK(specialize_function(parse_ok(text), "f", {{"M", 2}, {"H", 1}, {"D", 4}}, true).ok());
+}
+
 TEST_CASE("keys that match nothing change nothing; binding twice with the same keys changes nothing") {
   // The pass ignores unknown keys (the CLI rejects them first: tools/ternjit resolve_shapes).
   auto parsed = ir::parse_module(kGemv, "gemv.tir");

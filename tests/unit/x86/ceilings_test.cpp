@@ -4,10 +4,13 @@
 #include "targets/x86/ceilings.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <vector>
@@ -135,6 +138,42 @@ TEST_CASE("dot_ceiling_isa picks the best int8 dot under the cap") {
   CHECK(dot_ceiling_isa(Isa::Avx512) == (host.avx_vnni ? Isa::AvxVnni : Isa::Avx2));
   CHECK(dot_ceiling_isa(Isa::Amx) == (host.avx512_vnni ? Isa::Avx512Vnni : host.avx_vnni ? Isa::AvxVnni : Isa::Avx2));
   CHECK(dot_ceiling_isa(Isa::Avx512Vnni) == dot_ceiling_isa(Isa::Amx));
+}
+
+TEST_CASE("the last-level cache falls back to CPUID, then a documented default, and says which (issue 33 item 17)") {
+  // A VM whose sysfs lists no cache (or a level of size 0) made `bench --cold` say "not
+  // beyond the last-level cache: the layer is too small" for a cache of 0 MiB.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("ternjit_llc_" + std::to_string(static_cast<long>(::getpid())));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CHECK(last_level_cache_bytes(dir.string()) == 0);  // no index directories
+  auto level = [&](int index, const char* lvl, const char* type, const char* size) {
+    const std::filesystem::path d = dir / ("index" + std::to_string(index));
+    std::filesystem::create_directories(d);
+    std::ofstream(d / "level") << lvl << "\n";
+    std::ofstream(d / "type") << type << "\n";
+    std::ofstream(d / "size") << size << "\n";
+  };
+  level(0, "1", "Data", "48K");
+  level(1, "1", "Instruction", "64K");
+  level(2, "2", "Unified", "2048K");
+  level(3, "3", "Unified", "0K");  // listed without a size: not the last level
+  CHECK(last_level_cache_bytes(dir.string()) == std::uint64_t{2} << 20);
+  level(3, "3", "Unified", "480M");
+  CHECK(last_level_cache_bytes(dir.string()) == std::uint64_t{480} << 20);
+  std::filesystem::remove_all(dir);
+
+  CHECK(pick_last_level_cache(7 << 20, 9 << 20).bytes == std::uint64_t{7} << 20);
+  CHECK(pick_last_level_cache(7 << 20, 9 << 20).source == "sysfs");
+  CHECK(pick_last_level_cache(0, 9 << 20).bytes == std::uint64_t{9} << 20);
+  CHECK(pick_last_level_cache(0, 9 << 20).source == "cpuid");
+  CHECK(pick_last_level_cache(0, 0).bytes == kDefaultLastLevelCacheBytes);
+  CHECK(pick_last_level_cache(0, 0).source == "default");
+  CHECK(kDefaultLastLevelCacheBytes == std::uint64_t{32} << 20);  // docs/cli.md says so
+  const LastLevelCache host = last_level_cache();
+  CHECK(host.bytes > 0);
+  CHECK((host.source == "sysfs" || host.source == "cpuid" || host.source == "default"));
 }
 
 TEST_CASE("last_level_cache_bytes reads sysfs") {
