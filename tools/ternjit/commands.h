@@ -115,7 +115,7 @@ Result<Program> compile_and_bind(Engine& engine, const ir::Module& m, const form
 struct PreparedKernel {
   Engine engine;
   Program program;
-  const Kernel* kernel = nullptr;                    ///< owned by `program`
+  std::shared_ptr<const Kernel> kernel;              ///< of `program`
   std::vector<std::vector<std::uint8_t>> arg_bytes;  ///< the inputs' bytes, in argument order
   std::vector<std::vector<std::uint8_t>> out_bytes;  ///< the outputs' bytes, in result order
   std::vector<TensorView> inputs;                    ///< views of arg_bytes
