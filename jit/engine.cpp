@@ -360,7 +360,6 @@ Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& op
   const EngineShared* sp = shared.get();
   KernelCacheConfig cache_config =
       kernel_cache_config(options, [sp](std::string_view line) { sp->trace(std::string(line)); });
-  shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
   shared->disk_cache = std::make_unique<KernelCache>(std::move(cache_config), shared->choice);
   // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
   autotune::DispatchOptions dopts;

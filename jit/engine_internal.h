@@ -35,8 +35,9 @@ struct EngineShared {
   targets::TargetChoice choice;
   std::unique_ptr<ThreadPool> pool;              ///< the default pool (null with a host parallel_for)
   targets::Parallel parallel;                    ///< what CPU kernels run their work on
-  std::unique_ptr<KernelCache> disk_cache;       ///< the on-disk kernel cache (kernel_cache.h)
-  std::string cache_dir;  ///< its directory, resolved once ("" when off): targets::LoadContext::cache_dir
+  /// The on-disk kernel cache (kernel_cache.h), also the targets' side files
+  /// (targets::LoadContext::side_files).
+  std::unique_ptr<KernelCache> disk_cache;
   std::unique_ptr<autotune::RecordSource> tuning;  ///< where targets ask for configurations
 
   [[nodiscard]] bool verbose() const { return options.verbose > 0; }

@@ -460,7 +460,8 @@ Result<targets::LoadedKernel> Program::Impl::load_kernel(const jit::Compiled& c)
   ctx.options = engine->compile_options(*c.target).target;
   ctx.tuning = engine->typed.tuning;
   ctx.tuning_source = engine->tuning.get();
-  ctx.cache_dir = engine->cache_dir;
+  // Side files go through the disk cache, which refuses what it refuses for artifacts.
+  ctx.side_files = engine->disk_cache->enabled() ? engine->disk_cache.get() : nullptr;
   return c.target->load(c.artifact, ctx);
 }
 

@@ -190,7 +190,7 @@ class SpirvTarget final : public Target {
       return make_error(ErrorCode::Unavailable, "the artifact uses the integer dot product, which " + info->name +
                                                     " lacks (compile with spirv.int_dot=off)");
     TERNJIT_TRY(std::shared_ptr<Device> device, Device::open(*info));
-    device->load_pipeline_cache(context.cache_dir);
+    device->load_pipeline_cache(context.side_files);
 
     // Load-time values and the Program-wide keys of parameter weights.
     TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
@@ -214,7 +214,7 @@ class SpirvTarget final : public Target {
     }
     auto state = std::make_shared<LoadedState>();
     TERNJIT_TRY(state->kernel, spirv::Kernel::create(device, std::move(p), modules, configs, values, keys,
-                                                     dynamic_cast<DeviceWeights*>(context.state), context.cache_dir));
+                                                     dynamic_cast<DeviceWeights*>(context.state), context.side_files));
     LoadedKernel k;
     k.run = &run_loaded;
     k.state = state.get();

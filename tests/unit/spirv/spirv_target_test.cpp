@@ -24,22 +24,32 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "cache/disk_cache.h"
+#include "cache/entry.h"
+#include "cache/key.h"
 #include "ir/interpret.h"
 #include "ir/parse.h"
 #include "targets/common/device_weights.h"
 #include "targets/registry.h"
+#include "targets/spirv/pipeline_blob.h"
 #include "targets/spirv/shader_set.h"
 #include "targets/spirv/vulkan_device.h"
 #include "ternjit/ternjit.h"
 #include "tests/difftest/targets.h"
+#include "tests/unit/cache/cache_testing.h"
 #include "tests/unit/engine/engine_testing.h"
 #include "tests/unit/gpu/gpu_programs.h"
 
@@ -926,11 +936,14 @@ TEST_CASE("spirv: the framework launch path through the C ABI: the caller's buff
   ternjit_engine_destroy(engine);
 }
 
-// The names of the pipeline-cache blobs anywhere under `dir`.
+// The pipeline-cache blobs under `dir`: the disk cache's entries of kind target-file.
 std::vector<std::string> pipeline_blobs(const std::filesystem::path& dir) {
   std::vector<std::string> found;
-  for (const auto& f : std::filesystem::recursive_directory_iterator(dir))
-    if (f.path().filename().string().rfind("vulkan-pipelines-", 0) == 0) found.push_back(f.path().string());
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!f.is_regular_file() || f.path().extension() != ".tje") continue;
+    auto e = cache::decode_entry(testing::slurp(f.path()));
+    if (e.ok() && e->kind == cache::EntryKind::TargetFile) found.push_back(f.path().string());
+  }
   return found;
 }
 
@@ -967,7 +980,7 @@ TEST_CASE("spirv: an Engine's explicit cache directory gets the pipeline blob, t
   }
   const std::vector<std::string> blobs = pipeline_blobs(mine.path);
   REQUIRE(blobs.size() == 1);
-  CHECK(std::filesystem::file_size(blobs[0]) > 16);
+  CHECK(std::filesystem::file_size(blobs[0]) > cache::kEntryHeaderSize + targets::spirv::kPipelineHeaderBytes);
   CHECK(pipeline_blobs(env.path).empty());
 
   // cache_dir "off": no blob anywhere.
@@ -1004,44 +1017,178 @@ TEST_CASE("spirv: the pipeline cache is stored in the kernel cache directory, a 
                           "/tests/dsl/bitlinear.tri --layer BitLinear --shape M=3,K=37,N=21 --target spirv > " +
                           (dir.path / "out.txt").string() + " 2> " + (dir.path / "err.txt").string();
   REQUIRE(std::system(run.c_str()) == 0);
-  std::string blob;
-  for (const auto& f : std::filesystem::directory_iterator(dir.path))
-    if (f.path().filename().string().rfind("vulkan-pipelines-", 0) == 0) blob = f.path().string();
-  REQUIRE(!blob.empty());
-  const auto size = std::filesystem::file_size(blob);
-  CHECK(size > 16);
+  std::vector<std::string> blobs = pipeline_blobs(dir.path);
+  REQUIRE(blobs.size() == 1);
+  const std::string blob = blobs[0];
+  CHECK(std::filesystem::file_size(blob) > cache::kEntryHeaderSize + targets::spirv::kPipelineHeaderBytes);
   // A new process finds and reads the blob (no warning), and the result is the same.
   REQUIRE(std::system(run.c_str()) == 0);
-  // Corrupt it: the next process warns, rebuilds it, and still runs.
+  CHECK(testing::slurp(dir.path / "err.txt").find("warning") == std::string::npos);
+  // Corrupt its last byte: the next process warns, removes it, still runs, and writes a new one.
   {
-    FILE* f = std::fopen(blob.c_str(), "r+b");
-    REQUIRE(f != nullptr);
-    std::fseek(f, 20, SEEK_SET);
-    std::fputc(0x42 ^ std::fgetc(f), f);
-    std::fseek(f, 20, SEEK_SET);
-    std::fputc(0x13, f);
-    std::fclose(f);
+    std::string bytes = testing::slurp(blob);
+    bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);
+    testing::spit(blob, bytes);
   }
-  // Remove the kernel entries so the next run creates pipelines again (and rewrites the blob).
   REQUIRE(std::system(run.c_str()) == 0);
-  std::string err;
+  std::string err = testing::slurp(dir.path / "err.txt");
+  CHECK_MESSAGE(err.find("checksum mismatch") != std::string::npos, err);
+  REQUIRE(std::system(run.c_str()) == 0);  // the next process reads a good one cleanly
+  err = testing::slurp(dir.path / "err.txt");
+  CHECK_MESSAGE(err.find("checksum") == std::string::npos, err);
+}
+
+// Issue 33 item 8: what a hostile cache directory holds where the pipeline blob goes.
+// The entry file of this device's blob in `dir` (its key: cache::target_file_key).
+std::filesystem::path blob_entry(const std::filesystem::path& dir) {
+  auto info = targets::spirv::select_device("");
+  REQUIRE(info.ok());
+  const cache::Key key = cache::target_file_key(
+      targets::spirv::kPipelineBlobName, targets::spirv::pipeline_blob_identity((*info)->pipeline_identity()), cache::ternjit_version());
+  return dir / "v1" / "objects" / (key.hex() + std::string(".tje"));
+}
+
+// Runs BitLinear on spirv with `dir` as the engine's cache; true when it ran and matched
+// the reference target. The warnings land in `log`.
+bool run_with_cache(const std::filesystem::path& dir, std::string& log, double& seconds) {
+  std::mutex mu;
+  EngineOptions o;
+  o.target = "spirv";
+  o.cache_dir = dir.string();
+  o.trace = [&](std::string_view line) {
+    std::lock_guard lock(mu);
+    log += std::string(line) + "\n";
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  bool ok = false;
   {
-    FILE* f = std::fopen((dir.path / "err.txt").string().c_str(), "rb");
-    REQUIRE(f != nullptr);
-    char buf[4096];
-    err.assign(buf, std::fread(buf, 1, sizeof buf, f));
-    std::fclose(f);
+    auto e = Engine::create(o);
+    REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+    Program p = testing::bitlinear(*e);
+    testing::BitLinearWeights w(29, 11, 3);
+    w.bind(p);
+    std::vector<float> x = testing::random_f32(2 * 29, 4);
+    std::vector<float> y(2 * 11, std::nanf(""));
+    TensorView in[] = {testing::view(x, {2, 29})};
+    TensorView out[] = {testing::view(y, {2, 11})};
+    auto ran = p.run("BitLinear.forward", in, out);
+    ok = ran.ok() && testing::close(testing::oracle(w.params(), x, 2, 29), y);
   }
-  CHECK(err.find("corrupt Vulkan pipeline cache") != std::string::npos);
-  REQUIRE(std::system(run.c_str()) == 0);  // rebuilt: the next process reads it cleanly
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok;
+}
+
+TEST_CASE("spirv: hostile pipeline-cache files are refused with a message; the run succeeds without them") {
+  // A good blob to forge from: the payload a normal run stores.
+  testing::TempDir good;
+  std::string log;
+  double seconds = 0;
+  REQUIRE(run_with_cache(good.path, log, seconds));
+  const std::filesystem::path good_entry = blob_entry(good.path);
+  REQUIRE(std::filesystem::is_regular_file(good_entry));
+  const std::string good_file = testing::slurp(good_entry);
+  auto decoded = cache::decode_entry(good_file);
+  REQUIRE(decoded.ok());
+  const cache::Key key = *cache::Key::parse(decoded->key);
+  const std::string payload(decoded->payload);
+  REQUIRE(payload.size() >= targets::spirv::kPipelineHeaderBytes);  // lavapipe's is the header alone
+
+  struct Case {
+    const char* name;
+    std::function<void(const std::filesystem::path& entry)> plant;
+    const char* message;  // in the warnings
+  };
+  const auto forged = [&](std::size_t offset) {
+    return [&, offset](const std::filesystem::path& entry) {
+      std::string p = payload;
+      p[offset] = static_cast<char>(p[offset] ^ 0x01);
+      testing::spit(entry, cache::encode_entry(cache::EntryKind::TargetFile, key, p));
+    };
+  };
+  const Case cases[] = {
+      {"symlink to /dev/zero",
+       [](const std::filesystem::path& entry) { std::filesystem::create_symlink("/dev/zero", entry); },
+       "is a symlink: refused"},
+      {"FIFO", [](const std::filesystem::path& entry) { REQUIRE(::mkfifo(entry.c_str(), 0600) == 0); },
+       "is not a regular file: refused"},
+      {"hard link",
+       [&](const std::filesystem::path& entry) {
+         testing::spit(entry.string() + ".other", good_file);
+         std::filesystem::create_hard_link(entry.string() + ".other", entry);
+       },
+       "hard links"},
+      {"sparse 128 MiB file (under the cache's cap, so eviction leaves it to the read)",
+       [](const std::filesystem::path& entry) {
+         testing::spit(entry, "");
+         std::filesystem::resize_file(entry, std::uint64_t{128} << 20);
+       },
+       "larger than 67108864 bytes"},
+      {"truncated entry",
+       [&](const std::filesystem::path& entry) { testing::spit(entry, good_file.substr(0, good_file.size() / 2)); },
+       "truncated or extended"},
+      {"flipped payload byte (checksum)",
+       [&](const std::filesystem::path& entry) {
+         std::string f = good_file;
+         f[f.size() - 1] = static_cast<char>(f[f.size() - 1] ^ 0x10);
+         testing::spit(entry, f);
+       },
+       "checksum mismatch"},
+      {"forged headerSize", forged(0), "headerSize"},
+      {"forged headerVersion", forged(4), "headerVersion"},
+      {"forged vendorID", forged(8), "vendorID"},
+      {"forged deviceID", forged(12), "deviceID"},
+      {"forged pipelineCacheUUID", forged(20), "pipelineCacheUUID"},
+      {"truncated blob (a valid entry of 10 bytes)",
+       [&](const std::filesystem::path& entry) {
+         testing::spit(entry, cache::encode_entry(cache::EntryKind::TargetFile, key, payload.substr(0, 10)));
+       },
+       "truncated: 10 bytes"},
+      {"an artifact entry in its place",
+       [&](const std::filesystem::path& entry) {
+         testing::spit(entry, cache::encode_entry(cache::EntryKind::Artifact, key, payload));
+       },
+       "holds an artifact, not a target-file"},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.name));
+    testing::TempDir dir;
+    ::chmod(dir.path.c_str(), 0700);
+    {
+      auto opened = cache::DiskCache::open(cache::CacheOptions{dir.path.string()});
+      REQUIRE(opened.ok());  // the layout, so that the hostile file can be planted in v1/objects
+    }
+    c.plant(blob_entry(dir.path));
+    log.clear();
+    CHECK(run_with_cache(dir.path, log, seconds));
+    CHECK_MESSAGE(log.find(c.message) != std::string::npos, log);
+    CHECK(seconds < 20);
+    // Replaced by a good blob (a hard link's other name stays as it was).
+    CHECK(pipeline_blobs(dir.path).size() == 1);
+    CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(blob_entry(dir.path))));
+  }
+}
+
+TEST_CASE("spirv: a refused cache directory (world-writable, foreign) gets no pipeline blob read or written") {
+  testing::TempDir dir;
   {
-    FILE* f = std::fopen((dir.path / "err.txt").string().c_str(), "rb");
-    REQUIRE(f != nullptr);
-    char buf[4096];
-    err.assign(buf, std::fread(buf, 1, sizeof buf, f));
-    std::fclose(f);
+    auto opened = cache::DiskCache::open(cache::CacheOptions{dir.path.string()});
+    REQUIRE(opened.ok());
   }
-  CHECK(err.find("corrupt") == std::string::npos);
+  // A FIFO where the blob goes (any user can plant one in a 0777 directory): never opened.
+  const std::filesystem::path entry = blob_entry(dir.path);
+  REQUIRE(::mkfifo(entry.c_str(), 0600) == 0);
+  REQUIRE(::chmod(dir.path.c_str(), 0777) == 0);
+  std::string log;
+  double seconds = 0;
+  CHECK(run_with_cache(dir.path, log, seconds));
+  CHECK(seconds < 20);
+  CHECK_MESSAGE(log.find("writable by group or others") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("compiling without the disk cache") != std::string::npos, log);
+  // Nothing written: no blob, no artifact, and nothing at the old blob's place either.
+  CHECK(std::filesystem::is_fifo(entry));
+  std::size_t files = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path)) files += f.is_regular_file();
+  CHECK(files == 0);
 }
 
 }  // namespace
