@@ -363,7 +363,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
     auto actual = kernel_outputs(*pk);
     if (!expected.ok()) return report(expected.error());
     if (!actual.ok()) return report(actual.error());
-    if (!check_outputs(*expected, *actual)) {
+    if (!check_outputs(*expected, *actual, abs_error_floor(pk->engine))) {
       std::fprintf(stderr, "ternjit: bench: the %s kernel disagrees with the reference target: not timed\n",
                    target.c_str());
       return 1;

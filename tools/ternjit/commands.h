@@ -141,9 +141,14 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const EngineOptions& options, 
 /// Compares every output with the reference's and says so on stderr: integer (and bool,
 /// ternary) outputs must be equal; a float output agrees element-wise when |actual -
 /// expected| <= 1e-4 * (|expected| + max|finite expected over the output|), a NaN or an
-/// infinity only with its own class (ir::output_tolerance, ir::compare). False on a
-/// mismatch (or a different number of outputs).
-bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual);
+/// infinity only with its own class (ir::output_tolerance, ir::compare); the absolute
+/// tolerance is at least `abs_floor` (the checked target's TargetDescription::abs_error_floor:
+/// spirv's flushed subnormals). False on a mismatch (or a different number of outputs).
+bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual,
+                   double abs_floor = 0);
+
+/// TargetDescription::abs_error_floor of the target `engine` compiles for.
+double abs_error_floor(const Engine& engine);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);
