@@ -104,7 +104,7 @@ struct Layer {
       std::fprintf(stderr, "%s\n", k.error().message.c_str());
       std::abort();
     }
-    return k.value();
+    return k.value().get();  // the program holds it
   }
 };
 

@@ -123,34 +123,48 @@ Result<std::unique_ptr<DiskCache>> DiskCache::open(CacheOptions options) {
 }
 
 std::optional<std::string> DiskCache::get(const Key& key) {
-  Impl& m = *impl_;
+  return impl_->get_object(EntryKind::Artifact, key, kMaxEntryBytes, {});
+}
+
+Result<void> DiskCache::put(const Key& key, std::string_view payload) {
+  return impl_->put_object(EntryKind::Artifact, key, payload);
+}
+
+std::optional<std::string> DiskCache::get_file(const Key& key, std::uint64_t max_bytes,
+                                               const std::function<Result<void>(std::string_view)>& check) {
+  return impl_->get_object(EntryKind::TargetFile, key, std::min(max_bytes, kMaxEntryBytes), check);
+}
+
+Result<void> DiskCache::put_file(const Key& key, std::string_view payload) {
+  return impl_->put_object(EntryKind::TargetFile, key, payload);
+}
+
+std::optional<std::string> DiskCache::Impl::get_object(EntryKind kind, const Key& key, std::uint64_t max_bytes,
+                                                       const std::function<Result<void>(std::string_view)>& check) {
+  Impl& m = *this;
   const std::string name = key.hex() + std::string(kEntrySuffix);
-  auto bytes = m.read_entry(m.objects.get(), kObjects, name, nullptr);
+  auto bytes = m.read_entry(m.objects.get(), kObjects, name, nullptr, max_bytes);
   if (!bytes) return std::nullopt;
-  auto entry = decode_entry(*bytes);
-  std::string problem;
-  if (!entry.ok()) {
-    problem = entry.error().message;
-  } else if (entry->kind != EntryKind::Artifact) {
-    problem = "holds a record, not an artifact";
-  } else if (entry->key != key.bytes()) {
-    problem = "holds another key (hash collision or misplaced entry)";
+  Result<std::string_view> payload = decode_entry_of(*bytes, kind, key);
+  if (payload.ok() && check) {
+    if (auto ok = check(payload.value()); !ok.ok()) payload = std::move(ok).error();
   }
-  if (!problem.empty()) {
+  if (!payload.ok()) {
     struct stat st;
-    if (::fstatat(m.objects.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) m.drop(m.objects.get(), kObjects, name, st, problem);
+    if (::fstatat(m.objects.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      m.drop(m.objects.get(), kObjects, name, st, payload.error().message);
     return std::nullopt;
   }
   // Mark as recently used for LRU eviction (best effort: a foreign entry in shared mode
   // may not let us).
   (void)::utimensat(m.objects.get(), name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
-  return std::string(entry->payload);
+  return std::string(payload.value());
 }
 
-Result<void> DiskCache::put(const Key& key, std::string_view payload) {
-  Impl& m = *impl_;
+Result<void> DiskCache::Impl::put_object(EntryKind kind, const Key& key, std::string_view payload) {
+  Impl& m = *this;
   const std::string stem = key.hex();
-  const std::string bytes = encode_entry(EntryKind::Artifact, key, payload);
+  const std::string bytes = encode_entry(kind, key, payload);
   TERNJIT_TRY(std::string temp, m.write_temp(stem, bytes));
   const std::string name = stem + std::string(kEntrySuffix);
   if (::renameat(m.tmp.get(), temp.c_str(), m.objects.get(), name.c_str()) != 0) {

@@ -143,6 +143,17 @@ class DiskCache {
   /// Removes the entry of `key` (for a payload its user found unusable). Logged.
   void remove(const Key& key, std::string_view why);
 
+  /// A file a target keeps beside its artifacts (entry kind TargetFile, in objects/: the
+  /// same directory checks, file checks, checksum, full key comparison, refusals and
+  /// logging as get(), and evicted like artifacts), or nullopt. A file larger than
+  /// `max_bytes` (or the entry limit) is removed without being read, and so is one whose
+  /// payload `check` (when given) refuses, with its message.
+  std::optional<std::string> get_file(const Key& key, std::uint64_t max_bytes,
+                                      const std::function<Result<void>(std::string_view)>& check = {});
+  /// Publishes a target's file under `key` as put() publishes an artifact (temp file + one
+  /// atomic rename; counted against the cap). Errors: as put().
+  Result<void> put_file(const Key& key, std::string_view payload);
+
   /// Stores the tuning record (kernel_key, config). Append-only: when a verified record
   /// for the pair exists it is kept and the result is false; true when stored.
   Result<bool> put_record(const Key& kernel_key, std::string_view config, std::string_view measurements);

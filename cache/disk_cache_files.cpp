@@ -184,7 +184,8 @@ Result<Fd> DiskCache::Impl::open_dir(int parent, const char* name, const std::st
   return fd;
 }
 
-std::optional<std::string> DiskCache::Impl::read_entry(int dir_fd, const char* sub, const std::string& name, bool* absent) {
+std::optional<std::string> DiskCache::Impl::read_entry(int dir_fd, const char* sub, const std::string& name, bool* absent,
+                                                       std::uint64_t max_bytes) {
   if (absent) *absent = false;
   const std::string path = rel(sub, name);
   Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
@@ -210,8 +211,8 @@ std::optional<std::string> DiskCache::Impl::read_entry(int dir_fd, const char* s
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
   std::string bytes;
-  if (size > kMaxEntryBytes) {
-    drop(dir_fd, sub, name, st, "larger than " + std::to_string(kMaxEntryBytes) + " bytes");
+  if (size > max_bytes) {
+    drop(dir_fd, sub, name, st, "larger than " + std::to_string(max_bytes) + " bytes");
     return std::nullopt;
   }
   if (!read_all(fd.get(), size, bytes)) {

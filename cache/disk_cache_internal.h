@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -138,9 +139,17 @@ struct DiskCache::Impl {
   /// Opens (creating when missing) directory `name` under `parent`, and checks it.
   Result<disk_detail::Fd> open_dir(int parent, const char* name, const std::string& path) const;
 
-  /// A trusted, verified entry file read whole. Nullopt when absent (`absent` set) or
-  /// refused/corrupt (logged; corrupt ones removed).
-  std::optional<std::string> read_entry(int dir_fd, const char* sub, const std::string& name, bool* absent);
+  /// A trusted entry file read whole (no more than `max_bytes`: a larger one is removed
+  /// unread). Nullopt when absent (`absent` set) or refused/corrupt (logged; corrupt ones removed).
+  std::optional<std::string> read_entry(int dir_fd, const char* sub, const std::string& name, bool* absent,
+                                        std::uint64_t max_bytes = disk_detail::kMaxEntryBytes);
+
+  /// The payload of the objects/ entry of `key` when it is of `kind` (DiskCache::get,
+  /// get_file): refused, corrupt or foreign entries are logged misses (corrupt ones removed).
+  std::optional<std::string> get_object(EntryKind kind, const Key& key, std::uint64_t max_bytes,
+                                        const std::function<Result<void>(std::string_view)>& check);
+  /// Publishes `payload` as the objects/ entry of `key` of `kind` (DiskCache::put, put_file).
+  Result<void> put_object(EntryKind kind, const Key& key, std::string_view payload);
 
   /// Removes a corrupt entry, unless the name now points at another file (a concurrent
   /// writer replaced it with a good one).

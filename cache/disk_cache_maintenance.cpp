@@ -63,6 +63,7 @@ Result<std::vector<EntryInfo>> DiskCache::list() {
         } else if (auto h = decode_entry_header(header, info.size); !h.ok()) {
           info.problem = h.error().message;
         } else {
+          if (sub == kObjects) info.kind = h->kind;  // an artifact or a target's file
           std::string key(h->key_size, '\0');
           const ssize_t n = ::pread(fd.get(), key.data(), key.size(), kEntryHeaderSize);
           if (n == static_cast<ssize_t>(key.size())) info.key = Key::parse(key);
@@ -139,13 +140,13 @@ Result<VerifyReport> DiskCache::verify(bool remove_bad,
           problem = "is not named <32 hex digits>.tje";
         } else if (auto e = decode_entry(bytes); !e.ok()) {
           problem = e.error().message;
-        } else if (e->kind != EntryKind::Artifact) {
+        } else if (e->kind == EntryKind::Record) {
           problem = "holds a record, not an artifact";
         } else if (auto k = Key::parse(e->key); !k) {
           problem = "holds a malformed key";
         } else if (k->hex() + std::string(kEntrySuffix) != name) {
           problem = "holds another key than its name says";
-        } else if (check_payload) {
+        } else if (check_payload && e->kind == EntryKind::Artifact) {
           if (auto ok = check_payload(*k, e->payload); !ok.ok()) problem = ok.error().message;
         }
       } else if (auto r = check_record(bytes, name); !r.ok()) {

@@ -23,6 +23,15 @@ Error bad(std::string message) { return make_error(ErrorCode::InvalidInput, std:
 
 }  // namespace
 
+const char* entry_kind_name(EntryKind kind) {
+  switch (kind) {
+    case EntryKind::Artifact: return "artifact";
+    case EntryKind::Record: return "record";
+    case EntryKind::TargetFile: return "target-file";
+  }
+  return "unknown";
+}
+
 std::string encode_entry(EntryKind kind, const Key& key, std::string_view payload) {
   std::string out(kEntryHeaderSize, '\0');
   std::memcpy(out.data(), kMagic, sizeof kMagic);
@@ -48,7 +57,8 @@ Result<EntryHeader> decode_entry_header(std::string_view header, std::uint64_t f
     return bad("format version " + std::to_string(version) + ", expected " + std::to_string(kEntryFormatVersion));
   EntryHeader h;
   const auto kind = static_cast<std::uint32_t>(get_le(header.data() + 12, 4));
-  if (kind != static_cast<std::uint32_t>(EntryKind::Artifact) && kind != static_cast<std::uint32_t>(EntryKind::Record))
+  if (kind != static_cast<std::uint32_t>(EntryKind::Artifact) && kind != static_cast<std::uint32_t>(EntryKind::Record) &&
+      kind != static_cast<std::uint32_t>(EntryKind::TargetFile))
     return bad("unknown kind " + std::to_string(kind));
   h.kind = static_cast<EntryKind>(kind);
   h.key_size = get_le(header.data() + 16, 8);
@@ -69,6 +79,19 @@ Result<EntryView> decode_entry(std::string_view file) {
   const Hash128 sum = hash128({file.substr(0, 32), key, payload});
   if (std::memcmp(sum.data(), file.data() + 32, sum.size()) != 0) return bad("checksum mismatch");
   return EntryView{h.kind, key, payload};
+}
+
+Result<std::string_view> decode_entry_of(std::string_view file, EntryKind kind, const Key& key) {
+  TERNJIT_TRY(EntryView e, decode_entry(file));
+  if (e.kind != kind) {
+    const auto with_article = [](EntryKind k) {
+      const std::string name = entry_kind_name(k);
+      return (name[0] == 'a' ? "an " : "a ") + name;
+    };
+    return bad("holds " + with_article(e.kind) + ", not " + with_article(kind));
+  }
+  if (e.key != key.bytes()) return bad("holds another key (hash collision or misplaced entry)");
+  return e.payload;
 }
 
 }  // namespace ternjit::cache

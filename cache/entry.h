@@ -30,9 +30,13 @@ inline constexpr std::size_t kEntryHeaderSize = 48;
 
 /// What an entry holds.
 enum class EntryKind : std::uint32_t {
-  Artifact = 1,  ///< a serialized targets::Artifact (artifact_codec.h)
-  Record = 2,    ///< a tuning record's measurements (text)
+  Artifact = 1,    ///< a serialized targets::Artifact (artifact_codec.h)
+  Record = 2,      ///< a tuning record's measurements (text)
+  TargetFile = 3,  ///< a file a target keeps beside its artifacts (spirv: the Vulkan pipeline cache)
 };
+
+/// "artifact", "record" or "target-file".
+const char* entry_kind_name(EntryKind kind);
 
 /// The whole file content of an entry of `kind` for `key` holding `payload`.
 std::string encode_entry(EntryKind kind, const Key& key, std::string_view payload);
@@ -48,6 +52,12 @@ struct EntryView {
 /// (InvalidInput) say what is wrong: "bad magic", "format version 7, expected 1",
 /// "truncated: ...", "checksum mismatch", "unknown kind 9".
 Result<EntryView> decode_entry(std::string_view file);
+
+/// The payload of `file` (a whole entry file) when it decodes (decode_entry), is of `kind`
+/// and holds exactly `key`'s bytes: what a load trusts. Errors (InvalidInput) as
+/// decode_entry, or "holds a record, not an artifact", "holds another key (hash collision
+/// or misplaced entry)".
+Result<std::string_view> decode_entry_of(std::string_view file, EntryKind kind, const Key& key);
 
 /// The fixed header's fields.
 struct EntryHeader {

@@ -234,6 +234,11 @@ Key record_key(const Key& kernel_key, std::string_view config) {
   return Key("record", {{"kernel", kernel_key.bytes()}, {"config", std::string(config)}});
 }
 
+Key target_file_key(std::string_view name, std::string_view identity, std::string_view version) {
+  return Key("target-file", {{"name", std::string(name)}, {"identity", std::string(identity)},
+                             {"version", std::string(version)}});
+}
+
 std::string_view ternjit_version() { return TERNJIT_VERSION_STRING; }
 
 std::string build_id() {

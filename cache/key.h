@@ -94,6 +94,11 @@ Key artifact_key(const ArtifactKeyInputs& inputs);
 /// The key of a tuning record: the kernel's key bytes and the configuration string.
 Key record_key(const Key& kernel_key, std::string_view config);
 
+/// The key of a file a target keeps beside its artifacts (DiskCache::get_file): its name
+/// ("spirv.vulkan-pipelines"), what its content depends on (`identity`: device, driver)
+/// and the ternjit version ("target-file" kind).
+Key target_file_key(std::string_view name, std::string_view identity, std::string_view version);
+
 /// The ternjit version this library was built as (PROJECT_VERSION, "0.1.0").
 std::string_view ternjit_version();
 

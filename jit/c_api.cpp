@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "jit/engine_internal.h"
 #include "jit/loader.h"
 #include "targets/registry.h"
 #include "ternjit/builder.h"
@@ -254,6 +255,7 @@ constexpr std::string_view kStaticFeatures[] = {
     "bitnet-dtypes",   // ternjit_bitnet_config.embedding / kv_cache
     "hf-bitnet-dir",   // ternjit_read_hf_bitnet_config / ternjit_bind_hf_bitnet
     "kernel-entry",    // ternjit_get_kernel / ternjit_kernel_entry
+    "kernel-retain",   // ternjit_kernel_retain / ternjit_kernel_release
     "dlpack",          // ternjit_run_dlpack / ternjit_tensor_from_dlpack (DLPack 1.x)
     "tmatmul-dispatch",  // ternjit_tmatmul_dispatch
     "tmatmul-bound",     // ternjit_tmatmul_bind and its bound weights
@@ -534,8 +536,28 @@ ternjit_status ternjit_get_kernel(ternjit_program* program, const char* function
     if (auto s = make_views(fn, "input", inputs, n_inputs, /*need_data=*/false, &in); s != TERNJIT_OK) return s;
     auto kernel = program->program.kernel(function, in);
     if (!kernel.ok()) return fail(kernel.error());
-    // The handle is the Kernel itself; the C API never writes through it.
-    *out = reinterpret_cast<ternjit_kernel*>(const_cast<ternjit::Kernel*>(kernel.value()));
+    // The handle is the Kernel itself (a jit::KernelImpl, held by the program; retained,
+    // by itself); the C API never writes through it.
+    *out = reinterpret_cast<ternjit_kernel*>(const_cast<ternjit::Kernel*>(kernel.value().get()));
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_kernel_retain(const ternjit_kernel* kernel) {
+  constexpr const char* fn = "ternjit_kernel_retain";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    reinterpret_cast<const ternjit::jit::KernelImpl*>(kernel)->retain();
+    return TERNJIT_OK;
+  });
+}
+
+ternjit_status ternjit_kernel_release(const ternjit_kernel* kernel) {
+  constexpr const char* fn = "ternjit_kernel_release";
+  return guarded(fn, [&] {
+    if (kernel == nullptr) return misuse(fn, "kernel is null");
+    if (!reinterpret_cast<const ternjit::jit::KernelImpl*>(kernel)->release())
+      return misuse(fn, "the kernel holds no reference (more releases than ternjit_kernel_retain calls)");
     return TERNJIT_OK;
   });
 }

@@ -115,9 +115,11 @@ targets::CompileOptions EngineShared::compile_options(const targets::Target& t) 
   return o;
 }
 
-KernelImpl::KernelImpl(std::string function, std::vector<std::string> arg_names, std::vector<TensorView> inputs,
-                       std::vector<TensorView> outputs, std::unique_ptr<Trampoline> loaded, std::string trace_desc)
-    : function_(std::move(function)),
+KernelImpl::KernelImpl(const Program::Impl* program, std::string function, std::vector<std::string> arg_names,
+                       std::vector<TensorView> inputs, std::vector<TensorView> outputs,
+                       std::unique_ptr<Trampoline> loaded, std::string trace_desc)
+    : program_(program),
+      function_(std::move(function)),
       arg_names_(std::move(arg_names)),
       inputs_(std::move(inputs)),
       outputs_(std::move(outputs)),
@@ -146,6 +148,26 @@ Result<void> KernelImpl::run(std::span<const TensorView> inputs, std::span<Tenso
     }
     return loaded_->run(buffers.data());
   });
+}
+
+std::shared_ptr<const Kernel> KernelImpl::shared() const {
+  // Aliasing: the pointer is this kernel, the ownership its Program's state.
+  return std::shared_ptr<const Kernel>(program_->shared_from_this(), this);
+}
+
+void KernelImpl::retain() const {
+  std::lock_guard lock(retain_mu_);
+  if (retained_++ == 0) self_ = shared();
+}
+
+bool KernelImpl::release() const {
+  std::shared_ptr<const Kernel> last;  // dropped after the lock: it may free this object
+  {
+    std::lock_guard lock(retain_mu_);
+    if (retained_ == 0) return false;
+    if (--retained_ == 0) last = std::move(self_);
+  }
+  return true;
 }
 
 Result<void> KernelImpl::check(const std::string& what, const TensorView& got, const TensorView& want) const {
@@ -181,7 +203,7 @@ Result<void> Program::Impl::check_not_frozen(std::string_view what) const {
 Program::~Program() = default;
 Program::Program(Program&&) noexcept = default;
 Program& Program::operator=(Program&&) noexcept = default;
-Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Program::Program(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<void> Program::bind(std::string_view name, const TensorView& value, WeightFormat format) {
   return guarded([&]() -> Result<void> {
@@ -263,47 +285,53 @@ std::size_t Program::resident_bytes() const {
   return n;
 }
 
-Result<const Kernel*> Program::kernel(std::string_view function, std::span<const TensorView> inputs) {
-  const jit::EngineShared& engine = *impl_->engine;
+Result<std::shared_ptr<const Kernel>> Program::kernel(std::string_view function, std::span<const TensorView> inputs) {
+  TERNJIT_TRY(const jit::KernelImpl* k, impl_->kernel(function, inputs));
+  return std::shared_ptr<const Kernel>(impl_, k);  // aliasing: shares the Program's state
+}
+
+Result<const jit::KernelImpl*> Program::Impl::kernel(std::string_view function, std::span<const TensorView> inputs) {
+  const jit::EngineShared& shared = *engine;
   const jit::CallKey key(function, inputs);
-  if (!engine.verbose()) {
+  if (!shared.verbose()) {
     // The hot path: one shared lock and one lookup.
-    if (const jit::KernelImpl* k = impl_->cache.find(key.view())) return k;
+    if (const jit::KernelImpl* k = cache.find(key.view())) return k;
   }
-  return guarded([&]() -> Result<const Kernel*> {
+  return guarded([&]() -> Result<const jit::KernelImpl*> {
     const Clock::time_point t0 = Clock::now();
     jit::Lookup how = jit::Lookup::Hit;
-    auto r = impl_->cache.get(
+    auto r = cache.get(
         key.view(),
         [&]() -> Result<std::unique_ptr<jit::KernelImpl>> {
           // A new M in a compiled bucket: no binding, no pipeline, no code (specialize.cpp).
-          if (auto k = impl_->from_bucket(function, inputs)) return k;
-          return impl_->specialize(function, inputs);
+          if (auto k = from_bucket(function, inputs)) return k;
+          return specialize(function, inputs);
         },
         how);
-    if (engine.verbose()) {
+    if (shared.verbose()) {
       const double ms = ms_since(t0);
       char msbuf[32];
       std::snprintf(msbuf, sizeof msbuf, "%.4g", ms);
       static constexpr const char* kHow[] = {"hit", "miss", "wait"};
       if (r.ok()) {
-        engine.trace(std::string("ternjit_verbose,specialize,") + kHow[static_cast<int>(how)] + "," +
+        shared.trace(std::string("ternjit_verbose,specialize,") + kHow[static_cast<int>(how)] + "," +
                      r.value()->trace_desc() + ",ms=" + msbuf);
       } else {
         std::string msg = r.error().message;
         for (char& c : msg) c = c == ',' || c == '\n' ? ';' : c;
-        engine.trace("ternjit_verbose,specialize,error,target=" + std::string(engine.choice.target->name()) +
+        shared.trace("ternjit_verbose,specialize,error,target=" + std::string(shared.choice.target->name()) +
                      ",fn=" + std::string(function) + ",ms=" + msbuf + ",error=" + msg);
       }
     }
     if (!r.ok()) return std::move(r).error();
-    return static_cast<const Kernel*>(r.value());
+    return r.value();
   });
 }
 
 Result<void> Program::run(std::string_view function, std::span<const TensorView> inputs,
                           std::span<TensorView> outputs) {
-  TERNJIT_TRY(const Kernel* k, kernel(function, inputs));
+  // The Program holds the kernel for the call: no reference is taken.
+  TERNJIT_TRY(const jit::KernelImpl* k, impl_->kernel(function, inputs));
   return k->run(inputs, outputs);
 }
 
@@ -336,7 +364,6 @@ Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& op
   const EngineShared* sp = shared.get();
   KernelCacheConfig cache_config =
       kernel_cache_config(options, [sp](std::string_view line) { sp->trace(std::string(line)); });
-  shared->cache_dir = cache_config.enabled ? cache_config.disk.dir : "";
   shared->disk_cache = std::make_unique<KernelCache>(std::move(cache_config), shared->choice);
   // Targets ask it for each tunable kernel's configuration (autotune/dispatch.h).
   autotune::DispatchOptions dopts;
@@ -404,7 +431,7 @@ Program make_program(const std::shared_ptr<jit::EngineShared>& shared, ir::Modul
                   ",params=" + std::to_string(m.params().size()) +
                   ",config=" + std::string(passes::opt_level_name(shared->typed.level)) + ",ms=" + msbuf);
   }
-  return Program(std::make_unique<Program::Impl>(shared, std::move(m)));
+  return Program(std::make_shared<Program::Impl>(shared, std::move(m)));
 }
 
 }  // namespace

@@ -35,8 +35,9 @@ struct EngineShared {
   targets::TargetChoice choice;
   std::unique_ptr<ThreadPool> pool;              ///< the default pool (null with a host parallel_for)
   targets::Parallel parallel;                    ///< what CPU kernels run their work on
-  std::unique_ptr<KernelCache> disk_cache;       ///< the on-disk kernel cache (kernel_cache.h)
-  std::string cache_dir;  ///< its directory, resolved once ("" when off): targets::LoadContext::cache_dir
+  /// The on-disk kernel cache (kernel_cache.h), also the targets' side files
+  /// (targets::LoadContext::side_files).
+  std::unique_ptr<KernelCache> disk_cache;
   std::unique_ptr<autotune::RecordSource> tuning;  ///< where targets ask for configurations
 
   [[nodiscard]] bool verbose() const { return options.verbose > 0; }
@@ -72,11 +73,14 @@ class CallKey {
 /// tuning source. Errors: as Engine::create.
 Result<std::shared_ptr<EngineShared>> make_engine_shared(const EngineOptions& options);
 
-/// One specialization: its signature, the loaded entry, and its trace description.
+/// One specialization: its signature, the loaded entry, and its trace description. Owned
+/// by its Program's cache; Program::kernel hands it out sharing the Program's ownership.
 class KernelImpl final : public Kernel {
  public:
-  KernelImpl(std::string function, std::vector<std::string> arg_names, std::vector<TensorView> inputs,
-             std::vector<TensorView> outputs, std::unique_ptr<Trampoline> loaded, std::string trace_desc);
+  /// `program`: the Program::Impl whose cache will own it (the owner that shared() shares).
+  KernelImpl(const Program::Impl* program, std::string function, std::vector<std::string> arg_names,
+             std::vector<TensorView> inputs, std::vector<TensorView> outputs, std::unique_ptr<Trampoline> loaded,
+             std::string trace_desc);
 
   [[nodiscard]] std::span<const TensorView> outputs() const override { return outputs_; }
   [[nodiscard]] KernelFn entry() const override { return Trampoline::entry(); }
@@ -84,9 +88,24 @@ class KernelImpl final : public Kernel {
   [[nodiscard]] const std::string& trace_desc() const { return trace_desc_; }
   Result<void> run(std::span<const TensorView> inputs, std::span<TensorView> outputs) const override;
 
+  /// This kernel sharing the ownership of its Program's state (as Program::kernel hands it
+  /// out). Precondition: the Program's state is still alive (held by its Program or by
+  /// another reference to one of its kernels).
+  [[nodiscard]] std::shared_ptr<const Kernel> shared() const;
+  /// The C ABI's counted references (ternjit_kernel_retain / ternjit_kernel_release): while
+  /// the count is above zero the kernel holds its Program's state itself. release() is false
+  /// when no reference was held; the last release may free this object (callers touch
+  /// nothing of it afterwards).
+  void retain() const;
+  bool release() const;
+
  private:
   Result<void> check(const std::string& what, const TensorView& got, const TensorView& want) const;
 
+  const Program::Impl* program_;
+  mutable std::mutex retain_mu_;
+  mutable std::size_t retained_ = 0;
+  mutable std::shared_ptr<const Kernel> self_;  // set while retained_ > 0
   std::string function_;
   std::vector<std::string> arg_names_;
   std::vector<TensorView> inputs_;   // data null: the signature
@@ -176,8 +195,9 @@ std::string arg_label(const ir::Function& f, std::size_t i);
 
 namespace ternjit {
 
-/// A Program's state: its module, weights, targets' per-Program state and kernels.
-struct Program::Impl {
+/// A Program's state: its module, weights, targets' per-Program state and kernels. Owned
+/// through shared_ptr by the Program and by every kernel handed out (Program::kernel).
+struct Program::Impl : std::enable_shared_from_this<Program::Impl> {
   Impl(std::shared_ptr<const jit::EngineShared> e, ir::Module m);
 
   std::shared_ptr<const jit::EngineShared> engine;
@@ -192,6 +212,9 @@ struct Program::Impl {
   std::unique_ptr<targets::ProgramState> target_state, fallback_state;
 
   Result<void> check_not_frozen(std::string_view what) const;
+  /// The kernel of `function` for `inputs` from the cache, specialized on a miss
+  /// (Program::kernel without the shared reference; it lives as long as this object).
+  Result<const jit::KernelImpl*> kernel(std::string_view function, std::span<const TensorView> inputs);
   /// The compile flow of one (function, input shapes): jit/specialize.cpp.
   Result<std::unique_ptr<jit::KernelImpl>> specialize(std::string_view function, std::span<const TensorView> inputs);
   /// The fast path of a new M: the Kernel of `inputs` from an already compiled M bucket

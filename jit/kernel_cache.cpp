@@ -33,7 +33,9 @@ KernelCacheConfig kernel_cache_config(const EngineOptions& o, cache::LogFn log) 
 KernelCache::KernelCache(KernelCacheConfig config, targets::TargetChoice targets)
     : config_(std::move(config)), targets_(targets) {}
 
-cache::DiskCache* KernelCache::disk() {
+cache::DiskCache* KernelCache::disk() { return open_disk(); }
+
+cache::DiskCache* KernelCache::open_disk() const {
   if (!config_.enabled) return nullptr;
   std::call_once(opened_, [&] {
     auto d = cache::DiskCache::open(config_.disk);
@@ -44,6 +46,20 @@ cache::DiskCache* KernelCache::disk() {
     warn(d.error().message + "; compiling without the disk cache");
   });
   return disk_.get();
+}
+
+std::optional<std::string> KernelCache::read(std::string_view name, std::string_view identity,
+                                             std::uint64_t max_bytes,
+                                             const std::function<Result<void>(std::string_view)>& check) const {
+  cache::DiskCache* d = open_disk();
+  if (d == nullptr) return std::nullopt;
+  return d->get_file(cache::target_file_key(name, identity, config_.version), max_bytes, check);
+}
+
+Result<void> KernelCache::write(std::string_view name, std::string_view identity, std::string_view bytes) const {
+  cache::DiskCache* d = open_disk();
+  if (d == nullptr) return success();  // off, or refused (said once): nothing is stored
+  return d->put_file(cache::target_file_key(name, identity, config_.version), bytes);
 }
 
 void KernelCache::warn(const std::string& message) const {

@@ -51,9 +51,11 @@ struct KernelCacheConfig {
 /// default_cache_dir() (jit/options.h); warnings go to `log`.
 KernelCacheConfig kernel_cache_config(const EngineOptions& options, cache::LogFn log);
 
-/// One engine's view of the disk cache, for its targets. Thread-safe. The directory is
-/// opened on first use; when that fails the cache warns once and stays off.
-class KernelCache {
+/// One engine's view of the disk cache, for its targets: artifacts, and the files targets
+/// keep beside them (targets::SideFiles, as cache::DiskCache::get_file / put_file).
+/// Thread-safe. The directory is opened on first use; when that fails the cache warns
+/// once and stays off, for artifacts and side files alike.
+class KernelCache final : public targets::SideFiles {
  public:
   /// The targets of `targets` must outlive the cache.
   KernelCache(KernelCacheConfig config, targets::TargetChoice targets);
@@ -72,12 +74,23 @@ class KernelCache {
 
   /// The opened store, or null when the cache is off or its directory was refused.
   cache::DiskCache* disk();
+  /// False when the engine turned the cache off (cache_dir "off").
+  [[nodiscard]] bool enabled() const { return config_.enabled; }
+
+  /// targets::SideFiles over the store (key: cache::target_file_key with this engine's
+  /// version); a disabled or refused cache has no side files (reads miss, writes store nothing).
+  [[nodiscard]] const std::string& where() const override { return config_.disk.dir; }
+  [[nodiscard]] std::optional<std::string> read(
+      std::string_view name, std::string_view identity, std::uint64_t max_bytes,
+      const std::function<Result<void>(std::string_view)>& check) const override;
+  Result<void> write(std::string_view name, std::string_view identity, std::string_view bytes) const override;
 
  private:
   KernelCacheConfig config_;
   targets::TargetChoice targets_;
-  std::once_flag opened_;
-  std::unique_ptr<cache::DiskCache> disk_;
+  mutable std::once_flag opened_;
+  mutable std::unique_ptr<cache::DiskCache> disk_;
+  [[nodiscard]] cache::DiskCache* open_disk() const;
   void warn(const std::string& message) const;
 
   std::once_flag described_;

@@ -253,7 +253,8 @@ namespace {
 
 // Stage 6: the kernel's signature (the caller's input kinds and shapes, the specialized
 // results) and its trace description.
-Result<std::unique_ptr<KernelImpl>> make_kernel(const EngineShared& engine, const ir::Function& f,
+Result<std::unique_ptr<KernelImpl>> make_kernel(const Program::Impl* program, const EngineShared& engine,
+                                                const ir::Function& f,
                                                      const ir::Module& spec, std::span<const TensorView> inputs,
                                                      const Compiled& c, std::unique_ptr<Trampoline> loaded) {
   const ir::Function* sf = spec.find_function(f.name());
@@ -277,7 +278,7 @@ Result<std::unique_ptr<KernelImpl>> make_kernel(const EngineShared& engine, cons
   const std::string desc = "target=" + std::string(c.target->name()) + ",isa=" + loaded->isa() + ",fn=" + f.name() +
                            ",shape=" + shape_desc + ",config=" + std::string(passes::opt_level_name(engine.typed.level)) +
                            ",disk=" + std::string(disk_state_name(c.disk));
-  return std::make_unique<KernelImpl>(f.name(), std::move(names), std::move(sig_in), std::move(sig_out),
+  return std::make_unique<KernelImpl>(program, f.name(), std::move(names), std::move(sig_in), std::move(sig_out),
                                            std::move(loaded), desc);
 }
 
@@ -306,7 +307,7 @@ Result<std::unique_ptr<jit::KernelImpl>> Program::Impl::specialize(std::string_v
   TERNJIT_TRY(ir::Module spec, jit::specialize_module(*engine, module, f->name(), bindings, ""));
   TERNJIT_TRY(jit::Compiled compiled, jit::compile_cached(*engine, spec, f->name(), /*optimized=*/false, 0));
   TERNJIT_TRY(auto loaded, load(compiled));
-  return jit::make_kernel(*engine, *f, spec, inputs, compiled, std::move(loaded));
+  return jit::make_kernel(this, *engine, *f, spec, inputs, compiled, std::move(loaded));
 }
 
 Result<std::map<std::string, std::int64_t>> Program::Impl::bind_and_freeze(const ir::Function& f,
@@ -388,7 +389,7 @@ std::unique_ptr<jit::KernelImpl> Program::Impl::bucket_kernel(std::string_view f
     desc = rk.desc + ",fn=" + std::string(function) + ",shape=" + shape_desc + ",rows=" + std::to_string(rows) +
            ",bucket=" + std::to_string(bucket) + ",bucket_lookup=" + lookup;
   }
-  return std::make_unique<jit::KernelImpl>(std::string(function), rk.arg_names, std::move(sig_in), std::move(sig_out),
+  return std::make_unique<jit::KernelImpl>(this, std::string(function), rk.arg_names, std::move(sig_in), std::move(sig_out),
                                            std::make_unique<jit::Trampoline>(rk.loaded, rows), std::move(desc));
 }
 
@@ -459,7 +460,8 @@ Result<targets::LoadedKernel> Program::Impl::load_kernel(const jit::Compiled& c)
   ctx.options = engine->compile_options(*c.target).target;
   ctx.tuning = engine->typed.tuning;
   ctx.tuning_source = engine->tuning.get();
-  ctx.cache_dir = engine->cache_dir;
+  // Side files go through the disk cache, which refuses what it refuses for artifacts.
+  ctx.side_files = engine->disk_cache->enabled() ? engine->disk_cache.get() : nullptr;
   return c.target->load(c.artifact, ctx);
 }
 

@@ -466,7 +466,9 @@ class DispatchKernel {
       if (const Kernel* k = b.by_rows[static_cast<std::size_t>(rows)].load(std::memory_order_acquire)) return k;
     }
     // Program is thread-safe; the const_cast reaches its kernel cache, which is what Program::kernel fills.
-    TERNJIT_TRY(const Kernel* k, const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
+    TERNJIT_TRY(const std::shared_ptr<const Kernel> held,
+                const_cast<Program&>(b.program).kernel(kFunction, input_specs(desc_, rows)));
+    const Kernel* k = held.get();  // b.program holds it as long as `b` lives
     if (tabled) b.by_rows[static_cast<std::size_t>(rows)].store(k, std::memory_order_release);
     return k;
   }

@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,6 +99,32 @@ class ProgramState {
   [[nodiscard]] virtual std::size_t host_bytes() const { return 0; }
 };
 
+/// The files a target keeps beside its artifacts in the engine's kernel cache (spirv: the
+/// Vulkan pipeline-cache blob). jit/ implements it over the disk cache, so each such file
+/// gets exactly an artifact's trust: a checked directory (the same refusal of a
+/// world-writable or foreign root), a regular file the user owns opened without following
+/// links, a size bound, a checksum and the whole key compared (cache/README.md). A target
+/// never opens a path in the cache directory itself. Thread-safe.
+class SideFiles {
+ public:
+  virtual ~SideFiles() = default;
+  /// What names the store (its directory): a target that remembers per store what it read
+  /// or wrote tells two engines' stores apart by it.
+  [[nodiscard]] virtual const std::string& where() const = 0;
+  /// The bytes stored as file `name` ("spirv.vulkan-pipelines") of `identity` (what the
+  /// content depends on: the device and driver), or nullopt: none, no usable store, or
+  /// refused or damaged (said as a warning, damaged files removed). Nothing larger than
+  /// `max_bytes` is read, and bytes `check` refuses count as damaged (its message is the
+  /// warning's reason).
+  [[nodiscard]] virtual std::optional<std::string> read(
+      std::string_view name, std::string_view identity, std::uint64_t max_bytes,
+      const std::function<Result<void>(std::string_view)>& check) const = 0;
+  /// Stores `bytes` as file `name` of `identity`, atomically; stores nothing (and says
+  /// nothing more) when the store is unusable, which it said when it was refused. Errors:
+  /// the write failed (IoError).
+  virtual Result<void> write(std::string_view name, std::string_view identity, std::string_view bytes) const = 0;
+};
+
 /// What a kernel may refer to besides its artifact. Everything pointed to must outlive
 /// the LoadedKernel.
 struct LoadContext {
@@ -109,11 +137,10 @@ struct LoadContext {
   TargetOptions options;                    ///< this target's options
   TuningMode tuning = TuningMode::Cached;   ///< how `tuning_source` is consulted
   const TuningSource* tuning_source = nullptr;  ///< where load-time decisions come from (null: defaults)
-  /// The engine's kernel cache directory, resolved once by jit/ (EngineOptions::cache_dir,
-  /// TERNJIT_CACHE_DIR, the XDG default); "" when caching is off. Targets keep their own
-  /// load-time caches there (spirv: the Vulkan pipeline-cache blob), never read the
-  /// environment for it.
-  std::string cache_dir;
+  /// Where the target keeps its load-time caches (spirv: the Vulkan pipeline-cache blob):
+  /// the engine's kernel cache (EngineOptions::cache_dir, TERNJIT_CACHE_DIR, the XDG
+  /// default); null when caching is off. Valid during load() only.
+  const SideFiles* side_files = nullptr;
 };
 
 /// A kernel ready to call: `run(state, buffers)` with buffers = input data pointers in

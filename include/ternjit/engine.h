@@ -98,13 +98,18 @@ struct TensorView {
 /// ternjit_status code. Thread-safe.
 using KernelFn = std::int32_t (*)(const void* state, void* const* buffers);
 
-/// One function specialized for one set of input shapes. Owned by its Program.
+/// One function specialized for one set of input shapes. Program::kernel hands it out as a
+/// shared_ptr that shares ownership of the Program's state (module, weights, the targets'
+/// code and per-Program state, the engine's pool): a kernel held after its Program was
+/// destroyed or moved from stays valid and computes the same results, and the Program's
+/// memory is freed when its last kernel is released.
 class Kernel {
  public:
   virtual ~Kernel() = default;
   /// Output kinds and shapes.
   [[nodiscard]] virtual std::span<const TensorView> outputs() const = 0;
-  /// The plain function pointer and its state (valid while the Program lives).
+  /// The plain function pointer and its state, valid while this kernel is held (any
+  /// shared_ptr to it), or while its Program lives.
   [[nodiscard]] virtual KernelFn entry() const = 0;
   [[nodiscard]] virtual const void* state() const = 0;
   /// Runs on caller buffers (inputs, then outputs), checking kinds and shapes.
@@ -163,8 +168,10 @@ class Program {
   /// Binds every still-unbound parameter to random values drawn from `seed`.
   Result<void> bind_random(std::uint64_t seed);
 
-  /// The kernel of `function` for these input shapes (data pointers are ignored).
-  Result<const Kernel*> kernel(std::string_view function, std::span<const TensorView> inputs);
+  /// The kernel of `function` for these input shapes (data pointers are ignored): the same
+  /// shapes give the same kernel. The pointer shares ownership of this Program's state, so
+  /// the kernel outlives the Program when held longer (Kernel).
+  Result<std::shared_ptr<const Kernel>> kernel(std::string_view function, std::span<const TensorView> inputs);
   /// Specializes (once) and runs.
   Result<void> run(std::string_view function, std::span<const TensorView> inputs, std::span<TensorView> outputs);
 
@@ -181,10 +188,10 @@ class Program {
 
   /// Internal.
   struct Impl;
-  explicit Program(std::unique_ptr<Impl> impl);
+  explicit Program(std::shared_ptr<Impl> impl);
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the kernels handed out
 };
 
 /// Composes the front end, the pass pipeline, the target registry, the on-disk kernel

@@ -18,6 +18,13 @@ struct TargetDescription {
   std::string device;       ///< device name ("Intel Xeon ...", "NVIDIA H100")
   std::uint64_t memory_bytes = 0;
   std::string features;     ///< ISA features or compute capability
+  /// How its float results may differ from the reference target's beyond the reordered
+  /// f32 sums every compiled target has ("" when nothing more), for `ternjit info`.
+  std::string numerics;
+  /// An absolute error any float output element may carry on top of `run --check`'s and
+  /// `bench`'s relative tolerance: 2^-126 where the device may flush subnormal floats to
+  /// zero (spirv), else 0.
+  double abs_error_floor = 0;
 };
 
 }  // namespace ternjit

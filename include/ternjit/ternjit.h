@@ -158,7 +158,9 @@ ternjit_status ternjit_compile(ternjit_engine* engine, const char* source, size_
 ternjit_status ternjit_compile_grad(ternjit_engine* engine, const char* source, size_t len, const char* file_name,
                                     const char* function, const char* const* wrt, size_t n_wrt, uint32_t flags,
                                     ternjit_program** out);
-/** Destroys a program and the kernels it handed out. NULL is a no-op. */
+/** Destroys a program and the kernels it handed out, except those retained
+ *  (ternjit_kernel_retain): they, and what they read, live until their last release. NULL is
+ *  a no-op. */
 void ternjit_program_destroy(ternjit_program* program);
 
 /** Binds parameter `name` ("Layer.param") from caller memory (copied; repacked once). Plain
@@ -191,7 +193,7 @@ ternjit_status ternjit_run(ternjit_program* program, const char* function, const
                            size_t n_inputs, ternjit_tensor* outputs, size_t n_outputs);
 
 /** Specializes `function` for the shapes of `inputs` (data may be NULL). The kernel is owned by
- *  the program; the same shapes return the same kernel. */
+ *  the program (valid while it lives) unless retained; the same shapes return the same kernel. */
 ternjit_status ternjit_get_kernel(ternjit_program* program, const char* function, const ternjit_tensor* inputs,
                                   size_t n_inputs, ternjit_kernel** out);
 /** Number of outputs, and the dtype/rank/shape of output i (shape points into the kernel). */
@@ -230,8 +232,17 @@ ternjit_status ternjit_program_param(const ternjit_program* program, size_t i, t
  *  shapes the kernel was specialized for. Returns a ternjit_status (0 on success) and follows the
  *  last-error rule; safe to call from several threads at once. */
 typedef int32_t (*ternjit_kernel_fn)(const void* state, void* const* buffers);
-/** The plain function pointer and the state to pass it, valid while the program lives. */
+/** The plain function pointer and the state to pass it, valid while the program lives or the
+ *  kernel is retained. */
 ternjit_status ternjit_kernel_entry(const ternjit_kernel* kernel, ternjit_kernel_fn* fn, const void** state);
+
+/** Counted references to a kernel: while one is held the kernel (its outputs, entry and state,
+ *  device handles) and what it reads (the program's weights and code, the engine's pool) stay
+ *  alive and correct after ternjit_program_destroy or ternjit_engine_destroy; the memory goes
+ *  with the last release. Each retain needs one release (a release without one is
+ *  INVALID_ARGUMENT). Thread-safe. (Added in ABI 2; feature "kernel-retain".) */
+ternjit_status ternjit_kernel_retain(const ternjit_kernel* kernel);
+ternjit_status ternjit_kernel_release(const ternjit_kernel* kernel);
 
 /** GPU targets: the framework launch path. The kernel runs on the framework's own device
  *  buffers and queue or stream; ternjit submits nothing and waits for nothing.

@@ -654,7 +654,8 @@ class Program:
         return outputs
 
     def close(self):
-        """Destroys the program and its kernels now. Idempotent."""
+        """Destroys the program now; a :class:`Kernel` still referenced keeps what it runs
+        until it goes. Idempotent."""
         if self._handle is not None:
             self._lib.ternjit_program_destroy(self._handle)
             self._handle = None
@@ -691,14 +692,19 @@ class Kernel:
     int) and ``state`` its state pointer; ``buffers`` holds the input data pointers in
     argument order, then the output data pointers in result order, each contiguous with
     the shapes of :attr:`inputs` and :attr:`outputs`. It returns a ternjit status (0 ok).
-    Valid while the program lives (the kernel keeps it alive).
+    The kernel holds a reference to what it runs (``ternjit_kernel_retain``): ``fn``,
+    ``state`` and calls stay valid and correct while this object lives, also after
+    :meth:`Program.close`.
     """
 
     def __init__(self, program, function, handle, input_specs):
         self.program = program
         self.function = function
-        self._handle = handle
+        self._handle = None
         lib = program._lib
+        self._lib = lib
+        _check(lib, lib.ternjit_kernel_retain(handle))
+        self._handle = handle
         self.inputs = list(input_specs)
         outputs = []
         for i in range(lib.ternjit_kernel_num_outputs(handle)):
@@ -737,18 +743,16 @@ class Kernel:
         checked: the buffers must match :attr:`inputs` and :attr:`outputs`."""
         if len(pointers) != self._n:
             raise _misuse("kernel '%s' takes %d buffers, got %d" % (self.function, self._n, len(pointers)))
-        if self.program.closed:
-            raise _misuse("the program of kernel '%s' is closed" % self.function)
         buffers = (ctypes.c_void_p * max(self._n, 1))(*pointers)
         status = self.fn(self.state, buffers)
         if status != OK:
-            raise Error(status, _last_error(self.program._lib, status))
+            raise Error(status, _last_error(self._lib, status))
 
     def device_handles(self):
         """GPU targets: the native handles of the device the kernel runs on, as ints (cuda:
         the CUcontext and the CUdevice; spirv: VkInstance, VkPhysicalDevice, VkDevice,
         VkQueue, the queue family). Raises :class:`Error` (UNSUPPORTED) for CPU targets."""
-        lib = self.program._lib
+        lib = self._lib
         count = ctypes.c_size_t(8)
         handles = (ctypes.c_size_t * 8)()
         _check(lib, lib.ternjit_kernel_device(self._handle, handles, ctypes.byref(count)))
@@ -763,10 +767,8 @@ class Kernel:
         scratch). Raises :class:`Error` (UNSUPPORTED) for CPU targets."""
         if len(pointers) != self._n:
             raise _misuse("kernel '%s' takes %d buffers, got %d" % (self.function, self._n, len(pointers)))
-        if self.program.closed:
-            raise _misuse("the program of kernel '%s' is closed" % self.function)
         buffers = (ctypes.c_void_p * max(self._n, 1))(*pointers)
-        _check(self.program._lib, self.program._lib.ternjit_kernel_launch(self._handle, stream or None, buffers))
+        _check(self._lib, self._lib.ternjit_kernel_launch(self._handle, stream or None, buffers))
 
     def __call__(self, *inputs, out=None):
         """Runs on numpy inputs that match :attr:`inputs` exactly (dtype and shape)."""
@@ -799,6 +801,11 @@ class Kernel:
 
     def __reduce__(self):
         raise TypeError("a ternjit.Kernel cannot be pickled")
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self._lib.ternjit_kernel_release(self._handle)
+            self._handle = None
 
     def __repr__(self):
         return "<ternjit.Kernel %s %s -> %s>" % (

@@ -153,6 +153,8 @@ _PROTOTYPES = {
                                         ctypes.POINTER(ctypes.c_int32),
                                         ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))]),
     "ternjit_kernel_entry": (_status, [_handle, ctypes.POINTER(KERNEL_FN), ctypes.POINTER(ctypes.c_void_p)]),
+    "ternjit_kernel_retain": (_status, [_handle]),
+    "ternjit_kernel_release": (_status, [_handle]),
     "ternjit_kernel_device": (_status, [_handle, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
     "ternjit_kernel_launch": (_status, [_handle, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
 }

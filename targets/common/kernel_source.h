@@ -203,7 +203,7 @@ inline constexpr ElementwiseSpelling kElementwiseSpellings[] = {
     {ir::Op::Tanh, "tj_tanh($a)", "tanh_ref($a)"},
     {ir::Op::Gelu, "tj_gelu($a)", "gelu_ref($a)"},
     {ir::Op::Silu, "tj_silu($a)", "silu_ref($a)"},
-    {ir::Op::Exp, "expf($a)", "exp($a)"},
+    {ir::Op::Exp, "expf($a)", "exp_ref($a)"},
     {ir::Op::Log, "logf($a)", "log($a)"},
     {ir::Op::Sqrt, "sqrtf($a)", "sqrt($a)"},
     {ir::Op::Rsqrt, "tj_div(1.0f, sqrtf($a))", "1.0 / sqrt($a)"},

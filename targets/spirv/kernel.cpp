@@ -71,7 +71,7 @@ Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, S
                                                const std::vector<ShaderConfig>& configs,
                                                const std::vector<LoadValue>& load_values,
                                                const std::vector<std::string>& weight_keys, DeviceWeights* weights,
-                                               const std::string& cache_dir) {
+                                               const SideFiles* side_files) {
   TERNJIT_CHECK(modules.size() == program.shaders.size() && configs.size() == modules.size(),
                 "Kernel::create: one module and one configuration per shader");
   std::shared_ptr<Kernel> k(new Kernel());
@@ -143,7 +143,7 @@ Result<std::shared_ptr<Kernel>> Kernel::create(std::shared_ptr<Device> device, S
     TERNJIT_TRY(auto pipe, dev.create_pipeline(modules[i], static_cast<std::uint32_t>(p.shaders[i].bindings.size()), spec));
     k->pipelines_.push_back(std::move(pipe));
   }
-  dev.save_pipeline_cache(cache_dir);
+  dev.save_pipeline_cache(side_files);
 
   // One descriptor set per shader, on the kernel's own buffers.
   TERNJIT_TRY(k->pool_, k->descriptor_pool());

@@ -45,14 +45,14 @@ class Kernel {
   /// `weight_keys` entry is not empty through `weights`, once per Program), the pipelines of `modules` (validated first) with
   /// `configs` (one per shader) and records the command buffer. Errors: InvalidInput
   /// for a module that fails validation or a bad weight, Unavailable for device
-  /// failures (allocation, loss). The device's pipeline cache is saved to `cache_dir`
-  /// (the engine's kernel cache directory; "" when caching is off).
+  /// failures (allocation, loss). The device's pipeline cache is saved to `side_files`
+  /// (the engine's kernel cache; null when caching is off).
   static Result<std::shared_ptr<Kernel>> create(std::shared_ptr<Device> device, ShaderSet program,
                                                 const std::vector<std::vector<std::uint32_t>>& modules,
                                                 const std::vector<ShaderConfig>& configs,
                                                 const std::vector<LoadValue>& load_values,
                                                 const std::vector<std::string>& weight_keys, DeviceWeights* weights,
-                                                const std::string& cache_dir);
+                                                const SideFiles* side_files);
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;

@@ -62,11 +62,35 @@ float fmin_ref(float x, float y) {
   return x < y ? x : y;
 }
 float relu_ref(float x) { return isnan(x) ? x : (x > 0.0 ? x : 0.0); }
-float sigmoid_ref(float x) { return 1.0 / (1.0 + exp(-x)); }
+float exp_ref(float x) {
+  // The x86 target's exp (targets/x86/vmath.cpp): Cody-Waite reduction x = n ln2 + r,
+  // |r| <= ln2/2, the Cephes degree-7 polynomial, and 2^n applied as two exact factors.
+  // GLSL's exp (exp2 of x log2 e on most drivers) loses |x| ulps: 62 on lavapipe. Every
+  // step is `precise` plain multiplies and adds: lavapipe's fma() and its reassociation of
+  // unmarked math both cost the reduction's low bits (1e-6 relative at |x| = 73).
+  if (isnan(x)) return x;
+  float c = clamp(x, -104.0, 89.0);
+  precise float n = roundEven(c * 1.44269504088896341);
+  precise float r = c - n * 0.693359375;  // exact: n * 0.693359375 has at most 17 bits
+  r = r - n * -2.12194440e-4;
+  precise float p = 1.9875691500e-4;
+  p = p * r + 1.3981999507e-3;
+  p = p * r + 8.3334519073e-3;
+  p = p * r + 4.1665795894e-2;
+  p = p * r + 1.6666665459e-1;
+  p = p * r + 5.0000001201e-1;
+  p = p * r * r + r;
+  p = p + 1.0;
+  int ni = int(n), n1 = ni >> 1, n2 = ni - n1;
+  precise float y = p * uintBitsToFloat(uint(n1 + 127) << 23);
+  y = y * uintBitsToFloat(uint(n2 + 127) << 23);
+  return y;
+}
+float sigmoid_ref(float x) { return 1.0 / (1.0 + exp_ref(-x)); }
 float tanh_ref(float x) {
   float a = abs(x);
   if (a < 0.0004) return x;
-  float e = exp(-2.0 * a);
+  float e = exp_ref(-2.0 * a);
   float t = (1.0 - e) / (1.0 + e);
   return x < 0.0 ? -t : t;
 }
@@ -74,7 +98,7 @@ float erf_ref(float x) {
   float a = abs(x);
   float t = 1.0 / (1.0 + 0.3275911 * a);
   float p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-  float y = 1.0 - p * exp(-a * a);
+  float y = 1.0 - p * exp_ref(-a * a);
   return x < 0.0 ? -y : y;
 }
 float gelu_ref(float x) { return 0.5 * x * (1.0 + erf_ref(x * 0.70710678118654752)); }
@@ -257,8 +281,13 @@ std::string quantize_glsl(std::int64_t rows, std::int64_t k, bool fake) {
   return g;
 }
 
-// rmsnorm over the last axis, one invocation per row. The sum of squares is taken of
-// x / max|x| so rows of large finite magnitude do not overflow f32.
+// rmsnorm over the last axis, one invocation per row. A row of finite, non-zero max
+// m = max|x| is scaled by the power of two s = 2^-exponent(m) (exact; as the x86 target
+// does for overflow): y = x s / sqrt(sum((x s)^2) / D + eps s^2) * g, whose sum neither
+// overflows (large rows) nor underflows (a row of 1e-30 once gave all zeros: x^2 flushed
+// and eps / m / m overflowed). When eps s^2 overflows, the mean square is below 2^-96 eps
+// and y = x / sqrt(eps) * g. A zero, infinite or NaN m takes the plain sum (the
+// reference's zeros and NaNs).
 std::string rmsnorm_glsl(std::int64_t rows, std::int64_t d, double eps) {
   std::string g = head(false);
   char epsbuf[64];
@@ -267,12 +296,20 @@ std::string rmsnorm_glsl(std::int64_t rows, std::int64_t d, double eps) {
   g += binding(0, ElemKind::F32, true) + binding(1, ElemKind::F32, true) + binding(2, ElemKind::F32, false);
   g += "void main() {\n  uint r = linear_id();\n  if (r >= ROWS) return;\n  uint base = r * D;\n";
   g += "  float m = 0.0;\n  for (uint c = 0u; c < D; ++c) m = max(m, abs(b0[base + c]));\n";
-  g += "  float denom;\n  if (m == 0.0 || isinf(m) || isnan(m)) {\n    float ss = 0.0;\n"
+  g += "  if (m == 0.0 || isinf(m) || isnan(m)) {\n    float ss = 0.0;\n"
        "    for (uint c = 0u; c < D; ++c) ss += b0[base + c] * b0[base + c];\n"
-       "    denom = sqrt(ss / float(D) + EPS);\n  } else {\n    float ss = 0.0;\n"
-       "    for (uint c = 0u; c < D; ++c) { float v = b0[base + c] / m; ss += v * v; }\n"
-       "    denom = m * sqrt(ss / float(D) + (EPS / m) / m);\n  }\n";
-  g += "  for (uint c = 0u; c < D; ++c) b2[base + c] = b0[base + c] / denom * b1[c];\n}\n";
+       "    float denom = sqrt(ss / float(D) + EPS);\n"
+       "    for (uint c = 0u; c < D; ++c) b2[base + c] = b0[base + c] / denom * b1[c];\n    return;\n  }\n";
+  // The biased exponent of s = 2^-e, e = exponent(m), kept in [1, 254] (s normal); a
+  // subnormal m (exponent field 0) counts as 2^-126.
+  g += "  int e = max(int((floatBitsToUint(m) >> 23) & 255u), 1) - 127;\n"
+       "  float s = uintBitsToFloat(uint(clamp(127 - e, 1, 254)) << 23);\n"
+       "  float es = EPS * s * s;\n"
+       "  if (isinf(es)) {\n    float inv = 1.0 / sqrt(EPS);\n"
+       "    for (uint c = 0u; c < D; ++c) b2[base + c] = b0[base + c] * inv * b1[c];\n    return;\n  }\n"
+       "  float ss = 0.0;\n  for (uint c = 0u; c < D; ++c) { float v = b0[base + c] * s; ss += v * v; }\n"
+       "  float denom = sqrt(ss / float(D) + es);\n";
+  g += "  for (uint c = 0u; c < D; ++c) b2[base + c] = (b0[base + c] * s) / denom * b1[c];\n}\n";
   return g;
 }
 
@@ -290,8 +327,8 @@ std::string axis_glsl(Op op, std::int64_t outer, std::int64_t len, std::int64_t 
       g += "  float m = uintBitsToFloat(0xff800000u);\n";
       g += "  for (uint k = 0u; k < LEN; ++k) { float x = b0[base + k * INNER]; m = (isnan(x) || isnan(m)) ? qnan() : "
            "max(m, x); }\n";
-      g += "  float sum = 0.0;\n  for (uint k = 0u; k < LEN; ++k) sum += exp(b0[base + k * INNER] - m);\n";
-      g += "  for (uint k = 0u; k < LEN; ++k) b1[base + k * INNER] = exp(b0[base + k * INNER] - m) / sum;\n}\n";
+      g += "  float sum = 0.0;\n  for (uint k = 0u; k < LEN; ++k) sum += exp_ref(b0[base + k * INNER] - m);\n";
+      g += "  for (uint k = 0u; k < LEN; ++k) b1[base + k * INNER] = exp_ref(b0[base + k * INNER] - m) / sum;\n}\n";
       return g;
     case Op::ReduceMax:
       g += "  float m = uintBitsToFloat(0xff800000u);\n";

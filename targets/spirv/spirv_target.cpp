@@ -14,6 +14,13 @@ namespace ternjit::targets {
 
 namespace {
 
+// What `ternjit info` says of the target's f32 numerics (README.md, "Numerics"; the bounds
+// are the tests' in tests/unit/spirv).
+constexpr const char* kNumerics =
+    "subnormal f32 inputs and results may be flushed to zero by the device (|error| <= 2^-126 an element, "
+    "run --check allows it); exp (and softmax, sigmoid, tanh, silu, gelu) within 2^-22 relative (1 ulp measured); "
+    "rmsnorm, softmax, sum and mean within (row length + 64) 2^-23 relative";
+
 using spirv::Device;
 using spirv::DeviceInfo;
 using spirv::ShaderSet;
@@ -92,6 +99,9 @@ class SpirvTarget final : public Target {
     TargetDescription t;
     t.name = std::string(name());
     t.kind = std::string(target_kind_name(kind()));
+    // README.md, "Numerics": what a Vulkan device may do to f32 that the CPU targets do not.
+    t.numerics = kNumerics;
+    t.abs_error_floor = 0x1p-126;
     auto d = spirv::select_device("auto");
     if (!d.ok()) {
       t.reason = d.error().message;
@@ -190,7 +200,7 @@ class SpirvTarget final : public Target {
       return make_error(ErrorCode::Unavailable, "the artifact uses the integer dot product, which " + info->name +
                                                     " lacks (compile with spirv.int_dot=off)");
     TERNJIT_TRY(std::shared_ptr<Device> device, Device::open(*info));
-    device->load_pipeline_cache(context.cache_dir);
+    device->load_pipeline_cache(context.side_files);
 
     // Load-time values and the Program-wide keys of parameter weights.
     TERNJIT_TRY(std::vector<LoadValue> values, evaluate_load_time(f, p.plan, *context.params, false));
@@ -214,7 +224,7 @@ class SpirvTarget final : public Target {
     }
     auto state = std::make_shared<LoadedState>();
     TERNJIT_TRY(state->kernel, spirv::Kernel::create(device, std::move(p), modules, configs, values, keys,
-                                                     dynamic_cast<DeviceWeights*>(context.state), context.cache_dir));
+                                                     dynamic_cast<DeviceWeights*>(context.state), context.side_files));
     LoadedKernel k;
     k.run = &run_loaded;
     k.state = state.get();

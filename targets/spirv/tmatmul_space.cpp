@@ -81,7 +81,7 @@ class Bench final : public TuningBench {
     if (!c || !config_fits(*c, device_->info(), shader_))
       return make_error(ErrorCode::InvalidArgument, "'" + std::string(config) + "' is not a spirv tmatmul configuration");
     if (!module_.ok()) return module_.error();
-    TERNJIT_TRY(auto kernel, Kernel::create(device_, program_, {*module_}, {*c}, {weight_}, {""}, nullptr, ""));
+    TERNJIT_TRY(auto kernel, Kernel::create(device_, program_, {*module_}, {*c}, {weight_}, {""}, nullptr, nullptr));
     return std::unique_ptr<TuningRun>(
         std::make_unique<Run>(std::move(kernel), xs_, scales_, program_.plan.out_bytes[0]));
   }

@@ -10,12 +10,6 @@
 #include <filesystem>
 #include <map>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#include <sys/stat.h>
-
-#include "formats/mapped_file.h"
 #include "ir/ir.h"
 #include "ir/strings.h"
 
@@ -46,6 +40,8 @@ DeviceInfo describe_device(const VulkanApi& vk, VkPhysicalDevice pd, std::uint32
   d.api_version = base.apiVersion;
   d.driver_version = base.driverVersion;
   std::memcpy(d.cache_uuid.data(), base.pipelineCacheUUID, VK_UUID_SIZE);
+  d.vendor_id = base.vendorID;
+  d.device_id = base.deviceID;
   d.max_workgroup_invocations = base.limits.maxComputeWorkGroupInvocations;
   d.max_workgroup_size_x = base.limits.maxComputeWorkGroupSize[0];
   d.max_shared_bytes = base.limits.maxComputeSharedMemorySize;
@@ -131,31 +127,17 @@ std::uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, std:
   return UINT32_MAX;
 }
 
-// The pipeline-cache file: a header (magic, XXH3-64 of the blob, its size) and the
-// blob. A file that does not check out is ignored (and rewritten after the next build).
-constexpr std::uint32_t kBlobMagic = 0x56544a54;  // "TJTV"
-
-std::vector<std::uint8_t> read_blob(const std::string& path) {
-  if (path.empty()) return {};
-  auto bytes = formats::map_file(path);
-  if (!bytes.ok()) return {};
-  const std::span<const std::uint8_t> b = bytes->span();
-  if (b.size() < 16) return {};
-  std::uint32_t magic = 0;
-  std::uint64_t hash = 0;
-  std::uint32_t size = 0;
-  std::memcpy(&magic, b.data(), 4);
-  std::memcpy(&hash, b.data() + 4, 8);
-  std::memcpy(&size, b.data() + 12, 4);
-  if (magic != kBlobMagic || size != b.size() - 16 || XXH3_64bits(b.data() + 16, size) != hash) {
-    std::fprintf(stderr, "ternjit: warning: ignoring the corrupt Vulkan pipeline cache %s (it is rebuilt)\n",
-                 path.c_str());
-    return {};
-  }
-  return {b.begin() + 16, b.end()};
-}
-
 }  // namespace
+
+PipelineCacheIdentity DeviceInfo::pipeline_identity() const {
+  PipelineCacheIdentity id;
+  id.vendor_id = vendor_id;
+  id.device_id = device_id;
+  static_assert(sizeof id.uuid == VK_UUID_SIZE);
+  std::memcpy(id.uuid.data(), cache_uuid.data(), VK_UUID_SIZE);
+  id.driver_version = driver_version;
+  return id;
+}
 
 std::string DeviceInfo::type_name() const {
   switch (type) {
@@ -338,56 +320,46 @@ Device::~Device() {
   vk_->vkDestroyDevice(device_, nullptr);
 }
 
-std::string Device::pipeline_cache_path(const std::string& dir) const {
-  if (dir.empty()) return "";
-  return dir + "/vulkan-pipelines-" + hex(info_.cache_uuid) + "-" + std::to_string(info_.driver_version) + ".bin";
-}
-
-void Device::load_pipeline_cache(const std::string& dir) const {
-  if (dir.empty()) return;
+void Device::load_pipeline_cache(const SideFiles* files) const {
+  if (files == nullptr) return;
   std::lock_guard lock(mutex_);
-  for (const auto& [d, saved] : cache_dirs_)
-    if (d == dir) return;
-  cache_dirs_.emplace_back(dir, 0);
-  // A driver also checks the blob's own header: another device's or driver's blob is
-  // ignored by it, one it rejects outright is skipped here.
-  const std::vector<std::uint8_t> blob = read_blob(pipeline_cache_path(dir));
-  if (blob.empty()) return;
+  for (const auto& [where, saved] : cache_dirs_)
+    if (where == files->where()) return;
+  cache_dirs_.emplace_back(files->where(), 0);
+  // Read through the disk cache (its directory and file checks, checksum and key), then
+  // the header must name this device before the driver parses the rest.
+  const PipelineCacheIdentity id = info_.pipeline_identity();
+  const auto blob = files->read(kPipelineBlobName, pipeline_blob_identity(id), kMaxPipelineBlobBytes,
+                                [&](std::string_view b) {
+                                  return check_pipeline_blob(
+                                      {reinterpret_cast<const std::uint8_t*>(b.data()), b.size()}, id);
+                                });
+  if (!blob) return;
   VkPipelineCacheCreateInfo cci{};
   cci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-  cci.initialDataSize = blob.size();
-  cci.pInitialData = blob.data();
+  cci.initialDataSize = blob->size();
+  cci.pInitialData = blob->data();
   VkPipelineCache stored = VK_NULL_HANDLE;
   if (vk_->vkCreatePipelineCache(device_, &cci, nullptr, &stored) != VK_SUCCESS) return;
   (void)vk_->vkMergePipelineCaches(device_, cache_, 1, &stored);
   vk_->vkDestroyPipelineCache(device_, stored, nullptr);
 }
 
-void Device::save_pipeline_cache(const std::string& dir) const {
+void Device::save_pipeline_cache(const SideFiles* files) const {
+  if (files == nullptr) return;
   std::lock_guard lock(mutex_);
-  const std::string path = pipeline_cache_path(dir);
-  if (path.empty()) return;
-  auto entry = std::find_if(cache_dirs_.begin(), cache_dirs_.end(), [&](const auto& e) { return e.first == dir; });
-  if (entry == cache_dirs_.end()) entry = cache_dirs_.insert(cache_dirs_.end(), {dir, 0});
+  auto entry = std::find_if(cache_dirs_.begin(), cache_dirs_.end(),
+                            [&](const auto& e) { return e.first == files->where(); });
+  if (entry == cache_dirs_.end()) entry = cache_dirs_.insert(cache_dirs_.end(), {files->where(), 0});
   if (entry->second == pipelines_created_) return;  // nothing new since the last save there
   std::size_t size = 0;
-  if (vk_->vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0 || size > UINT32_MAX)
+  if (vk_->vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0 ||
+      size > kMaxPipelineBlobBytes)
     return;
-  std::vector<std::uint8_t> file(16 + size);
-  if (vk_->vkGetPipelineCacheData(device_, cache_, &size, file.data() + 16) != VK_SUCCESS) return;
-  file.resize(16 + size);
-  const std::uint64_t hash = XXH3_64bits(file.data() + 16, size);
-  const auto size32 = static_cast<std::uint32_t>(size);
-  std::memcpy(file.data(), &kBlobMagic, 4);
-  std::memcpy(file.data() + 4, &hash, 8);
-  std::memcpy(file.data() + 12, &size32, 4);
-  std::string made;
-  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {  // create missing parents 0700, as the disk cache does
-    pos = dir.find('/', pos);
-    if (pos == std::string::npos) pos = dir.size();
-    (void)::mkdir(dir.substr(0, pos).c_str(), 0700);
-  }
-  if (auto ok = formats::write_file_atomic(path, file); !ok.ok()) {
+  std::string blob(size, '\0');
+  if (vk_->vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return;
+  blob.resize(size);
+  if (auto ok = files->write(kPipelineBlobName, pipeline_blob_identity(info_.pipeline_identity()), blob); !ok.ok()) {
     std::fprintf(stderr, "ternjit: warning: cannot store the Vulkan pipeline cache: %s\n", ok.error().message.c_str());
     return;
   }

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "targets/spirv/pipeline_blob.h"
 #include "targets/spirv/vulkan_api.h"
 #include "targets/target.h"
 #include "ternjit/result.h"
@@ -33,6 +34,7 @@ struct DeviceInfo {
   std::string driver;                        ///< driver name and info ("llvmpipe Mesa 22.3.6")
   std::uint32_t api_version = 0, driver_version = 0;
   std::array<std::uint8_t, VK_UUID_SIZE> cache_uuid{};  ///< pipelineCacheUUID
+  std::uint32_t vendor_id = 0, device_id = 0;           ///< vendorID, deviceID
   std::uint64_t device_local_bytes = 0;      ///< the largest device-local heap
   std::uint32_t subgroup_size = 0;
   bool int_dot = false;              ///< shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or 1.3)
@@ -50,6 +52,8 @@ struct DeviceInfo {
   [[nodiscard]] bool is_gpu() const;
   /// The cache-key text of the device: name, driver version, pipeline-cache UUID (hex).
   [[nodiscard]] std::string key() const;
+  /// What a stored pipeline-cache blob must name (pipeline_blob.h): this device.
+  [[nodiscard]] PipelineCacheIdentity pipeline_identity() const;
   /// The target-neutral description (targets/target.h) `ternjit info` prints; `selected`
   /// is left false.
   [[nodiscard]] DeviceDescription description() const;
@@ -146,15 +150,14 @@ class Device : public std::enable_shared_from_this<Device> {
   /// Submits `cb` on the queue and waits for it (at most `timeout_ns`). Errors:
   /// Unavailable on device loss or timeout.
   Result<void> submit_and_wait(VkCommandBuffer cb, std::uint64_t timeout_ns = 60'000'000'000ull) const;
-  /// Merges the pipeline-cache blob stored in the kernel cache directory `dir` into the
-  /// device's cache, once per directory ("" does nothing; a missing, damaged or rejected
-  /// blob is ignored: the cache is a speed-up, never a correctness matter).
-  void load_pipeline_cache(const std::string& dir) const;
-  /// Writes the pipeline cache's blob to the kernel cache directory `dir` ("" does
-  /// nothing) if pipelines were created since the last save there. Failures only warn.
-  void save_pipeline_cache(const std::string& dir) const;
-  /// The file holding this device's pipeline-cache blob in `dir` ("" when `dir` is "").
-  [[nodiscard]] std::string pipeline_cache_path(const std::string& dir) const;
+  /// Merges the pipeline-cache blob kept in `files` (the engine's kernel cache) into the
+  /// device's cache, once per store (null does nothing). The blob must pass the store's
+  /// checks and check_pipeline_blob for this device; a missing, refused or damaged one is
+  /// ignored (the store warns): the cache is a speed-up, never a correctness matter.
+  void load_pipeline_cache(const SideFiles* files) const;
+  /// Writes the pipeline cache's blob to `files` (null does nothing) if pipelines were
+  /// created since the last save there. Failures only warn.
+  void save_pipeline_cache(const SideFiles* files) const;
 
  private:
   Device() = default;
@@ -168,7 +171,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::uint32_t host_type_ = UINT32_MAX, device_type_ = UINT32_MAX;  // memory type indices
   mutable std::mutex mutex_;  // the queue, the command pool, the cache file
   mutable std::uint64_t pipelines_created_ = 0;  // bumped by create_pipeline
-  // Per kernel cache directory: the blob was merged, and pipelines_created_ at its last save.
+  // Per side-file store (SideFiles::where): the blob was merged, and pipelines_created_ at its last save.
   mutable std::vector<std::pair<std::string, std::uint64_t>> cache_dirs_;
 };
 

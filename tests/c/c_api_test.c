@@ -188,6 +188,73 @@ static void check_target(const char* target, const char* source, size_t len) {
   bl_layer_free(&L);
 }
 
+/* A retained kernel outlives its program and engine (ternjit_kernel_retain): its entry, state and
+ * outputs stay valid and correct until the last ternjit_kernel_release. */
+static void check_retained_kernel(const char* target, const char* source, size_t len) {
+  ternjit_engine_options opts;
+  ternjit_engine* engine = NULL;
+  ternjit_program* p = NULL;
+  ternjit_kernel* kernel = NULL;
+  ternjit_kernel_fn fn = NULL;
+  const void* state = NULL;
+  bl_layer L = bl_layer_make(K, N, 9);
+  const int64_t M = 3;
+  const int64_t x_shape[2] = {M, K};
+  float x[3 * K], want[3 * N], got[3 * N], again[3 * N];
+  double bound[3 * N];
+  ternjit_tensor in;
+  void* buffers[2];
+  char what[96];
+  size_t i;
+
+  ternjit_engine_options_init(&opts);
+  opts.target = target;
+  CHECK(ternjit_has_feature("kernel-retain") == 1);
+  CHECK_OK(ternjit_engine_create(&opts, &engine));
+  if (engine != NULL) CHECK_OK(ternjit_compile(engine, source, len, "bitlinear.tri", &p));
+  if (p == NULL) {
+    ternjit_engine_destroy(engine);
+    bl_layer_free(&L);
+    return;
+  }
+  bind_layer(p, &L, 0);
+  bl_input(&L, M, 500, x);
+  if (bl_reference(&L, M, x, want, bound) != 0) ++g_failures;
+  in.data = NULL;
+  in.dtype = TERNJIT_F32;
+  in.rank = 2;
+  in.shape = x_shape;
+  CHECK_OK(ternjit_get_kernel(p, "BitLinear.forward", &in, 1, &kernel));
+  if (kernel != NULL) {
+    /* A release without a retain is refused (the program holds the kernel). */
+    expect_error("kernel_release without retain", ternjit_kernel_release(kernel), TERNJIT_INVALID_ARGUMENT,
+                 "holds no reference");
+    CHECK_OK(ternjit_kernel_retain(kernel));
+    CHECK_OK(ternjit_kernel_retain(kernel)); /* counted: two references */
+    CHECK_OK(ternjit_kernel_entry(kernel, &fn, &state));
+  }
+  ternjit_program_destroy(p); /* the program first, then its engine */
+  ternjit_engine_destroy(engine);
+  if (kernel != NULL && fn != NULL) {
+    for (i = 0; i < (size_t)(M * N); ++i) got[i] = again[i] = -1.0f;
+    buffers[0] = x;
+    buffers[1] = got;
+    CHECK(fn(state, buffers) == 0);
+    snprintf(what, sizeof what, "%s retained kernel after destroy", target);
+    g_failures += bl_compare(what, M * N, got, want, bound) != 0;
+    CHECK(ternjit_kernel_num_outputs(kernel) == 1);
+    CHECK_OK(ternjit_kernel_release(kernel)); /* one reference left */
+    buffers[1] = again;
+    CHECK(fn(state, buffers) == 0);
+    CHECK(memcmp(got, again, sizeof got) == 0);
+    CHECK_OK(ternjit_kernel_release(kernel)); /* the last: the program's memory goes */
+  }
+  expect_error("kernel_retain(NULL)", ternjit_kernel_retain(NULL), TERNJIT_INVALID_ARGUMENT, "kernel is null");
+  expect_error("kernel_release(NULL)", ternjit_kernel_release(NULL), TERNJIT_INVALID_ARGUMENT, "kernel is null");
+  printf("  ok: %s: a retained kernel runs correctly after its program and engine are destroyed\n", target);
+  bl_layer_free(&L);
+}
+
 /* Writes L as a safetensors file (gamma and w_scale F32, w I8 in {-1, 0, 1}). Returns 0 on
  * success. The header is padded with spaces to a multiple of 8 bytes. */
 static int write_safetensors(const char* path, const bl_layer* L) {
@@ -763,6 +830,7 @@ int main(int argc, char** argv) {
          ternjit_has_feature("target:x86"), ternjit_has_feature("target:cuda"));
 
   for (i = 0; i < n_targets; ++i) check_target(targets[i], source, len);
+  for (i = 0; i < n_targets; ++i) check_retained_kernel(targets[i], source, len);
   check_env_file_random(source, len);
   check_errors(source, len);
   check_introspection(source, len);

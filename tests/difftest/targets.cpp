@@ -186,7 +186,7 @@ Result<std::vector<ir::HostTensor>> run_prepared(Program& program, const ir::Mod
   for (const ir::HostTensor& t : inputs.args) arg_bytes.push_back(t.to_bytes());
   for (std::size_t i = 0; i < inputs.args.size(); ++i)
     args.push_back(TensorView{arg_bytes[i].data(), inputs.args[i].kind, inputs.args[i].shape});
-  TERNJIT_TRY(const Kernel* kernel, program.kernel(kMainFunction, args));
+  TERNJIT_TRY(const std::shared_ptr<const Kernel> kernel, program.kernel(kMainFunction, args));
   std::vector<std::vector<std::uint8_t>> out_bytes;
   std::vector<TensorView> outs;
   for (const TensorView& spec : kernel->outputs()) {

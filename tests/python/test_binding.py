@@ -154,6 +154,27 @@ def test_kernel_entry_point():
         check(e.status == ternjit.INVALID_ARGUMENT and "[3, 70]" in e.message, repr(e))
 
 
+def test_kernel_outlives_its_program():
+    # Issue 33: a kernel called after its program (and engine) were destroyed corrupted the
+    # heap; it now holds a reference to what it runs.
+    rng = np.random.default_rng(81)
+    m, k, n = 2, 40, 9
+    x, gamma, w, w_scale = ref.random_layer(rng, m, k, n)
+    engine = ternjit.Engine(target="reference", cache_dir="off")
+    program = engine.compile_file(BITLINEAR)
+    bind_layer(program, gamma, w, w_scale)
+    y = program.run(FORWARD, x)
+    kernel = program.kernel(FORWARD, ternjit.TensorSpec((m, k), "f32"))
+    fn, state = kernel.fn, kernel.state
+    program.close()
+    engine.close()
+    del program, engine
+    check(np.array_equal(kernel(x), y), "kernel after its program was closed differs")
+    out = np.zeros((m, n), np.float32)
+    buffers = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    check(fn(state, buffers) == ternjit.OK and np.array_equal(out, y), "raw entry after close differs")
+
+
 def test_threads_share_a_program():
     rng = np.random.default_rng(9)
     k, n = 37, 19
@@ -318,7 +339,8 @@ def test_engine_options_and_lifetime():
     program.engine.close()  # closes its programs first
     check(program.closed, "engine.close() left its program open")
     expect_error(lambda: program.run(FORWARD, x), ternjit.INVALID_ARGUMENT, "closed")
-    expect_error(lambda: kernel(x), ternjit.INVALID_ARGUMENT, "closed")
+    # A kernel holds what it runs: it still computes the layer after the close.
+    check_layer(kernel(x), x, gamma, w, w_scale, True, "kernel after engine.close()")
 
 
 DTYPES_SOURCE = """
@@ -453,6 +475,7 @@ def test_compile_grad():
 if __name__ == "__main__":
     harness.run([test_version_and_features, test_bitlinear_matches_numpy, test_inputs_are_converted_not_mutated,
                  test_packed_random_and_file_weights_agree_with_plain, test_kernel_entry_point,
+                 test_kernel_outlives_its_program,
                  test_threads_share_a_program, test_bad_source_reports_file_line_col,
                  test_wrong_shapes_and_names_are_clear, test_engine_options_and_lifetime, test_dtypes_in_and_out,
                  test_verbose_option_reaches_the_library, test_bf16_helpers, test_gguf_file_and_sized_bind, test_compile_grad,

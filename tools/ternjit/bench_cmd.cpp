@@ -375,7 +375,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
     auto actual = kernel_outputs(*pk);
     if (!expected.ok()) return report(expected.error());
     if (!actual.ok()) return report(actual.error());
-    if (!check_outputs(*expected, *actual)) {
+    if (!check_outputs(*expected, *actual, abs_error_floor(pk->engine))) {
       std::fprintf(stderr, "ternjit: bench: the %s kernel disagrees with the reference target: not timed\n",
                    target.c_str());
       return 1;
@@ -385,7 +385,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
 
   // --cold: more programs on the same engine, each with its own weight copy, rotated.
   std::vector<Program> copies;
-  std::vector<const Kernel*> kernels{pk->kernel};
+  std::vector<const Kernel*> kernels{pk->kernel.get()};
   nlohmann::json cold_json;
   if (o.cold) {
     const std::uint64_t per_copy = std::max<std::uint64_t>(1, work->weight_bytes);
@@ -397,7 +397,7 @@ int cmd_bench(const BenchCommandOptions& o, const targets::TargetRegistry& regis
       if (!program.ok()) return report(program.error());
       auto kernel = program->kernel(*fname, pk->inputs);
       if (!kernel.ok()) return report(kernel.error());
-      kernels.push_back(*kernel);
+      kernels.push_back(kernel->get());  // held by its program, kept in `copies`
       copies.push_back(std::move(*program));
     }
     const double rotated = static_cast<double>(per_copy) * n;

@@ -174,7 +174,7 @@ int cmd_cache(const CacheCommandOptions& o) {
     if (o.json) {
       nlohmann::json list = nlohmann::json::array();
       for (const cache::EntryInfo& e : *entries) {
-        nlohmann::json j = {{"kind", e.kind == cache::EntryKind::Artifact ? "artifact" : "record"},
+        nlohmann::json j = {{"kind", cache::entry_kind_name(e.kind)},
                             {"size", e.size},
                             {"last_used", e.last_used},
                             {"path", e.path},
@@ -198,7 +198,7 @@ int cmd_cache(const CacheCommandOptions& o) {
     }
     for (const cache::EntryInfo& e : *entries) {
       const std::string usage = artifact_usage(dir, e);
-      std::printf("%-8s %10s  %s  %s  %s%s%s%s%s\n", e.kind == cache::EntryKind::Artifact ? "artifact" : "record",
+      std::printf("%-8s %10s  %s  %s  %s%s%s%s%s\n", cache::entry_kind_name(e.kind),
                   human(e.size).c_str(), when(e.last_used).c_str(), e.path.c_str(),
                   e.key ? describe(*e.key).c_str() : "", usage.empty() ? "" : " usage: ", usage.c_str(),
                   e.problem.empty() ? "" : "  PROBLEM: ", e.problem.c_str());

@@ -115,7 +115,7 @@ Result<Program> compile_and_bind(Engine& engine, const ir::Module& m, const form
 struct PreparedKernel {
   Engine engine;
   Program program;
-  const Kernel* kernel = nullptr;                    ///< owned by `program`
+  std::shared_ptr<const Kernel> kernel;              ///< of `program`
   std::vector<std::vector<std::uint8_t>> arg_bytes;  ///< the inputs' bytes, in argument order
   std::vector<std::vector<std::uint8_t>> out_bytes;  ///< the outputs' bytes, in result order
   std::vector<TensorView> inputs;                    ///< views of arg_bytes
@@ -141,9 +141,14 @@ Result<std::vector<ir::HostTensor>> run_on_engine(const EngineOptions& options, 
 /// Compares every output with the reference's and says so on stderr: integer (and bool,
 /// ternary) outputs must be equal; a float output agrees element-wise when |actual -
 /// expected| <= 1e-4 * (|expected| + max|finite expected over the output|), a NaN or an
-/// infinity only with its own class (ir::output_tolerance, ir::compare). False on a
-/// mismatch (or a different number of outputs).
-bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual);
+/// infinity only with its own class (ir::output_tolerance, ir::compare); the absolute
+/// tolerance is at least `abs_floor` (the checked target's TargetDescription::abs_error_floor:
+/// spirv's flushed subnormals). False on a mismatch (or a different number of outputs).
+bool check_outputs(const std::vector<ir::HostTensor>& expected, const std::vector<ir::HostTensor>& actual,
+                   double abs_floor = 0);
+
+/// TargetDescription::abs_error_floor of the target `engine` compiles for.
+double abs_error_floor(const Engine& engine);
 
 /// Prints an Error to stderr (rendered diagnostics) and returns 1.
 int report(const Error& e);

@@ -88,6 +88,8 @@ int cmd_info(bool json) {
                          {"device", t.device},
                          {"memory_bytes", t.memory_bytes},
                          {"features", t.features},
+                         {"numerics", t.numerics},
+                         {"abs_error_floor", t.abs_error_floor},
                          {"devices", [&] {
                             nlohmann::json list = nlohmann::json::array();
                             for (const auto& d : devices_of(registry, t.name)) list.push_back(device_json(d));
@@ -105,6 +107,7 @@ int cmd_info(bool json) {
                 t.device.empty() ? "-" : t.device.c_str());
     if (!t.available) std::printf("  %-10s reason: %s\n", "", t.reason.c_str());
     std::printf("  %-10s features: %s\n", "", t.features.empty() ? "-" : t.features.c_str());
+    if (!t.numerics.empty()) std::printf("  %-10s numerics: %s\n", "", t.numerics.c_str());
     print_devices(devices_of(registry, t.name));
   }
   std::printf("auto -> %s\n", engine->target_name().c_str());
