@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "formats/text.h"
 #include "formats/ternary.h"
 #include "formats/weight_store.h"
 #include "ir/bind.h"
@@ -200,9 +201,10 @@ Result<void> Weights::bind_file(const formats::WeightFile& file) {
           const std::string& sym = m.decl->symbols[d.sym.index];
           auto it = symbols.find(symbol_key(ir::layer_of(m.decl->name), sym));
           if (it == symbols.end())
-            return fail(ErrorCode::InvalidInput, file_name + ": tensor '" + m.offer->origin + "' (" + what +
-                                                     "): packed data needs a '" + m.offer->origin +
-                                                     ".shape' metadata entry (symbol '" + sym + "' of " +
+            return fail(ErrorCode::InvalidInput, file_name + ": tensor " + formats::quoted_printable(m.offer->origin) +
+                                                     " (" + what + "): packed data needs a " +
+                                                     formats::quoted_printable(m.offer->origin + ".shape") +
+                                                     " metadata entry (symbol '" + sym + "' of " +
                                                      decl_str(*m.decl) + " is not fixed by another tensor)");
           shape.push_back(it->second.first);
         }
