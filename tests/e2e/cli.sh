@@ -182,6 +182,9 @@ check "run rope with an even D" $?
 # An address-space limit bounds a regression's memory; an ASan build (ASAN_OPTIONS set by
 # its stage) reserves terabytes of shadow address space and cannot start under one.
 asan_free() { [ -n "${ASAN_OPTIONS:-}" ] || echo "$*;"; }
+# The seconds a refusal may take: 20, or 120 in the ASan stage (several times slower).
+refusal_s=20
+[ -z "${ASAN_OPTIONS:-}" ] || refusal_s=120
 E2E_FAIL_RC=1 expect_fail "4096 parameters of 64 MB are refused at once" \
   "^error: the run's tensors need 275146342400 bytes together \(inputs 134217728 bytes, random parameters 274877906944 bytes, outputs 134217728 bytes; .*over the run's limit of 4294967296 bytes; nothing was allocated" \
   bash -c "$(asan_free ulimit -v 2000000) exec timeout 20 \"\$0\" run many.tri --shape N=16777216 --target reference" "$bin"
@@ -221,7 +224,7 @@ layer Model {
 TRI
 E2E_FAIL_RC=1 expect_fail "llvm refuses a Block[4096] chain within seconds" \
   "llvm: @Model.forward generates [0-9]+ LLVM instructions, over the llvm target's budget of 32768 \(llvm.max_instructions; .*--target-options llvm.max_instructions=N" \
-  bash -c "$(asan_free ulimit -v 4000000) exec timeout 20 \"\$0\" run chain.tri --layer Model --shape M=1,E=4 --target llvm" "$bin"
+  bash -c "$(asan_free ulimit -v 4000000) exec timeout $refusal_s \"\$0\" run chain.tri --layer Model --shape M=1,E=4 --target llvm" "$bin"
 
 # info --json is one JSON object naming every target and auto's pick.
 "$bin" info --json > info.json
